@@ -63,6 +63,7 @@ import json
 import math
 import os
 import sys
+from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 # === Constants ===
@@ -83,6 +84,7 @@ LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artef
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
 READ_BLOCK = 1 << 22  # bytes per read when streaming line-based files
+MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
 
 
 # === Exception ===
@@ -146,29 +148,44 @@ class _Input(NamedTuple):
     rest: object  # a binary stream positioned after ``head``
 
 
-def _open_input(path: str) -> _Input:
-    """Open a file (or ``-`` for standard input), transparently un-gzipped."""
+@contextmanager
+def _opened(path: str) -> Iterator[_Input]:
+    """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = "<stdin>" if path == "-" else path
     try:
         if path == "-":
+            if sys.stdin is None:
+                raise RagEvalError("there is no standard input to read", source)
             raw = sys.stdin.buffer
         elif os.path.isdir(path):
             raise RagEvalError("is a directory, expected a file", source)
         else:
             raw = open(path, "rb")
-        magic = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
         raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
-    if magic == _GZIP_MAGIC:
-        import gzip  # only gzipped inputs pay for it
+    stream = raw
+    try:
+        if _read_magic(raw, source) == _GZIP_MAGIC:
+            import gzip  # only gzipped inputs pay for it
 
-        raw = gzip.GzipFile(fileobj=raw, mode="rb")
-    head = _read_block(raw, source)
-    if head.startswith(_BOM):
-        head = head[len(_BOM):]
-    return _Input(source, head, raw)
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        head = _read_block(stream, source)
+        if head.startswith(_BOM):
+            head = head[len(_BOM):]
+        yield _Input(source, head, stream)
+    finally:
+        if path != "-":
+            stream.close()
+            raw.close()
+
+
+def _read_magic(raw, source: str) -> bytes:
+    try:
+        return raw.peek(2)[:2]
+    except OSError as exc:
+        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
 
 
 def _read_block(stream, source: str) -> bytes:
@@ -215,32 +232,44 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _lines(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
-    """Yield ``(line number, fields)`` for each non-blank line of a text file.
+def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
+    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
-    Reads large blocks and decodes each block at once: decoding and splitting
-    in bulk costs a fraction of doing it line by line.
+    Reads large blocks and decodes and splits each at once: in bulk that costs
+    a fraction of doing it line by line.  Lines are never cut across blocks.
     """
-    lineno = 0
-    carry = b""
-    block = inp.head
-    while block:
+    first = 1
+    pending = [inp.head]  # bytes read but not yet yielded, with no newline after the first piece
+    while pending:
         nxt = _read_block(inp.rest, inp.source)
-        data = carry + block
+        if nxt and b"\n" not in nxt:
+            pending.append(nxt)
+            if len(pending) * READ_BLOCK > MAX_LINE:
+                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, first)
+            continue
+        data = b"".join(pending)
         if nxt:
-            cut = data.rfind(b"\n") + 1
-            data, carry = data[:cut], data[cut:]
+            cut = nxt.rfind(b"\n") + 1
+            data += nxt[:cut]
+            pending = [nxt[cut:]]
         else:
-            carry = b""
-        for line in _decode(data, inp.source, lineno + 1).split("\n"):
-            lineno += 1
+            pending = []
+        if not data:
+            continue
+        lines = _decode(data, inp.source, first).split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the piece after the final newline
+        yield first, lines
+        first += len(lines)
+
+
+def _lines(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
+    """Yield ``(line number, fields)`` for each non-blank line of a text file."""
+    for first, lines in _blocks(inp):
+        for lineno, line in enumerate(lines, first):
             fields = line.split()
             if fields:
                 yield lineno, fields
-        lineno -= 1  # the split left an empty piece after the last newline
-        block = nxt
-        if not block and carry:
-            block, carry = carry, b""
 
 
 def _parse_json(inp: _Input, what: str):
@@ -351,7 +380,8 @@ def _trec_qrels(inp: _Input) -> Qrels:
 
 
 def _looks_int(text: str) -> bool:
-    return text.lstrip("+-").isdigit() and text.isascii()
+    digits = text[1:] if text[:1] in "+-" else text
+    return digits.isascii() and digits.isdigit()
 
 
 def _jsonl_qrels(inp: _Input) -> Qrels:
@@ -374,17 +404,17 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     must be non-negative integers (SPEC.md); TREC and JSONL may hold negative
     grades, which mark unjudged documents as in trec_eval.
     """
-    inp = _open_input(path)
-    fmt = _detect_format(inp) if fmt == "auto" else fmt
-    if fmt == "json":
-        qrels = _parse_json(inp, "qrels")
-        _check_qrels(qrels, inp.source)
-    elif fmt == "jsonl":
-        qrels = _jsonl_qrels(inp)
-    else:
-        qrels = _trec_qrels(inp)
-    if not qrels:
-        raise RagEvalError("no judgments found", inp.source)
+    with _opened(path) as inp:
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "json":
+            qrels = _parse_json(inp, "qrels")
+            _check_qrels(qrels, inp.source)
+        elif fmt == "jsonl":
+            qrels = _jsonl_qrels(inp)
+        else:
+            qrels = _trec_qrels(inp)
+        if not qrels:
+            raise RagEvalError("no judgments found", inp.source)
     return qrels
 
 
@@ -428,6 +458,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep) -> Run:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval."""
     tops: Dict[str, _TopScores] = {}
     for lineno, fields in _lines(inp):
+        if fields[0].startswith("#"):
+            continue  # a comment, as trec_eval reads them
         if len(fields) < 6:
             raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}", inp.source, lineno)
         qid, docid = fields[0], fields[2]
@@ -478,28 +510,16 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     depth, not the file.  ``keep(qid, docid)``, when given, filters documents
     before that cut (``--judged-only``).
     """
-    inp = _open_input(path)
-    fmt = _detect_format(inp) if fmt == "auto" else fmt
-    if fmt == "json":
-        run = _parse_json(inp, "run")
-        _check_run(run, inp.source)
-    elif fmt == "jsonl":
-        run = _jsonl_run(inp, depth, keep)
-    else:
-        run = _trec_run(inp, depth, keep)
+    with _opened(path) as inp:
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "json":
+            run = _parse_json(inp, "run")
+            _check_run(run, inp.source)
+        elif fmt == "jsonl":
+            run = _jsonl_run(inp, depth, keep)
+        else:
+            run = _trec_run(inp, depth, keep)
     return run
-
-
-def read_baseline(path: str) -> Dict[str, float]:
-    """Read a baseline: a JSON object of metric name -> finite number."""
-    inp = _open_input(path)
-    baseline = _parse_json(inp, "baseline")
-    if not isinstance(baseline, dict):
-        raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(baseline)}", inp.source)
-    for metric, value in baseline.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise RagEvalError(f"baseline value of {metric!r} must be a finite number, got {value!r}", inp.source)
-    return {metric: float(value) for metric, value in baseline.items()}
 
 
 # --- Validating in-memory inputs (files and library callers alike) ---
@@ -549,11 +569,15 @@ def _order_scored(scores: Mapping[str, float]) -> List[str]:
     return [docid for docid, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)]
 
 
-def _ordered_ids(entry: RunEntry) -> List[str]:
-    """The unique ids of a run entry, best first; a repeated id counts at its first place."""
-    if isinstance(entry, Mapping):
-        return _order_scored(entry)
-    return list(dict.fromkeys(entry))
+def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> List[str]:
+    """The unique ids of a run entry, best first; a repeated id counts at its first place.
+
+    With ``judged_only``, unjudged ids are dropped before any cutoff applies.
+    """
+    ranking = _order_scored(entry) if isinstance(entry, Mapping) else list(dict.fromkeys(entry))
+    if conv.judged_only:
+        ranking = [docid for docid in ranking if docid in grades]
+    return ranking
 
 
 def _gain(grade: int, kind: str) -> float:
@@ -564,8 +588,6 @@ def _gain(grade: int, kind: str) -> float:
 
 def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """Turn one query's unique ranking into what the measures read, once."""
-    if conv.judged_only:
-        ranking = [docid for docid in ranking if docid in grades]
     top = [grades.get(docid) for docid in ranking[:depth]]
     judged_grades = [g for g in grades.values() if g >= 0]
     ideal = sorted((_gain(g, conv.gain) for g in judged_grades), reverse=True)
@@ -723,7 +745,7 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
     _check_k(k)
     _check_qrels({"q": grades}, "grades")
     conv = Conventions(**conventions)
-    return _BY_NAME[name].compute(_normalise(_ordered_ids(ranking), grades, k, conv), k)
+    return _BY_NAME[name].compute(_normalise(_ranking(ranking, grades, conv), grades, k, conv), k)
 
 
 def recall_at_k(ranking, grades, k, **conventions) -> float:
@@ -874,9 +896,7 @@ def evaluate(
     for qid in sorted(qrels):
         grades = qrels[qid]
         entry = run.get(qid, [])
-        ranking = _ordered_ids(entry)
-        if conv.judged_only:
-            ranking = [docid for docid in ranking if docid in grades]
+        ranking = _ranking(entry, grades, conv)
         q = _normalise(ranking, grades, depth, conv)
         if q.num_relevant == 0:
             unscored.append(qid)
@@ -913,7 +933,437 @@ def evaluate(
     }
 
 
+# === Statistics ===
+# Paired comparisons and intervals.  Randomness comes only from a seeded
+# random.Random, so the same inputs give the same bytes out on every Python.
+
+DEFAULT_RESAMPLES = 10_000
+DEFAULT_ALPHA = 0.05
+DEFAULT_SEED = 0
+CONFIDENCE = 0.95
+POWER = 0.80
+EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
+ORDINARY_BOOTSTRAP_MAX = 1_000  # above this many queries, the double-or-nothing bootstrap
+# Per-query values are compared as integers in units of 2**-40: sums are then
+# exact, so ties in a permutation distribution are found exactly and results
+# do not depend on float summation order (which changed in Python 3.12).
+FIXED_ONE = 1 << 40
+
+
+class Interval(NamedTuple):
+    low: float
+    high: float
+
+
+class PairedComparison(NamedTuple):
+    """Per-query scores of one metric, before and after, compared pairwise."""
+
+    metric: str
+    queries: int  # queries scored on both sides
+    mean_delta: float  # mean of after - before
+    improved: int
+    worse: int
+    same: int
+    p_value: float  # two-sided paired randomization (sign-flip) test
+    exact: bool  # p_value enumerated every sign pattern (else sampled)
+    unresolvable: bool  # no outcome of so few differing queries could reach alpha
+    interval: Interval  # bootstrap CONFIDENCE interval of mean_delta
+    hit_to_miss: List[str]  # queries that scored above 0 before and 0 after
+    largest_drops: List[Tuple[str, float]]  # (qid, delta), the worst first
+    spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
+
+
+def _fixed(value: float) -> int:
+    return round(value * FIXED_ONE)
+
+
+def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[int, int]]:
+    """For each resample, keep each value with probability 1/2: yield (sum kept, number kept).
+
+    Eight values share a table of their 256 subset sums, so a resample costs
+    one lookup per eight values, with one random byte choosing each subset.
+    """
+    from operator import getitem
+
+    tables = []
+    for start in range(0, len(values), 8):
+        table = [0]
+        for value in values[start:start + 8]:
+            table += [subtotal + value for subtotal in table]
+        tables.append(table * (256 // len(table)))  # a short last block ignores its spare bits
+    mask = (1 << len(values)) - 1
+    for _ in range(resamples):
+        chosen = rng.randbytes(len(tables))
+        kept = bin(int.from_bytes(chosen, "little") & mask).count("1")
+        yield sum(map(getitem, tables, chosen)), kept
+
+
+def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
+    """Two-sided paired randomization test of mean(deltas) = 0; returns (p, exact).
+
+    Under the null hypothesis each query's difference is as likely to have the
+    other sign (Fisher's randomization test; Smucker, Allan & Carterette 2007
+    recommend it for IR).  With few differing queries every sign pattern is
+    enumerated and p is exact; otherwise ``resamples`` random patterns give
+    p = (1 + as extreme) / (1 + resamples), never 0.
+
+    >>> sign_flip_test([0.5, 0.5, 0.5])  # 2 of the 8 patterns are as extreme
+    (0.25, True)
+    """
+    import random
+
+    nonzero = [q for q in map(_fixed, deltas) if q]
+    if not nonzero:
+        return 1.0, True
+    observed = abs(sum(nonzero))
+    total = sum(nonzero)
+    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:
+        subtotals = [0]
+        for value in nonzero:
+            subtotals += [subtotal + value for subtotal in subtotals]
+        # Flipping the signs of a subset S turns the sum into total - 2 * sum(S).
+        extreme = sum(1 for subtotal in subtotals if abs(total - 2 * subtotal) >= observed)
+        return extreme / len(subtotals), True
+    rng = rng or random.Random(DEFAULT_SEED)
+    extreme = sum(1 for flipped, _ in _random_halves(nonzero, resamples, rng) if abs(total - 2 * flipped) >= observed)
+    return (1 + extreme) / (1 + resamples), False
+
+
+def bootstrap_interval(
+    values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None, confidence: float = CONFIDENCE
+) -> Interval:
+    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993).
+
+    Up to ORDINARY_BOOTSTRAP_MAX values each resample draws n values with
+    replacement.  Above it, the double-or-nothing bootstrap (Owen & Eckles
+    2012) weights each value 0 or 2 with probability 1/2, the same mean and
+    variance of weights at an eighth of the cost.
+
+    >>> bootstrap_interval([0.25, 0.25, 0.25])
+    Interval(low=0.25, high=0.25)
+    """
+    import random
+
+    fixed = [_fixed(value) for value in values]
+    n = len(fixed)
+    if n == 0:
+        raise RagEvalError("no values to bootstrap")
+    rng = rng or random.Random(DEFAULT_SEED)
+    if n <= ORDINARY_BOOTSTRAP_MAX:
+        means = [sum(rng.choices(fixed, k=n)) / n for _ in range(resamples)]
+    else:
+        nonzero = [q for q in fixed if q]
+        zeros = n - len(nonzero)
+        means = []
+        for kept_sum, kept in _random_halves(nonzero, resamples, rng):
+            kept += bin(rng.getrandbits(zeros)).count("1") if zeros else 0
+            if kept:  # an empty half (chance 2**-n) has no mean
+                means.append(kept_sum / kept)
+    means.sort()
+    tail = (1 - confidence) / 2
+    low = means[max(0, math.ceil(tail * len(means)) - 1)]
+    high = means[min(len(means) - 1, math.ceil((1 - tail) * len(means)) - 1)]
+    return Interval(low / FIXED_ONE, high / FIXED_ONE)
+
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    """I_x(a, b), by the continued fraction evaluated with Lentz's method."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast only on this side
+        return 1.0 - _regularized_beta(1.0 - x, b, a)
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    fraction = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            fraction *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return math.exp(log_front) * fraction / a
+
+
+def _beta_quantile(p: float, a: float, b: float) -> float:
+    """The x with I_x(a, b) = p, by bisection (I is increasing in x)."""
+    low, high = 0.0, 1.0
+    for _ in range(100):
+        middle = (low + high) / 2
+        if _regularized_beta(middle, a, b) < p:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+def clopper_pearson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
+    """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
+
+    >>> [round(x, 4) for x in clopper_pearson(5, 10)]
+    [0.1871, 0.8129]
+    """
+    if trials < 1 or not 0 <= successes <= trials:
+        raise RagEvalError(f"clopper_pearson needs 0 <= successes <= trials >= 1, got {successes}/{trials}")
+    tail = (1 - confidence) / 2
+    low = 0.0 if successes == 0 else _beta_quantile(tail, successes, trials - successes + 1)
+    high = 1.0 if successes == trials else _beta_quantile(1 - tail, successes + 1, trials - successes)
+    return Interval(low, high)
+
+
+def holm(p_values: Mapping[str, float]) -> Dict[str, float]:
+    """Holm-Bonferroni adjusted p-values: the family-wise error stays at alpha (Holm 1979).
+
+    >>> holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    {'a': 0.03, 'c': 0.06, 'b': 0.06}
+    """
+    ordered = sorted(p_values.items(), key=lambda item: (item[1], item[0]))
+    adjusted: Dict[str, float] = {}
+    running = 0.0
+    for rank, (name, p) in enumerate(ordered):
+        running = max(running, min(1.0, (len(ordered) - rank) * p))
+        adjusted[name] = running
+    return adjusted
+
+
+def _z(probability: float) -> float:
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(probability)
+
+
+def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
+    """The mean drop a paired test on ``queries`` detects with ``power``.
+
+    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n),
+    with ``spread`` the standard deviation of the per-query deltas; None when
+    there is no spread to estimate from.
+
+    >>> round(detectable_drop(0.2, 100), 4)  # (1.96 + 0.8416) * 0.2 / 10
+    0.056
+    """
+    if not spread or queries < 2:
+        return None
+    return (_z(1 - alpha / 2) + _z(power)) * spread / math.sqrt(queries)
+
+
+def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
+    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``.
+
+    >>> queries_needed(0.2, 0.056)  # the inverse of the example above
+    101
+    """
+    if not spread or drop <= 0:
+        return None
+    return math.ceil(((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2)
+
+
+def compare_paired(
+    metric: str,
+    before: Mapping[str, float],
+    after: Mapping[str, float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    alpha: float = DEFAULT_ALPHA,
+    show: int = 5,
+) -> PairedComparison:
+    """Compare one metric's per-query scores on the queries scored on both sides."""
+    import random
+    from statistics import stdev
+
+    common = sorted(set(before) & set(after))
+    if not common:
+        raise RagEvalError(f"{metric}: no query is scored on both sides")
+    deltas = [after[qid] - before[qid] for qid in common]
+    signs = [_fixed(delta) for delta in deltas]
+    differing = sum(1 for q in signs if q)
+    # One generator per metric, seeded by its name: adding a metric changes no other's numbers.
+    rng = random.Random(f"rag_eval:{seed}:{metric}")
+    p_value, exact = sign_flip_test(deltas, resamples, rng)
+    drops = sorted((delta, qid) for qid, delta, q in zip(common, deltas, signs) if q < 0)
+    return PairedComparison(
+        metric=metric,
+        queries=len(common),
+        mean_delta=math.fsum(deltas) / len(common),
+        improved=sum(1 for q in signs if q > 0),
+        worse=sum(1 for q in signs if q < 0),
+        same=len(common) - differing,
+        p_value=p_value,
+        exact=exact,
+        unresolvable=2.0 ** (1 - differing) > alpha,
+        interval=bootstrap_interval(deltas, resamples, rng),
+        hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
+        largest_drops=[(qid, delta) for delta, qid in drops[:show]],
+        spread=stdev(deltas) if len(deltas) > 1 else None,
+    )
+
+
 # === Baseline and gate ===
+
+BASELINE_FORMAT = "rag_eval-baseline/1"
+TIE_RULE = "score descending, then docid descending"
+GATE_RULES = ("drop", "significant")
+
+
+class Baseline(NamedTuple):
+    """A baseline file: SPEC.md's flat means, or an extended one with provenance."""
+
+    means: Dict[str, float]
+    per_query: Optional[Dict[str, Dict[str, float]]] = None  # metric -> qid -> value
+    conventions: Optional[dict] = None
+    qrels_sha256: Optional[str] = None
+
+
+class Tolerance(NamedTuple):
+    """How far a mean may fall below its baseline: absolute, or a share of the baseline."""
+
+    amount: float
+    relative: bool = False
+
+    def allowed(self, was: float) -> float:
+        return self.amount * abs(was) if self.relative else self.amount
+
+    def __str__(self) -> str:
+        return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
+
+
+def read_baseline(path: str) -> Baseline:
+    """Read a baseline: a flat JSON object of metric -> mean, or an extended baseline.
+
+    An extended baseline (written by ``--save-baseline``) also holds the
+    per-query scores, the conventions and the sha256 of the qrels.
+    """
+    with _opened(path) as inp:
+        data = _parse_json(inp, "baseline")
+    if not isinstance(data, dict):
+        raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
+    if "format" not in data:
+        return Baseline(_check_means(data, path))
+    if data["format"] != BASELINE_FORMAT:
+        raise RagEvalError(f"unknown baseline format {data['format']!r} (expected {BASELINE_FORMAT!r})", path)
+    missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
+    if missing:
+        raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
+    per_query = data["per_query"]
+    if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
+        raise RagEvalError("per_query must map metric -> {query: value}", path)
+    if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
+        raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
+    return Baseline(
+        _check_means(data["mean"], path),
+        {metric: _check_means(values, path, metric) for metric, values in per_query.items()},
+        data["conventions"],
+        data["qrels_sha256"],
+    )
+
+
+def _check_means(values, path: str, where: str = "") -> Dict[str, float]:
+    if not isinstance(values, dict):
+        raise RagEvalError(f"expected an object of name -> number, got {_kind(values)}", path)
+    prefix = f"{where}: " if where else ""
+    for name, value in values.items():
+        if not _is_number(value) or not math.isfinite(value):
+            raise RagEvalError(f"{prefix}baseline value of {name!r} must be a finite number, got {value!r}", path)
+    return {name: float(value) for name, value in values.items()}
+
+
+def qrels_fingerprint(qrels: Qrels) -> str:
+    """sha256 of the judgments in a canonical form: reformatting or gzipping the
+    file does not change it, changing a judgment does."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for qid in sorted(qrels):
+        for docid in sorted(qrels[qid]):
+            digest.update(f"{qid}\t{docid}\t{qrels[qid][docid]}\n".encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _conventions_record(result: dict) -> dict:
+    conv = result["conventions"]
+    cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
+    return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
+            "judged_only": conv["judged_only"], "ties": TIE_RULE}
+
+
+def comparability(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
+    """What differs between how an extended baseline and this result were made."""
+    if baseline.conventions is None:
+        return []
+    now = _conventions_record(result)
+    found = [f"{key}: baseline {baseline.conventions.get(key)!r}, now {value!r}"
+             for key, value in now.items() if baseline.conventions.get(key) != value]
+    if baseline.qrels_sha256 != qrels_sha256:
+        found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
+    return found
+
+
+def baseline_record(result: dict, qrels_sha256: str, means: Optional[Mapping[str, float]] = None) -> dict:
+    """The extended baseline of a result (``means`` overrides its means, for --ratchet)."""
+    import time
+
+    # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
+    stamp = float(os.environ.get("SOURCE_DATE_EPOCH", time.time()))
+    return {
+        "format": BASELINE_FORMAT,
+        "tool": f"rag_eval {__version__}",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp)),
+        "qrels_sha256": qrels_sha256,
+        "conventions": _conventions_record(result),
+        "mean": dict(means if means is not None else result["mean"]),
+        "per_query": per_query_by_metric(result),
+        "unscored": result["unscored"],
+    }
+
+
+def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
+    """``{metric: {qid: value}}`` with full metric names, whatever the form of ``k``."""
+    single = not isinstance(result["k"], list)
+    table: Dict[str, Dict[str, float]] = {}
+    for qid, values in result["per_query"].items():
+        for key, value in values.items():
+            metric = format_metric(key, result["k"]) if single else key
+            table.setdefault(metric, {})[qid] = value
+    return table
+
+
+def write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
+
+    A reader sees the old file or the new one, never a partial one, even if
+    the process is killed mid-write.
+    """
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
+        raise
 
 
 def regressions(
@@ -927,19 +1377,110 @@ def regressions(
     """
     if not _is_number(max_drop) or not math.isfinite(max_drop) or max_drop < 0:
         raise RagEvalError(f"max drop must be a non-negative number, got {max_drop!r}")
+    tolerance = Tolerance(float(max_drop))
+    return {metric: (was, now) for metric, (was, now, _) in _drops(current_means, baseline_means, {}, tolerance).items()}
+
+
+def _drops(current, baseline, tolerances: Mapping[str, Tolerance], default: Tolerance):
+    """``{metric: (was, now, allowed drop)}`` for the metrics missing or fallen too far."""
     found = {}
-    for metric in sorted(baseline_means):
-        was = baseline_means[metric]
-        now = current_means.get(metric)
-        if now is None or was - now > max_drop + DROP_EPSILON:
-            found[metric] = (was, now)
+    for metric in sorted(baseline):
+        was = baseline[metric]
+        now = current.get(metric)
+        allowed = tolerances.get(metric, default).allowed(was)
+        if now is None or was - now > allowed + DROP_EPSILON:
+            found[metric] = (was, now, allowed)
     return found
+
+
+class GateSettings(NamedTuple):
+    rule: str = "drop"
+    default: Tolerance = Tolerance(DEFAULT_MAX_DROP)
+    tolerances: Dict[str, Tolerance] = {}
+    floors: Dict[str, float] = {}
+    alpha: float = DEFAULT_ALPHA
+    resamples: int = DEFAULT_RESAMPLES
+    seed: int = DEFAULT_SEED
+    show: int = 5
+
+
+def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings()) -> dict:
+    """Judge a result against a baseline and floors; the report of ``--baseline``.
+
+    Rule ``drop`` (SPEC.md): a metric missing now, or fallen by more than its
+    tolerance, fails.  Rule ``significant``: a fall fails only when it also is
+    significant, its Holm-corrected p below alpha and its interval below 0.
+    A floor fails whatever the baseline says.
+    """
+    means = result["mean"]
+    report = {"rule": settings.rule, "alpha": settings.alpha, "metrics": {}, "floors": {}}
+    paired: Dict[str, PairedComparison] = {}
+    if baseline is not None and baseline.per_query is not None:
+        now_scores = per_query_by_metric(result)
+        for metric in sorted(baseline.means):
+            if metric in now_scores and metric in baseline.per_query:
+                paired[metric] = compare_paired(
+                    metric, baseline.per_query[metric], now_scores[metric], resamples=settings.resamples,
+                    seed=settings.seed, alpha=settings.alpha, show=settings.show,
+                )
+    if settings.rule == "significant" and baseline is not None and not paired:
+        raise RagEvalError("--gate significant needs per-query scores on both sides: "
+                           "an extended baseline (--save-baseline) or --baseline-run")
+    corrected = holm({metric: comparison.p_value for metric, comparison in paired.items()})
+    fallen = _drops(means, baseline.means, settings.tolerances, settings.default) if baseline else {}
+    for metric in sorted(baseline.means if baseline else ()):
+        was = baseline.means[metric]
+        now = means.get(metric)
+        tolerance = settings.tolerances.get(metric, settings.default)
+        entry = {"baseline": was, "now": now, "delta": None if now is None else now - was,
+                 "allowed_drop": tolerance.allowed(was), "tolerance": str(tolerance)}
+        comparison = paired.get(metric)
+        if comparison is not None:
+            entry.update(_paired_entry(comparison, corrected[metric], tolerance.allowed(was), settings.alpha))
+        if now is None:
+            verdict = "missing"
+        elif metric not in fallen:
+            verdict = "pass"
+        elif settings.rule == "drop":
+            verdict = "regression"
+        else:
+            significant = corrected[metric] < settings.alpha and comparison.interval.high < 0
+            verdict = "regression" if significant else "not significant"
+        entry["verdict"] = verdict
+        report["metrics"][metric] = entry
+    for metric, floor in sorted(settings.floors.items()):
+        now = means.get(metric)
+        report["floors"][metric] = {"min": floor, "now": now,
+                                    "verdict": "pass" if now is not None and now >= floor else "below floor"}
+    report["passed"] = not any(
+        entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
+    ) and all(entry["verdict"] == "pass" for entry in report["floors"].values())
+    return report
+
+
+def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, alpha: float) -> dict:
+    return {
+        "queries": comparison.queries,
+        "improved": comparison.improved,
+        "worse": comparison.worse,
+        "same": comparison.same,
+        "mean_delta": comparison.mean_delta,
+        "p_value": comparison.p_value,
+        "p_holm": p_holm,
+        "exact": comparison.exact,
+        "unresolvable": comparison.unresolvable,
+        "interval": list(comparison.interval),
+        "hit_to_miss": comparison.hit_to_miss,
+        "largest_drops": [[qid, delta] for qid, delta in comparison.largest_drops],
+        "min_detectable_drop": detectable_drop(comparison.spread, comparison.queries, alpha),
+        "queries_needed": queries_needed(comparison.spread, allowed, alpha),
+    }
 
 
 # === Reporting ===
 
 
-def _json_report(result: dict, digits: int) -> str:
+def _json_report(result: dict, digits: int, gate_report: Optional[dict], intervals: Optional[dict]) -> str:
     report = {
         "dropped": result["dropped"],
         "k": result["k"],
@@ -949,12 +1490,57 @@ def _json_report(result: dict, digits: int) -> str:
         "ties": result["ties"],
         "unscored": result["unscored"],
     }
+    if gate_report is not None:
+        report["gate"] = gate_report
+    if intervals is not None:
+        report["intervals"] = {metric: [round(bound, digits) for bound in pair] for metric, pair in intervals.items()}
     return json.dumps(report, sort_keys=True, indent=2) + "\n"
 
 
-def _regression_line(metric: str, was: float, now: Optional[float]) -> str:
-    shown = "missing" if now is None else f"{now:.4f}"
-    return f"REGRESSION {metric}: baseline {was:.4f}, now {shown}"
+def _gate_lines(gate_report: dict) -> List[str]:
+    """The REGRESSION lines of SPEC.md, one per failed metric or floor."""
+    lines = []
+    for metric, entry in gate_report["metrics"].items():
+        if entry["verdict"] in ("missing", "regression"):
+            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
+            lines.append(f"REGRESSION {metric}: baseline {entry['baseline']:.4f}, now {now}")
+    for metric, entry in gate_report["floors"].items():
+        if entry["verdict"] != "pass":
+            lines.append(f"REGRESSION {metric}: floor {entry['min']:.4f}, now {entry['now']:.4f}")
+    return lines
+
+
+def _gate_warnings(gate_report: dict) -> List[str]:
+    """Say when a paired comparison cannot tell a drop from noise."""
+    lines = []
+    coarse = []
+    for metric, entry in gate_report["metrics"].items():
+        if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]:
+            differing = entry["worse"] + entry["improved"]
+            lines.append(f"rag_eval: warning: {metric} fell, but only {differing} quer{'y' if differing == 1 else 'ies'} "
+                         f"differ: no outcome could reach p < {gate_report['alpha']:g} (unresolvable)")
+        detectable = entry.get("min_detectable_drop")
+        if detectable is not None and entry["allowed_drop"] < detectable:
+            needed = entry["queries_needed"]
+            coarse.append(f"{metric} resolves {detectable:.4f}" + (f" (~{needed} queries would resolve {entry['allowed_drop']:.4f})" if needed else ""))
+    if coarse:
+        lines.append(f"rag_eval: warning: tolerance finer than this test set resolves with {POWER:.0%} power, "
+                     "so the gate mostly measures noise: " + "; ".join(coarse))
+    return lines
+
+
+def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
+    """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise."""
+    import random
+
+    intervals = {}
+    for metric, scores in sorted(per_query_by_metric(result).items()):
+        values = [scores[qid] for qid in sorted(scores)]
+        if _BY_NAME[parse_metric(metric)[0]].binary:
+            intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
+        else:
+            intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
+    return intervals
 
 
 # === Command line ===
@@ -967,13 +1553,50 @@ def _positive_int_list(text: str) -> List[int]:
     return sorted({int(part) for part in parts})
 
 
-def _non_negative_float(text: str) -> float:
+def _amount(text: str, option: str) -> Tolerance:
+    relative = text.endswith("%")
+    try:
+        value = float(text[:-1] if relative else text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise RagEvalError(f"{option}: expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
+    return Tolerance(value / 100 if relative else value, relative)
+
+
+def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
+    """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
+    metric, _, amount = text.rpartition("=")
+    return metric, _amount(amount, "--max-drop")
+
+
+def _floor_arg(text: str) -> Tuple[str, float]:
+    metric, sep, amount = text.partition("=")
+    try:
+        value = float(amount)
+    except ValueError:
+        value = math.nan
+    if not sep or not 0 <= value <= 1:
+        raise RagEvalError(f"--min: expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {text!r}")
+    return metric, value
+
+
+def _count_arg(option: str, low: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low:
+            raise RagEvalError(f"{option}: expected an integer >= {low}, got {text!r}")
+        return int(text)
+
+    return parse
+
+
+def _alpha_arg(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise RagEvalError(f"--max-drop: expected a finite number >= 0, got {text!r}")
+    if not 0 < value < 1:
+        raise RagEvalError(f"--alpha: expected a number between 0 and 1, got {text!r}")
     return value
 
 
@@ -1035,9 +1658,36 @@ def _build_parser():
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K})")
     parser.add_argument("--measures", type=_measures_arg, default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
                         help="measures to report: " + ", ".join(_BY_NAME))
-    parser.add_argument("--baseline", metavar="FILE", help="JSON of metric -> mean to gate against")
-    parser.add_argument("--max-drop", type=_non_negative_float, default=DEFAULT_MAX_DROP, metavar="X",
-                        help=f"largest tolerated fall of a mean below the baseline (default {DEFAULT_MAX_DROP})")
+    gating = parser.add_argument_group("gate")
+    gating.add_argument("--baseline", metavar="FILE",
+                        help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
+    gating.add_argument("--baseline-run", metavar="RUN",
+                        help="gate against this older run, scored here with the same qrels and conventions")
+    gating.add_argument("--max-drop", type=_tolerance_arg, action="append", default=[], metavar="[METRIC=]X[%]",
+                        help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
+                             "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    gating.add_argument("--min", type=_floor_arg, action="append", default=[], metavar="METRIC=X",
+                        help="floor: fail when the metric is below X, whatever the baseline; repeatable")
+    gating.add_argument("--gate", choices=GATE_RULES, default="drop",
+                        help="drop: any fall beyond the tolerance fails (default); significant: it must also "
+                             "be significant (Holm-corrected p < alpha, interval below 0)")
+    gating.add_argument("--alpha", type=_alpha_arg, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    gating.add_argument("--resamples", type=_count_arg("--resamples", 100), default=DEFAULT_RESAMPLES, metavar="N",
+                        help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
+    gating.add_argument("--seed", type=_count_arg("--seed", 0), default=DEFAULT_SEED, metavar="N",
+                        help=f"seed of the resampling (default {DEFAULT_SEED}); same inputs and seed, same output")
+    gating.add_argument("--largest-drops", type=_count_arg("--largest-drops", 0), default=5, metavar="N",
+                        help="queries listed per metric among the largest drops (default 5)")
+    gating.add_argument("--ci", action="store_true",
+                        help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
+    gating.add_argument("--allow-qrels-change", action="store_true",
+                        help="compare with an extended baseline made on other qrels (reported)")
+    gating.add_argument("--save-baseline", metavar="FILE",
+                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
+    gating.add_argument("--update-baseline", action="store_true",
+                        help="with --baseline: rewrite it with this run's numbers when the gate passes")
+    gating.add_argument("--ratchet", action="store_true",
+                        help="with --update-baseline: keep the better of the old and new mean of each metric")
     parser.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
     parser.add_argument("--min-grade", type=_grade_arg, default=1, metavar="N",
@@ -1058,24 +1708,129 @@ def _warn(message: str) -> None:
     sys.stderr.write(message + "\n")
 
 
+def _check_options(args) -> None:
+    if args.qrels == "-" and "-" in (args.run, args.baseline_run):
+        raise RagEvalError("only one input can be - (standard input)")
+    if args.baseline and args.baseline_run:
+        raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
+    if args.update_baseline and not args.baseline:
+        raise RagEvalError("--update-baseline needs --baseline FILE")
+    if args.ratchet and not args.update_baseline:
+        raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.save_baseline:
+        inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run) if path and path != "-"]
+        if any(_same_file(args.save_baseline, path) for path in inputs):
+            raise RagEvalError("--save-baseline would overwrite an input; use --update-baseline to rewrite "
+                               "the baseline", args.save_baseline)
+
+
+def _same_file(first: str, second: str) -> bool:
+    return os.path.realpath(first) == os.path.realpath(second)
+
+
+def _gate_settings(args, result: dict) -> GateSettings:
+    """Tolerances and floors from the command line, every metric name checked at once."""
+    computed = result["mean"]
+    problems = []
+
+    def named(metric: str, option: str) -> str:
+        try:
+            parse_metric(metric)
+        except RagEvalError as exc:
+            problems.append(f"{option}: {exc}")
+        else:
+            if metric not in computed:
+                problems.append(f"{option}: {metric} is not computed by this run (see --measures and --k)")
+        return metric
+
+    default = Tolerance(DEFAULT_MAX_DROP)
+    tolerances = {}
+    for metric, tolerance in args.max_drop:
+        if metric:
+            tolerances[named(metric, "--max-drop")] = tolerance
+        else:
+            default = tolerance
+    floors = {named(metric, "--min"): value for metric, value in args.min}
+    if problems:
+        raise RagEvalError("; ".join(problems))
+    return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
+                        args.largest_drops)
+
+
+def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: str) -> bool:
+    """Refuse a baseline made otherwise; True when only the qrels changed and that is allowed."""
+    if not set(baseline.means) & set(result["mean"]):
+        raise RagEvalError("the baseline names no metric this run computes (baseline: "
+                           f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
+    differences = comparability(baseline, result, fingerprint)
+    qrels_changed = any(d.startswith("qrels:") for d in differences)
+    if qrels_changed and args.allow_qrels_change:
+        differences = [d for d in differences if not d.startswith("qrels:")]
+    if differences:
+        raise RagEvalError("not comparable, made with other conventions or judgments: " + "; ".join(differences)
+                           + " (save a new baseline in the change that earns it, or --allow-qrels-change)",
+                           args.baseline)
+    return qrels_changed
+
+
 def _run(args) -> int:
-    if args.qrels == "-" and args.run == "-":
-        raise RagEvalError("only one of QRELS and RUN can be - (standard input)")
+    _check_options(args)
     baseline = read_baseline(args.baseline) if args.baseline else None
     qrels = read_qrels(args.qrels, args.qrels_format)
     keep = None
     if args.judged_only:
         def keep(qid, docid):
             return docid in qrels.get(qid, ())
-    # One more than the largest cutoff: enough to see a tie across it.
-    run = read_run(args.run, args.run_format, depth=max(args.k) + 1, keep=keep)
     cutoffs = args.k[0] if len(args.k) == 1 else args.k
-    result = evaluate(
-        qrels, run, cutoffs, measures=args.measures, gain=args.gain, min_grade=args.min_grade,
-        judged_only=args.judged_only, drop_unknown_queries=args.drop_unknown_queries,
-    )
+    options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade,
+                   judged_only=args.judged_only, drop_unknown_queries=args.drop_unknown_queries)
+
+    def score(path: str) -> dict:
+        # One more than the largest cutoff: enough to see a tie across it.
+        return evaluate(qrels, read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep), cutoffs, **options)
+
+    result = score(args.run)
+    fingerprint = qrels_fingerprint(qrels)
+    if args.baseline_run:
+        old = score(args.baseline_run)
+        baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+    qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
+    settings = _gate_settings(args, result)
+    gate_report = None
+    if baseline is not None or settings.floors:
+        gate_report = gate(result, baseline, settings)
+        gate_report["qrels_changed"] = qrels_changed
+    intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+
+    _report_notes(result, qrels_changed)
+    sys.stdout.write(_json_report(result, args.digits, gate_report, intervals))
+    sys.stdout.flush()
+    if args.save_baseline:
+        write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
+    if gate_report is None:
+        return EXIT_OK
+    for line in _gate_warnings(gate_report) + _gate_lines(gate_report):
+        _warn(line)
+    if not gate_report["passed"]:
+        return EXIT_REGRESSION
+    if args.update_baseline:
+        means = result["mean"]
+        if args.ratchet:
+            means = {metric: max(value, baseline.means.get(metric, value)) for metric, value in means.items()}
+        write_atomically(args.baseline, _baseline_text(result, fingerprint, means))
+        _warn(f"rag_eval: note: updated {args.baseline}" + (" (ratchet)" if args.ratchet else ""))
+    return EXIT_OK
+
+
+def _baseline_text(result: dict, fingerprint: str, means: Optional[Mapping[str, float]] = None) -> str:
+    return json.dumps(baseline_record(result, fingerprint, means), sort_keys=True, indent=2) + "\n"
+
+
+def _report_notes(result: dict, qrels_changed: bool) -> None:
     if result["dropped"]:
         _warn(f"rag_eval: note: dropped {len(result['dropped'])} run queries that the qrels lack")
+    if qrels_changed:
+        _warn("rag_eval: note: the qrels differ from the baseline's (--allow-qrels-change)")
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:
         counts = ", ".join(f"{n} at k={k}" for k, n in tied.items())
@@ -1085,14 +1840,6 @@ def _run(args) -> int:
         if value < LOW_JUDGED:
             _warn(f"rag_eval: warning: {metric} is {value:.2f}: unjudged documents count as non-relevant, "
                   "so a real improvement can look like a regression; label them or use --judged-only")
-    sys.stdout.write(_json_report(result, args.digits))
-    sys.stdout.flush()
-    if baseline is None:
-        return EXIT_OK
-    found = regressions(result["mean"], baseline, args.max_drop)
-    for metric, (was, now) in found.items():
-        _warn(_regression_line(metric, was, now))
-    return EXIT_REGRESSION if found else EXIT_OK
 
 
 def main(argv: Optional[List[str]] = None) -> int:
