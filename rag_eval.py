@@ -28,7 +28,8 @@ Public functions
 (1.0, 1)
 
 Exit codes of the command line: 0 scored and no regression, 1 at least one
-regression, 2 bad usage or bad input, 130 interrupted (Ctrl-C).
+regression, 2 bad usage or bad input, 130 interrupted (Ctrl-C), 141 standard
+output closed early.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ DEFAULT_MAX_DROP = 0.02
 DEFAULT_DIGITS = 4
 GAINS = ("exp", "linear")
 FORMATS = ("auto", "json", "jsonl", "trec")
+MAX_GRADE = 2**31 - 1  # trec_eval reads grades into a C long; beyond that, a float loses them
+MAX_EXP_GRADE = 100  # 2**grade - 1 overflows a float past 1023; far beyond any real label
 LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artefact
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
@@ -94,6 +97,7 @@ class RagEvalError(ValueError):
     """Bad input or usage: the message says which file (and line) and what is wrong."""
 
     def __init__(self, message: str, source: Optional[str] = None, line: Optional[int] = None):
+        self.detail, self.source, self.line = message, source, line
         if source is not None:
             message = f"{source}:{line}: {message}" if line else f"{source}: {message}"
         super().__init__(message)
@@ -218,10 +222,11 @@ def _detect_format(inp: _Input) -> str:
     first_line = text.split(b"\n", 1)[0]
     try:
         row = json.loads(first_line)
-    except ValueError:
-        return "json"  # an object spread over several lines
-    flat = isinstance(row, dict) and not any(isinstance(v, (dict, list)) for v in row.values())
-    return "jsonl" if flat else "json"
+    except (ValueError, RecursionError):
+        return "json"  # an object spread over several lines, or broken: the JSON parser will say
+    # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
+    is_row = isinstance(row, dict) and any(isinstance(row.get(name), str) for name in _JSONL_QUERY)
+    return "jsonl" if is_row else "json"
 
 
 def _decode(data: bytes, source: str, first_line: int = 1) -> str:
@@ -232,11 +237,14 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
-    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
+def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[str]]]]:
+    """Yield ``(number of the first line, lines, split)`` for successive blocks of a text file.
 
     Reads large blocks and decodes and splits each at once: in bulk that costs
     a fraction of doing it line by line.  Lines are never cut across blocks.
+    ``split`` cuts a line into fields at ASCII white space only, as trec_eval
+    does: ``str.split`` where the block is ASCII (the fast, common case), a
+    stricter split where a no-break space could hide inside an id.
     """
     first = 1
     pending = [inp.head]  # bytes read but not yet yielded, with no newline after the first piece
@@ -259,15 +267,30 @@ def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
         lines = _decode(data, inp.source, first).split("\n")
         if lines[-1] == "":
             lines.pop()  # the piece after the final newline
-        yield first, lines
+        yield first, lines, str.split if _plain_ascii(data) else _ascii_split
         first += len(lines)
+
+
+_ASCII_SPACE = " \t\r\f\v"  # C's isspace(), less the newline that already ended the line
+
+
+def _plain_ascii(data: bytes) -> bool:
+    """True when ``str.split`` splits exactly where C's isspace() does: ASCII
+    with none of the separators U+001C..U+001F, which str.split also cuts at."""
+    return data.isascii() and not any(separator in data for separator in (b"\x1c", b"\x1d", b"\x1e", b"\x1f"))
+
+
+def _ascii_split(line: str) -> List[str]:
+    for space in _ASCII_SPACE[1:]:
+        line = line.replace(space, " ")
+    return [field for field in line.split(" ") if field]
 
 
 def _lines(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
     """Yield ``(line number, fields)`` for each non-blank line of a text file."""
-    for first, lines in _blocks(inp):
+    for first, lines, split in _blocks(inp):
         for lineno, line in enumerate(lines, first):
-            fields = line.split()
+            fields = split(line)
             if fields:
                 yield lineno, fields
 
@@ -310,8 +333,7 @@ def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int
 
 
 def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
-    for lineno, fields in _lines(inp):
-        line = " ".join(fields)
+    for lineno, line in _raw_lines(inp):
         try:
             row = json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
         except json.JSONDecodeError as exc:
@@ -323,6 +345,14 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
         if not isinstance(row, dict):
             raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
         yield lineno, row
+
+
+def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
+    for first, lines, _ in _blocks(inp):
+        for lineno, line in enumerate(lines, first):
+            if line.strip():
+                yield lineno, line
 
 
 def _kind(value) -> str:
@@ -345,18 +375,18 @@ def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
 
 
 def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, lineno: int) -> None:
-    """Record one line-based judgment.
-
-    A negative grade is trec_eval's mark for a document that is not in the
-    judged pool: the query is kept, the document stays unjudged.
-    """
+    """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
-    if grade < 0:
-        return
     old = docs.get(docid)
     if old is not None and old != grade:
         raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {old} and {grade}", source, lineno)
     docs[docid] = grade
+
+
+def _without_negative(qrels: Qrels) -> Qrels:
+    """A negative grade is trec_eval's mark for a document outside the judged
+    pool: the query is kept, the document stays unjudged."""
+    return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
 
 
 def _trec_qrels(inp: _Input) -> Qrels:
@@ -368,15 +398,15 @@ def _trec_qrels(inp: _Input) -> Qrels:
         if len(fields) == 4:
             qid, _, docid, grade_text = fields
         elif len(fields) == 3:
+            if lineno == 1 and [f.lower() for f in fields] == ["query-id", "corpus-id", "score"]:
+                continue  # BEIR's header
             qid, docid, grade_text = fields
-            if lineno == 1 and not _looks_int(grade_text):
-                continue  # BEIR's header: query-id corpus-id score
         else:
             raise RagEvalError(f"expected 4 fields (qid iter docid grade), got {len(fields)}", inp.source, lineno)
         if not _looks_int(grade_text):
             raise RagEvalError(f"grade must be an integer, got {grade_text!r}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, int(grade_text), inp.source, lineno)
-    return qrels
+    return _without_negative(qrels)
 
 
 def _looks_int(text: str) -> bool:
@@ -393,7 +423,7 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
         if not _is_int(grade):
             raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
-    return qrels
+    return _without_negative(qrels)
 
 
 def read_qrels(path: str, fmt: str = "auto") -> Qrels:
@@ -423,25 +453,29 @@ class _TopScores:
 
     A document listed twice keeps its higher score.  Pruning is exact: a
     document pushed out ranks below ``depth`` others, and those only improve.
+    So after a prune, ``floor`` (the score of the last one kept) only rises,
+    and a document scored below it can be passed over unread.
     """
 
-    __slots__ = ("depth", "scores")
+    __slots__ = ("depth", "scores", "floor")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
         self.scores: Dict[str, float] = {}
+        self.floor = -math.inf
 
     def add(self, docid: str, score: float) -> None:
         old = self.scores.get(docid)
         if old is None or score > old:
             self.scores[docid] = score
-            if self.depth is not None and len(self.scores) > 4 * self.depth + 64:
+            if self.depth is not None and len(self.scores) > 2 * self.depth + 64:
                 self.prune()
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
             best = _order_scored(self.scores)[: self.depth]
             self.scores = {docid: self.scores[docid] for docid in best}
+            self.floor = self.scores[best[-1]]
 
 
 def _score(text: str, source: str, lineno: int) -> float:
@@ -455,21 +489,47 @@ def _score(text: str, source: str, lineno: int) -> float:
 
 
 def _trec_run(inp: _Input, depth: Optional[int], keep) -> Run:
-    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval."""
+    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
+
+    This loop runs once per line of files with millions of lines, so it does
+    the least it can: lines of one query come together, so the query's state
+    stays in locals, and a line scored below the query's floor is dropped
+    after one comparison.  Anything unusual goes to ``_trec_line_error``.
+    """
     tops: Dict[str, _TopScores] = {}
-    for lineno, fields in _lines(inp):
-        if fields[0].startswith("#"):
-            continue  # a comment, as trec_eval reads them
-        if len(fields) < 6:
-            raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}", inp.source, lineno)
-        qid, docid = fields[0], fields[2]
-        score = _score(fields[4], inp.source, lineno)
-        if keep is None or keep(qid, docid):
-            top = tops.get(qid)
-            if top is None:
-                top = tops[qid] = _TopScores(depth)
-            top.add(docid, score)
+    qid = top = floor = None
+    for first, lines, split in _blocks(inp):
+        for line in lines:
+            fields = split(line)
+            if len(fields) < 6 or fields[0][0] == "#":
+                _trec_line_error(fields, inp.source, first + lines.index(line))
+                continue
+            try:
+                score = float(fields[4])
+            except ValueError:
+                _score(fields[4], inp.source, first + lines.index(line))
+            if fields[0] != qid:
+                qid = fields[0]
+                top = tops.get(qid)
+                if top is None:
+                    top = tops[qid] = _TopScores(depth)
+                floor = top.floor
+            # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
+            if floor > score > -math.inf:
+                continue
+            if not math.isfinite(score):
+                # The first line equal to this one is this one, or it would have failed first.
+                _score(fields[4], inp.source, first + lines.index(line))
+            if keep is None or keep(qid, fields[2]):
+                top.add(fields[2], score)
+            floor = top.floor
     return _finish_tops(tops)
+
+
+def _trec_line_error(fields: List[str], source: str, lineno: int) -> None:
+    """Pass over blank and comment lines (as trec_eval does); refuse short ones."""
+    if fields and not fields[0].startswith("#"):
+        raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}", source, lineno)
 
 
 def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
@@ -494,10 +554,10 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep) -> Run:
         score = row["score"]
         if not _is_number(score) or not math.isfinite(score):
             raise RagEvalError(f"score must be a finite number, got {score!r}", inp.source, lineno)
+        top = tops.get(qid)
+        if top is None:
+            top = tops[qid] = _TopScores(depth)
         if keep is None or keep(qid, docid):
-            top = tops.get(qid)
-            if top is None:
-                top = tops[qid] = _TopScores(depth)
             top.add(docid, float(score))
     return lists or _finish_tops(tops)
 
@@ -534,9 +594,10 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
             raise RagEvalError(f"query {qid!r}: expected an object of document -> grade, got {_kind(docs)}", source)
         for docid, grade in docs.items():
             _id(docid, "document id", source)
-            if not _is_int(grade) or grade < 0:
+            if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
                 raise RagEvalError(
-                    f"query {qid!r}, document {docid!r}: grade must be a non-negative integer, got {grade!r}", source
+                    f"query {qid!r}, document {docid!r}: grade must be a non-negative integer (at most {MAX_GRADE}), got {grade!r}",
+                    source,
                 )
 
 
@@ -743,8 +804,11 @@ def format_metric(name: str, k: int) -> str:
 
 def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int], k: int, **conventions) -> float:
     _check_k(k)
-    _check_qrels({"q": grades}, "grades")
     conv = Conventions(**conventions)
+    _check_conventions(conv)
+    _check_qrels({"q": grades}, "grades")
+    _check_run({"q": ranking}, "ranking")
+    _check_gain_range({"q": grades}, conv)
     return _BY_NAME[name].compute(_normalise(_ranking(ranking, grades, conv), grades, k, conv), k)
 
 
@@ -833,7 +897,30 @@ def _check_measures(measures: Iterable[str]) -> List[str]:
     return list(dict.fromkeys(names))
 
 
+def _check_cutoffs(k) -> List[int]:
+    if _is_int(k):
+        cutoffs = [k]
+    elif isinstance(k, (list, tuple, set, frozenset, range)) and k:
+        cutoffs = list(k)
+    else:
+        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {k!r}")
+    for cutoff in cutoffs:
+        _check_k(cutoff)
+    return sorted(set(cutoffs))
+
+
+def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
+    """2**grade overflows a float past grade 1023; such grades are a labelling error."""
+    if conv.gain == "exp":
+        top = max((grade for docs in qrels.values() for grade in docs.values()), default=0)
+        if top > MAX_EXP_GRADE:
+            raise RagEvalError(f"grade {top} is too large for the exponential gain 2**grade - 1 "
+                               f"(at most {MAX_EXP_GRADE}; --gain linear takes any)", "qrels")
+
+
 def _check_conventions(conv: Conventions) -> None:
+    if conv.judged_only not in (True, False):
+        raise RagEvalError(f"judged_only must be true or false, got {conv.judged_only!r}")
     if conv.gain not in GAINS:
         raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {conv.gain!r}")
     if not _is_int(conv.min_grade) or conv.min_grade < 1:
@@ -869,11 +956,7 @@ def evaluate(
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
     single = _is_int(k)
-    cutoffs = [k] if single else sorted(set(k))
-    if not cutoffs:
-        raise RagEvalError("no cutoff given")
-    for cutoff in cutoffs:
-        _check_k(cutoff)
+    cutoffs = _check_cutoffs(k)
     names = _check_measures(DEFAULT_MEASURES if measures is None else measures)
     if not names:
         raise RagEvalError("no measure chosen")
@@ -881,12 +964,14 @@ def evaluate(
     _check_conventions(conv)
     _check_qrels(qrels)
     _check_run(run)
+    _check_gain_range(qrels, conv)
 
     unknown = sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
             f"{len(unknown)} run queries are not in the qrels (first: {unknown[0]!r}); "
-            "drop them with --drop-unknown-queries"
+            "drop them with --drop-unknown-queries",
+            "run",
         )
     depth = cutoffs[-1]
     per_query: Dict[str, Dict[str, float]] = {}
@@ -912,7 +997,7 @@ def evaluate(
         per_query[qid] = values
 
     if not per_query:
-        raise RagEvalError("no query has a relevant document: nothing to score")
+        raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
     count = len(per_query)
     mean = {}
     for cutoff in cutoffs:
@@ -943,11 +1028,12 @@ DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
-ORDINARY_BOOTSTRAP_MAX = 1_000  # above this many queries, the double-or-nothing bootstrap
-# Per-query values are compared as integers in units of 2**-40: sums are then
-# exact, so ties in a permutation distribution are found exactly and results
-# do not depend on float summation order (which changed in Python 3.12).
-FIXED_ONE = 1 << 40
+ORDINARY_BOOTSTRAP_MAX = 250  # above this many queries, the double-or-nothing bootstrap
+# Per-query deltas are compared as whole multiples of 2**-30.  Sums of up to
+# 2**22 of them stay below 2**53, where floats hold integers exactly: ties in a
+# permutation distribution are then found exactly, and results do not depend
+# on the float summation order (which changed in Python 3.12).
+FIXED_ONE = 1 << 30
 
 
 class Interval(NamedTuple):
@@ -977,12 +1063,15 @@ def _fixed(value: float) -> int:
     return round(value * FIXED_ONE)
 
 
-def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[int, int]]:
-    """For each resample, keep each value with probability 1/2: yield (sum kept, number kept).
+def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[float, bytearray]]:
+    """For each resample, keep each value with probability 1/2: yield (sum kept, choice bits).
 
     Eight values share a table of their 256 subset sums, so a resample costs
     one lookup per eight values, with one random byte choosing each subset.
+    The tables are arrays of floats holding whole numbers (see FIXED_ONE):
+    compact, so lookups stay in the processor's cache, and exact.
     """
+    from array import array
     from operator import getitem
 
     tables = []
@@ -990,12 +1079,22 @@ def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[int
         table = [0]
         for value in values[start:start + 8]:
             table += [subtotal + value for subtotal in table]
-        tables.append(table * (256 // len(table)))  # a short last block ignores its spare bits
-    mask = (1 << len(values)) - 1
+        tables.append(array("d", table))
+    last_bits = (1 << (len(values) % 8 or 8)) - 1  # the last block may hold fewer than eight
     for _ in range(resamples):
-        chosen = rng.randbytes(len(tables))
-        kept = bin(int.from_bytes(chosen, "little") & mask).count("1")
-        yield sum(map(getitem, tables, chosen)), kept
+        chosen = bytearray(rng.randbytes(len(tables)))
+        chosen[-1] &= last_bits
+        yield sum(map(getitem, tables, chosen)), chosen
+
+
+_POPCOUNT = bytes(bin(byte).count("1") for byte in range(256))
+
+
+def _heads(coins: int, rng) -> int:
+    """How many of ``coins`` fair coin flips come up heads: a Binomial(coins, 1/2) draw."""
+    whole, extra = divmod(coins, 8)
+    heads = sum(rng.randbytes(whole).translate(_POPCOUNT))
+    return heads + (_POPCOUNT[rng.getrandbits(extra)] if extra else 0)
 
 
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
@@ -1055,8 +1154,9 @@ def bootstrap_interval(
         nonzero = [q for q in fixed if q]
         zeros = n - len(nonzero)
         means = []
-        for kept_sum, kept in _random_halves(nonzero, resamples, rng):
-            kept += bin(rng.getrandbits(zeros)).count("1") if zeros else 0
+        for kept_sum, chosen in _random_halves(nonzero, resamples, rng):
+            kept = sum(chosen.translate(_POPCOUNT))
+            kept += _heads(zeros, rng)
             if kept:  # an empty half (chance 2**-n) has no mean
                 means.append(kept_sum / kept)
     means.sort()
@@ -1546,70 +1646,70 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 # === Command line ===
 
 
-def _positive_int_list(text: str) -> List[int]:
-    parts = text.split(",")
-    if not all(part.strip().isdigit() and int(part) >= 1 for part in parts):
-        raise RagEvalError(f"--k: expected positive integers such as 5 or 1,3,10, got {text!r}")
-    return sorted({int(part) for part in parts})
+# Option parsers: each turns one option's text into a value or raises
+# RagEvalError saying what was expected; the parser adds the option's name.
 
 
-def _amount(text: str, option: str) -> Tolerance:
-    relative = text.endswith("%")
+def _whole(text: str) -> Optional[int]:
+    """A whole number written in ASCII digits, else None (int() would take '²' or '1_0')."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _number(text: str) -> Optional[float]:
+    """A finite number, else None (float() would take '0_02', 'nan' and 'inf')."""
     try:
-        value = float(text[:-1] if relative else text)
+        value = float(text)
     except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise RagEvalError(f"{option}: expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
+        return None
+    return value if "_" not in text and math.isfinite(value) else None
+
+
+def _cutoffs_arg(text: str) -> List[int]:
+    parts = [_whole(part.strip()) for part in text.split(",")]
+    if not all(parts):  # None, or 0
+        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {text!r}")
+    return sorted(set(parts))
+
+
+def _amount(text: str) -> Tolerance:
+    relative = text.endswith("%")
+    value = _number(text[:-1] if relative else text)
+    if value is None or value < 0:
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
     return Tolerance(value / 100 if relative else value, relative)
 
 
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, _, amount = text.rpartition("=")
-    return metric, _amount(amount, "--max-drop")
+    return metric, _amount(amount)
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
     metric, sep, amount = text.partition("=")
-    try:
-        value = float(amount)
-    except ValueError:
-        value = math.nan
-    if not sep or not 0 <= value <= 1:
-        raise RagEvalError(f"--min: expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {text!r}")
+    value = _number(amount)
+    if not sep or not metric or value is None or not 0 <= value <= 1:
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {text!r}")
     return metric, value
 
 
-def _count_arg(option: str, low: int):
+def _whole_arg(low: int, high: Optional[int] = None):
     def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < low:
-            raise RagEvalError(f"{option}: expected an integer >= {low}, got {text!r}")
-        return int(text)
+        value = _whole(text)
+        if value is None or value < low or (high is not None and value > high):
+            span = f"an integer from {low} to {high}" if high is not None else (
+                "a positive integer" if low == 1 else f"an integer >= {low}")
+            raise RagEvalError(f"expected {span}, got {text!r}")
+        return value
 
     return parse
 
 
 def _alpha_arg(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 1:
-        raise RagEvalError(f"--alpha: expected a number between 0 and 1, got {text!r}")
+    value = _number(text)
+    if value is None or not 0 < value < 1:
+        raise RagEvalError(f"expected a number between 0 and 1, got {text!r}")
     return value
-
-
-def _grade_arg(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise RagEvalError(f"--min-grade: expected a positive integer, got {text!r}")
-    return int(text)
-
-
-def _digits_arg(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 17:
-        raise RagEvalError(f"--digits: expected an integer from 1 to 17, got {text!r}")
-    return int(text)
 
 
 def _measures_arg(text: str) -> List[str]:
@@ -1635,6 +1735,7 @@ def _help_epilog() -> str:
             f"  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr)",
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
+            f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
         ]
     )
 
@@ -1646,6 +1747,17 @@ def _build_parser():
         def error(self, message):  # one line, our exit code, no usage dump
             raise RagEvalError(message)
 
+    def typed(parse):
+        """argparse shows an ArgumentTypeError's own words after the option's name."""
+        def convert(text):
+            try:
+                return parse(text)
+            except RagEvalError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+
+        convert.__name__ = parse.__name__
+        return convert
+
     parser = Parser(
         prog="rag_eval",
         description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.",
@@ -1654,29 +1766,29 @@ def _build_parser():
     )
     parser.add_argument("qrels", metavar="QRELS", help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
     parser.add_argument("run", metavar="RUN", help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
-    parser.add_argument("--k", type=_positive_int_list, default=[DEFAULT_K], metavar="K[,K...]",
+    parser.add_argument("--k", type=typed(_cutoffs_arg), default=[DEFAULT_K], metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K})")
-    parser.add_argument("--measures", type=_measures_arg, default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+    parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
                         help="measures to report: " + ", ".join(_BY_NAME))
     gating = parser.add_argument_group("gate")
     gating.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
     gating.add_argument("--baseline-run", metavar="RUN",
                         help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--max-drop", type=_tolerance_arg, action="append", default=[], metavar="[METRIC=]X[%]",
+    gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
-    gating.add_argument("--min", type=_floor_arg, action="append", default=[], metavar="METRIC=X",
+    gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
                         help="drop: any fall beyond the tolerance fails (default); significant: it must also "
                              "be significant (Holm-corrected p < alpha, interval below 0)")
-    gating.add_argument("--alpha", type=_alpha_arg, default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
-    gating.add_argument("--resamples", type=_count_arg("--resamples", 100), default=DEFAULT_RESAMPLES, metavar="N",
+    gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+    gating.add_argument("--resamples", type=typed(_whole_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
                         help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    gating.add_argument("--seed", type=_count_arg("--seed", 0), default=DEFAULT_SEED, metavar="N",
+    gating.add_argument("--seed", type=typed(_whole_arg(0)), default=DEFAULT_SEED, metavar="N",
                         help=f"seed of the resampling (default {DEFAULT_SEED}); same inputs and seed, same output")
-    gating.add_argument("--largest-drops", type=_count_arg("--largest-drops", 0), default=5, metavar="N",
+    gating.add_argument("--largest-drops", type=typed(_whole_arg(0)), default=5, metavar="N",
                         help="queries listed per metric among the largest drops (default 5)")
     gating.add_argument("--ci", action="store_true",
                         help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
@@ -1690,7 +1802,7 @@ def _build_parser():
                         help="with --update-baseline: keep the better of the old and new mean of each metric")
     parser.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    parser.add_argument("--min-grade", type=_grade_arg, default=1, metavar="N",
+    parser.add_argument("--min-grade", type=typed(_whole_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
     parser.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
@@ -1698,7 +1810,7 @@ def _build_parser():
                         help="drop run queries that the qrels lack (default: an input error)")
     parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--digits", type=_digits_arg, default=DEFAULT_DIGITS, metavar="N",
+    parser.add_argument("--digits", type=typed(_whole_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
                         help=f"decimals of the means printed (default {DEFAULT_DIGITS})")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
@@ -1787,7 +1899,14 @@ def _run(args) -> int:
 
     def score(path: str) -> dict:
         # One more than the largest cutoff: enough to see a tie across it.
-        return evaluate(qrels, read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep), cutoffs, **options)
+        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep)
+        try:
+            return evaluate(qrels, run, cutoffs, **options)
+        except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
+            files = {"qrels": args.qrels, "run": path}
+            if exc.source in files:
+                raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
+            raise
 
     result = score(args.run)
     fingerprint = qrels_fingerprint(qrels)
@@ -1847,6 +1966,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         return _run(args)
+    except SystemExit as exc:  # --help and --version end the parse with an exit code
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
         _warn(f"rag_eval: error: {exc}")
         return EXIT_ERROR

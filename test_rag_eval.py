@@ -1,0 +1,1378 @@
+"""Unit tests of rag_eval.py, one TestCase per section of the module.
+
+Expected values are written as arithmetic with the grades in a comment, so a
+reader can check them by hand (STYLE.md, point 11).  Conventions used below:
+gain ``2**grade - 1`` (exp): grade 2 -> 3, grade 1 -> 1; discount
+``log2(1 + rank)``: rank 1 -> 1, rank 2 -> log2 3, rank 3 -> 2, rank 4 ->
+log2 5, rank 5 -> log2 6.
+
+Run with ``python3 -m unittest`` from the repository root; standard library only.
+"""
+
+import contextlib
+import copy
+import doctest
+import gc
+import gzip
+import io
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import warnings
+from unittest import mock
+
+import rag_eval
+
+REPO = os.path.dirname(os.path.abspath(__file__))
+QRELS = os.path.join(REPO, "fixtures", "qrels.json")
+RUN = os.path.join(REPO, "fixtures", "run.json")
+BASELINE = os.path.join(REPO, "baseline.json")
+ERROR_PREFIX = "rag_eval: error: "
+
+# The fixtures, worked by hand (SPEC.md), k = 5.
+# q1 grades: refund-policy#2 = 2, refund-policy#3 = 1
+#    run:    shipping#1 (unjudged), refund-policy#2 (2), refund-policy#9 (unjudged),
+#            refund-policy#3 (1), returns-faq#1 (unjudged)
+# q2 grades: sla-uptime#1 = 2; the run never retrieves it
+# q3 grades: sso-setup#4 = 2, sso-setup#5 = 2, okta-guide#1 = 1
+#    run:    sso-setup#5 (2), okta-guide#1 (1), sso-setup#1, scim#2, sso-setup#4 (2)
+# q4 grades: pricing#3 = 0 only -> unscored
+Q1_NDCG5 = (3 / math.log2(3) + 1 / math.log2(5)) / (3 + 1 / math.log2(3))  # grades 2 @2, 1 @4; ideal 2, 1
+Q3_NDCG5 = (3 + 1 / math.log2(3) + 3 / math.log2(6)) / (3 + 3 / math.log2(3) + 1 / math.log2(4))  # 2 @1, 1 @2, 2 @5; ideal 2, 2, 1
+FIXTURE_PER_QUERY = {
+    "q1": {"recall": 2 / 2, "success": 1.0, "mrr": 1 / 2, "ndcg": Q1_NDCG5},
+    "q2": {"recall": 0 / 1, "success": 0.0, "mrr": 0.0, "ndcg": 0.0},
+    "q3": {"recall": 3 / 3, "success": 1.0, "mrr": 1 / 1, "ndcg": Q3_NDCG5},
+}
+FIXTURE_MEANS = {
+    "recall@5": (1 + 0 + 1) / 3,
+    "success@5": (1 + 0 + 1) / 3,
+    "mrr@5": (1 / 2 + 0 + 1) / 3,
+    "ndcg@5": (Q1_NDCG5 + 0 + Q3_NDCG5) / 3,
+}
+
+
+def assert_value_error(test, func, *args, **kwargs):
+    """Like ``assertRaises(ValueError)``, but another exception is a failure that names it."""
+    try:
+        func(*args, **kwargs)
+    except ValueError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - reported as the failure
+        test.fail(f"raised {type(exc).__name__}: {exc} (expected a ValueError)")
+    test.fail("no ValueError raised")
+
+
+def load_tests(loader, tests, pattern):
+    """Run the docstring examples of rag_eval with the unit tests."""
+    tests.addTests(doctest.DocTestSuite(rag_eval))
+    return tests
+
+
+def load_fixtures():
+    with open(QRELS, encoding="utf-8") as f:
+        qrels = json.load(f)
+    with open(RUN, encoding="utf-8") as f:
+        run = json.load(f)
+    return qrels, run
+
+
+def run_main(argv):
+    """Call ``rag_eval.main(argv)`` in-process; return (exit code, stdout, stderr).
+
+    An exception escaping ``main`` is returned in place of the exit code so that
+    a crash shows up as a test failure that names it.  ResourceWarnings are
+    silenced here, as they would land in the captured stderr; unclosed files
+    are the business of ``TestReadingInputs.test_input_files_are_closed``.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = rag_eval.main(list(argv))
+            except (Exception, SystemExit) as exc:  # reported by the caller, not swallowed
+                code = exc
+    return code, out.getvalue(), err.getvalue()
+
+
+def child_env():
+    env = dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    for name in ("PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONPATH", "PYTHONSTARTUP"):
+        env.pop(name, None)
+    return env
+
+
+def child(args, **kwargs):
+    """Run ``python rag_eval.py ARGS`` (or ``python -m ...``) from the repository root."""
+    kwargs.setdefault("stdout", subprocess.PIPE)
+    kwargs.setdefault("stderr", subprocess.PIPE)
+    kwargs.setdefault("stdin", subprocess.DEVNULL)
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=child_env(), timeout=60, **kwargs)
+
+
+class TempDirMixin:
+    def setUp(self):
+        super().setUp()
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        self.tmp = self._tmp.name
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp, name)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+
+# === Constants ===
+
+
+class TestConstants(unittest.TestCase):
+    def test_exit_codes_and_defaults(self):
+        self.assertEqual((rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_ERROR, rag_eval.EXIT_INTERRUPTED),
+                         (0, 1, 2, 130))
+        self.assertEqual((rag_eval.DEFAULT_K, rag_eval.DEFAULT_MAX_DROP), (5, 0.02))
+
+    def test_all_is_sorted_and_importable(self):
+        self.assertEqual(rag_eval.__all__, sorted(rag_eval.__all__))
+        for name in rag_eval.__all__:
+            self.assertTrue(hasattr(rag_eval, name), name)
+
+
+# === Exception ===
+
+
+class TestException(unittest.TestCase):
+    def test_is_a_value_error(self):
+        self.assertTrue(issubclass(rag_eval.RagEvalError, ValueError))
+
+    def test_message_is_located(self):
+        for args, expected in [
+            (("bad grade", "q.trec", 17), "q.trec:17: bad grade"),
+            (("no such file", "q.json"), "q.json: no such file"),
+            (("k must be a positive integer",), "k must be a positive integer"),
+        ]:
+            with self.subTest(args=args):
+                self.assertEqual(str(rag_eval.RagEvalError(*args)), expected)
+
+    def test_internal_chain_is_hidden(self):
+        with self.assertRaises(rag_eval.RagEvalError) as ctx:
+            rag_eval.read_qrels(os.path.join(REPO, "fixtures", "no-such-file.json"))
+        self.assertTrue(ctx.exception.__suppress_context__)
+        self.assertIsNone(ctx.exception.__cause__)
+
+
+# === Reading inputs ===
+
+# The fixtures in every supported format; each file name lies about its format
+# so that only the content can tell.
+FIXTURE_QRELS_LINES = [
+    ("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1),
+    ("q2", "sla-uptime#1", 2),
+    ("q3", "sso-setup#4", 2), ("q3", "sso-setup#5", 2), ("q3", "okta-guide#1", 1),
+    ("q4", "pricing#3", 0),
+]
+
+
+def fixture_qrels_variants():
+    trec = "# TREC qrels: qid iter docid grade\n" + "".join(
+        f"{q} 0 {d} {g}\n" + ("# a comment between lines\n" if i == 2 else "")
+        for i, (q, d, g) in enumerate(FIXTURE_QRELS_LINES)
+    )
+    beir = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in FIXTURE_QRELS_LINES)
+    jsonl = "".join(
+        json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n" for q, d, g in FIXTURE_QRELS_LINES
+    )
+    with open(QRELS, "rb") as f:
+        as_json = f.read()
+    return {
+        "json (named .trec)": ("qrels.trec", as_json),
+        "trec (named .json)": ("qrels.json", trec.encode()),
+        "beir tsv (named .jsonl)": ("qrels.jsonl", beir.encode()),
+        "jsonl (named .tsv)": ("qrels.tsv", jsonl.encode()),
+    }
+
+
+def fixture_run_variants():
+    _, run = load_fixtures()
+    scored = {qid: {doc: float(5 - i) for i, doc in enumerate(docs)} for qid, docs in run.items()}
+    # TREC: lines in reverse order, a rank column that lies (it is ignored),
+    # extra trailing fields (ignored).
+    trec_lines = [
+        f"{qid} Q0 {doc} {1 + i} {score} tag extra fields\n"
+        for qid, docs in scored.items() for i, (doc, score) in enumerate(sorted(docs.items()))
+    ]
+    jsonl_lines = [
+        json.dumps({"query_id": qid, "doc_id": doc, "score": score}) + "\n"
+        for qid, docs in scored.items() for doc, score in docs.items()
+    ]
+    with open(RUN, "rb") as f:
+        as_json = f.read()
+    return {
+        "json ranked (named .trec)": ("run.trec", as_json),
+        "json scored (named .jsonl)": ("run.jsonl", json.dumps(scored, indent=1).encode()),
+        "trec (named .json)": ("run.json", "".join(reversed(trec_lines)).encode()),
+        "jsonl (named .txt)": ("run.txt", "".join(jsonl_lines).encode()),
+    }
+
+
+class TestReadingInputs(TempDirMixin, unittest.TestCase):
+    def fixture_result(self):
+        return rag_eval.evaluate(*load_fixtures(), k=5)
+
+    def test_formats_detected_from_content(self):
+        expected = self.fixture_result()
+        qrels_variants = fixture_qrels_variants()
+        run_variants = fixture_run_variants()
+        for qlabel, (qname, qdata) in qrels_variants.items():
+            for rlabel, (rname, rdata) in run_variants.items():
+                for gz in (False, True):
+                    with self.subTest(qrels=qlabel, run=rlabel, gzip=gz):
+                        comp = gzip.compress if gz else bytes
+                        qpath = self.write(qname, comp(qdata))
+                        rpath = self.write(rname, comp(rdata))
+                        qrels = rag_eval.read_qrels(qpath)
+                        self.assertEqual(qrels, load_fixtures()[0])
+                        result = rag_eval.evaluate(qrels, rag_eval.read_run(rpath), k=5)
+                        for key in ("queries", "unscored", "skipped", "dropped", "per_query"):
+                            self.assertEqual(result[key], expected[key], key)
+                        for metric, value in FIXTURE_MEANS.items():
+                            self.assertAlmostEqual(result["mean"][metric], value, places=12)
+
+    def test_scored_line_runs_read_as_scores(self):
+        run_variants = fixture_run_variants()
+        _, rdata = run_variants["trec (named .json)"]
+        run = rag_eval.read_run(self.write("r", rdata))
+        # q1 ranked shipping#1, refund-policy#2, ... -> scores 5, 4, 3, 2, 1
+        self.assertEqual(run["q1"], {"shipping#1": 5.0, "refund-policy#2": 4.0, "refund-policy#9": 3.0,
+                                     "refund-policy#3": 2.0, "returns-faq#1": 1.0})
+
+    def test_format_override(self):
+        # A JSONL run whose rows carry a nested field: the override reads it as JSONL.
+        rows = "".join(
+            json.dumps({"query_id": "q1", "doc_id": d, "score": s, "meta": {"page": [1, 2]}}) + "\n"
+            for d, s in [("refund-policy#2", 2.0), ("shipping#1", 1.0)]
+        )
+        qpath = self.write("q.json", json.dumps({"q1": {"refund-policy#2": 1}}))
+        rpath = self.write("r.json", rows)
+        self.assertEqual(rag_eval.read_run(rpath, "jsonl"), {"q1": {"refund-policy#2": 2.0, "shipping#1": 1.0}})
+        code, out, err = run_main([qpath, rpath, "--run-format", "jsonl"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["mrr@5"], 1 / 1)  # grade 1 at rank 1
+        # TREC qrels forced to be read as JSON: the override is obeyed, so it is invalid JSON.
+        tpath = self.write("q.trec", "q1 0 refund-policy#2 1\n")
+        code, out, err = run_main([tpath, rpath, "--qrels-format", "json", "--run-format", "jsonl"])
+        self.assertEqual(code, 2)
+        self.assertIn(tpath, err)
+        self.assertIn("JSON", err)
+        # and forcing trec on a TREC file is the same as detecting it
+        self.assertEqual(rag_eval.read_qrels(tpath, "trec"), rag_eval.read_qrels(tpath))
+
+    def test_ids_are_kept_verbatim(self):
+        """Identifiers are strings, always: no whitespace inside one is touched."""
+        for label, doc in [("two spaces", "a  b"), ("no-break space", "a\u00a0b"), ("line separator", "a\u2028b")]:
+            with self.subTest(label):
+                row = {"query_id": "q1", "doc_id": doc, "relevance": 1}
+                path = self.write("q.jsonl", json.dumps(row, ensure_ascii=False) + "\n")
+                self.assertEqual(rag_eval.read_qrels(path), {"q1": {doc: 1}})
+                row = {"query_id": "q1", "doc_id": doc, "score": 1.0}
+                path = self.write("r.jsonl", json.dumps(row, ensure_ascii=False) + "\n")
+                self.assertEqual(rag_eval.read_run(path), {"q1": {doc: 1.0}})
+        # TREC separates fields with ASCII blanks and tabs; a no-break space is part of the id.
+        # (Split on every Unicode space, "a\u00a0b 1 1.0 t" reads as doc "a" with score 1.)
+        path = self.write("r.trec", "q1 Q0 a\u00a0b 1 1.0 t\n")
+        self.assertEqual(rag_eval.read_run(path), {"q1": {"a\u00a0b": 1.0}})
+
+    def test_empty_json_run(self):
+        """A run with no query is the same on one line as over two."""
+        for text in ("{\n}\n", "{}", "{}\n"):
+            with self.subTest(text=text):
+                try:
+                    run = rag_eval.read_run(self.write("r.json", text))
+                except rag_eval.RagEvalError as exc:
+                    self.fail(f"rejected: {exc}")
+                self.assertEqual(run, {})
+
+    def test_bom_is_skipped(self):
+        qpath = self.write("q.json", b"\xef\xbb\xbf" + json.dumps({"q1": {"a": 1}}).encode())
+        self.assertEqual(rag_eval.read_qrels(qpath), {"q1": {"a": 1}})
+
+    def test_trec_run_duplicate_counts_once_with_best_score(self):
+        path = self.write("r.trec", (
+            "q1 Q0 x 1 3.0 t\n"
+            "q1 Q0 a 2 2.0 t\n"
+            "q1 Q0 x 3 1.0 t\n"  # x again, lower: x keeps 3.0
+            "q1 Q0 a 4 5.0 t\n"  # a again, higher: a takes 5.0
+        ))
+        run = rag_eval.read_run(path)
+        self.assertEqual(run, {"q1": {"x": 3.0, "a": 5.0}})
+        # a (grade 1) ranks first by its best score: RR = 1/1, not 1/2
+        result = rag_eval.evaluate({"q1": {"a": 1}}, run, k=2)
+        self.assertEqual(result["per_query"]["q1"]["mrr"], 1 / 1)
+
+    def test_streamed_trec_run_with_depth(self):
+        rnd = random.Random(20240611)
+        lines, qrels = [], {}
+        for q in range(12):
+            qid = f"q{q}"
+            docs = [f"d{n:03d}" for n in range(300)]  # enough to make the reader prune
+            qrels[qid] = {d: rnd.choice([0, 1, 2]) for d in rnd.sample(docs, 40)}
+            qrels[qid][rnd.choice(docs)] = 2  # every query has a relevant document
+            for d in docs:
+                # one decimal: many ties, which the docid (descending) breaks
+                lines.append(f"{qid} Q0 {d} 0 {rnd.randint(0, 30) / 10} run\n")
+                if rnd.random() < 0.05:  # a few duplicates, with a lower score
+                    lines.append(f"{qid} Q0 {d} 0 -1.0 run\n")
+        rnd.shuffle(lines)
+        path = self.write("run.trec", "".join(lines))
+        full = rag_eval.read_run(path)
+        shallow = rag_eval.read_run(path, depth=3)
+        for qid, scores in shallow.items():
+            with self.subTest(qid=qid):
+                self.assertEqual(len(scores), 3)
+                best3 = sorted(full[qid].items(), key=lambda item: (item[1], item[0]), reverse=True)[:3]
+                self.assertEqual(scores, dict(best3))
+        for k in ([1, 2], [1, 2, 3]):
+            with self.subTest(k=k):
+                a = rag_eval.evaluate(qrels, full, k=k, measures=[m.name for m in rag_eval.MEASURES])
+                b = rag_eval.evaluate(qrels, shallow, k=k, measures=[m.name for m in rag_eval.MEASURES])
+                self.assertEqual(a["mean"], b["mean"])
+                self.assertEqual(a["per_query"], b["per_query"])
+
+    def test_line_numbers_survive_block_boundaries(self):
+        good = "".join(f"q{i % 3} Q0 d{i} {i} {i / 7:.3f} t\n" for i in range(1, 40))  # lines 1..39
+        path = self.write("run.trec", good + "\n" + "q1 Q0 d40 40 high t\n")  # blank 40, bad 41
+        clean = self.write("clean.trec", good)
+        expected = rag_eval.read_run(clean)
+        for block in (1, 2, 7, 64, 1 << 22):
+            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+                self.assertEqual(rag_eval.read_run(clean), expected)
+                with self.assertRaises(rag_eval.RagEvalError) as ctx:
+                    rag_eval.read_run(path)
+                self.assertTrue(str(ctx.exception).startswith(f"{path}:41: "), str(ctx.exception))
+
+    def test_json_shapes(self):
+        for what, reader, data in [
+            ("qrels top-level list", rag_eval.read_qrels, [{"q1": {"a": 1}}]),
+            ("qrels value a list", rag_eval.read_qrels, {"q1": ["a"]}),
+            ("qrels value a string", rag_eval.read_qrels, {"q1": "a"}),
+            ("qrels grade a float", rag_eval.read_qrels, {"q1": {"a": 1.0}}),
+            ("run top-level list", rag_eval.read_run, [["a", "b"]]),
+            ("run ranking a string", rag_eval.read_run, {"q1": "a"}),
+            ("run ranking a number", rag_eval.read_run, {"q1": 5}),
+            ("run ranking null", rag_eval.read_run, {"q1": None}),
+            ("run ranking of numbers", rag_eval.read_run, {"q1": [1, 2]}),
+            ("run ranking with null", rag_eval.read_run, {"q1": ["a", None]}),
+            ("run score a string", rag_eval.read_run, {"q1": {"a": "1.0"}}),
+            ("run score a boolean", rag_eval.read_run, {"q1": {"a": True}}),
+        ]:
+            for indent in (None, 1):  # on one line and spread over lines
+                with self.subTest(what=what, indent=indent):
+                    path = self.write("in.json", json.dumps(data, indent=indent))
+                    with self.assertRaises(rag_eval.RagEvalError) as ctx:
+                        reader(path)
+                    self.assertIn(path, str(ctx.exception))
+
+    def test_input_files_are_closed(self):
+        """Every file the readers open is closed again (no ResourceWarning)."""
+        for reader, path in [(rag_eval.read_qrels, QRELS), (rag_eval.read_run, RUN),
+                             (rag_eval.read_baseline, BASELINE)]:
+            with self.subTest(reader=reader.__name__):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    reader(path)
+                    gc.collect()
+                leaks = [w for w in caught if issubclass(w.category, ResourceWarning)]
+                self.assertEqual(leaks, [], [str(w.message) for w in leaks])
+
+
+class TestLineFormatErrors(TempDirMixin, unittest.TestCase):
+    """Errors in line-based files name the file and the line: ``path:line: what``."""
+
+    RUN_LINE = "q1 Q0 d1 1 1.0 t\n"
+    QRELS_LINE = "q1 0 d1 1\n"
+
+    def check(self, role, content, line, words):
+        path = self.write("input.txt", content)
+        qrels = path if role == "qrels" else self.write("q.trec", self.QRELS_LINE)
+        run = path if role == "run" else self.write("r.trec", self.RUN_LINE)
+        code, out, err = run_main([qrels, run])
+        self.assertEqual(code, 2, err)
+        self.assertEqual(out, "")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(f"{ERROR_PREFIX}{path}:{line}: "), lines[0])
+        for word in words:
+            self.assertIn(word, lines[0])
+
+    def test_trec_run(self):
+        sixteen = "".join(f"q1 Q0 d{i} {i} {1 / i} t\n" for i in range(1, 17))
+        for label, content, line, words in [
+            ("5 fields at line 17", sixteen + "q1 Q0 d17 17 0.01\n", 17,
+             ["expected 6 fields (qid Q0 docid rank score tag), got 5"]),
+            ("3 fields", "q1 Q0 d1\n", 1, ["got 3"]),
+            ("score not a number", self.RUN_LINE + "q1 Q0 d2 2 high t\n", 2, ["score", "'high'"]),
+            ("score inf", self.RUN_LINE * 2 + "q1 Q0 d2 2 inf t\n", 3, ["score", "finite"]),
+            ("score -Infinity", self.RUN_LINE * 2 + "q1 Q0 d2 2 -Infinity t\n", 3, ["score", "finite"]),
+            ("score nan", self.RUN_LINE * 2 + "q1 Q0 d2 2 nan t\n", 3, ["score", "finite"]),
+            ("score 1e999 overflows", self.RUN_LINE * 2 + "q1 Q0 d2 2 1e999 t\n", 3, ["score", "finite"]),
+            ("blank lines are counted", self.RUN_LINE + "\n\n" + "q1 Q0 d2 2 x t\n", 4, ["score"]),
+            ("CRLF line ends", self.RUN_LINE.replace("\n", "\r\n") * 2 + "q1 Q0 d2 2 x t\r\n", 3, ["score"]),
+            ("not UTF-8", self.RUN_LINE * 2 + "q1 Q0 d\xff 2 1.0 t\n", 3, ["UTF-8"]),
+        ]:
+            with self.subTest(label):
+                if label == "not UTF-8":
+                    content = content.encode("latin-1")
+                self.check("run", content, line, words)
+
+    def test_trec_qrels(self):
+        head = "# qid iter docid grade\n" + self.QRELS_LINE  # lines 1 and 2
+        for label, content, line, words in [
+            ("grade 1.5", head + "q1 0 d2 1.5\n", 3, ["grade", "integer", "'1.5'"]),
+            ("grade 2.0", head + "q1 0 d2 2.0\n", 3, ["grade", "integer"]),
+            ("grade x", head + "q1 0 d2 x\n", 3, ["grade", "integer"]),
+            ("grade true", head + "q1 0 d2 true\n", 3, ["grade", "integer"]),
+            ("grade --1", head + "q1 0 d2 --1\n", 3, ["grade", "integer"]),
+            ("grade +-1", head + "q1 0 d2 +-1\n", 3, ["grade", "integer"]),
+            ("5 fields", head + "q1 0 d2 1 extra\n", 3, ["expected 4 fields"]),
+            ("2 fields", head + "q1 d2\n", 3, ["expected 4 fields"]),
+            ("conflicting grades", head + "q1 0 d1 2\n", 3, ["conflicting", "'d1'"]),
+            ("beir grade 1.5", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1.5\n", 3, ["grade"]),
+            ("not UTF-8", head + "q1 0 d\xff 1\n", 3, ["UTF-8"]),
+        ]:
+            with self.subTest(label):
+                if label == "not UTF-8":
+                    content = content.encode("latin-1")
+                self.check("qrels", content, line, words)
+
+    def test_jsonl(self):
+        def row(**fields):
+            return json.dumps(fields) + "\n"
+
+        first = row(query_id="q1", doc_id="d1", relevance=1)
+        first_run = row(query_id="q1", doc_id="d1", score=1.0)
+        for label, role, content, line, words in [
+            ("grade 1.5", "qrels", first + row(query_id="q1", doc_id="d2", relevance=1.5), 2, ["grade", "integer"]),
+            ("grade '2'", "qrels", first + row(query_id="q1", doc_id="d2", relevance="2"), 2, ["grade", "integer"]),
+            ("grade true", "qrels", first + row(query_id="q1", doc_id="d2", relevance=True), 2, ["grade", "integer"]),
+            ("grade null", "qrels", first + row(query_id="q1", doc_id="d2", relevance=None), 2, ["grade", "integer"]),
+            ("no doc id", "qrels", first + row(query_id="q1", relevance=1), 2, ["document id"]),
+            ("doc id a number", "qrels", first + row(query_id="q1", doc_id=7, relevance=1), 2, ["document id"]),
+            ("invalid JSON", "qrels", first + '{"query_id": "q1",\n', 2, ["invalid JSON"]),
+            ("a list per line", "qrels", first + '["q1", "d2", 1]\n', 2, ["JSON object"]),
+            ("duplicated key", "qrels", first + '{"query_id": "q1", "doc_id": "a", "doc_id": "b", "relevance": 1}\n',
+             2, ["duplicated key", "'doc_id'"]),
+            ("NaN grade", "qrels", first + '{"query_id": "q1", "doc_id": "d2", "relevance": NaN}\n', 2, ["NaN"]),
+            ("score a string", "run", first_run + row(query_id="q1", doc_id="d2", score="high"), 2, ["score"]),
+            ("score a boolean", "run", first_run + row(query_id="q1", doc_id="d2", score=True), 2, ["score"]),
+            ("score Infinity", "run", first_run + '{"query_id": "q1", "doc_id": "d2", "score": Infinity}\n',
+             2, ["Infinity"]),
+            ("score 1e999", "run", first_run + '{"query_id": "q1", "doc_id": "d2", "score": 1e999}\n',
+             2, ["score", "finite"]),
+            ("some rows without score", "run", first_run + row(query_id="q1", doc_id="d2"), 2, ["score"]),
+        ]:
+            with self.subTest(label):
+                self.check(role, content, line, words)
+
+
+# === Normalising a ranking ===
+
+
+class TestNormalising(unittest.TestCase):
+    def test_scored_ties_broken_by_docid_descending(self):
+        # a and b tie at 1.0: b (the larger id) comes first, as in trec_eval
+        grades = {"a": 1}
+        self.assertEqual(rag_eval.reciprocal_rank({"a": 1.0, "b": 1.0}, grades, 2), 1 / 2)
+        self.assertEqual(rag_eval.success_at_k({"a": 1.0, "b": 1.0}, grades, 1), 0.0)
+        self.assertEqual(rag_eval.reciprocal_rank({"b": 1.0, "a": 1.0}, grades, 2), 1 / 2)  # dict order is irrelevant
+        # string order, not numeric: "10" < "9", so "9" ranks first
+        self.assertEqual(rag_eval.reciprocal_rank({"10": 0.5, "9": 0.5}, {"10": 1}, 2), 1 / 2)
+        # a higher score wins over the id
+        self.assertEqual(rag_eval.reciprocal_rank({"a": 1.5, "b": 1.0}, grades, 2), 1 / 1)
+        result = rag_eval.evaluate({"q1": grades}, {"q1": {"a": 1.0, "b": 1.0}}, k=2)
+        self.assertEqual(result["per_query"]["q1"]["mrr"], 1 / 2)
+
+    def test_ties_straddling_cutoffs_are_counted(self):
+        qrels = {"q1": {"a": 1}, "q2": {"y": 1}, "q3": {"m": 1}}
+        run = {
+            "q1": {"a": 1.0, "b": 1.0, "c": 0.5},  # b, a | c: tie across k=1 only
+            "q2": {"x": 2.0, "y": 1.0, "z": 1.0},  # x | z, y: tie across k=2; inside the top 3 at k=3
+            "q3": ["m", "n", "o"],  # a ranked list has no scores, so no ties
+        }
+        result = rag_eval.evaluate(qrels, run, k=[1, 2, 3])
+        self.assertEqual(result["ties"], {"1": 1, "2": 1, "3": 0})
+        self.assertEqual(result["per_query"]["q1"]["mrr@2"], 1 / 2)  # a behind b
+        self.assertEqual(result["per_query"]["q2"]["mrr@3"], 1 / 3)  # y behind x and z
+        # a tie entirely inside the top k is not counted
+        result = rag_eval.evaluate({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 1.0, "c": 0.5}}, k=2)
+        self.assertEqual(result["ties"], {"2": 0})
+        # three-way tie across k=2
+        result = rag_eval.evaluate({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 1.0, "c": 1.0}}, k=2)
+        self.assertEqual(result["ties"], {"2": 1})
+
+    def test_ties_reported_by_the_command_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qpath = os.path.join(tmp, "q.json")
+            rpath = os.path.join(tmp, "r.trec")
+            with open(qpath, "w") as f:
+                json.dump({"q1": {"a": 1}}, f)
+            with open(rpath, "w") as f:
+                f.write("q1 Q0 a 1 1.0 t\nq1 Q0 b 2 1.0 t\nq1 Q0 c 3 0.5 t\n")
+            code, out, err = run_main([qpath, rpath, "--k", "1,2"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["ties"], {"1": 1, "2": 0})
+        self.assertTrue(any(line.startswith("rag_eval: note:") and "tie" in line for line in err.splitlines()), err)
+
+    def test_duplicates_count_once_at_first_position(self):
+        # x, a, x, b -> unique x, a, b: b is at rank 3, not 4
+        grades = {"a": 1, "b": 1}
+        self.assertEqual(rag_eval.recall_at_k(["x", "a", "x", "b"], grades, 3), 2 / 2)
+        self.assertEqual(rag_eval.reciprocal_rank(["x", "a", "x", "b"], grades, 3), 1 / 2)
+        # a relevant document repeated keeps its first rank: a @2, not @1
+        self.assertEqual(rag_eval.reciprocal_rank(["x", "a", "a"], {"a": 1}, 3), 1 / 2)
+
+    def test_duplicates_cannot_push_measures_above_one(self):
+        ranking = ["a", "a", "a", "b"]  # grades: a = 2; unique: a, b
+        grades = {"a": 2}
+        for name, func, expected in [
+            ("ndcg", rag_eval.ndcg_at_k, 3 / 3),  # DCG 3/1 over ideal 3/1, not (3 + 3/log2 3 + 3/2) / 3
+            ("recall", rag_eval.recall_at_k, 1 / 1),  # not 3/1
+            ("precision", rag_eval.precision_at_k, 1 / 3),  # a, b, (nothing): 1 of 3, not 3 of 3
+            ("success", rag_eval.success_at_k, 1.0),
+            ("mrr", rag_eval.reciprocal_rank, 1 / 1),
+            ("ap", rag_eval.ap_at_k, (1 / 1) / 1),
+        ]:
+            with self.subTest(name):
+                self.assertEqual(func(ranking, grades, 3), expected)
+        result = rag_eval.evaluate({"q1": grades}, {"q1": ranking}, k=3, measures=["ndcg", "recall", "precision"])
+        self.assertEqual(result["per_query"]["q1"], {"ndcg": 1.0, "recall": 1.0, "precision": 1 / 3})
+
+
+# === Measures ===
+
+
+class TestMeasures(unittest.TestCase):
+    # one query: grades a = 2, b = 1, c = 0 (judged, rejected), d = 2 (never retrieved)
+    GRADES = {"a": 2, "b": 1, "c": 0, "d": 2}
+    RANKING = ["c", "a", "x", "b"]  # c (0) @1, a (2) @2, x (unjudged) @3, b (1) @4
+
+    def test_hand_worked_values(self):
+        r, g = self.RANKING, self.GRADES
+        cases = [
+            (rag_eval.recall_at_k, 1, 0 / 3),
+            (rag_eval.recall_at_k, 2, 1 / 3),  # a of a, b, d
+            (rag_eval.recall_at_k, 10, 2 / 3),  # a, b of a, b, d
+            (rag_eval.success_at_k, 1, 0.0),
+            (rag_eval.success_at_k, 2, 1.0),
+            (rag_eval.reciprocal_rank, 1, 0.0),
+            (rag_eval.reciprocal_rank, 4, 1 / 2),
+            (rag_eval.ndcg_at_k, 1, 0.0),
+            # DCG: 3/log2 3 (a @2); ideal: 3/1 + 3/log2 3 (a, d)
+            (rag_eval.ndcg_at_k, 2, (3 / math.log2(3)) / (3 + 3 / math.log2(3))),
+            # DCG: a @2, b @4; ideal: a, d, b (c has gain 0)
+            (rag_eval.ndcg_at_k, 4, (3 / math.log2(3) + 1 / math.log2(5)) / (3 + 3 / math.log2(3) + 1 / 2)),
+            (rag_eval.precision_at_k, 4, 2 / 4),  # a, b
+            (rag_eval.precision_at_k, 10, 2 / 10),  # k counts even past the end of the ranking
+            (rag_eval.ap_at_k, 4, (1 / 2 + 2 / 4) / 3),  # precision at a (@2) and b (@4), over 3 relevant
+            (rag_eval.ap_at_k, 2, (1 / 2) / 3),
+            (rag_eval.judged_at_k, 4, 3 / 4),  # c, a, b judged; x not
+            (rag_eval.judged_at_k, 1, 1 / 1),  # c: grade 0 is judged
+            (rag_eval.judged_at_k, 8, 3 / 8),
+        ]
+        for func, k, expected in cases:
+            with self.subTest(func=func.__name__, k=k):
+                self.assertAlmostEqual(func(r, g, k), expected, places=15)
+
+    def test_edge_cases(self):
+        for label, func, ranking, grades, k, expected in [
+            ("empty ranking", rag_eval.ndcg_at_k, [], {"a": 1}, 5, 0.0),
+            ("empty ranking recall", rag_eval.recall_at_k, [], {"a": 1}, 5, 0.0),
+            ("no relevant document recall", rag_eval.recall_at_k, ["a"], {"a": 0}, 5, 0.0),
+            ("no relevant document ndcg", rag_eval.ndcg_at_k, ["a"], {"a": 0}, 5, 0.0),
+            ("no relevant document ap", rag_eval.ap_at_k, ["a"], {"a": 0}, 5, 0.0),
+            ("no judgments judged", rag_eval.judged_at_k, ["a"], {}, 5, 0.0),
+            ("k larger than everything", rag_eval.ndcg_at_k, ["a"], {"a": 1}, 1000, 1.0),
+            ("ids are strings: '01' is not '1'", rag_eval.success_at_k, ["01"], {"1": 1}, 5, 0.0),
+            ("perfect ranking", rag_eval.ndcg_at_k, ["a", "b"], {"a": 2, "b": 1}, 2, 1.0),
+            ("scored dict ranking", rag_eval.reciprocal_rank, {"a": 0.1, "b": 0.9}, {"a": 1}, 2, 1 / 2),
+        ]:
+            with self.subTest(label):
+                self.assertEqual(func(ranking, grades, k), expected)
+
+    def test_invalid_arguments(self):
+        for label, kwargs in [
+            ("k 0", dict(k=0)),
+            ("k -1", dict(k=-1)),
+            ("k 1.5", dict(k=1.5)),
+            ("k 5.0", dict(k=5.0)),
+            ("k True", dict(k=True)),
+            ("k '5'", dict(k="5")),
+            ("grade -1", dict(grades={"a": -1})),
+            ("grade 1.5", dict(grades={"a": 1.5})),
+            ("grade True", dict(grades={"a": True})),
+            ("grade '2'", dict(grades={"a": "2"})),
+            ("unknown gain", dict(gain="cubic")),
+            ("min grade 0", dict(min_grade=0)),
+            ("ranking a string", dict(ranking="ab")),
+            ("ranking of numbers", dict(ranking=[1, 2])),
+            ("ranking None", dict(ranking=None)),
+        ]:
+            with self.subTest(label):
+                args = dict(ranking=["a", "b"], grades={"a": 1}, k=2)
+                args.update(kwargs)
+                assert_value_error(self, rag_eval.ndcg_at_k, **args)
+
+    def test_measure_table(self):
+        names = [m.name for m in rag_eval.MEASURES]
+        self.assertEqual(names[:4], ["recall", "success", "mrr", "ndcg"])
+        self.assertEqual(set(names), {"recall", "success", "mrr", "ndcg", "precision", "ap", "judged"})
+        self.assertEqual(len(names), len(set(names)))
+
+    def test_metric_names_round_trip(self):
+        for text in ("ndcg@10", "recall@1", "judged@100"):
+            with self.subTest(text):
+                self.assertEqual(rag_eval.format_metric(*rag_eval.parse_metric(text)), text)
+        for text in ("ndcg", "ndcg@", "ndcg@0", "ndcg@05", "ndgc@5", "ndcg@-1", "ndcg@1.5", "@5"):
+            with self.subTest(text):
+                with self.assertRaises(ValueError):
+                    rag_eval.parse_metric(text)
+
+    def test_gain_linear_and_exp(self):
+        ranking, grades = ["b", "a"], {"a": 2, "b": 1}  # b (1) @1, a (2) @2
+        # exp gains: 1, 3; ideal 3, 1
+        self.assertAlmostEqual(rag_eval.ndcg_at_k(ranking, grades, 2),
+                               (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3)), places=15)
+        # linear gains: 1, 2; ideal 2, 1
+        self.assertAlmostEqual(rag_eval.ndcg_at_k(ranking, grades, 2, gain="linear"),
+                               (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3)), places=15)
+        # on the fixtures, q1: 2 @2, 1 @4; ideal 2, 1
+        qrels, run = load_fixtures()
+        lin = rag_eval.evaluate(qrels, run, k=5, gain="linear")
+        q1_lin = (2 / math.log2(3) + 1 / math.log2(5)) / (2 + 1 / math.log2(3))
+        q3_lin = (2 + 1 / math.log2(3) + 2 / math.log2(6)) / (2 + 2 / math.log2(3) + 1 / 2)  # 2 @1, 1 @2, 2 @5
+        self.assertAlmostEqual(lin["per_query"]["q1"]["ndcg"], q1_lin, places=15)
+        self.assertAlmostEqual(lin["per_query"]["q3"]["ndcg"], q3_lin, places=15)
+        self.assertEqual(lin["per_query"]["q1"]["recall"], 1.0)  # gain touches nDCG only
+        code, out, err = run_main([QRELS, RUN, "--gain", "linear"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["ndcg@5"], round((q1_lin + 0 + q3_lin) / 3, 4))
+
+    def test_min_grade(self):
+        ranking, grades = ["b", "a"], {"a": 2, "b": 1}  # b (1) @1, a (2) @2
+        for func, k, one, two in [
+            (rag_eval.reciprocal_rank, 2, 1 / 1, 1 / 2),  # min grade 2: a @2 is the first relevant
+            (rag_eval.success_at_k, 1, 1.0, 0.0),
+            (rag_eval.recall_at_k, 1, 1 / 2, 0 / 1),  # relevant: a, b | a only
+            (rag_eval.precision_at_k, 2, 2 / 2, 1 / 2),
+            (rag_eval.ap_at_k, 2, (1 / 1 + 2 / 2) / 2, (1 / 2) / 1),
+            # nDCG gains do not move: (1 + 3/log2 3) / (3 + 1/log2 3) either way
+            (rag_eval.ndcg_at_k, 2, (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3)),
+             (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3))),
+        ]:
+            with self.subTest(func=func.__name__):
+                self.assertAlmostEqual(func(ranking, grades, k), one, places=15)
+                self.assertAlmostEqual(func(ranking, grades, k, min_grade=2), two, places=15)
+        # on the fixtures, q3 top 2: #5 (2), okta (1); at min grade 2 the relevant set is #4, #5
+        qrels, run = load_fixtures()
+        result = rag_eval.evaluate(qrels, run, k=2, min_grade=2)
+        self.assertEqual(result["per_query"]["q3"]["recall"], 1 / 2)  # #5 of #4, #5 (min grade 1: 2 of 3)
+        self.assertAlmostEqual(result["per_query"]["q3"]["ndcg"],
+                               (3 + 1 / math.log2(3)) / (3 + 3 / math.log2(3)), places=15)  # 2, 1 over 2, 2
+        code, out, err = run_main([QRELS, RUN, "--k", "2", "--min-grade", "2"])
+        self.assertEqual(code, 0, err)
+        # recall@2: q1 rp#2 @2 of rp#2 -> 1; q2 0; q3 1/2
+        self.assertEqual(json.loads(out)["mean"]["recall@2"], round((1 + 0 + 1 / 2) / 3, 4))
+
+    def test_trec_negative_grade(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qpath = os.path.join(tmp, "qrels.trec")
+            with open(qpath, "w") as f:
+                f.write("q1 0 a 2\nq1 0 b -1\nq1 0 c 1\n")
+            rpath = os.path.join(tmp, "run.trec")
+            with open(rpath, "w") as f:
+                f.write("q1 Q0 b 1 3.0 t\nq1 Q0 a 2 2.0 t\nq1 Q0 c 3 1.0 t\n")
+            qrels, run = rag_eval.read_qrels(qpath), rag_eval.read_run(rpath)
+            names = ["recall", "mrr", "ndcg", "judged"]
+            plain = rag_eval.evaluate(qrels, run, k=3, measures=names)["per_query"]["q1"]
+            # b (-1) @1: non-relevant, gain 0, not in the ideal, unjudged; a (2) @2, c (1) @3
+            self.assertEqual(plain["recall"], 2 / 2)
+            self.assertEqual(plain["mrr"], 1 / 2)
+            self.assertAlmostEqual(plain["ndcg"], (3 / math.log2(3) + 1 / 2) / (3 + 1 / math.log2(3)), places=15)
+            self.assertEqual(plain["judged"], 2 / 3)  # a, c
+            # --judged-only drops b: a @1, c @2
+            only = rag_eval.evaluate(qrels, run, k=3, measures=names, judged_only=True)["per_query"]["q1"]
+            self.assertEqual(only, {"recall": 2 / 2, "mrr": 1 / 1, "ndcg": 1.0, "judged": 2 / 3})
+            code, out, err = run_main([qpath, rpath, "--k", "3", "--judged-only", "--measures", "mrr,judged"])
+            self.assertEqual(code, 0, err)
+            self.assertEqual(json.loads(out)["mean"], {"mrr@3": 1.0, "judged@3": round(2 / 3, 4)})
+            # in JSON qrels a negative grade is an error
+            jpath = os.path.join(tmp, "qrels.json")
+            with open(jpath, "w") as f:
+                json.dump({"q1": {"a": 2, "b": -1}}, f)
+            code, out, err = run_main([jpath, rpath])
+            self.assertEqual(code, 2)
+            self.assertIn(jpath, err)
+            self.assertIn("non-negative", err)
+
+    def test_judged_only_drops_unjudged_before_the_cutoff(self):
+        qrels, run = load_fixtures()
+        plain = rag_eval.evaluate(qrels, run, k=3)
+        only = rag_eval.evaluate(qrels, run, k=3, judged_only=True)
+        # q1 top 3: shipping#1, rp#2 (2), rp#9 -> judged only: rp#2 (2), rp#3 (1)
+        self.assertEqual(plain["per_query"]["q1"]["recall"], 1 / 2)
+        self.assertAlmostEqual(plain["per_query"]["q1"]["ndcg"],
+                               (3 / math.log2(3)) / (3 + 1 / math.log2(3)), places=15)
+        self.assertEqual(only["per_query"]["q1"], {"recall": 2 / 2, "success": 1.0, "mrr": 1 / 1, "ndcg": 1.0})
+        # q3 top 3: #5 (2), okta (1), sso-setup#1 -> judged only: #5 (2), okta (1), #4 (2)
+        self.assertAlmostEqual(only["per_query"]["q3"]["ndcg"],
+                               (3 + 1 / math.log2(3) + 3 / 2) / (3 + 3 / math.log2(3) + 1 / 2), places=15)
+        self.assertEqual(only["per_query"]["q3"]["recall"], 3 / 3)
+        # q2: nothing of the run is judged for q2
+        self.assertEqual(only["per_query"]["q2"]["recall"], 0.0)
+        code, out, err = run_main([QRELS, RUN, "--k", "3", "--judged-only"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["recall@3"], round((1 + 0 + 1) / 3, 4))
+
+
+# === Evaluation ===
+
+
+class TestEvaluation(unittest.TestCase):
+    def test_fixture_table(self):
+        result = rag_eval.evaluate(*load_fixtures(), k=5)
+        self.assertEqual(result["queries"], 3)
+        self.assertEqual(result["unscored"], ["q4"])
+        self.assertEqual(result["skipped"], [])
+        self.assertEqual(result["k"], 5)
+        self.assertEqual(sorted(result["per_query"]), ["q1", "q2", "q3"])
+        for qid, expected in FIXTURE_PER_QUERY.items():
+            self.assertEqual(set(result["per_query"][qid]), {"recall", "success", "mrr", "ndcg"})
+            for name, value in expected.items():
+                with self.subTest(qid=qid, measure=name):
+                    self.assertAlmostEqual(result["per_query"][qid][name], value, places=15)
+        self.assertEqual(set(result["mean"]), set(FIXTURE_MEANS))
+        for metric, value in FIXTURE_MEANS.items():
+            with self.subTest(metric=metric):
+                self.assertAlmostEqual(result["mean"][metric], value, places=15)
+        # SPEC.md's rounded figures
+        self.assertEqual(round(result["per_query"]["q1"]["ndcg"], 5), 0.63991)
+        self.assertEqual(round(result["per_query"]["q3"]["ndcg"], 5), 0.88850)
+        self.assertEqual({m: round(v, 4) for m, v in result["mean"].items()},
+                         {"recall@5": 0.6667, "success@5": 0.6667, "mrr@5": 0.5, "ndcg@5": 0.5095})
+
+    def test_ideal_comes_from_every_judged_document(self):
+        result = rag_eval.evaluate(*load_fixtures(), k=3)
+        # q3 top 3: #5 (2), okta (1), sso-setup#1 (unjudged); ideal: 2, 2, 1 from all judged documents
+        expected = (3 + 1 / math.log2(3)) / (3 + 3 / math.log2(3) + 1 / 2)
+        self.assertAlmostEqual(result["per_query"]["q3"]["ndcg"], expected, places=15)
+        self.assertEqual(round(expected, 4), 0.6733)
+        # an ideal built from the retrieved documents (2, 1) would give 1.0
+        self.assertNotAlmostEqual(result["per_query"]["q3"]["ndcg"], 1.0)
+
+    def test_several_cutoffs(self):
+        result = rag_eval.evaluate(*load_fixtures(), k=[3, 1, 3])
+        self.assertEqual(result["k"], [1, 3])
+        self.assertEqual(set(result["mean"]), {f"{m}@{k}" for m in ("recall", "success", "mrr", "ndcg") for k in (1, 3)})
+        self.assertEqual(set(result["per_query"]["q1"]), set(result["mean"]))
+        q3, q1 = result["per_query"]["q3"], result["per_query"]["q1"]
+        # q3 @1: #5 (2) of #4, #5, okta
+        self.assertEqual((q3["recall@1"], q3["success@1"], q3["mrr@1"], q3["ndcg@1"]), (1 / 3, 1.0, 1.0, 3 / 3))
+        # q1 @1: shipping#1 unjudged
+        self.assertEqual((q1["recall@1"], q1["success@1"], q1["mrr@1"], q1["ndcg@1"]), (0.0, 0.0, 0.0, 0.0))
+        # q1 @3: rp#2 (2) @2 of rp#2, rp#3
+        self.assertEqual(q1["recall@3"], 1 / 2)
+        self.assertAlmostEqual(q1["ndcg@3"], (3 / math.log2(3)) / (3 + 1 / math.log2(3)), places=15)
+        self.assertAlmostEqual(result["mean"]["recall@3"], (1 / 2 + 0 + 2 / 3) / 3, places=15)
+        self.assertAlmostEqual(result["mean"]["recall@1"], (0 + 0 + 1 / 3) / 3, places=15)
+        code, out, err = run_main([QRELS, RUN, "--k", "1,3,5"])
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["k"], [1, 3, 5])
+        self.assertEqual(len(report["mean"]), 4 * 3)
+        self.assertEqual(report["mean"]["ndcg@5"], 0.5095)
+        self.assertEqual(report["mean"]["recall@3"], round((1 / 2 + 0 + 2 / 3) / 3, 4))
+
+    def test_other_measures_on_the_fixtures(self):
+        result = rag_eval.evaluate(*load_fixtures(), k=5, measures=["precision", "ap", "judged"])
+        self.assertEqual(set(result["mean"]), {"precision@5", "ap@5", "judged@5"})
+        expected = {
+            # q1: rp#2 @2, rp#3 @4; q2: nothing; q3: #5 @1, okta @2, #4 @5
+            "precision@5": (2 / 5 + 0 + 3 / 5) / 3,
+            "ap@5": ((1 / 2 + 2 / 4) / 2 + 0 + (1 / 1 + 2 / 2 + 3 / 5) / 3) / 3,
+            # judged: q1 rp#2, rp#3; q2 none (pricing#3 is judged for q4 only); q3 three
+            "judged@5": (2 / 5 + 0 / 5 + 3 / 5) / 3,
+        }
+        for metric, value in expected.items():
+            with self.subTest(metric):
+                self.assertAlmostEqual(result["mean"][metric], value, places=15)
+        self.assertAlmostEqual(result["judged"]["judged@5"], expected["judged@5"], places=15)
+
+    def test_unknown_measures_reported_at_once(self):
+        with self.assertRaises(ValueError) as ctx:
+            rag_eval.evaluate(*load_fixtures(), measures=["ndcg", "ndgc", "foo"])
+        message = str(ctx.exception)
+        self.assertIn("'ndgc'", message)
+        self.assertIn("'foo'", message)
+        for m in rag_eval.MEASURES:  # the choices come from the table
+            self.assertIn(m.name, message)
+
+    def test_skipped_query_scores_zero_and_stays_in_the_mean(self):
+        qrels, run = load_fixtures()
+        del run["q3"]
+        result = rag_eval.evaluate(qrels, run, k=5)
+        self.assertEqual(result["skipped"], ["q3"])
+        self.assertEqual(result["queries"], 3)
+        self.assertEqual(result["per_query"]["q3"], {"recall": 0.0, "success": 0.0, "mrr": 0.0, "ndcg": 0.0})
+        self.assertAlmostEqual(result["mean"]["recall@5"], (1 + 0 + 0) / 3, places=15)
+        self.assertAlmostEqual(result["mean"]["ndcg@5"], (Q1_NDCG5 + 0 + 0) / 3, places=15)
+        # an unscored query the run skipped stays unscored, not skipped
+        del run["q4"]
+        result = rag_eval.evaluate(qrels, run, k=5)
+        self.assertEqual((result["unscored"], result["skipped"]), (["q4"], ["q3"]))
+
+    def test_run_query_missing_from_the_qrels(self):
+        qrels, run = load_fixtures()
+        run["q9"] = ["refund-policy#2"]
+        with self.assertRaises(ValueError) as ctx:
+            rag_eval.evaluate(qrels, run, k=5)
+        self.assertIsInstance(ctx.exception, rag_eval.RagEvalError)
+        self.assertIn("'q9'", str(ctx.exception))
+        result = rag_eval.evaluate(qrels, run, k=5, drop_unknown_queries=True)
+        self.assertEqual(result["dropped"], ["q9"])
+        self.assertEqual(result["queries"], 3)
+        for metric, value in FIXTURE_MEANS.items():
+            self.assertAlmostEqual(result["mean"][metric], value, places=15)
+
+    def test_invalid_input_raises_value_error(self):
+        qrels, run = load_fixtures()
+        for label, args, kwargs in [
+            ("k 0", (qrels, run, 0), {}),
+            ("k -1", (qrels, run, -1), {}),
+            ("k '5'", (qrels, run, "5"), {}),
+            ("k []", (qrels, run, []), {}),
+            ("k [1, 0]", (qrels, run, [1, 0]), {}),
+            ("k 5.0", (qrels, run, 5.0), {}),
+            ("k True", (qrels, run, True), {}),
+            ("k None", (qrels, run, None), {}),
+            ("measures []", (qrels, run, 5), {"measures": []}),
+            ("gain", (qrels, run, 5), {"gain": "cubic"}),
+            ("min grade 0", (qrels, run, 5), {"min_grade": 0}),
+            ("qrels a list", ([], run, 5), {}),
+            ("grade True", ({"q1": {"a": True}}, {"q1": ["a"]}, 5), {}),
+            ("grade -1", ({"q1": {"a": -1}}, {"q1": ["a"]}, 5), {}),
+            ("ranking of numbers", ({"q1": {"a": 1}}, {"q1": [1]}, 5), {}),
+            ("ranking a string", ({"q1": {"a": 1}}, {"q1": "a"}, 5), {}),
+            ("score NaN", ({"q1": {"a": 1}}, {"q1": {"a": math.nan}}, 5), {}),
+            ("nothing to score", ({"q1": {"a": 0}}, {"q1": ["a"]}, 5), {}),
+        ]:
+            with self.subTest(label):
+                assert_value_error(self, rag_eval.evaluate, *args, **kwargs)
+
+    def test_inputs_are_not_modified(self):
+        qrels, run = load_fixtures()
+        run["q1"] = run["q1"] + ["shipping#1"]  # a duplicate
+        run["q9"] = ["x"]
+        before = copy.deepcopy((qrels, run))
+        rag_eval.evaluate(qrels, run, k=[1, 5], judged_only=True, drop_unknown_queries=True)
+        self.assertEqual((qrels, run), before)
+
+
+# === Statistics ===
+
+
+class TestStatistics(unittest.TestCase):
+    def test_sign_flip_test_exact(self):
+        for deltas, expected in [
+            ([0.5, 0.5, 0.5], 2 / 2 ** 3),  # only all-plus and all-minus are as extreme as +1.5
+            ([0.5, 0.5, 0.5, 0.0], 2 / 2 ** 3),  # a zero difference carries no sign
+            ([0.25, -0.25], 4 / 2 ** 2),  # observed sum 0: every pattern is as extreme
+            ([0.5, 0.25], 2 / 2 ** 2),  # +0.75: only (+,+) and (-,-) reach |0.75|
+            ([], 1.0),
+        ]:
+            with self.subTest(deltas=deltas):
+                self.assertEqual(rag_eval.sign_flip_test(deltas), (expected, True))
+
+    def test_sign_flip_test_sampled_is_never_zero(self):
+        # 20 equal differences: 2 of 2**20 patterns as extreme; sampled, p = (1 + hits) / (1 + 100)
+        p, exact = rag_eval.sign_flip_test([0.1] * 20, 100, random.Random(1))
+        self.assertFalse(exact)
+        self.assertGreaterEqual(p, 1 / 101)
+        self.assertEqual(rag_eval.sign_flip_test([0.1] * 20, 100, random.Random(1)), (p, exact))
+
+    def test_clopper_pearson(self):
+        # no success in n: upper = 1 - (alpha/2) ** (1/n); all successes: lower = (alpha/2) ** (1/n)
+        low, high = rag_eval.clopper_pearson(0, 10)
+        self.assertEqual(low, 0.0)
+        self.assertAlmostEqual(high, 1 - 0.025 ** (1 / 10), places=12)
+        low, high = rag_eval.clopper_pearson(10, 10)
+        self.assertAlmostEqual(low, 0.025 ** (1 / 10), places=12)
+        self.assertEqual(high, 1.0)
+
+    def test_holm(self):
+        # sorted: a 0.01 * 3 = 0.03; c 0.03 * 2 = 0.06; b max(0.06, 0.04 * 1) = 0.06
+        adjusted = rag_eval.holm({"a": 0.01, "b": 0.04, "c": 0.03})
+        self.assertEqual(set(adjusted), {"a", "b", "c"})
+        for name, value in {"a": 3 * 0.01, "c": 2 * 0.03, "b": 2 * 0.03}.items():
+            self.assertAlmostEqual(adjusted[name], value, places=15)
+
+    def test_bootstrap_interval(self):
+        self.assertEqual(tuple(rag_eval.bootstrap_interval([0.25] * 5)), (0.25, 0.25))
+        low, high = rag_eval.bootstrap_interval([0.0, 1.0] * 10)
+        self.assertLessEqual(low, 0.5)
+        self.assertGreaterEqual(high, 0.5)
+        self.assertEqual(rag_eval.bootstrap_interval([0.0, 1.0] * 10), (low, high))  # seeded, repeatable
+
+
+# === Baseline and gate ===
+
+
+class TestBaselineAndGate(TempDirMixin, unittest.TestCase):
+    def test_fixture_gate(self):
+        means = rag_eval.evaluate(*load_fixtures(), k=5)["mean"]
+        with open(BASELINE, encoding="utf-8") as f:
+            baseline = json.load(f)
+        self.assertEqual(baseline, {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52})
+        found = rag_eval.regressions(means, baseline, 0.02)
+        # mrr: 0.55 - 0.5 = 0.05 > 0.02; recall: 0.70 - 2/3 = 0.0333 > 0.02;
+        # ndcg: 0.52 - 0.5095 = 0.0105; success: 0.6667 - 2/3 = 0.00003
+        self.assertEqual(sorted(found), ["mrr@5", "recall@5"])
+        self.assertEqual(found["mrr@5"], (0.55, 0.5))
+        self.assertEqual(found["recall@5"][0], 0.70)
+        self.assertAlmostEqual(found["recall@5"][1], 2 / 3, places=15)
+
+    def test_missing_metric_is_a_regression(self):
+        self.assertEqual(rag_eval.regressions({"recall@5": 0.9}, {"recall@5": 0.5, "ndcg@10": 0.4}, 0.02),
+                         {"ndcg@10": (0.4, None)})
+
+    def test_drop_at_the_threshold(self):
+        for was, now, max_drop, flagged in [
+            (0.52, 0.50, 0.02, False),  # exactly 0.02 (0.52 - 0.50 is 0.020000000000000018 in floats)
+            (0.70, 0.68, 0.02, False),
+            (0.30, 0.20, 0.10, False),
+            (1.00, 0.90, 0.10, False),
+            (0.5, 0.5, 0.0, False),
+            (0.52, 0.4999, 0.02, True),  # 0.0201
+            (0.5, 0.4999, 0.0, True),
+            (0.5, 0.9, 0.02, False),  # a rise
+        ]:
+            with self.subTest(was=was, now=now, max_drop=max_drop):
+                found = rag_eval.regressions({"m@5": now}, {"m@5": was}, max_drop)
+                self.assertEqual(found, {"m@5": (was, now)} if flagged else {})
+
+    def test_default_max_drop(self):
+        self.assertEqual(rag_eval.regressions({"m@5": 0.48}, {"m@5": 0.5}), {})  # 0.02
+        self.assertEqual(rag_eval.regressions({"m@5": 0.47}, {"m@5": 0.5}), {"m@5": (0.5, 0.47)})
+
+    def test_invalid_max_drop(self):
+        for max_drop in (-1, -0.01, math.nan, math.inf, True, "0.02", None):
+            with self.subTest(max_drop=max_drop):
+                with self.assertRaises(ValueError):
+                    rag_eval.regressions({"m@5": 0.5}, {"m@5": 0.5}, max_drop)
+
+    def test_read_baseline_rejects(self):
+        for label, text in [
+            ("string", '{"recall@5": "0.5"}'),
+            ("boolean", '{"recall@5": true}'),
+            ("null", '{"recall@5": null}'),
+            ("1e999", '{"recall@5": 1e999}'),
+            ("NaN", '{"recall@5": NaN}'),
+            ("-Infinity", '{"recall@5": -Infinity}'),
+            ("a list value", '{"recall@5": [0.5]}'),
+            ("a list", "[0.5]"),
+            ("duplicated key", '{"recall@5": 0.5, "recall@5": 0.6}'),
+            ("empty", ""),
+            ("invalid JSON", '{"recall@5": 0.5'),
+        ]:
+            with self.subTest(label):
+                path = self.write("baseline.json", text)
+                with self.assertRaises(rag_eval.RagEvalError) as ctx:
+                    rag_eval.read_baseline(path)
+                self.assertIn(path, str(ctx.exception))
+
+
+# === Reporting ===
+
+
+class TestReporting(unittest.TestCase):
+    def test_quick_start_json(self):
+        code, out, err = run_main([QRELS, RUN])
+        self.assertEqual(code, 0, err)
+        pairs = []
+        report = json.loads(out, object_pairs_hook=lambda p: (pairs.append([k for k, _ in p]), dict(p))[1])
+        for keys in pairs:  # every object, nested ones included
+            self.assertEqual(keys, sorted(keys))
+        self.assertEqual(report["mean"], {"recall@5": 0.6667, "success@5": 0.6667, "mrr@5": 0.5, "ndcg@5": 0.5095})
+        self.assertEqual(report["unscored"], ["q4"])
+        self.assertEqual(report["queries"], 3)
+        self.assertEqual(report["k"], 5)
+        for line in err.splitlines():
+            self.assertTrue(line.startswith(("rag_eval: warning:", "rag_eval: note:")), line)
+
+    def test_quick_start_with_baseline(self):
+        code, out, err = run_main([QRELS, RUN, "--baseline", BASELINE])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertEqual(json.loads(out)["mean"]["mrr@5"], 0.5)
+        lines = err.splitlines()
+        self.assertEqual([line for line in lines if line.startswith("REGRESSION")], [
+            "REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+            "REGRESSION recall@5: baseline 0.7000, now 0.6667",
+        ])
+        for line in lines:
+            self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: warning:", "rag_eval: note:")), line)
+
+    def test_missing_metric_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "baseline.json")
+            with open(path, "w") as f:
+                json.dump({"ndcg@10": 0.4, "ndcg@5": 0.5}, f)
+            code, out, err = run_main([QRELS, RUN, "--baseline", path])
+        self.assertEqual(code, 1)
+        self.assertIn("REGRESSION ndcg@10: baseline 0.4000, now missing", err.splitlines())
+        self.assertNotIn("ndcg@5", "".join(line for line in err.splitlines() if line.startswith("REGRESSION")))
+
+    def test_max_drop_option(self):
+        # mrr fell 0.05 and recall 0.0333: a tolerance of 0.05 lets both pass
+        code, out, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "0.05"])
+        self.assertEqual(code, 0, err)
+        code, out, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "0.04"])
+        self.assertEqual(code, 1, err)
+        self.assertEqual([line for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION mrr@5: baseline 0.5500, now 0.5000"])
+
+    def test_digits(self):
+        code, out, err = run_main([QRELS, RUN, "--digits", "2"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["ndcg@5"], 0.51)
+
+
+# === Command line ===
+
+
+class TestCommandLine(TempDirMixin, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        with open(QRELS, "rb") as f:
+            self.qrels = self.write("qrels.json", f.read())
+        with open(RUN, "rb") as f:
+            self.run_path = self.write("run.json", f.read())
+        with open(BASELINE, "rb") as f:
+            self.baseline = self.write("baseline.json", f.read())
+
+    def assert_error(self, argv, names=()):
+        code, out, err = run_main(argv)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, f"exit {code!r}; stderr: {err}")
+        self.assertEqual(out, "")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(ERROR_PREFIX), lines[0])
+        self.assertNotIn("Traceback", err)
+        for name in names:
+            self.assertIn(name, lines[0])
+        return lines[0]
+
+    def bad_file_cases(self):
+        deep_list = "[" * 100000
+        deep_object = '{"a":' * 100000
+        return [
+            # (label, role, content bytes)
+            ("empty", "qrels", b""),
+            ("empty", "run", b""),
+            ("only whitespace", "run", b"  \n\n"),
+            ("not UTF-8", "qrels", b'{"q1": {"\xff": 1}}'),
+            ("not UTF-8", "run", b'{"q1": ["\xfe"]}'),
+            ("invalid JSON", "qrels", b'{"q1": {"a": 1}'),
+            ("invalid JSON", "run", b'{"q1": ["a",]}'),
+            ("invalid JSON", "baseline", b'{"recall@5": }'),
+            ("qrels top-level list", "qrels", b'[{"q1": {"a": 1}}]'),
+            ("run top-level list", "run", b'[["a", "b"]]'),
+            ("qrels query value a list", "qrels", b'{"q1": ["a"]}'),
+            ("qrels query value a list, on lines", "qrels", b'{\n"q1": ["a"]\n}'),
+            ("run ranking a string", "run", b'{"q1": "refund-policy#2"}'),
+            ("run ranking a string, on lines", "run", b'{\n"q1": "refund-policy#2"\n}'),
+            ("run ranking a number", "run", b'{\n"q1": 5\n}'),
+            ("run ranking null", "run", b'{\n"q1": null\n}'),
+            ("run ranking true", "run", b'{\n"q1": true\n}'),
+            ("duplicated top-level key", "qrels", b'{"q1": {"a": 1},\n "q1": {"b": 1}}'),
+            ("duplicated nested key", "qrels", b'{"q1": {"a": 1, "a": 1}}'),
+            ("duplicated top-level key", "run", b'{"q1": ["a"],\n "q1": ["b"]}'),
+            ("duplicated nested key", "run", b'{"q1": {"a": 1.0, "a": 2.0}}'),
+            ("duplicated key", "baseline", b'{"mrr@5": 0.5, "mrr@5": 0.5}'),
+            ("NaN grade", "qrels", b'{"q1": {"a": NaN}}'),
+            ("Infinity score", "run", b'{"q1": {"a": Infinity}}'),
+            ("-Infinity score", "run", b'{"q1": {"a": -Infinity}}'),
+            ("grade true", "qrels", b'{"q1": {"a": true}}'),
+            ("grade 1.5", "qrels", b'{"q1": {"a": 1.5}}'),
+            ("grade 1.0", "qrels", b'{"q1": {"a": 1.0}}'),
+            ('grade "2"', "qrels", b'{"q1": {"a": "2"}}'),
+            ("grade -1", "qrels", b'{"q1": {"a": -1}}'),
+            ("grade null", "qrels", b'{"q1": {"a": null}}'),
+            ("ranking [1, 2]", "run", b'{"q1": [1, 2]}'),
+            ('ranking ["a", null]', "run", b'{"q1": ["a", null]}'),
+            ("baseline value a string", "baseline", b'{"mrr@5": "0.5"}'),
+            ("baseline value true", "baseline", b'{"mrr@5": true}'),
+            ("baseline value null", "baseline", b'{"mrr@5": null}'),
+            ("baseline value 1e999", "baseline", b'{"mrr@5": 1e999}'),
+            ("baseline value NaN", "baseline", b'{"mrr@5": NaN}'),
+            ("baseline a list", "baseline", b"[0.5]"),
+            ("deeply nested list", "qrels", deep_list.encode()),
+            ("deeply nested list", "run", deep_list.encode()),
+            ("deeply nested list", "baseline", deep_list.encode()),
+            ("deeply nested object", "qrels", deep_object.encode()),
+            ("deeply nested object", "run", deep_object.encode()),
+            ("deeply nested object", "baseline", deep_object.encode()),
+            ("gzip that is truncated", "qrels", gzip.compress(b'{"q1": {"a": 1}}')[:-12]),
+        ]
+
+    def argv_with(self, role, path):
+        qrels = path if role == "qrels" else self.qrels
+        run = path if role == "run" else self.run_path
+        return [qrels, run, "--baseline", path if role == "baseline" else self.baseline]
+
+    def test_bad_files(self):
+        for label, role, content in self.bad_file_cases():
+            with self.subTest(label, role=role):
+                path = self.write(f"bad-{role}.json", content)
+                self.assert_error(self.argv_with(role, path), [path])
+
+    def test_missing_file_and_directory(self):
+        missing = os.path.join(self.tmp, "no-such-file.json")
+        for role in ("qrels", "run", "baseline"):
+            with self.subTest("missing", role=role):
+                self.assert_error(self.argv_with(role, missing), [missing])
+            with self.subTest("directory", role=role):
+                self.assert_error(self.argv_with(role, self.tmp), [self.tmp])
+
+    def test_huge_grade_does_not_crash(self):
+        # 2.0 ** 1024 overflows a float
+        path = self.write("qrels.json", '{"q1": {"refund-policy#2": 1024}}')
+        run = self.write("r.json", '{"q1": ["refund-policy#2"]}')
+        code, out, err = run_main([path, run])
+        self.assertIsInstance(code, int, f"main raised {code!r}")
+        if code == 2:
+            self.assertEqual(len(err.splitlines()), 1, err)
+        else:
+            self.assertTrue(all(math.isfinite(v) for v in json.loads(out)["mean"].values()), out)
+
+    def test_bad_options(self):
+        for argv, names in [
+            (["--k", "0"], ["--k"]),
+            (["--k", "-1"], ["--k"]),
+            (["--k", "abc"], ["--k"]),
+            (["--k", ""], ["--k"]),
+            (["--k", "1.5"], ["--k"]),
+            (["--k", "1,0"], ["--k"]),
+            (["--max-drop", "-1"], ["--max-drop"]),
+            (["--max-drop", "nan"], ["--max-drop"]),
+            (["--max-drop", "inf"], ["--max-drop"]),
+            (["--max-drop", "abc"], ["--max-drop"]),
+            (["--min-grade", "0"], ["--min-grade"]),
+            (["--gain", "cubic"], ["--gain"]),
+            (["--measures", "ndgc,foo"], ["ndgc", "foo"]),
+            (["--measures", ","], []),
+            (["--qrels-format", "xml"], ["--qrels-format"]),
+            (["--digits", "0"], ["--digits"]),
+            (["--frobnicate"], ["--frobnicate"]),
+        ]:
+            with self.subTest(argv=argv):
+                self.assert_error([self.qrels, self.run_path, *argv], names)
+        for argv in ([], [self.qrels], ["-", "-"]):
+            with self.subTest(argv=argv):
+                self.assert_error(argv)
+
+    def test_option_errors_say_what_is_expected(self):
+        """The module's own messages reach the user, not argparse's 'invalid <function> value'."""
+        for argv, words in [
+            (["--k", "0"], ["positive integer"]),
+            (["--max-drop", "nan"], ["finite"]),
+            (["--min-grade", "0"], ["positive integer"]),
+            (["--measures", "ndgc,foo"], ["unknown measure", "'ndgc'", "'foo'", "choose from"]),
+        ]:
+            with self.subTest(argv=argv):
+                line = self.assert_error([self.qrels, self.run_path, *argv])
+                self.assertNotIn("invalid _", line)
+                for word in words:
+                    self.assertIn(word, line)
+
+    def test_unknown_run_query(self):
+        run = self.write("run9.json", '{"q1": ["refund-policy#2"],\n "q9": ["x"]}')
+        self.assert_error([self.qrels, run], ["'q9'"])
+        code, out, err = run_main([self.qrels, run, "--drop-unknown-queries"])
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["dropped"], ["q9"])
+        self.assertEqual(report["skipped"], ["q2", "q3"])
+        self.assertTrue(any(line.startswith("rag_eval: note:") for line in err.splitlines()), err)
+
+    def test_evaluation_errors_name_the_file(self):
+        """SPEC.md: bad input produces one line that names the file."""
+        run9 = self.write("run9.json", '{"q1": ["refund-policy#2"],\n "q9": ["x"]}')
+        zero = self.write("zero.json", '{"q1": {"refund-policy#2": 0}}')
+        for label, argv, name in [
+            ("run query not in the qrels", [self.qrels, run9], run9),
+            ("no relevant document anywhere", [zero, self.run_path, "--drop-unknown-queries"], zero),
+        ]:
+            with self.subTest(label):
+                self.assert_error(argv, [name])
+
+    def test_unknown_run_query_hidden_by_judged_only(self):
+        """--judged-only must not turn a run query the qrels lack into a silent drop."""
+        qrels = self.write("q.trec", "q1 0 a 1\n")
+        run = self.write("r.trec", "q1 Q0 a 1 1.0 t\nq9 Q0 a 1 1.0 t\n")
+        self.assert_error([qrels, run], ["'q9'"])
+        self.assert_error([qrels, run, "--judged-only"], ["'q9'"])
+
+    def test_inputs_are_never_modified(self):
+        trec = self.write("run.trec", "q1 Q0 refund-policy#2 1 2.0 t\nq2 Q0 sla-uptime#1 1 1.0 t\n")
+        with open(QRELS, "rb") as f:
+            gz = self.write("qrels.gz", gzip.compress(f.read()))
+        old = time.time() - 3600  # an mtime that any write would move
+        for path in (self.qrels, self.run_path, self.baseline, trec, gz):
+            os.utime(path, (old, old))
+
+        def snapshot():
+            state = {}
+            for name in sorted(os.listdir(self.tmp)):
+                path = os.path.join(self.tmp, name)
+                with open(path, "rb") as f:
+                    state[name] = (f.read(), os.stat(path).st_mtime_ns)
+            return state
+
+        before = snapshot()
+        for argv in ([self.qrels, self.run_path, "--baseline", self.baseline],
+                     [gz, trec, "--baseline", self.baseline, "--judged-only", "--k", "1,5"],
+                     [self.qrels, os.path.join(self.tmp, "bad"), "--baseline", self.baseline]):
+            with self.subTest(argv=argv):
+                run_main(argv)
+                self.assertEqual(snapshot(), before)
+
+
+# === Entry point ===
+
+
+class TestEntryPoint(TempDirMixin, unittest.TestCase):
+    def test_quick_start(self):
+        proc = child(["rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json"])
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        err = proc.stderr.decode()
+        self.assertEqual([line for line in err.splitlines() if line.startswith("REGRESSION")], [
+            "REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+            "REGRESSION recall@5: baseline 0.7000, now 0.6667",
+        ])
+        self.assertEqual(json.loads(proc.stdout)["mean"]["ndcg@5"], 0.5095)
+
+    def test_bad_input(self):
+        proc = child(["rag_eval.py", "fixtures/no-such-file.json", "fixtures/run.json"])
+        self.assertEqual(proc.returncode, 2)
+        self.assertEqual(proc.stdout, b"")
+        err = proc.stderr.decode()
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertTrue(err.startswith(ERROR_PREFIX + "fixtures/no-such-file.json"), err)
+        self.assertNotIn("Traceback", err)
+
+    def test_stdin(self):
+        run = fixture_run_variants()["trec (named .json)"][1]
+        qrels = fixture_qrels_variants()["trec (named .json)"][1]
+        expected = child(["rag_eval.py", "fixtures/qrels.json", "fixtures/run.json"])
+        self.assertEqual(expected.returncode, 0, expected.stderr)
+        for label, args, data in [
+            ("run on stdin", ["fixtures/qrels.json", "-"], run),
+            ("gzipped qrels on stdin", ["-", "fixtures/run.json"], gzip.compress(qrels)),
+        ]:
+            with self.subTest(label):
+                proc = child(["rag_eval.py", *args], stdin=None, input=data)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout, expected.stdout)
+
+    def test_closed_pipe(self):
+        args = [sys.executable, "rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--k", "1,2,3,4,5"]
+        for label in ("read one byte, then close", "close before any output"):
+            with self.subTest(label):
+                proc = subprocess.Popen(args, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                if label.startswith("read"):
+                    proc.stdout.read(1)
+                proc.stdout.close()
+                err = proc.stderr.read().decode()
+                proc.stderr.close()
+                code = proc.wait(timeout=60)
+                self.assertNotIn("Traceback", err)
+                self.assertNotIn("Exception ignored", err)
+                self.assertIn(code, (0, 141), err)  # 141 = 128 + SIGPIPE, what a shell shows
+
+    @unittest.skipIf(os.name == "nt", "SIGINT cannot be sent to a child process on Windows")
+    def test_ctrl_c(self):
+        # The child must start with SIGINT at its default: a shell running the
+        # tests in the background hands its children SIGINT ignored.
+        proc = subprocess.Popen(
+            [sys.executable, "rag_eval.py", "fixtures/qrels.json", "-"], cwd=REPO, env=child_env(),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        try:
+            wait_until_reading_stdin(proc.pid)
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        self.assertEqual(proc.returncode, rag_eval.EXIT_INTERRUPTED, err)
+        self.assertNotIn(b"Traceback", err)
+        self.assertEqual(out, b"")
+
+    def test_module_help(self):
+        proc = child(["-m", "rag_eval", "--help"])
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        text = proc.stdout.decode()
+        for m in rag_eval.MEASURES:
+            with self.subTest(measure=m.name):
+                self.assertIn(m.name, text)
+        self.assertIn("exit codes", text)
+        for code, words in [(0, "no regression"), (1, "regression"), (2, "bad"), (130, "interrupted")]:
+            with self.subTest(exit_code=code):
+                self.assertTrue(any(line.split()[:1] == [str(code)] and words in line
+                                    for line in text.splitlines()), text)
+
+    def test_version(self):
+        proc = child(["rag_eval.py", "--version"])
+        self.assertEqual(proc.returncode, 0)
+        self.assertIn(rag_eval.__version__, proc.stdout.decode())
+
+
+def wait_until_reading_stdin(pid, timeout=20.0):
+    """Wait until the process blocks reading its standard input.
+
+    Linux shows a process's current system call in /proc/PID/syscall: the
+    number (read is 0 on x86-64, 63 on arm64 and riscv, 3 on i386 and arm)
+    and then its arguments, the first being the file descriptor.  Elsewhere,
+    give the interpreter a generous second and a half to start.
+    """
+    reads = {"0", "63", "3"}
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/syscall") as f:
+                fields = f.read().split()
+        except OSError:
+            time.sleep(1.5)
+            return
+        seen = seen + 1 if fields[:2] in ([r, "0x0"] for r in reads) else 0
+        if seen >= 3:  # the same blocking read, three polls in a row
+            return
+        time.sleep(0.02)
+
+
+if __name__ == "__main__":
+    unittest.main()
