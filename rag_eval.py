@@ -112,6 +112,7 @@ class Conventions(NamedTuple):
     gain: str = "exp"  # "exp": 2**grade - 1; "linear": the grade itself
     min_grade: int = 1  # lowest grade that counts as relevant
     judged_only: bool = False  # drop unjudged documents before the cutoff
+    doc_id_sep: Optional[str] = None  # score documents: "guide#3" is chunk 3 of document "guide"
 
 
 class Judged(NamedTuple):
@@ -488,7 +489,7 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, depth: Optional[int], keep) -> Run:
+def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]) -> Run:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     This loop runs once per line of files with millions of lines, so it does
@@ -520,8 +521,9 @@ def _trec_run(inp: _Input, depth: Optional[int], keep) -> Run:
             if not math.isfinite(score):
                 # The first line equal to this one is this one, or it would have failed first.
                 _score(fields[4], inp.source, first + lines.index(line))
-            if keep is None or keep(qid, fields[2]):
-                top.add(fields[2], score)
+            docid = fields[2] if doc_id_sep is None else document_of(fields[2], doc_id_sep)
+            if keep is None or keep(qid, docid):
+                top.add(docid, score)
             floor = top.floor
     return _finish_tops(tops)
 
@@ -538,13 +540,15 @@ def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
     return {qid: top.scores for qid, top in tops.items()}
 
 
-def _jsonl_run(inp: _Input, depth: Optional[int], keep) -> Run:
+def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]) -> Run:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks."""
     tops: Dict[str, _TopScores] = {}
     lists: Dict[str, List[str]] = {}
     for lineno, row in _jsonl_rows(inp):
         qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
         docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
+        if doc_id_sep is not None:
+            docid = document_of(docid, doc_id_sep)
         has_score = "score" in row
         if (tops and not has_score) or (lists and has_score):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
@@ -562,13 +566,15 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep) -> Run:
     return lists or _finish_tops(tops)
 
 
-def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None) -> Run:
+def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
+             doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
     Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
     ``depth`` documents of each query are kept, so memory follows queries x
     depth, not the file.  ``keep(qid, docid)``, when given, filters documents
-    before that cut (``--judged-only``).
+    before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
+    document ids before it (``--doc-id-sep``).
     """
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -576,10 +582,47 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
             run = _parse_json(inp, "run")
             _check_run(run, inp.source)
         elif fmt == "jsonl":
-            run = _jsonl_run(inp, depth, keep)
+            run = _jsonl_run(inp, depth, keep, doc_id_sep)
         else:
-            run = _trec_run(inp, depth, keep)
+            run = _trec_run(inp, depth, keep, doc_id_sep)
     return run
+
+
+Slices = Dict[str, List[str]]  # qid -> tags
+_JSONL_TAGS = ("slices", "slice", "tags", "tag")
+
+
+def read_slices(path: str) -> Slices:
+    """Read query tags: a JSON object ``{qid: tag or [tags]}``, or JSONL rows
+    ``{"query_id": ..., "slices": tag or [tags]}`` (also ``slice``, ``tags``, ``tag``)."""
+    with _opened(path) as inp:
+        if _detect_format(inp) == "jsonl":
+            pairs = [(_id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno),
+                      _pick(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
+                     for lineno, row in _jsonl_rows(inp)]
+        else:
+            data = _parse_json(inp, "slices")
+            if not isinstance(data, dict):
+                raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_kind(data)}", inp.source)
+            pairs = [(qid, tags, None) for qid, tags in data.items()]
+    slices: Slices = {}
+    for qid, tags, lineno in pairs:
+        tags = [tags] if isinstance(tags, str) else tags
+        if not isinstance(tags, list) or not all(isinstance(tag, str) and tag and ":" not in tag for tag in tags):
+            raise RagEvalError(f"query {qid!r}: a slice is a non-empty name without ':', or a list of them",
+                               path, lineno)
+        slices.setdefault(qid, [])
+        slices[qid] += [tag for tag in tags if tag not in slices[qid]]
+    return slices
+
+
+def slice_members(slices: Slices) -> Dict[str, List[str]]:
+    """tag -> its queries, sorted."""
+    members: Dict[str, List[str]] = {}
+    for qid in sorted(slices):
+        for tag in slices[qid]:
+            members.setdefault(tag, []).append(qid)
+    return dict(sorted(members.items()))
 
 
 # --- Validating in-memory inputs (files and library callers alike) ---
@@ -808,6 +851,9 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
     _check_conventions(conv)
     _check_qrels({"q": grades}, "grades")
     _check_run({"q": ranking}, "ranking")
+    if conv.doc_id_sep is not None:
+        grades = documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
+        ranking = documents_run({"q": ranking}, conv.doc_id_sep)["q"]
     _check_gain_range({"q": grades}, conv)
     return _BY_NAME[name].compute(_normalise(_ranking(ranking, grades, conv), grades, k, conv), k)
 
@@ -919,6 +965,8 @@ def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
 
 
 def _check_conventions(conv: Conventions) -> None:
+    if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
+        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {conv.doc_id_sep!r}")
     if conv.judged_only not in (True, False):
         raise RagEvalError(f"judged_only must be true or false, got {conv.judged_only!r}")
     if conv.gain not in GAINS:
@@ -937,6 +985,8 @@ def evaluate(
     min_grade: int = 1,
     judged_only: bool = False,
     drop_unknown_queries: bool = False,
+    doc_id_sep: Optional[str] = None,
+    abstain_below: Optional[float] = None,
 ) -> dict:
     """Score every judged query and average over the scored ones.
 
@@ -951,7 +1001,14 @@ def evaluate(
       ``dropped`` the run's queries that the qrels lack (only with
       ``drop_unknown_queries``; otherwise they are an error);
     - ``ties`` counts, per cutoff, the queries whose scores tie across it;
-    - ``judged`` maps ``judged@k`` to its mean, always (for the warning).
+    - ``judged`` maps ``judged@k`` to its mean, always (for the warning);
+    - ``abstention``: of the unscored queries, those for which the run
+      returned nothing (no entry, an empty ranking, or no score at or above
+      ``abstain_below``): the right answer to an unanswerable question.
+
+    With ``doc_id_sep``, chunk ids become document ids first (see
+    ``document_of``): a document is judged by its best chunk, ranked at its
+    best chunk's place, and counts once.
 
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
@@ -960,11 +1017,15 @@ def evaluate(
     names = _check_measures(DEFAULT_MEASURES if measures is None else measures)
     if not names:
         raise RagEvalError("no measure chosen")
-    conv = Conventions(gain, min_grade, judged_only)
+    conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
     _check_run(run)
+    if doc_id_sep is not None:
+        qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
+    if abstain_below is not None and (not _is_number(abstain_below) or not math.isfinite(abstain_below)):
+        raise RagEvalError(f"abstain_below must be a finite number, got {abstain_below!r}")
 
     unknown = sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
@@ -1014,8 +1075,71 @@ def evaluate(
         "per_query": per_query,
         "ties": {str(cutoff): n for cutoff, n in ties.items()},
         "judged": {format_metric("judged", cutoff): s / count for cutoff, s in judged_sum.items()},
+        "abstention": _abstention(unscored, run, abstain_below),
         "conventions": conv._asdict(),
     }
+
+
+def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -> dict:
+    """How many unanswerable queries the run left unanswered, as it should."""
+    def abstained(qid: str) -> bool:
+        entry = run.get(qid)
+        if not entry:
+            return True
+        return isinstance(entry, Mapping) and abstain_below is not None and max(entry.values()) < abstain_below
+
+    quiet = [qid for qid in unscored if abstained(qid)]
+    return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
+
+
+def document_of(docid: str, sep: str) -> str:
+    """The document a chunk id belongs to: the part before the first ``sep``.
+
+    >>> document_of("refund-policy#2", "#"), document_of("msmarco_v2.1_doc_00_8800#4_1633", "#")
+    ('refund-policy', 'msmarco_v2.1_doc_00_8800')
+    """
+    return docid.split(sep, 1)[0] or docid
+
+
+def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
+    """Judgments per document: the best grade among the document's chunks."""
+    mapped: Qrels = {}
+    for qid, docs in qrels.items():
+        best = mapped[qid] = {}
+        for docid, grade in docs.items():
+            document = document_of(docid, sep)
+            best[document] = max(grade, best.get(document, grade))
+    return mapped
+
+
+def documents_run(run: Run, sep: str) -> Run:
+    """A run of documents: each ranked at its best chunk's place (a score: the best chunk's)."""
+    mapped: Run = {}
+    for qid, entry in run.items():
+        if isinstance(entry, Mapping):
+            best: Dict[str, float] = {}
+            for docid, score in entry.items():
+                document = document_of(docid, sep)
+                best[document] = max(score, best.get(document, score))
+            mapped[qid] = best
+        else:
+            mapped[qid] = list(dict.fromkeys(document_of(docid, sep) for docid in entry))
+    return mapped
+
+
+def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
+    """``(qid, docid, rank)`` for every unjudged document in a judged query's top k.
+
+    The most consequential first: by rank (an unjudged document at rank 1
+    moves every measure; one at rank k barely moves nDCG), then by query.
+    """
+    if doc_id_sep is not None:
+        qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
+    found = []
+    for qid in sorted(qrels):
+        ranking = _ranking(run.get(qid, []), qrels[qid], Conventions())
+        found.extend((qid, docid, rank) for rank, docid in enumerate(ranking[:k], 1) if docid not in qrels[qid])
+    return sorted(found, key=lambda row: (row[2], row[0], row[1]))
 
 
 # === Statistics ===
@@ -1393,7 +1517,7 @@ def _conventions_record(result: dict) -> dict:
     conv = result["conventions"]
     cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
     return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
-            "judged_only": conv["judged_only"], "ties": TIE_RULE}
+            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": TIE_RULE}
 
 
 def comparability(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
@@ -1504,54 +1628,97 @@ class GateSettings(NamedTuple):
     show: int = 5
 
 
-def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings()) -> dict:
+def _mean(values: Iterable[float]) -> Optional[float]:
+    values = list(values)
+    return math.fsum(values) / len(values) if values else None
+
+
+def _restrict(scores: Mapping[str, float], queries: Optional[List[str]]) -> Dict[str, float]:
+    if queries is None:
+        return dict(scores)
+    return {qid: scores[qid] for qid in queries if qid in scores}
+
+
+class _Target(NamedTuple):
+    """One number the gate judges: a metric, or a metric on a slice (``pricing:recall@5``)."""
+
+    key: str
+    was: Optional[float]
+    now: Optional[float]
+    before: Optional[Dict[str, float]]  # per-query scores, when both sides have them
+    after: Optional[Dict[str, float]]
+
+
+def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], slices: Optional[Slices]) -> List[_Target]:
+    now_scores = per_query_by_metric(result)
+    members = slice_members(slices or {})
+    targets = []
+    for key in keys:
+        tag, _, metric = key.rpartition(":")
+        queries = members.get(tag) if tag else None
+        after = _restrict(now_scores.get(metric, {}), queries)
+        now = result["mean"].get(key) if not tag else _mean(after.values())
+        before = None
+        if baseline is not None and baseline.per_query is not None and metric in baseline.per_query:
+            before = _restrict(baseline.per_query[metric], queries)
+        was = baseline.means.get(key) if baseline is not None else None
+        if was is None and tag and before:
+            was = _mean(before.values())
+        paired = before is not None and bool(after)
+        targets.append(_Target(key, was, now, before if paired else None, after if paired else None))
+    return targets
+
+
+def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
+         slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    Rule ``drop`` (SPEC.md): a metric missing now, or fallen by more than its
-    tolerance, fails.  Rule ``significant``: a fall fails only when it also is
-    significant, its Holm-corrected p below alpha and its interval below 0.
-    A floor fails whatever the baseline says.
+    Every metric of the baseline is gated, and every slice that a tolerance
+    names (``pricing:recall@5``).  Rule ``drop`` (SPEC.md): a metric missing
+    now, or fallen by more than its tolerance, fails.  Rule ``significant``:
+    a fall fails only when it also is significant, its Holm-corrected p below
+    alpha and its interval below 0.  A floor fails whatever the baseline says.
     """
-    means = result["mean"]
-    report = {"rule": settings.rule, "alpha": settings.alpha, "metrics": {}, "floors": {}}
-    paired: Dict[str, PairedComparison] = {}
-    if baseline is not None and baseline.per_query is not None:
-        now_scores = per_query_by_metric(result)
-        for metric in sorted(baseline.means):
-            if metric in now_scores and metric in baseline.per_query:
-                paired[metric] = compare_paired(
-                    metric, baseline.per_query[metric], now_scores[metric], resamples=settings.resamples,
-                    seed=settings.seed, alpha=settings.alpha, show=settings.show,
-                )
+    keys = [key for key in sorted(baseline.means) if ":" not in key] if baseline else []
+    keys += sorted(key for key in settings.tolerances if ":" in key)
+    targets = _targets(result, baseline, keys, slices) if baseline is not None else []
+    for target in targets:
+        if target.was is None:
+            raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
+    paired = {
+        t.key: compare_paired(t.key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
+                              alpha=settings.alpha, show=settings.show)
+        for t in targets if t.before is not None and set(t.before) & set(t.after)
+    }
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    corrected = holm({metric: comparison.p_value for metric, comparison in paired.items()})
-    fallen = _drops(means, baseline.means, settings.tolerances, settings.default) if baseline else {}
-    for metric in sorted(baseline.means if baseline else ()):
-        was = baseline.means[metric]
-        now = means.get(metric)
-        tolerance = settings.tolerances.get(metric, settings.default)
-        entry = {"baseline": was, "now": now, "delta": None if now is None else now - was,
-                 "allowed_drop": tolerance.allowed(was), "tolerance": str(tolerance)}
-        comparison = paired.get(metric)
+    corrected = holm({key: comparison.p_value for key, comparison in paired.items()})
+    report = {"rule": settings.rule, "alpha": settings.alpha, "metrics": {}, "floors": {}}
+    for target in targets:
+        tolerance = settings.tolerances.get(target.key, settings.default)
+        allowed = tolerance.allowed(target.was)
+        entry = {"baseline": target.was, "now": target.now,
+                 "delta": None if target.now is None else target.now - target.was,
+                 "allowed_drop": allowed, "tolerance": str(tolerance)}
+        comparison = paired.get(target.key)
         if comparison is not None:
-            entry.update(_paired_entry(comparison, corrected[metric], tolerance.allowed(was), settings.alpha))
-        if now is None:
+            entry.update(_paired_entry(comparison, corrected[target.key], allowed, settings.alpha))
+        if target.now is None:
             verdict = "missing"
-        elif metric not in fallen:
+        elif target.was - target.now <= allowed + DROP_EPSILON:
             verdict = "pass"
-        elif settings.rule == "drop":
+        elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
             verdict = "regression"
         else:
-            significant = corrected[metric] < settings.alpha and comparison.interval.high < 0
+            significant = corrected[target.key] < settings.alpha and comparison.interval.high < 0
             verdict = "regression" if significant else "not significant"
         entry["verdict"] = verdict
-        report["metrics"][metric] = entry
-    for metric, floor in sorted(settings.floors.items()):
-        now = means.get(metric)
-        report["floors"][metric] = {"min": floor, "now": now,
-                                    "verdict": "pass" if now is not None and now >= floor else "below floor"}
+        report["metrics"][target.key] = entry
+    for target in _targets(result, None, sorted(settings.floors), slices):
+        floor = settings.floors[target.key]
+        passed = target.now is not None and target.now >= floor
+        report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     report["passed"] = not any(
         entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
     ) and all(entry["verdict"] == "pass" for entry in report["floors"].values())
@@ -1578,23 +1745,206 @@ def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, a
 
 
 # === Reporting ===
+# One report (a dict, the JSON format itself) is built once; each format in
+# FORMATTERS renders it.
 
 
-def _json_report(result: dict, digits: int, gate_report: Optional[dict], intervals: Optional[dict]) -> str:
+def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
+                 slices: Optional[Slices] = None, per_query: bool = False) -> dict:
+    """The report of a run: SPEC.md's keys, plus what the options asked for."""
     report = {
+        "abstention": result["abstention"],
         "dropped": result["dropped"],
         "k": result["k"],
-        "mean": {metric: round(value, digits) for metric, value in result["mean"].items()},
+        "mean": dict(result["mean"]),
         "queries": result["queries"],
         "skipped": result["skipped"],
         "ties": result["ties"],
         "unscored": result["unscored"],
     }
+    if per_query:
+        report["per_query"] = _per_query_full_names(result)
     if gate_report is not None:
         report["gate"] = gate_report
     if intervals is not None:
-        report["intervals"] = {metric: [round(bound, digits) for bound in pair] for metric, pair in intervals.items()}
-    return json.dumps(report, sort_keys=True, indent=2) + "\n"
+        report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
+    if slices is not None:
+        report["slices"] = slice_report(result, slices)
+    return report
+
+
+def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
+    table: Dict[str, Dict[str, float]] = {}
+    for metric, scores in per_query_by_metric(result).items():
+        for qid, value in scores.items():
+            table.setdefault(qid, {})[metric] = value
+    return {qid: dict(sorted(values.items())) for qid, values in sorted(table.items())}
+
+
+def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
+    """Per slice: how many of its queries were scored, and their means."""
+    scores = per_query_by_metric(result)
+    report = {}
+    for tag, queries in slice_members(slices).items():
+        scored = [qid for qid in queries if qid in result["per_query"]]
+        report[tag] = {"queries": len(scored),
+                       "mean": {metric: _mean(values[qid] for qid in scored) for metric, values in scores.items()}}
+    return report
+
+
+def _format_json(report: dict, digits: int) -> str:
+    """The report as one JSON object, keys sorted.  The means (and their
+    intervals) are rounded to ``digits`` for reading; everything else keeps
+    full precision for the scripts that read it."""
+    shown = dict(report)
+    shown["mean"] = {metric: round(value, digits) + 0.0 for metric, value in report["mean"].items()}
+    if "intervals" in report:
+        shown["intervals"] = {m: [round(bound, digits) + 0.0 for bound in pair] for m, pair in report["intervals"].items()}
+    return json.dumps(shown, sort_keys=True, indent=2) + "\n"
+
+
+def _shown(value, digits: int, missing: str = "-") -> str:
+    if value is None:
+        return missing
+    if isinstance(value, float):
+        return f"{round(value, digits) + 0.0:.{digits}f}"  # + 0.0 turns -0.0 into 0.0
+    return str(value)
+
+
+def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
+    """Header and one row per metric (and gated slice): the table, markdown and csv summaries."""
+    gate_entries = report.get("gate", {}).get("metrics", {})
+    floors = report.get("gate", {}).get("floors", {})
+    intervals = report.get("intervals")
+    header = ["metric", "mean"]
+    if intervals is not None:
+        header += ["95% low", "95% high"]
+    if gate_entries or floors:
+        header += ["baseline", "delta", "allowed drop", "p (Holm)", "verdict"]
+    rows = [header]
+    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors)):
+        mean = report["mean"].get(metric, gate_entries.get(metric, {}).get("now"))
+        row = [metric, _shown(mean, digits, missing)]
+        if intervals is not None:
+            low, high = intervals.get(metric, (None, None))
+            row += [_shown(low, digits, missing), _shown(high, digits, missing)]
+        if gate_entries or floors:
+            entry = gate_entries.get(metric, {})
+            verdicts = [entry.get("verdict")] + ([f"floor {floors[metric]['min']:g}: {floors[metric]['verdict']}"]
+                                                 if metric in floors else [])
+            row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing),
+                    _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_holm"), digits, missing),
+                    "; ".join(v for v in verdicts if v) or missing]
+        rows.append(row)
+    return rows
+
+
+def _abstention_line(report: dict) -> Optional[str]:
+    abstention = report["abstention"]
+    if not abstention["queries"]:
+        return None
+    return (f"abstention: {len(abstention['abstained'])} of {abstention['queries']} unanswerable queries "
+            f"got no answer ({abstention['share']:.0%})")
+
+
+def _slice_rows(report: dict, digits: int) -> List[List[str]]:
+    slices = report.get("slices") or {}
+    metrics = sorted(report["mean"])
+    rows = [["slice", "queries"] + metrics]
+    for tag, entry in slices.items():
+        rows.append([tag, str(entry["queries"])] + [_shown(entry["mean"].get(m), digits) for m in metrics])
+    return rows
+
+
+def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
+    table = report.get("per_query") or {}
+    metrics = sorted(report["mean"])
+    return [["query"] + metrics] + [[qid] + [_shown(values.get(m), digits) for m in metrics]
+                                     for qid, values in table.items()]
+
+
+def _aligned(rows: List[List[str]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+
+
+def _verdict_line(report: dict) -> str:
+    gate_report = report.get("gate")
+    if gate_report is None:
+        return f"scored {report['queries']} queries"
+    failed = [key for key, entry in {**gate_report["metrics"], **gate_report["floors"]}.items()
+              if entry["verdict"] in ("missing", "regression", "below floor")]
+    verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
+    return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored"
+
+
+def _format_table(report: dict, digits: int) -> str:
+    parts = [_verdict_line(report), _aligned(_metric_rows(report, digits))]
+    line = _abstention_line(report)
+    if line:
+        parts.append(line)
+    if report.get("slices"):
+        parts.append(_aligned(_slice_rows(report, digits)))
+    if "per_query" in report:
+        parts.append(_aligned(_per_query_rows(report, digits)))
+    return "\n\n".join(parts) + "\n"
+
+
+def _markdown_table(rows: List[List[str]]) -> str:
+    def cells(row):
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+
+    return "\n".join([cells(rows[0]), "|" + "---|" * len(rows[0])] + [cells(row) for row in rows[1:]])
+
+
+def _format_markdown(report: dict, digits: int) -> str:
+    """Ready to paste into a pull-request comment or a GitHub step summary."""
+    parts = [f"### rag_eval: {_verdict_line(report)}", _markdown_table(_metric_rows(report, digits))]
+    for metric, entry in report.get("gate", {}).get("metrics", {}).items():
+        if entry["verdict"] != "pass" and entry.get("largest_drops"):
+            drops = ", ".join(f"`{qid}` ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
+            parts.append(f"**{metric}**: {entry['worse']} queries worse, {entry['improved']} better; "
+                         f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
+                                                       if entry["hit_to_miss"] else ""))
+    line = _abstention_line(report)
+    if line:
+        parts.append(line[0].upper() + line[1:])
+    if report.get("slices"):
+        parts.append(_markdown_table(_slice_rows(report, digits)))
+    if "per_query" in report:
+        parts.append("<details><summary>Per query</summary>\n\n" + _markdown_table(_per_query_rows(report, digits))
+                     + "\n\n</details>")
+    return "\n\n".join(parts) + "\n"
+
+
+def _format_csv(report: dict, digits: int) -> str:
+    """One row per metric; with per-query scores, one row per (query, metric)."""
+    import csv
+    import io
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    if "per_query" in report:
+        writer.writerow(["query", "metric", "value"])
+        for qid, values in report["per_query"].items():
+            writer.writerows([qid, metric, _shown(value, digits)] for metric, value in values.items())
+        abstained = set(report["abstention"]["abstained"])
+        writer.writerows([qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"])
+    else:
+        rows = _metric_rows(report, digits, missing="")
+        writer.writerows(rows)
+        share = report["abstention"]["share"]
+        if share is not None:
+            writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
+    return out.getvalue()
+
+
+FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
+    "json": _format_json,
+    "table": _format_table,
+    "markdown": _format_markdown,
+    "csv": _format_csv,
+}
 
 
 def _gate_lines(gate_report: dict) -> List[str]:
@@ -1606,8 +1956,38 @@ def _gate_lines(gate_report: dict) -> List[str]:
             lines.append(f"REGRESSION {metric}: baseline {entry['baseline']:.4f}, now {now}")
     for metric, entry in gate_report["floors"].items():
         if entry["verdict"] != "pass":
-            lines.append(f"REGRESSION {metric}: floor {entry['min']:.4f}, now {entry['now']:.4f}")
+            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
+            lines.append(f"REGRESSION {metric}: floor {entry['min']:.4f}, now {now}")
     return lines
+
+
+def _junit_xml(report: dict) -> str:
+    """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it."""
+    from xml.etree import ElementTree
+
+    gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
+    cases = [(key, entry, f"baseline {_shown(entry['baseline'], 4)}, now {_shown(entry['now'], 4)}, "
+                          f"allowed drop {_shown(entry['allowed_drop'], 4)}")
+             for key, entry in gate_report["metrics"].items()]
+    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_shown(entry['now'], 4)}")
+              for key, entry in gate_report["floors"].items()]
+    failed = [case for case in cases if case[1]["verdict"] in ("missing", "regression", "below floor")]
+    suite = ElementTree.Element("testsuite", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)),
+                                errors="0", skipped="0")
+    for key, entry, detail in cases:
+        case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
+        if (key, entry, detail) in failed:
+            ElementTree.SubElement(case, "failure", message=f"{key}: {entry['verdict']}", type=entry["verdict"]).text = detail
+        else:
+            ElementTree.SubElement(case, "system-out").text = f"{entry['verdict']}: {detail}"
+    suites = ElementTree.Element("testsuites", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)))
+    suites.append(suite)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+
+
+def _github_escape(text: str) -> str:
+    """Workflow command data escapes (GitHub's toolkit): %, CR and LF."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
 def _gate_warnings(gate_report: dict) -> List[str]:
@@ -1641,6 +2021,22 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
         else:
             intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
     return intervals
+
+
+def explain() -> str:
+    """Every measure's definition and its names in other tools, from the measure table."""
+    tools = list(MEASURES[0].others)
+    parts = []
+    for m in MEASURES:
+        names = "\n".join(f"    {tool:<12}{m.others[tool]}" for tool in tools)
+        role = "reported by default" if m.default else f"reported with --measures {m.name}"
+        parts.append(f"{m.name}@k: {m.summary}\n  {m.definition}\n  ({role}; "
+                     f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}")
+    rules = ("Every measure: top k = the first k unique ids (a repeated id counts once, at its best place); "
+             "unjudged documents count as non-relevant; a query without a relevant document is not scored; "
+             "a judged query the run skipped scores 0; scored runs are ordered by score, then docid, both "
+             "descending (trec_eval's rule).")
+    return "\n\n".join(parts + [rules]) + "\n"
 
 
 # === Command line ===
@@ -1712,6 +2108,19 @@ def _alpha_arg(text: str) -> float:
     return value
 
 
+def _separator_arg(text: str) -> str:
+    if not text:
+        raise RagEvalError("expected a non-empty separator such as '#'")
+    return text
+
+
+def _score_arg(text: str) -> float:
+    value = _number(text)
+    if value is None:
+        raise RagEvalError(f"expected a finite number, got {text!r}")
+    return value
+
+
 def _measures_arg(text: str) -> List[str]:
     return _check_measures(name.strip() for name in text.split(",") if name.strip())
 
@@ -1764,8 +2173,10 @@ def _build_parser():
         epilog=_help_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("qrels", metavar="QRELS", help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
-    parser.add_argument("run", metavar="RUN", help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
+    parser.add_argument("qrels", metavar="QRELS", nargs="?",
+                        help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
+    parser.add_argument("run", metavar="RUN", nargs="?",
+                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
     parser.add_argument("--k", type=typed(_cutoffs_arg), default=[DEFAULT_K], metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K})")
     parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
@@ -1810,8 +2221,26 @@ def _build_parser():
                         help="drop run queries that the qrels lack (default: an input error)")
     parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--digits", type=typed(_whole_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
-                        help=f"decimals of the means printed (default {DEFAULT_DIGITS})")
+    parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+                        help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
+    parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+                        help="an unanswerable query counts as abstained when no score reaches SCORE")
+    reports = parser.add_argument_group("reports")
+    reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
+                         help="stdout: json (default), table, markdown or csv")
+    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
+    reports.add_argument("--digits", type=typed(_whole_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
+                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
+    reports.add_argument("--slices", metavar="FILE",
+                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
+                              "--max-drop SLICE:METRIC=X gates one")
+    reports.add_argument("--output", metavar="FILE",
+                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
+    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    reports.add_argument("--unjudged", metavar="FILE",
+                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+    reports.add_argument("--explain", action="store_true",
+                         help="print every measure's definition and its names in other tools, then exit")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
@@ -1821,7 +2250,10 @@ def _warn(message: str) -> None:
 
 
 def _check_options(args) -> None:
-    if args.qrels == "-" and "-" in (args.run, args.baseline_run):
+    if args.qrels is None or args.run is None:
+        raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+    inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices) if path]
+    if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
@@ -1829,40 +2261,49 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
-    if args.save_baseline:
-        inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run) if path and path != "-"]
-        if any(_same_file(args.save_baseline, path) for path in inputs):
-            raise RagEvalError("--save-baseline would overwrite an input; use --update-baseline to rewrite "
-                               "the baseline", args.save_baseline)
+    outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
+               ("--junit", args.junit), ("--unjudged", args.unjudged)) if path]
+    for option, path in outputs:
+        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-"):
+            raise RagEvalError(f"{option} would overwrite an input" + (
+                "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
+    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs):
+        raise RagEvalError("two outputs name the same file")
 
 
 def _same_file(first: str, second: str) -> bool:
     return os.path.realpath(first) == os.path.realpath(second)
 
 
-def _gate_settings(args, result: dict) -> GateSettings:
-    """Tolerances and floors from the command line, every metric name checked at once."""
+def _gate_settings(args, result: dict, slices: Optional[Slices]) -> GateSettings:
+    """Tolerances and floors from the command line, every name checked at once."""
     computed = result["mean"]
+    known_slices = slice_members(slices or {})
     problems = []
 
-    def named(metric: str, option: str) -> str:
+    def named(key: str, option: str) -> str:
+        tag, _, metric = key.rpartition(":")
         try:
             parse_metric(metric)
         except RagEvalError as exc:
             problems.append(f"{option}: {exc}")
-        else:
-            if metric not in computed:
-                problems.append(f"{option}: {metric} is not computed by this run (see --measures and --k)")
-        return metric
+            return key
+        if metric not in computed:
+            problems.append(f"{option}: {metric} is not computed by this run (see --measures and --k)")
+        elif tag and tag not in known_slices:
+            problems.append(f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)"))
+        elif tag and not any(qid in result["per_query"] for qid in known_slices[tag]):
+            problems.append(f"{option}: slice {tag!r} has no scored query")
+        return key
 
     default = Tolerance(DEFAULT_MAX_DROP)
     tolerances = {}
-    for metric, tolerance in args.max_drop:
-        if metric:
-            tolerances[named(metric, "--max-drop")] = tolerance
+    for key, tolerance in args.max_drop:
+        if key:
+            tolerances[named(key, "--max-drop")] = tolerance
         else:
             default = tolerance
-    floors = {named(metric, "--min"): value for metric, value in args.min}
+    floors = {named(key, "--min"): value for key, value in args.min}
     if problems:
         raise RagEvalError("; ".join(problems))
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
@@ -1885,87 +2326,167 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _run(args) -> int:
+def _file_sha256(path: str) -> Optional[str]:
+    """sha256 of a file as it lies on disk; None for standard input, which cannot be read twice."""
+    import hashlib
+
+    if path == "-":
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(READ_BLOCK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str) -> str:
+    """--output: everything needed to say how the numbers were made."""
+    import platform
+
+    full = dict(report)
+    full["per_query"] = _per_query_full_names(result)
+    full["conventions"] = _conventions_record(result)
+    full["tool"] = f"rag_eval {__version__}"
+    full["python"] = platform.python_version()
+    full["command"] = ["rag_eval"] + list(argv)
+    full["inputs"] = {role: {"path": path, "sha256": _file_sha256(path)}
+                      for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
+                                         ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
+    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+
+
+def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
+    """JSONL worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels."""
+    return "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank, "relevance": -1}) + "\n"
+                   for qid, docid, rank in rows)
+
+
+def _run(args, argv: List[str]) -> int:
+    if args.explain:
+        sys.stdout.write(explain())
+        return EXIT_OK
     _check_options(args)
     baseline = read_baseline(args.baseline) if args.baseline else None
+    slices = read_slices(args.slices) if args.slices else None
     qrels = read_qrels(args.qrels, args.qrels_format)
+    sep = args.doc_id_sep
+    judged = documents_qrels(qrels, sep) if sep else qrels
     keep = None
     if args.judged_only:
         def keep(qid, docid):
-            return docid in qrels.get(qid, ())
+            # A query without a relevant document is kept whole: its abstention reads the full ranking.
+            grades = judged.get(qid, {})
+            return docid in grades or all(grade < args.min_grade for grade in grades.values())
     cutoffs = args.k[0] if len(args.k) == 1 else args.k
-    options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade,
-                   judged_only=args.judged_only, drop_unknown_queries=args.drop_unknown_queries)
+    options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
+                   drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep, abstain_below=args.abstain_below)
 
-    def score(path: str) -> dict:
+    def score(path: str) -> Tuple[dict, Run]:
         # One more than the largest cutoff: enough to see a tie across it.
-        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep)
+        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep)
         try:
-            return evaluate(qrels, run, cutoffs, **options)
+            return evaluate(qrels, run, cutoffs, **options), run
         except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
             files = {"qrels": args.qrels, "run": path}
             if exc.source in files:
                 raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
             raise
 
-    result = score(args.run)
+    result, run = score(args.run)
     fingerprint = qrels_fingerprint(qrels)
     if args.baseline_run:
-        old = score(args.baseline_run)
+        old, _ = score(args.baseline_run)
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
-    settings = _gate_settings(args, result)
+    settings = _gate_settings(args, result, slices)
     gate_report = None
     if baseline is not None or settings.floors:
-        gate_report = gate(result, baseline, settings)
+        gate_report = gate(result, baseline, settings, slices)
         gate_report["qrels_changed"] = qrels_changed
     intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+    report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
+                          per_query=args.per_query)
+    passed = gate_report is None or gate_report["passed"]
 
-    _report_notes(result, qrels_changed)
-    sys.stdout.write(_json_report(result, args.digits, gate_report, intervals))
-    sys.stdout.flush()
+    # Files first: if one cannot be written, the run fails before it prints anything.
+    if args.output:
+        write_atomically(args.output, _full_output(args, argv, report, result, fingerprint))
+    if args.junit:
+        write_atomically(args.junit, _junit_xml(report))
+    if args.unjudged:
+        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, run, max(args.k), sep)))
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
-    if gate_report is None:
-        return EXIT_OK
-    for line in _gate_warnings(gate_report) + _gate_lines(gate_report):
-        _warn(line)
-    if not gate_report["passed"]:
-        return EXIT_REGRESSION
-    if args.update_baseline:
+    if args.update_baseline and passed:
         means = result["mean"]
         if args.ratchet:
             means = {metric: max(value, baseline.means.get(metric, value)) for metric, value in means.items()}
         write_atomically(args.baseline, _baseline_text(result, fingerprint, means))
-        _warn(f"rag_eval: note: updated {args.baseline}" + (" (ratchet)" if args.ratchet else ""))
-    return EXIT_OK
+
+    sys.stdout.write(FORMATTERS[args.format](report, args.digits))
+    sys.stdout.flush()
+    warnings, failures = _messages(result, gate_report, qrels_changed)
+    if args.update_baseline and passed:
+        warnings.append(f"rag_eval: note: updated {args.baseline}" + (" (ratchet)" if args.ratchet else ""))
+    for line in warnings + failures:
+        _warn(line)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        _github(report, args.digits, warnings, failures)
+    return EXIT_OK if passed else EXIT_REGRESSION
+
+
+def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:
+    """The stderr lines: notes and warnings, then SPEC.md's REGRESSION lines."""
+    lines = []
+    if result["dropped"]:
+        lines.append(f"rag_eval: note: dropped {len(result['dropped'])} run queries that the qrels lack")
+    if qrels_changed:
+        lines.append("rag_eval: note: the qrels differ from the baseline's (--allow-qrels-change)")
+    tied = {k: n for k, n in result["ties"].items() if n}
+    if tied:
+        counts = ", ".join(f"{n} at k={k}" for k, n in tied.items())
+        lines.append(f"rag_eval: note: tied scores straddle a cutoff ({counts} queries); "
+                     "ties are broken by docid, descending, as trec_eval does")
+    for metric, value in result["judged"].items():
+        if value < LOW_JUDGED:
+            lines.append(f"rag_eval: warning: {metric} is {value:.2f}: unjudged documents count as non-relevant, "
+                         "so a real improvement can look like a regression; label them (--unjudged) or use --judged-only")
+    if gate_report is None:
+        return lines, []
+    return lines + _gate_warnings(gate_report), _gate_lines(gate_report)
+
+
+def _github(report: dict, digits: int, warnings: List[str], failures: List[str]) -> None:
+    """Under GitHub Actions: the markdown report in the step summary, and annotations.
+
+    The runner reads workflow commands from both output streams; stderr keeps
+    stdout parseable.
+    """
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as out:
+                out.write(_format_markdown(report, digits) + "\n")
+        except OSError as exc:
+            _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
+    for line in warnings:
+        if "warning:" in line:
+            _warn("::warning title=rag_eval::" + _github_escape(line.split("warning: ", 1)[1]))
+    for line in failures:
+        _warn("::error title=rag_eval::" + _github_escape(line))
 
 
 def _baseline_text(result: dict, fingerprint: str, means: Optional[Mapping[str, float]] = None) -> str:
     return json.dumps(baseline_record(result, fingerprint, means), sort_keys=True, indent=2) + "\n"
 
 
-def _report_notes(result: dict, qrels_changed: bool) -> None:
-    if result["dropped"]:
-        _warn(f"rag_eval: note: dropped {len(result['dropped'])} run queries that the qrels lack")
-    if qrels_changed:
-        _warn("rag_eval: note: the qrels differ from the baseline's (--allow-qrels-change)")
-    tied = {k: n for k, n in result["ties"].items() if n}
-    if tied:
-        counts = ", ".join(f"{n} at k={k}" for k, n in tied.items())
-        _warn(f"rag_eval: note: tied scores straddle a cutoff ({counts} queries); "
-              "ties are broken by docid, descending, as trec_eval does")
-    for metric, value in result["judged"].items():
-        if value < LOW_JUDGED:
-            _warn(f"rag_eval: warning: {metric} is {value:.2f}: unjudged documents count as non-relevant, "
-                  "so a real improvement can look like a regression; label them or use --judged-only")
-
-
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = _build_parser().parse_args(argv)
-        return _run(args)
+        return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
