@@ -7,16 +7,20 @@ the first two with arithmetic over labels, cheap enough for every commit.
 Public functions
 ================
 
-===========================  ==================================================
-``evaluate(qrels, run, k)``   score every query; means, per-query values, unscored
-``regressions(now, was, d)``  metrics that are missing or fell by more than ``d``
-``read_qrels(path)``          judgments from JSON, JSONL or TREC (gzip, ``-``)
-``read_run(path)``            a run from JSON, JSONL or TREC (gzip, ``-``)
-``read_baseline(path)``       a baseline file of means
-``recall_at_k`` ...           one function per measure: ``(ranking, grades, k)``
-``parse_metric("ndcg@10")``   ``("ndcg", 10)``; ``format_metric`` turns it back
-``main(argv=None)``           the command line; returns the exit code
-===========================  ==================================================
+=============================  ================================================
+``evaluate(qrels, run, k)``     score every query; means, per-query values, unscored
+``regressions(now, was, d)``    metrics that are missing or fell by more than ``d``
+``gate(result, baseline)``      tolerances, floors, slices, paired statistics
+``compare_paired(m, old, new)`` sign-flip test, bootstrap interval, largest drops
+``read_qrels(path)``            judgments from JSON, JSONL or TREC (gzip, ``-``)
+``read_run(path)``              a run from JSON, JSONL or TREC (gzip, ``-``)
+``read_baseline(path)``         a flat baseline of means, or an extended one
+``read_slices(path)``           query tags, for means per slice
+``build_report(result)``        the report; ``FORMATTERS`` render it
+``recall_at_k`` ...             one function per measure: ``(ranking, grades, k)``
+``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
+``main(argv=None)``             the command line; returns the exit code
+=============================  ================================================
 
 >>> grades = {"a": 2, "b": 0, "c": 1}
 >>> recall_at_k(["b", "a", "x"], grades, k=2)
@@ -35,28 +39,56 @@ output closed early.
 from __future__ import annotations
 
 __all__ = [
+    "Baseline",
+    "EXIT_BROKEN_PIPE",
     "EXIT_ERROR",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_REGRESSION",
+    "FORMATTERS",
+    "GateSettings",
+    "Interval",
     "MEASURES",
     "Measure",
+    "PairedComparison",
     "RagEvalError",
+    "Tolerance",
     "ap_at_k",
+    "bootstrap_interval",
+    "build_report",
+    "clopper_pearson",
+    "compare_paired",
+    "detectable_drop",
+    "document_of",
+    "documents_qrels",
+    "documents_run",
     "evaluate",
+    "explain",
     "format_metric",
+    "gate",
+    "holm",
     "judged_at_k",
     "main",
+    "mean_intervals",
     "ndcg_at_k",
     "parse_metric",
+    "per_query_by_metric",
     "precision_at_k",
+    "qrels_fingerprint",
+    "queries_needed",
     "read_baseline",
     "read_qrels",
     "read_run",
+    "read_slices",
     "recall_at_k",
     "reciprocal_rank",
     "regressions",
+    "sign_flip_test",
+    "slice_members",
+    "slice_report",
     "success_at_k",
+    "unjudged_documents",
+    "write_atomically",
 ]
 __version__ = "0.1.0"
 
