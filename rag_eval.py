@@ -120,6 +120,7 @@ LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artef
 DROP_EPSILON = 1e-12
 READ_BLOCK = 1 << 22  # bytes per read when streaming line-based files
 MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
+MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 
 
 # === Exception ===
@@ -235,11 +236,17 @@ def _read_block(stream, source: str) -> bytes:
 
 
 def _read_all(inp: _Input) -> bytes:
+    """The whole (un-gzipped) file, up to MAX_JSON: a gzip bomb stops here, not in the kernel's OOM killer."""
     blocks = [inp.head]
+    size = len(inp.head)
     while True:
         block = _read_block(inp.rest, inp.source)
         if not block:
             return b"".join(blocks)
+        size += len(block)
+        if size > MAX_JSON:
+            raise RagEvalError(f"JSON larger than {MAX_JSON >> 20} MiB; for large runs use TREC or JSONL, "
+                               "which are streamed", inp.source)
         blocks.append(block)
 
 
@@ -716,6 +723,10 @@ def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> L
     return ranking
 
 
+def _ids(entry: RunEntry) -> Iterable[str]:
+    return entry.keys() if isinstance(entry, Mapping) else entry
+
+
 def _gain(grade: int, kind: str) -> float:
     if grade <= 0:
         return 0.0
@@ -1091,6 +1102,12 @@ def evaluate(
 
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
+    # A gate must not pass on a run that was never really evaluated.
+    if not any(run.get(qid) for qid in per_query):
+        raise RagEvalError("the run retrieved no document for any judged query: nothing was evaluated", "run")
+    if not any(docid in qrels[qid] for qid in per_query for docid in _ids(run.get(qid, ()))):
+        raise RagEvalError("no document of the run is judged in the qrels: are they about the same "
+                           "documents?", "run")
     count = len(per_query)
     mean = {}
     for cutoff in cutoffs:
@@ -2535,7 +2552,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def console_main() -> None:
-    """Entry point of the ``rag-eval`` console script."""
+    """Entry point of the ``rag-eval`` console script and ``python3 rag_eval.py``."""
+    # An id that the console cannot encode (a cp1252 Windows console) is
+    # shown escaped rather than crashing the run.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     sys.exit(main())
 
 
