@@ -1202,10 +1202,11 @@ CONFIDENCE = 0.95
 POWER = 0.80
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 ORDINARY_BOOTSTRAP_MAX = 250  # above this many queries, the double-or-nothing bootstrap
-# Per-query deltas are compared as whole multiples of 2**-30.  Sums of up to
-# 2**22 of them stay below 2**53, where floats hold integers exactly: ties in a
-# permutation distribution are then found exactly, and results do not depend
-# on the float summation order (which changed in Python 3.12).
+# Resampled values are summed as whole multiples of 2**-30.  Sums of up to
+# 2**22 of them stay below 2**53, where floats hold integers exactly, so the
+# results do not depend on the float summation order (which changed in Python
+# 3.12).  Values such as 1/3 land between grid points: a sum of n of them may
+# be off by n/2 units, and comparisons allow for that.
 FIXED_ONE = 1 << 30
 
 
@@ -1237,6 +1238,7 @@ def _fixed(value: float) -> int:
 
 
 def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[float, bytearray]]:
+    # Callers pass at least one value: an empty table has no byte to choose with.
     """For each resample, keep each value with probability 1/2: yield (sum kept, choice bits).
 
     Eight values share a table of their 256 subset sums, so a resample costs
@@ -1287,17 +1289,18 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     nonzero = [q for q in map(_fixed, deltas) if q]
     if not nonzero:
         return 1.0, True
-    observed = abs(sum(nonzero))
     total = sum(nonzero)
+    # As extreme as observed, up to the grid's rounding: 1/3 + 1/3 ties 2/3 here as it does in arithmetic.
+    threshold = abs(total) - len(nonzero)
     if len(nonzero) <= EXACT_SIGN_FLIP_MAX:
         subtotals = [0]
         for value in nonzero:
             subtotals += [subtotal + value for subtotal in subtotals]
         # Flipping the signs of a subset S turns the sum into total - 2 * sum(S).
-        extreme = sum(1 for subtotal in subtotals if abs(total - 2 * subtotal) >= observed)
+        extreme = sum(1 for subtotal in subtotals if abs(total - 2 * subtotal) >= threshold)
         return extreme / len(subtotals), True
     rng = rng or random.Random(DEFAULT_SEED)
-    extreme = sum(1 for flipped, _ in _random_halves(nonzero, resamples, rng) if abs(total - 2 * flipped) >= observed)
+    extreme = sum(1 for flipped, _ in _random_halves(nonzero, resamples, rng) if abs(total - 2 * flipped) >= threshold)
     return (1 + extreme) / (1 + resamples), False
 
 
@@ -1316,11 +1319,17 @@ def bootstrap_interval(
     """
     import random
 
-    fixed = [_fixed(value) for value in values]
-    n = len(fixed)
+    values = list(values)
+    n = len(values)
     if n == 0:
         raise RagEvalError("no values to bootstrap")
+    # Resample the distances from the first value, then add it back: constant
+    # values give exactly [value, value], and the grid only rounds the spread.
+    origin = values[0]
+    fixed = [_fixed(value - origin) for value in values]
     rng = rng or random.Random(DEFAULT_SEED)
+    if not any(fixed):
+        return Interval(origin, origin)
     if n <= ORDINARY_BOOTSTRAP_MAX:
         means = [sum(rng.choices(fixed, k=n)) / n for _ in range(resamples)]
     else:
@@ -1336,7 +1345,7 @@ def bootstrap_interval(
     tail = (1 - confidence) / 2
     low = means[max(0, math.ceil(tail * len(means)) - 1)]
     high = means[min(len(means) - 1, math.ceil((1 - tail) * len(means)) - 1)]
-    return Interval(low / FIXED_ONE, high / FIXED_ONE)
+    return Interval(origin + low / FIXED_ONE, origin + high / FIXED_ONE)
 
 
 def _regularized_beta(x: float, a: float, b: float) -> float:
@@ -1408,6 +1417,15 @@ def holm(p_values: Mapping[str, float]) -> Dict[str, float]:
     return adjusted
 
 
+def _standard_deviation(values: List[float]) -> Optional[float]:
+    """Sample standard deviation with exactly rounded sums: the same bits on
+    every Python (statistics.stdev changed its arithmetic in 3.11)."""
+    if len(values) < 2:
+        return None
+    mean = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
+
+
 def _z(probability: float) -> float:
     from statistics import NormalDist
 
@@ -1437,7 +1455,16 @@ def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_
     """
     if not spread or drop <= 0:
         return None
-    return math.ceil(((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2)
+    needed = ((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2
+    return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
+
+
+def _smallest_p(differing: int, resamples: int) -> float:
+    """The smallest p-value the sign-flip test can give: 2 of the 2**n patterns,
+    or one sampled pattern in resamples + 1."""
+    if differing <= EXACT_SIGN_FLIP_MAX:
+        return 2.0 ** (1 - differing) if differing else 1.0
+    return 1 / (1 + resamples)
 
 
 def compare_paired(
@@ -1452,7 +1479,6 @@ def compare_paired(
 ) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides."""
     import random
-    from statistics import stdev
 
     common = sorted(set(before) & set(after))
     if not common:
@@ -1473,11 +1499,11 @@ def compare_paired(
         same=len(common) - differing,
         p_value=p_value,
         exact=exact,
-        unresolvable=2.0 ** (1 - differing) > alpha,
+        unresolvable=_smallest_p(differing, resamples) > alpha,
         interval=bootstrap_interval(deltas, resamples, rng),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
-        spread=stdev(deltas) if len(deltas) > 1 else None,
+        spread=_standard_deviation(deltas),
     )
 
 
@@ -1518,6 +1544,7 @@ def read_baseline(path: str) -> Baseline:
     """
     with _opened(path) as inp:
         data = _parse_json(inp, "baseline")
+    path = inp.source
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
     if "format" not in data:
@@ -1555,11 +1582,9 @@ def qrels_fingerprint(qrels: Qrels) -> str:
     file does not change it, changing a judgment does."""
     import hashlib
 
-    digest = hashlib.sha256()
-    for qid in sorted(qrels):
-        for docid in sorted(qrels[qid]):
-            digest.update(f"{qid}\t{docid}\t{qrels[qid][docid]}\n".encode("utf-8"))
-    return digest.hexdigest()
+    # JSON with sorted keys: canonical, and no id can pass for two (a tab inside an id stays escaped).
+    canonical = json.dumps(qrels, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
 def _conventions_record(result: dict) -> dict:
@@ -1575,16 +1600,32 @@ def comparability(baseline: Baseline, result: dict, qrels_sha256: str) -> List[s
         return []
     now = _conventions_record(result)
     found = [f"{key}: baseline {baseline.conventions.get(key)!r}, now {value!r}"
-             for key, value in now.items() if baseline.conventions.get(key) != value]
+             for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
+    # More cutoffs than the baseline's are fine; one it has and this run lacks is not.
+    lacking = sorted(set(baseline.conventions.get("k") or []) - set(now["k"]))
+    if lacking:
+        found.append(f"k: baseline {baseline.conventions.get('k')!r}, now {now['k']!r}")
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
 
 
-def baseline_record(result: dict, qrels_sha256: str, means: Optional[Mapping[str, float]] = None) -> dict:
-    """The extended baseline of a result (``means`` overrides its means, for --ratchet)."""
+def baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None) -> dict:
+    """The extended baseline of a result.
+
+    With ``keep_from`` (``--ratchet``), each metric whose mean was better in
+    that older baseline keeps the older mean, and the older per-query scores
+    when it has them, so that a mean matches its own per-query scores.
+    """
     import time
 
+    means, per_query = dict(result["mean"]), per_query_by_metric(result)
+    if keep_from is not None:
+        for metric, old in keep_from.means.items():
+            if metric in means and old > means[metric]:
+                means[metric] = old
+                if metric in (keep_from.per_query or {}):  # a flat baseline has none to keep
+                    per_query[metric] = keep_from.per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
     stamp = float(os.environ.get("SOURCE_DATE_EPOCH", time.time()))
     return {
@@ -1593,8 +1634,8 @@ def baseline_record(result: dict, qrels_sha256: str, means: Optional[Mapping[str
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp)),
         "qrels_sha256": qrels_sha256,
         "conventions": _conventions_record(result),
-        "mean": dict(means if means is not None else result["mean"]),
-        "per_query": per_query_by_metric(result),
+        "mean": means,
+        "per_query": per_query,
         "unscored": result["unscored"],
     }
 
@@ -1624,6 +1665,7 @@ def write_atomically(path: str, text: str) -> None:
     except OSError as exc:
         raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
     try:
+        os.chmod(temporary, _file_mode(path))  # mkstemp makes it private (0600)
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
             out.flush()
@@ -1639,6 +1681,16 @@ def write_atomically(path: str, text: str) -> None:
         raise
 
 
+def _file_mode(path: str) -> int:
+    """The permissions the file has, or a new file would get under the umask."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def regressions(
     current_means: Mapping[str, float], baseline_means: Mapping[str, float], max_drop: float = DEFAULT_MAX_DROP
 ) -> Dict[str, Tuple[float, Optional[float]]]:
@@ -1650,23 +1702,22 @@ def regressions(
     """
     if not _is_number(max_drop) or not math.isfinite(max_drop) or max_drop < 0:
         raise RagEvalError(f"max drop must be a non-negative number, got {max_drop!r}")
-    tolerance = Tolerance(float(max_drop))
-    return {metric: (was, now) for metric, (was, now, _) in _drops(current_means, baseline_means, {}, tolerance).items()}
-
-
-def _drops(current, baseline, tolerances: Mapping[str, Tolerance], default: Tolerance):
-    """``{metric: (was, now, allowed drop)}`` for the metrics missing or fallen too far."""
     found = {}
-    for metric in sorted(baseline):
-        was = baseline[metric]
-        now = current.get(metric)
-        allowed = tolerances.get(metric, default).allowed(was)
-        if now is None or was - now > allowed + DROP_EPSILON:
-            found[metric] = (was, now, allowed)
+    for metric in sorted(baseline_means):
+        was, now = baseline_means[metric], current_means.get(metric)
+        if now is None or _fell(was, now, max_drop):
+            found[metric] = (was, now)
     return found
 
 
+def _fell(was: float, now: float, allowed: float) -> bool:
+    """A fall beyond the allowed drop; exactly the allowed drop is no fall (see DROP_EPSILON)."""
+    return was - now > allowed + DROP_EPSILON
+
+
 class GateSettings(NamedTuple):
+    """How ``gate`` judges: the rule, the tolerances and floors, and the resampling."""
+
     rule: str = "drop"
     default: Tolerance = Tolerance(DEFAULT_MAX_DROP)
     tolerances: Dict[str, Tolerance] = {}
@@ -1755,7 +1806,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
             entry.update(_paired_entry(comparison, corrected[target.key], allowed, settings.alpha))
         if target.now is None:
             verdict = "missing"
-        elif target.was - target.now <= allowed + DROP_EPSILON:
+        elif not _fell(target.was, target.now, allowed):
             verdict = "pass"
         elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
             verdict = "regression"
@@ -2306,8 +2357,8 @@ def _check_options(args) -> None:
         raise RagEvalError("only one input can be - (standard input)")
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
-    if args.update_baseline and not args.baseline:
-        raise RagEvalError("--update-baseline needs --baseline FILE")
+    if args.update_baseline and (not args.baseline or args.baseline == "-"):
+        raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
@@ -2468,10 +2519,7 @@ def _run(args, argv: List[str]) -> int:
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
     if args.update_baseline and passed:
-        means = result["mean"]
-        if args.ratchet:
-            means = {metric: max(value, baseline.means.get(metric, value)) for metric, value in means.items()}
-        write_atomically(args.baseline, _baseline_text(result, fingerprint, means))
+        write_atomically(args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None))
 
     sys.stdout.write(FORMATTERS[args.format](report, args.digits))
     sys.stdout.flush()
@@ -2526,8 +2574,8 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
         _warn("::error title=rag_eval::" + _github_escape(line))
 
 
-def _baseline_text(result: dict, fingerprint: str, means: Optional[Mapping[str, float]] = None) -> str:
-    return json.dumps(baseline_record(result, fingerprint, means), sort_keys=True, indent=2) + "\n"
+def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
+    return json.dumps(baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -11,8 +11,8 @@ exact binomial tails from ``math.comb``.  Where two random procedures are
 compared, the tolerance is several Monte Carlo standard errors, and the seeds
 are fixed so that the test is deterministic.
 
-Tests marked ``expectedFailure`` expose a bug found while writing this file
-(each says which); remove the marker when the bug is fixed.
+Tests whose comment starts ``Regression:`` pin a bug found while writing this
+file, now fixed; each comment says what went wrong.
 
 Run with ``python3 -m unittest test_gate`` from the repository root; standard
 library only.
@@ -298,9 +298,8 @@ class TestSignFlipTest(unittest.TestCase):
         self.assertEqual(rag_eval.sign_flip_test(deltas, 300, random.Random(42)), first)
         self.assertFalse(first[1])
 
-    @unittest.expectedFailure
     def test_matches_enumeration_with_thirds(self):
-        # BUG: per-query values such as 1/3 and 2/3 (recall with 3 relevant
+        # Regression: per-query values such as 1/3 and 2/3 (recall with 3 relevant
         # documents, RR at rank 3) are rounded to multiples of 1/FIXED_ONE, and
         # the rounding errors of the observed sum and of a flipped sum differ,
         # so exact ties are lost.  Deltas 2/3, 2/3, -1/3, -1/3, -1/3 (sum 1/3):
@@ -317,9 +316,8 @@ class TestSignFlipTest(unittest.TestCase):
                     wrong.append((numerators, p, float(brute_force_p(numerators))))
         self.assertEqual(wrong, [], "(deltas in thirds, rag_eval's p, enumerated p)")
 
-    @unittest.expectedFailure
     def test_lost_ties_can_cross_alpha(self):
-        # BUG (same cause): deltas -1/3, -1/3, 2/3, 2/3, 2/3, 1, 1, 1 (in thirds:
+        # Regression (same cause): deltas -1/3, -1/3, 2/3, 2/3, 2/3, 1, 1, 1 (in thirds:
         # -1 -1 2 2 2 3 3 3, sum 13); 14 of the 2**8 = 256 sign patterns reach
         # |sum| >= 13, so p = 14/256 = 0.0547 > 0.05; rag_eval says 0.03125,
         # below alpha: a lost tie turns "not significant" into "significant".
@@ -337,9 +335,8 @@ class TestBootstrapInterval(unittest.TestCase):
                 with self.subTest(c=c, n=n):
                     self.assertEqual(tuple(rag_eval.bootstrap_interval([c] * n, 200, random.Random(0))), (c, c))
 
-    @unittest.expectedFailure
     def test_all_zero_data_above_the_ordinary_bootstrap_limit(self):
-        # BUG: with more than ORDINARY_BOOTSTRAP_MAX values that are all 0 there
+        # Regression: with more than ORDINARY_BOOTSTRAP_MAX values that are all 0 there
         # is no nonzero value, _random_halves gets an empty list and
         # ``chosen[-1] &= last_bits`` raises IndexError on the empty bytearray.
         # Through the command line: gating a run of > ORDINARY_BOOTSTRAP_MAX
@@ -348,7 +345,6 @@ class TestBootstrapInterval(unittest.TestCase):
         n = rag_eval.ORDINARY_BOOTSTRAP_MAX + 1
         self.assertEqual(tuple(rag_eval.bootstrap_interval([0.0] * n, 100, random.Random(0))), (0.0, 0.0))
 
-    @unittest.expectedFailure
     def test_constant_data_that_is_not_a_multiple_of_a_power_of_two(self):
         # Doubtful: the interval is computed in units of 1/FIXED_ONE and never
         # mapped back, so constant data 1/3 gives [0.33333333302, 0.33333333302],
@@ -540,7 +536,6 @@ class TestPower(unittest.TestCase):
                     if n > 2:
                         self.assertGreater(rag_eval.detectable_drop(spread, n - 1), drop)
 
-    @unittest.expectedFailure
     def test_queries_needed_of_the_detectable_drop_is_n(self):
         # Doubtful: ceil() of a float that should be the integer n, so float noise
         # makes it n + 1 (about a quarter of the cases), e.g.
@@ -715,20 +710,31 @@ class TestBaselines(TempDirMixin, unittest.TestCase):
         self.assertTrue(lines[-1].startswith(ERROR_PREFIX + target), err)
         self.assertNotIn("Traceback", err)
 
-    @unittest.expectedFailure
-    def test_save_baseline_dash_is_not_a_file_named_dash(self):
-        # BUG (doubtful): ``--save-baseline -`` (and ``--baseline - --update-baseline``)
-        # write a file literally named "-" in the working directory, although "-"
-        # means standard input/output everywhere else; _check_options skips "-".
-        # Either refuse it (exit 2) or write the baseline to stdout.
+    def in_tmp(self, argv, stdin=b""):
+        """run_main from the temporary folder, with ``stdin`` on standard input."""
         old = os.getcwd()
         os.chdir(self.tmp)
         try:
-            code, out, err = run_main([QRELS, RUN, "--save-baseline", "-"])
+            with mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin)))):
+                return run_main(argv)
         finally:
             os.chdir(old)
-        self.assertIn(code, (0, rag_eval.EXIT_ERROR), err)  # refused, or written to stdout
-        self.assertFalse(os.path.exists(self.path("-")), "a file named '-' was written")
+
+    def test_save_baseline_dash_is_refused(self):
+        code, out, err = self.in_tmp([QRELS, RUN, "--save-baseline", "-"])
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertTrue(err.startswith(ERROR_PREFIX), err)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_update_baseline_read_from_stdin(self):
+        # Regression: ``--baseline - --update-baseline`` reads the baseline from standard
+        # input, then "updates" it by writing a new file literally named "-" in
+        # the working directory (stderr: "rag_eval: note: updated -").  It should
+        # be refused (exit 2), as ``--save-baseline -`` is.
+        code, out, err = self.in_tmp([QRELS, RUN, "--baseline", "-", "--update-baseline", "--max-drop", "0.1"],
+                                     stdin=self.read(BASELINE))
+        self.assertEqual(os.listdir(self.tmp), [], "a file named '-' was written")
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
 
 
 class TestProvenance(TempDirMixin, unittest.TestCase):
@@ -766,11 +772,16 @@ class TestProvenance(TempDirMixin, unittest.TestCase):
             (["--gain", "linear"], ["gain"]),
             (["--min-grade", "2"], ["min_grade"]),
             (["--judged-only"], ["judged_only"]),
-            (["--k", "3,5"], ["k"]),  # the @5 metrics are computed, but k differs
             (["--k", "3"], []),  # no metric in common: refused as well
         ]:
             with self.subTest(option):
                 self.assert_error([QRELS, RUN, "--baseline", self.saved, *option], [self.saved, *names])
+
+    def test_more_cutoffs_than_the_baseline_are_comparable(self):
+        # every @5 metric of the baseline is computed again, with the same conventions
+        code, out, err = run_main([QRELS, RUN, "--baseline", self.saved, "--k", "3,5"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
 
     def test_allow_qrels_change_does_not_allow_other_conventions(self):
         self.assert_error([QRELS, RUN, "--baseline", self.saved, "--gain", "linear", "--allow-qrels-change"],
@@ -810,9 +821,8 @@ class TestProvenance(TempDirMixin, unittest.TestCase):
             with self.subTest(label):
                 self.assertNotEqual(rag_eval.qrels_fingerprint(changed), fingerprint)
 
-    @unittest.expectedFailure
     def test_fingerprint_is_unambiguous(self):
-        # BUG (minor): the canonical form joins qid, docid and grade with tabs and
+        # Regression: the canonical form joins qid, docid and grade with tabs and
         # newlines, which JSON ids may contain, so different judgments collide:
         # {"a\tb": {"c": 1}} and {"a": {"b\tc": 1}} both hash "a\tb\tc\t1\n".
         self.assertNotEqual(rag_eval.qrels_fingerprint({"a\tb": {"c": 1}}),
@@ -895,9 +905,8 @@ class TestAtomicWrite(TempDirMixin, unittest.TestCase):
         self.assertTrue(any(self.read(self.path(name)).startswith(b"NEW BASELINE") for name in others), others)
 
     @unittest.skipIf(os.name == "nt", "POSIX permissions")
-    @unittest.expectedFailure
     def test_keeps_the_permissions_of_the_file_it_replaces(self):
-        # BUG: tempfile.mkstemp creates the temporary file with mode 0600 and it
+        # Regression: tempfile.mkstemp creates the temporary file with mode 0600 and it
         # is renamed over the target, so --update-baseline turns a 0644
         # baseline into 0600, and --save-baseline creates 0600 files whatever
         # the umask: another user (a CI job under another account) cannot read it.
@@ -1180,9 +1189,8 @@ class TestPairedGate(unittest.TestCase):
         self.assertIn("p_value", gate["metrics"]["recall@5"])
         self.assertIn("REGRESSION success@5: baseline", "\n".join(lines))
 
-    @unittest.expectedFailure
     def test_identical_large_run_against_its_own_baseline(self):
-        # BUG: see TestBootstrapInterval.test_all_zero_data_above_the_ordinary_bootstrap_limit.
+        # Regression: see TestBootstrapInterval.test_all_zero_data_above_the_ordinary_bootstrap_limit.
         # More queries than ORDINARY_BOOTSTRAP_MAX, every delta 0: IndexError.
         with tempfile.TemporaryDirectory() as tmp:
             qrels, run = synthetic(rag_eval.ORDINARY_BOOTSTRAP_MAX + 10)

@@ -322,7 +322,7 @@ def commands(tool, paths, fmt, args):
             return [sys.executable, "-c", JSONL_LOADS, run]
         return None
     if tool == "rag_eval":
-        return [sys.executable, args.rag_eval, qrels, run, "--k", str(args.k), "--digits", "17"]
+        return [sys.executable, args.snapshot, qrels, run, "--k", str(args.k), "--digits", "17"]
     if tool == "trec_eval":
         if fmt != "trec":
             return None
@@ -343,7 +343,7 @@ def tool_label(tool, fmt):
 
 def import_time(args, env, runs):
     """Median and minimum of rag_eval's cumulative import time (microseconds), from -X importtime."""
-    directory, module = os.path.split(os.path.abspath(args.rag_eval))
+    directory, module = os.path.split(args.snapshot)
     module = os.path.splitext(module)[0]
     values = []
     for attempt in range(runs + 1):  # the first one may compile the bytecode: not counted
@@ -387,10 +387,13 @@ def machine():
             f"{platform.system()} {platform.release()}; Python {platform.python_version()} ({sys.executable})")
 
 
-def provenance(path):
+def sha256(path):
     with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:12]
-    text = f"{path}, sha256 {digest}"
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def provenance(path, snapshot):
+    text = f"{path}, sha256 {sha256(snapshot)[:12]}"
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(path), stdin=subprocess.DEVNULL,
                               capture_output=True, text=True, check=True).stdout.strip()
@@ -464,6 +467,10 @@ def main(argv=None):
     began = time.perf_counter()
     os.makedirs(args.workdir, exist_ok=True)
     outdir = tempfile.mkdtemp(prefix="out-", dir=args.workdir)
+    # The file may be edited while this runs: time one copy, taken now, throughout.
+    args.snapshot = os.path.join(outdir, "rag_eval.py")
+    shutil.copyfile(args.rag_eval, args.snapshot)
+    args.provenance = provenance(args.rag_eval, args.snapshot)
     env = dict(os.environ)
     # Bytecode is cached (as after an install), but under the workdir, never in the repository.
     env["PYTHONPYCACHEPREFIX"] = os.path.join(args.workdir, "pycache")
@@ -551,11 +558,13 @@ def main(argv=None):
             failures.append(f"{name}: rag_eval's output differs between formats: "
                             + "; ".join(f"{fmt}: {out.decode(errors='replace')[:300]!r}" for fmt, out in forms.items()))
 
+    if sha256(args.rag_eval) != sha256(args.snapshot):
+        notes.append(f"{args.rag_eval} changed while this ran: the copy taken at the start was timed throughout")
     total = time.perf_counter() - began
     report(args, sizes, formats, results, outputs, notes, failures, import_median, import_min, bare, generation, total)
     if args.json_out:
         with open(args.json_out, "w") as f:
-            json.dump({"machine": machine(), "rag_eval": provenance(args.rag_eval), "import_us": import_median,
+            json.dump({"machine": machine(), "rag_eval": args.provenance, "import_us": import_median,
                        "results": results, "failures": failures, "notes": notes, "seconds": total}, f, indent=1)
     shutil.rmtree(outdir, ignore_errors=True)
     return 1 if failures else 0
@@ -569,7 +578,7 @@ def report(args, sizes, formats, results, outputs, notes, failures, import_media
         version = subprocess.run([args.python, "-c", "import platform; print(platform.python_version())"],
                                  capture_output=True, text=True).stdout.strip()
         p(f"- peers run under: {args.python} (Python {version})")
-    p(f"- rag_eval: {provenance(args.rag_eval)}")
+    p(f"- rag_eval: {args.provenance} (a copy taken at the start is what was timed)")
     p(f"- workloads: seed {args.seed}, k {args.k}, median of {args.repeat} runs per command, tools interleaved; "
       f"files in {args.workdir}")
     bare_wall = statistics.median(r["wall"] for r in bare)

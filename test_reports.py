@@ -1,0 +1,1184 @@
+"""Tests of the reports of rag_eval.py: output formats, GitHub Actions, JUnit
+XML, the full --output, slices, abstention, document-level scoring, the
+labelling worklist and --explain.
+
+Every format is parsed back (json, csv.reader, the aligned table cell by cell
+with its column offsets, the markdown pipe tables), never only printed.
+Expected values are arithmetic with the grades in a comment (STYLE.md, point
+11).  Conventions: gain ``2**grade - 1`` (grade 2 -> 3, grade 1 -> 1),
+discount ``log2(1 + rank)``, k = 5 unless said.
+
+``rag_eval.main`` runs in-process with GITHUB_ACTIONS and GITHUB_STEP_SUMMARY
+removed from the environment (CI may itself run on GitHub), except where a
+test sets them.  A test that fails on purpose exposes a bug found while
+writing this file; its docstring says which.
+
+Run with ``python3 -m unittest test_reports`` from the repository root;
+standard library only.
+"""
+
+import contextlib
+import csv
+import hashlib
+import io
+import json
+import math
+import os
+import platform
+import re
+import tempfile
+import unittest
+import warnings
+from unittest import mock
+from xml.etree import ElementTree
+
+import rag_eval
+
+REPO = os.path.dirname(os.path.abspath(__file__))
+QRELS = os.path.join(REPO, "fixtures", "qrels.json")
+RUN = os.path.join(REPO, "fixtures", "run.json")
+BASELINE = os.path.join(REPO, "baseline.json")
+ERROR_PREFIX = "rag_eval: error: "
+R = "200"  # resamples for --ci and paired gates: small, so the suite stays fast
+TOOLS = ("trec_eval", "ir_measures", "ranx", "BEIR", "MTEB")
+
+# === The fixtures, k = 5 (SPEC.md) ===
+# q1 grades: refund-policy#2 = 2 (rank 2), refund-policy#3 = 1 (rank 4)
+# q2 grades: sla-uptime#1 = 2, never retrieved
+# q3 grades: sso-setup#5 = 2 (rank 1), okta-guide#1 = 1 (rank 2), sso-setup#4 = 2 (rank 5)
+# q4 grades: pricing#3 = 0 only -> unscored; the run answers it (5 documents): not abstained
+Q1_NDCG5 = (3 / math.log2(3) + 1 / math.log2(5)) / (3 + 1 / math.log2(3))
+Q3_NDCG5 = (3 + 1 / math.log2(3) + 3 / math.log2(6)) / (3 + 3 / math.log2(3) + 1 / math.log2(4))
+FIXTURE_PER_QUERY = {  # qid -> metric -> value
+    "q1": {"mrr@5": 1 / 2, "ndcg@5": Q1_NDCG5, "recall@5": 2 / 2, "success@5": 1.0},
+    "q2": {"mrr@5": 0.0, "ndcg@5": 0.0, "recall@5": 0 / 1, "success@5": 0.0},
+    "q3": {"mrr@5": 1 / 1, "ndcg@5": Q3_NDCG5, "recall@5": 3 / 3, "success@5": 1.0},
+}
+METRICS = ("mrr@5", "ndcg@5", "recall@5", "success@5")
+FIXTURE_MEANS = {m: sum(FIXTURE_PER_QUERY[q][m] for q in FIXTURE_PER_QUERY) / 3 for m in METRICS}
+# The shipped baseline: {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
+SHIPPED = {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
+# Falls: mrr 0.55 - 1/2 = 0.05 and recall 0.70 - 2/3 = 0.0333 exceed 0.02 (regressions);
+# ndcg 0.52 - 0.5095 = 0.0105 and success 0.6667 - 2/3 = 0.00003 do not.
+FIXTURE_VERDICTS = {"mrr@5": "regression", "ndcg@5": "pass", "recall@5": "regression", "success@5": "pass"}
+# judged@5: q1 2 of 5 (refund-policy#2, #3), q2 0 of 5, q3 3 of 5 -> (2 + 0 + 3) / 15 = 0.33 < 0.5: a warning
+FIXTURE_JUDGED5 = (2 + 0 + 3) / 15
+
+# === Slices: six queries, binary grades (gain 1) ===
+# Tags: p1 pricing; p2 pricing AND billing; g1, g2 general; g3 untagged; u1 pricing but unanswerable.
+SLICE_QRELS = {
+    "p1": {"a": 1, "b": 1},
+    "p2": {"c": 1},
+    "g1": {"d": 1},
+    "g2": {"e": 1},
+    "g3": {"f": 1},
+    "u1": {"z": 0},
+}
+SLICES = {"p1": "pricing", "p2": ["pricing", "billing"], "g1": "general", "g2": ["general"], "u1": "pricing"}
+# The old run finds c (p2) and misses f (g3); the new run the opposite: the overall recall stays 4/5,
+# the pricing slice falls from (1 + 1)/2 to (1 + 0)/2.
+OLD_RUN = {"p1": ["a", "x", "b"], "p2": ["y", "c"], "g1": ["d"], "g2": ["w", "v", "e"], "g3": [], "u1": ["z"]}
+NEW_RUN = {"p1": ["a", "x", "b"], "p2": ["y"], "g1": ["d"], "g2": ["w", "v", "e"], "g3": ["f"], "u1": ["z"]}
+NEW_PER_QUERY = {
+    # p1: a at 1, b at 3 (of a, b); DCG 1 + 1/log2 4, ideal 1 + 1/log2 3
+    "p1": {"recall@5": 2 / 2, "success@5": 1.0, "mrr@5": 1 / 1, "ndcg@5": (1 + 1 / math.log2(4)) / (1 + 1 / math.log2(3))},
+    "p2": {"recall@5": 0 / 1, "success@5": 0.0, "mrr@5": 0.0, "ndcg@5": 0.0},  # c not retrieved
+    "g1": {"recall@5": 1 / 1, "success@5": 1.0, "mrr@5": 1 / 1, "ndcg@5": 1.0},  # d at 1
+    "g2": {"recall@5": 1 / 1, "success@5": 1.0, "mrr@5": 1 / 3, "ndcg@5": (1 / math.log2(4)) / 1},  # e at 3
+    "g3": {"recall@5": 1 / 1, "success@5": 1.0, "mrr@5": 1 / 1, "ndcg@5": 1.0},  # f at 1
+}
+SLICE_MEMBERS = {"billing": ["p2"], "general": ["g1", "g2"], "pricing": ["p1", "p2"]}  # u1 is not scored
+
+# === Abstention: one answerable query and five unanswerable ones (all grades 0) ===
+ABSTAIN_QRELS = {"s1": {"a": 1}, "u1": {"z": 0}, "u2": {"z": 0}, "u3": {"z": 0}, "u4": {"z": 0}, "u5": {"z": 0}}
+ABSTAIN_RUN = {
+    "s1": {"a": 0.9},
+    # u1: no entry at all                              -> abstained
+    "u2": [],                                          # empty ranking -> abstained
+    "u3": {"m": 0.1, "n": 0.2},                        # best 0.2 < 0.5 -> abstained with --abstain-below 0.5
+    "u4": {"m": 0.7, "n": 0.1},                        # 0.7 >= 0.5 -> answered
+    "u5": {"m": 0.5},                                  # exactly 0.5 is "at or above" -> answered
+}
+
+
+# === Helpers ===
+
+
+def run_main(argv, env=None):
+    """Call ``rag_eval.main(argv)`` in-process; return (exit code, stdout, stderr).
+
+    GITHUB_ACTIONS and GITHUB_STEP_SUMMARY are removed for the call, then
+    ``env`` is applied; the environment is restored afterwards.  An exception
+    escaping ``main`` is returned in place of the exit code.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(warnings.catch_warnings())
+        warnings.simplefilter("ignore", ResourceWarning)
+        stack.enter_context(mock.patch.dict(os.environ))
+        os.environ.pop("GITHUB_ACTIONS", None)
+        os.environ.pop("GITHUB_STEP_SUMMARY", None)
+        os.environ.update(env or {})
+        stack.enter_context(contextlib.redirect_stdout(out))
+        stack.enter_context(contextlib.redirect_stderr(err))
+        try:
+            code = rag_eval.main([str(arg) for arg in argv])
+        except BaseException as exc:  # noqa: B902 - reported, not swallowed
+            code = exc
+    return code, out.getvalue(), err.getvalue()
+
+
+def shown(value, digits=4):
+    """How a report prints a number: fixed decimals, and never '-0.0000'."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def aligned_rows(block):
+    """Parse an aligned plain-text table, checking that every column starts at
+    the same offset on every line; return the rows of cells.
+
+    Cells are separated by two spaces or more, so 'allowed drop' is one cell.
+    """
+    lines = block.split("\n")
+    parsed = [[(m.start(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", line)] for line in lines]
+    columns = len(parsed[0])
+    for line, row in zip(lines, parsed):
+        if len(row) != columns:
+            raise AssertionError(f"{len(row)} cells, header has {columns}: {line!r}")
+        offsets = [start for start, _ in row]
+        expected = [start for start, _ in parsed[0]]
+        if offsets != expected:
+            raise AssertionError(f"columns start at {offsets}, header at {expected}: {line!r}")
+    return [[cell for _, cell in row] for row in parsed]
+
+
+def table_blocks(text):
+    """The parts of a --format table report, separated by blank lines."""
+    return text.rstrip("\n").split("\n\n")
+
+
+def markdown_tables(text):
+    """Every pipe table of a markdown text, as lists of rows of (unescaped) cells.
+
+    Checks the GitHub-flavoured shape: a header row, a separator row of
+    ``---`` cells, the same number of cells on every row.
+    """
+    tables, current = [], []
+    for line in text.split("\n") + [""]:
+        if line.startswith("|"):
+            current.append(line)
+        elif current:
+            tables.append(current)
+            current = []
+    parsed = []
+    for lines in tables:
+        if len(lines) < 2:
+            raise AssertionError(f"a table without a separator row: {lines}")
+
+        def cells(line):
+            if not (line.startswith("|") and line.endswith("|")):
+                raise AssertionError(f"not a pipe-table row: {line!r}")
+            parts = re.split(r"(?<!\\)\|", line)[1:-1]
+            return [part.strip().replace("\\|", "|") for part in parts]
+
+        header = cells(lines[0])
+        separator = cells(lines[1])
+        if not all(re.fullmatch(r":?-{3,}:?", cell) for cell in separator) or len(separator) != len(header):
+            raise AssertionError(f"bad separator row {lines[1]!r} under {lines[0]!r}")
+        rows = [cells(line) for line in lines[2:]]
+        for row in rows:
+            if len(row) != len(header):
+                raise AssertionError(f"{len(row)} cells, header has {len(header)}: {row}")
+        parsed.append([header] + rows)
+    return parsed
+
+
+def by_first_cell(rows):
+    """{first cell: {header: cell}} for the data rows of a parsed table."""
+    header = rows[0]
+    return {row[0]: dict(zip(header, row)) for row in rows[1:]}
+
+
+class TempDirMixin:
+    def setUp(self):
+        super().setUp()
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        self.tmp = self._tmp.name
+
+    def path(self, name):
+        return os.path.join(self.tmp, name)
+
+    def write(self, name, data):
+        path = self.path(name)
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        elif not isinstance(data, bytes):
+            data = json.dumps(data).encode("utf-8")
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def read(self, path):
+        with open(path, "rb") as f:
+            return f.read()
+
+    def ok(self, argv, expected_code=0, env=None):
+        """Run; check the exit code and that stderr holds only notes, warnings and REGRESSION lines."""
+        code, out, err = run_main(argv, env)
+        self.assertEqual(code, expected_code, err)
+        for line in err.splitlines():
+            self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:", "::")), line)
+        return out, err
+
+    def assert_error(self, argv, names=()):
+        """Exit 2, nothing on stdout, one ``rag_eval: error:`` line naming ``names``."""
+        code, out, err = run_main(argv)
+        self.assertEqual(code, rag_eval.EXIT_ERROR, f"exit {code!r}; stderr: {err}")
+        self.assertEqual(out, "")
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)
+        self.assertTrue(lines[0].startswith(ERROR_PREFIX), lines[0])
+        for name in names:
+            self.assertIn(name, lines[0])
+        return lines[0]
+
+    def trec_run(self, name, run):
+        """A TREC run file of a JSON ranked run: scores fall with the rank."""
+        lines = [f"{qid} Q0 {docid} {rank} {100 - rank} tag\n"
+                 for qid, ranking in run.items() for rank, docid in enumerate(ranking, 1)]
+        return self.write(name, "".join(lines))
+
+    def slice_files(self):
+        return (self.write("qrels.json", SLICE_QRELS), self.write("old.json", OLD_RUN),
+                self.write("new.json", NEW_RUN), self.write("slices.json", SLICES))
+
+
+# === JSON (the default) ===
+
+
+class TestJsonFormat(TempDirMixin, unittest.TestCase):
+    def test_default_is_json_with_spec_keys_sorted(self):
+        out, _ = self.ok([QRELS, RUN])
+        pairs = []
+        report = json.loads(out, object_pairs_hook=lambda p: (pairs.append([k for k, _ in p]), dict(p))[1])
+        for keys in pairs:  # every object, nested ones included
+            self.assertEqual(keys, sorted(keys))
+        self.assertEqual(report["mean"], {m: round(v, 4) for m, v in FIXTURE_MEANS.items()})
+        self.assertEqual(report["unscored"], ["q4"])
+        self.assertNotIn("per_query", report)
+        self.assertNotIn("gate", report)
+        explicit, _ = self.ok([QRELS, RUN, "--format", "json"])
+        self.assertEqual(explicit, out)
+
+    def test_means_equal_evaluate_rounded(self):
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        for digits in ("2", "4", "6"):
+            with self.subTest(digits=digits):
+                out, _ = self.ok([QRELS, RUN, "--digits", digits])
+                self.assertEqual(json.loads(out)["mean"], {m: round(v, int(digits)) for m, v in result["mean"].items()})
+
+    def test_per_query(self):
+        out, _ = self.ok([QRELS, RUN, "--per-query"])
+        report = json.loads(out)
+        self.assertEqual(sorted(report["per_query"]), ["q1", "q2", "q3"])  # q4 is unscored
+        for qid, values in FIXTURE_PER_QUERY.items():
+            self.assertEqual(sorted(report["per_query"][qid]), sorted(values))
+            for metric, value in values.items():
+                self.assertAlmostEqual(report["per_query"][qid][metric], value, places=12)
+
+    def test_with_baseline(self):
+        out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1)
+        gate = json.loads(out)["gate"]
+        self.assertFalse(gate["passed"])
+        self.assertEqual({m: e["verdict"] for m, e in gate["metrics"].items()}, FIXTURE_VERDICTS)
+        for metric, was in SHIPPED.items():
+            entry = gate["metrics"][metric]
+            self.assertEqual(entry["baseline"], was)
+            self.assertAlmostEqual(entry["now"], FIXTURE_MEANS[metric], places=12)
+            self.assertAlmostEqual(entry["delta"], FIXTURE_MEANS[metric] - was, places=12)
+
+    def test_ci_intervals(self):
+        out, _ = self.ok([QRELS, RUN, "--ci", "--resamples", R])
+        intervals = json.loads(out)["intervals"]
+        self.assertEqual(sorted(intervals), list(METRICS))
+        # success@5 is 0/1, 2 hits of 3: Clopper-Pearson.  High: P(X <= 2 | p) = 1 - p**3 = 0.025.
+        # Low: P(X >= 2 | p) = 3 p**2 (1 - p) + p**3 = 0.025, solved by bisection.
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if 3 * mid**2 - 2 * mid**3 < 0.025 else (low, mid)
+        self.assertEqual(intervals["success@5"], [round(low, 4), round(0.975 ** (1 / 3), 4)])  # [0.0943, 0.9916]
+        for metric in METRICS:
+            lo, hi = intervals[metric]
+            self.assertLessEqual(lo, round(FIXTURE_MEANS[metric], 4))
+            self.assertGreaterEqual(hi, round(FIXTURE_MEANS[metric], 4))
+
+
+# === Aligned table ===
+
+
+class TestTableFormat(TempDirMixin, unittest.TestCase):
+    def test_without_baseline(self):
+        out, _ = self.ok([QRELS, RUN, "--format", "table"])
+        blocks = table_blocks(out)
+        self.assertEqual(blocks[0], "scored 3 queries")
+        rows = aligned_rows(blocks[1])
+        self.assertEqual(rows[0], ["metric", "mean"])
+        self.assertEqual(rows[1:], [[m, shown(FIXTURE_MEANS[m])] for m in METRICS])
+        # recall 2/3 -> 0.6667; success 2/3; mrr (1/2 + 0 + 1) / 3 = 0.5; ndcg -> 0.5095
+        self.assertEqual([row[1] for row in rows[1:]], ["0.5000", "0.5095", "0.6667", "0.6667"])
+        # q4 is the one unanswerable query and the run answered it
+        self.assertIn("abstention: 0 of 1 unanswerable queries got no answer (0%)", blocks)
+
+    def test_with_baseline(self):
+        out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "table"], expected_code=1)
+        blocks = table_blocks(out)
+        self.assertEqual(blocks[0], "FAIL (2: mrr@5, recall@5), rule 'drop', 3 queries scored")
+        rows = aligned_rows(blocks[1])
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (Holm)", "verdict"])
+        table = by_first_cell(rows)
+        self.assertEqual(sorted(table), list(METRICS))
+        for metric in METRICS:
+            with self.subTest(metric=metric):
+                self.assertEqual(table[metric]["mean"], shown(FIXTURE_MEANS[metric]))
+                self.assertEqual(table[metric]["baseline"], shown(SHIPPED[metric]))
+                self.assertEqual(table[metric]["delta"], shown(FIXTURE_MEANS[metric] - SHIPPED[metric]))
+                self.assertEqual(table[metric]["allowed drop"], "0.0200")
+                self.assertEqual(table[metric]["p (Holm)"], "-")  # a flat baseline: no pairs, no test
+                self.assertEqual(table[metric]["verdict"], FIXTURE_VERDICTS[metric])
+        self.assertEqual(table["mrr@5"]["delta"], "-0.0500")  # 1/2 - 0.55
+        self.assertEqual(table["success@5"]["delta"], "0.0000")  # 2/3 - 0.6667 = -0.00003: no '-0.0000'
+
+    def test_passing_headline(self):
+        out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "0.05", "--format", "table"])
+        self.assertEqual(table_blocks(out)[0], "PASS, rule 'drop', 3 queries scored")
+
+    def test_per_query(self):
+        out, _ = self.ok([QRELS, RUN, "--format", "table", "--per-query"])
+        per_query = [aligned_rows(block) for block in table_blocks(out) if block.startswith("query")]
+        self.assertEqual(len(per_query), 1, out)
+        rows = per_query[0]
+        self.assertEqual(rows[0], ["query"] + list(METRICS))
+        self.assertEqual(rows[1:], [[qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in METRICS]
+                                    for qid in ("q1", "q2", "q3")])
+        self.assertEqual(rows[1][2], "0.6399")  # q1 nDCG (3/log2 3 + 1/log2 5) / (3 + 1/log2 3)
+
+    def test_ci_columns(self):
+        out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "table", "--ci", "--resamples", R],
+                         expected_code=1)
+        rows = aligned_rows(table_blocks(out)[1])
+        self.assertEqual(rows[0], ["metric", "mean", "95% low", "95% high", "baseline", "delta", "allowed drop",
+                                   "p (Holm)", "verdict"])
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        intervals = rag_eval.mean_intervals(result, int(R), 0)
+        table = by_first_cell(rows)
+        for metric in METRICS:
+            self.assertEqual(table[metric]["95% low"], shown(intervals[metric].low))
+            self.assertEqual(table[metric]["95% high"], shown(intervals[metric].high))
+        self.assertEqual((table["success@5"]["95% low"], table["success@5"]["95% high"]), ("0.0943", "0.9916"))
+
+    def test_digits(self):
+        out, _ = self.ok([QRELS, RUN, "--format", "table", "--digits", "2"])
+        rows = aligned_rows(table_blocks(out)[1])
+        self.assertEqual([row[1] for row in rows[1:]], ["0.50", "0.51", "0.67", "0.67"])
+
+    def test_headline_names_every_failed_metric(self):
+        """BUG: a passing floor on a metric hides that metric's regression from the headline.
+
+        _verdict_line merges gate["metrics"] and gate["floors"] into one dict keyed
+        by metric, so the floor's "pass" overwrites recall@5's "regression":
+        rag_eval.py fixtures/qrels.json fixtures/run.json --baseline baseline.json
+        --min recall@5=0.5 --format table  ->  "FAIL (1: mrr@5), ..." although
+        recall@5 regressed (the table row says so, and exit 1 is right).
+        """
+        # recall@5 = 2/3 >= floor 0.5 (passes) but fell 0.0333 > 0.02 below the baseline (regression)
+        argv = [QRELS, RUN, "--baseline", BASELINE, "--min", "recall@5=0.5"]
+        for fmt, prefix in (("table", ""), ("markdown", "### rag_eval: ")):
+            with self.subTest(format=fmt):
+                out, _ = self.ok(argv + ["--format", fmt], expected_code=1)
+                headline = out.split("\n", 1)[0]
+                match = re.fullmatch(re.escape(prefix) + r"FAIL \((\d+): ([^)]*)\), .*", headline)
+                self.assertIsNotNone(match, headline)
+                self.assertEqual(match.group(2).split(", "), ["mrr@5", "recall@5"], headline)
+                self.assertEqual(match.group(1), "2", headline)
+
+
+# === Markdown ===
+
+
+class TestMarkdownFormat(TempDirMixin, unittest.TestCase):
+    def test_without_baseline(self):
+        out, _ = self.ok([QRELS, RUN, "--format", "markdown"])
+        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: scored 3 queries")
+        tables = markdown_tables(out)
+        self.assertEqual(len(tables), 1)
+        self.assertEqual(tables[0], [["metric", "mean"]] + [[m, shown(FIXTURE_MEANS[m])] for m in METRICS])
+        self.assertIn("Abstention: 0 of 1 unanswerable queries got no answer (0%)", out.rstrip("\n").split("\n\n"))
+
+    def test_with_baseline(self):
+        out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "markdown"], expected_code=1)
+        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: FAIL (2: mrr@5, recall@5), rule 'drop', 3 queries scored")
+        (rows,) = markdown_tables(out)
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (Holm)", "verdict"])
+        table = by_first_cell(rows)
+        for metric in METRICS:
+            self.assertEqual(table[metric]["mean"], shown(FIXTURE_MEANS[metric]))
+            self.assertEqual(table[metric]["delta"], shown(FIXTURE_MEANS[metric] - SHIPPED[metric]))
+            self.assertEqual(table[metric]["verdict"], FIXTURE_VERDICTS[metric])
+
+    def test_per_query_and_ci(self):
+        out, _ = self.ok([QRELS, RUN, "--format", "markdown", "--per-query", "--ci", "--resamples", R])
+        tables = markdown_tables(out)
+        self.assertEqual(len(tables), 2)
+        self.assertEqual(tables[0][0], ["metric", "mean", "95% low", "95% high"])
+        self.assertEqual(by_first_cell(tables[0])["success@5"]["95% low"], "0.0943")
+        self.assertEqual(tables[1], [["query"] + list(METRICS)] + [
+            [qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in METRICS] for qid in ("q1", "q2", "q3")])
+        self.assertIn("<details><summary>Per query</summary>", out)
+        self.assertIn("</details>", out)
+
+    def test_pipe_in_a_cell_is_escaped(self):
+        slices = self.write("slices.json", {"q1": "ops|sre", "q3": "ops|sre"})
+        out, _ = self.ok([QRELS, RUN, "--format", "markdown", "--slices", slices])
+        tables = markdown_tables(out)  # checks every row has the header's cell count
+        self.assertEqual(tables[1][0], ["slice", "queries"] + list(METRICS))
+        # recall of q1 and q3: (1 + 1) / 2
+        self.assertEqual(tables[1][1][:2], ["ops|sre", "2"])
+        self.assertEqual(by_first_cell(tables[1])["ops|sre"]["recall@5"], "1.0000")
+
+
+# === CSV ===
+
+
+class TestCsvFormat(TempDirMixin, unittest.TestCase):
+    def rows(self, argv, expected_code=0):
+        out, _ = self.ok(argv + ["--format", "csv"], expected_code)
+        return list(csv.reader(io.StringIO(out)))
+
+    def test_one_row_per_metric(self):
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        rows = self.rows([QRELS, RUN])
+        self.assertEqual(rows[0], ["metric", "mean"])
+        means = {row[0]: row[1] for row in rows[1:] if row[0] != "abstention"}
+        self.assertEqual(means, {m: shown(v) for m, v in result["mean"].items()})
+        for metric, text in means.items():
+            self.assertAlmostEqual(float(text), result["mean"][metric], delta=0.5e-4)
+        self.assertEqual(rows[-1], ["abstention", "0.0000"])  # 0 of 1 unanswerable queries
+
+    def test_with_baseline(self):
+        rows = self.rows([QRELS, RUN, "--baseline", BASELINE], expected_code=1)
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (Holm)", "verdict"])
+        table = by_first_cell(rows)
+        for metric in METRICS:
+            self.assertEqual(table[metric]["baseline"], shown(SHIPPED[metric]))
+            self.assertEqual(table[metric]["verdict"], FIXTURE_VERDICTS[metric])
+            self.assertEqual(table[metric]["p (Holm)"], "")  # missing is empty in csv
+        self.assertEqual(rows[-1], ["abstention", "0.0000", "", "", "", "", ""])
+        self.assertEqual({len(row) for row in rows}, {7})
+
+    def test_per_query_one_row_per_query_and_metric(self):
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        rows = self.rows([QRELS, RUN, "--per-query"])
+        self.assertEqual(rows[0], ["query", "metric", "value"])
+        scored = {(q, m): v for q, m, v in rows[1:] if m != "abstention"}
+        expected = {(q, f"{name}@5"): shown(v) for q, values in result["per_query"].items() for name, v in values.items()}
+        self.assertEqual(scored, expected)
+        self.assertEqual(len(scored), 3 * 4)  # 3 scored queries x 4 measures
+        self.assertEqual([row for row in rows if row[1] == "abstention"], [["q4", "abstention", "0"]])
+
+    def test_ci_columns(self):
+        rows = self.rows([QRELS, RUN, "--ci", "--resamples", R])
+        self.assertEqual(rows[0], ["metric", "mean", "95% low", "95% high"])
+        self.assertEqual(by_first_cell(rows)["success@5"]["95% high"], "0.9916")  # 0.975 ** (1/3)
+
+    def test_slices_are_in_the_csv_report(self):
+        """BUG: --format csv leaves the slices out ("every report then adds the means per slice").
+
+        rag_eval.py QRELS RUN --slices S --format csv prints the same rows as
+        without --slices; _format_csv never reads report["slices"].  The test
+        accepts any layout that puts the slice, the metric and the mean in one row.
+        """
+        slices = self.write("slices.json", {"q1": "billing", "q2": ["billing", "sla"], "q3": "sso"})
+        rows = self.rows([QRELS, RUN, "--slices", slices])
+        # billing = q1, q2: recall (1 + 0) / 2 = 0.5; sla = q2: 0; sso = q3: mrr 1
+        expected = {("billing", "recall@5"): "0.5000", ("sla", "recall@5"): "0.0000", ("sso", "mrr@5"): "1.0000",
+                    ("billing", "ndcg@5"): shown(Q1_NDCG5 / 2)}
+        for (tag, metric), value in expected.items():
+            with self.subTest(slice=tag, metric=metric):
+                found = [row for row in rows if value in row
+                         and any(cell == tag or cell.startswith(tag + ":") for cell in row)
+                         and any(cell == metric or cell.endswith(":" + metric) for cell in row)]
+                self.assertTrue(found, f"no row with {tag}, {metric}, {value} in {rows}")
+
+
+# === GitHub Actions ===
+
+
+class TestGitHub(TempDirMixin, unittest.TestCase):
+    def test_summary_appended_and_annotations(self):
+        summary = self.write("summary.md", "")
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary}
+        markdown, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "markdown"], expected_code=1)
+        first, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
+        self.assertEqual(self.read(summary).decode("utf-8"), markdown + "\n")
+        second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
+        self.assertEqual(self.read(summary).decode("utf-8"), (markdown + "\n") * 2)  # appended, not replaced
+        self.assertEqual(first, second)
+        json.loads(first)  # stdout stays the parseable report
+        lines = err.splitlines()
+        self.assertEqual([line for line in lines if line.startswith("::error")], [
+            "::error title=rag_eval::REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+            "::error title=rag_eval::REGRESSION recall@5: baseline 0.7000, now 0.6667",
+        ])
+        # judged@5 = (2 + 0 + 3) / 15 = 0.33 < 0.5
+        warned = [line for line in lines if line.startswith("::warning")]
+        self.assertEqual(len(warned), 1, err)
+        self.assertTrue(warned[0].startswith(f"::warning title=rag_eval::judged@5 is {FIXTURE_JUDGED5:.2f}: "), warned[0])
+        # the plain lines are still there
+        self.assertIn("REGRESSION mrr@5: baseline 0.5500, now 0.5000", lines)
+
+    def test_one_error_per_regression(self):
+        # the floor fails too: ndcg@5 = 0.5095 < 0.6
+        _, err = self.ok([QRELS, RUN, "--baseline", BASELINE, "--min", "ndcg@5=0.6"], expected_code=1,
+                         env={"GITHUB_ACTIONS": "true"})
+        errors = [line for line in err.splitlines() if line.startswith("::error")]
+        regressions = [line for line in err.splitlines() if line.startswith("REGRESSION")]
+        self.assertEqual(errors, ["::error title=rag_eval::" + line for line in regressions])
+        self.assertEqual(len(errors), 3)  # mrr@5, recall@5, floor of ndcg@5
+
+    def test_workflow_command_data_is_escaped(self):
+        # a slice named "50%": GitHub's toolkit escapes % as %25 in the command data
+        slices = self.write("slices.json", {"q2": "50%"})
+        baseline = self.write("baseline.json", dict(SHIPPED, **{"50%:recall@5": 1.0}))
+        _, err = self.ok([QRELS, RUN, "--baseline", baseline, "--slices", slices, "--max-drop", "50%:recall@5=0"],
+                         expected_code=1, env={"GITHUB_ACTIONS": "true"})
+        self.assertIn("::error title=rag_eval::REGRESSION 50%25:recall@5: baseline 1.0000, now 0.0000", err.splitlines())
+
+    def test_no_warning_when_judged(self):
+        # every one of the top 5 judged: judged@5 = 5/5 (judged@k divides by k, so the ranking must be full)
+        qrels = self.write("qrels.json", {"q1": {"a": 1, "b": 0, "c": 0, "d": 0, "e": 0}})
+        run = self.write("run.json", {"q1": ["b", "a", "c", "d", "e"]})
+        summary = self.write("summary.md", "")
+        _, err = self.ok([qrels, run], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(err, "")
+        self.assertTrue(self.read(summary).startswith(b"### rag_eval: scored 1 queries"))
+
+    def test_nothing_without_github_actions_true(self):
+        for value in (None, "false", "", "1"):
+            with self.subTest(GITHUB_ACTIONS=value):
+                summary = self.write("summary.md", "")
+                env = {"GITHUB_STEP_SUMMARY": summary}
+                if value is not None:
+                    env["GITHUB_ACTIONS"] = value
+                out, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
+                self.assertEqual(self.read(summary), b"")
+                self.assertFalse([line for line in err.splitlines() if line.startswith("::")], err)
+                plain, plain_err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1)
+                self.assertEqual((out, err), (plain, plain_err))
+
+    def test_unwritable_summary_is_a_warning(self):
+        env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": self.tmp}  # a directory
+        out, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
+        self.assertIn("rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY", err)
+        json.loads(out)
+
+
+# === JUnit XML ===
+
+
+class TestJUnit(TempDirMixin, unittest.TestCase):
+    def test_one_case_per_gated_metric_slice_and_floor(self):
+        slices = self.write("slices.json", {"q1": "billing", "q2": ["billing", "sla"], "q3": "sso"})
+        baseline = self.write("baseline.json", dict(SHIPPED, **{"billing:recall@5": 0.5, "sla:mrr@5": 0.5}))
+        junit = self.path("junit.xml")
+        self.ok([QRELS, RUN, "--baseline", baseline, "--slices", slices, "--junit", junit,
+                 "--max-drop", "billing:recall@5=0",  # billing = q1, q2: (1 + 0) / 2 = 0.5, no fall: pass
+                 "--max-drop", "sla:mrr@5=0.1",  # sla = q2: 0, fell 0.5 > 0.1: regression
+                 "--min", "ndcg@5=0.6",  # 0.5095 < 0.6: below floor
+                 "--min", "sso:success@5=1"],  # sso = q3: 1 >= 1: pass
+                expected_code=1)
+        root = ElementTree.parse(junit).getroot()
+        self.assertEqual(root.tag, "testsuites")
+        suites = root.findall("testsuite")
+        self.assertEqual(len(suites), 1)
+        suite = suites[0]
+        cases = suite.findall("testcase")
+        names = [case.get("name") for case in cases]
+        self.assertEqual(sorted(names), sorted(list(METRICS) + ["billing:recall@5", "sla:mrr@5",
+                                                                  "floor ndcg@5", "floor sso:success@5"]))
+        failed = {case.get("name"): case.find("failure") for case in cases if case.find("failure") is not None}
+        self.assertEqual(sorted(failed), ["floor ndcg@5", "mrr@5", "recall@5", "sla:mrr@5"])
+        self.assertEqual({name: f.get("type") for name, f in failed.items()},
+                         {"floor ndcg@5": "below floor", "mrr@5": "regression", "recall@5": "regression",
+                          "sla:mrr@5": "regression"})
+        self.assertIn("baseline 0.5500, now 0.5000", failed["mrr@5"].text)
+        for element in (root, suite):
+            self.assertEqual(element.get("tests"), "8")  # 4 metrics + 2 slices + 2 floors
+            self.assertEqual(element.get("failures"), "4")
+        self.assertEqual(suite.get("errors"), "0")
+
+    def test_missing_metric_is_a_failure(self):
+        baseline = self.write("baseline.json", {"ndcg@10": 0.4, "ndcg@5": 0.5})  # ndcg@10 is not computed
+        junit = self.path("junit.xml")
+        self.ok([QRELS, RUN, "--baseline", baseline, "--junit", junit], expected_code=1)
+        cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
+        self.assertEqual(sorted(cases), ["ndcg@10", "ndcg@5"])
+        self.assertEqual(cases["ndcg@10"].find("failure").get("type"), "missing")
+        self.assertIsNone(cases["ndcg@5"].find("failure"))  # 0.5 - 0.5095 < 0: no fall
+        self.assertTrue(cases["ndcg@5"].find("system-out").text.startswith("pass: baseline 0.5000, now 0.5095"))
+
+    def test_passing_gate(self):
+        junit = self.path("junit.xml")
+        self.ok([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "0.05", "--junit", junit])
+        suite = ElementTree.parse(junit).getroot().find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("4", "0"))
+        self.assertEqual(suite.findall("testcase/failure"), [])
+
+    def test_no_gate_is_an_empty_suite(self):
+        junit = self.path("junit.xml")
+        self.ok([QRELS, RUN, "--junit", junit])
+        suite = ElementTree.parse(junit).getroot().find("testsuite")
+        self.assertEqual((suite.get("tests"), suite.get("failures")), ("0", "0"))
+
+
+# === --output: the full result ===
+
+
+class TestFullOutput(TempDirMixin, unittest.TestCase):
+    def test_everything_needed_to_say_how_the_numbers_were_made(self):
+        slices = self.write("slices.json", {"q1": "billing", "q3": "sso"})
+        os.mkdir(self.path("out"))
+        output = self.path("out/full.json")
+        argv = [QRELS, RUN, "--baseline", BASELINE, "--slices", slices, "--output", output]
+        stdout, _ = self.ok(argv, expected_code=1)  # written although the gate fails
+        json.loads(stdout)  # stdout still the report
+        self.assertEqual(os.listdir(self.path("out")), ["full.json"])  # no temporary file left
+        full = json.loads(self.read(output))
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        self.assertEqual(full["mean"], result["mean"])  # full precision, unlike stdout
+        self.assertEqual(sorted(full["per_query"]), ["q1", "q2", "q3"])  # without --per-query too
+        for qid, values in FIXTURE_PER_QUERY.items():
+            for metric, value in values.items():
+                self.assertAlmostEqual(full["per_query"][qid][metric], value, places=12)
+        self.assertEqual(full["unscored"], ["q4"])
+        self.assertEqual(full["conventions"], {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False,
+                                               "doc_id_sep": None, "ties": rag_eval.TIE_RULE})
+        self.assertEqual(full["tool"], f"rag_eval {rag_eval.__version__}")
+        self.assertEqual(full["python"], platform.python_version())
+        self.assertEqual(full["command"], ["rag_eval"] + argv)
+        self.assertEqual(sorted(full["inputs"]), ["baseline", "qrels", "run", "slices"])
+        for role, path in (("qrels", QRELS), ("run", RUN), ("baseline", BASELINE), ("slices", slices)):
+            with self.subTest(role=role):
+                self.assertEqual(full["inputs"][role]["path"], path)
+                self.assertEqual(full["inputs"][role]["sha256"], hashlib.sha256(self.read(path)).hexdigest())
+        self.assertEqual(full["inputs"]["qrels"]["judgments_sha256"],
+                         rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual({m: e["verdict"] for m, e in full["gate"]["metrics"].items()}, FIXTURE_VERDICTS)
+        self.assertEqual(sorted(full["slices"]), ["billing", "sso"])
+        self.assertEqual(full["abstention"], {"queries": 1, "abstained": [], "share": 0.0})
+
+    def test_replaces_an_existing_file(self):
+        output = self.write("full.json", "old")
+        self.ok([QRELS, RUN, "--output", output])
+        self.assertEqual(json.loads(self.read(output))["unscored"], ["q4"])
+
+    def test_unwritable_output_prints_nothing(self):
+        missing = self.path("no/such/dir/full.json")
+        self.assert_error([QRELS, RUN, "--output", missing], names=[missing, "cannot write"])
+
+    def test_outputs_never_overwrite_an_input(self):
+        baseline = self.write("baseline.json", SHIPPED)
+        slices = self.write("slices.json", {"q1": "billing"})
+        qrels = self.write("qrels.json", self.read(QRELS))
+        run = self.write("run.json", self.read(RUN))
+        inputs = {"qrels": qrels, "run": run, "baseline": baseline, "slices": slices}
+        before = {path: self.read(path) for path in inputs.values()}
+        for option in ("--output", "--junit", "--unjudged"):
+            for role, path in inputs.items():
+                with self.subTest(option=option, input=role):
+                    line = self.assert_error([qrels, run, "--baseline", baseline, "--slices", slices, option, path],
+                                             names=[option, "overwrite"])
+                    self.assertIn(path, line)
+                    self.assertEqual({p: self.read(p) for p in inputs.values()}, before)
+        self.assert_error([qrels, run, "--output", self.path("x.json"), "--junit", self.path("x.json")],
+                          names=["same file"])
+        self.assertFalse(os.path.exists(self.path("x.json")))
+
+
+# === Slices ===
+
+
+class TestSlices(TempDirMixin, unittest.TestCase):
+    def expected_slices(self):
+        """Means per slice, from NEW_PER_QUERY and the members by hand."""
+        return {tag: {"queries": len(qids),
+                      "mean": {m: sum(NEW_PER_QUERY[q][m] for q in qids) / len(qids) for m in METRICS}}
+                for tag, qids in SLICE_MEMBERS.items()}
+
+    def assert_slices(self, report_slices):
+        expected = self.expected_slices()
+        self.assertEqual(sorted(report_slices), sorted(expected))
+        for tag, entry in expected.items():
+            self.assertEqual(report_slices[tag]["queries"], entry["queries"])
+            for metric, value in entry["mean"].items():
+                self.assertAlmostEqual(report_slices[tag]["mean"][metric], value, places=12, msg=f"{tag} {metric}")
+
+    def test_means_per_slice(self):
+        qrels, _, new, slices = self.slice_files()
+        out, _ = self.ok([qrels, new, "--slices", slices])
+        report = json.loads(out)
+        self.assert_slices(report["slices"])
+        # pricing = p1, p2 (u1 is unanswerable): recall (1 + 0) / 2, mrr (1 + 0) / 2
+        self.assertEqual(report["slices"]["pricing"]["mean"]["recall@5"], 0.5)
+        # p2 has two tags and counts in both: billing = p2 alone
+        self.assertEqual(report["slices"]["billing"]["mean"]["recall@5"], 0.0)
+        # general = g1, g2: mrr (1 + 1/3) / 2
+        self.assertAlmostEqual(report["slices"]["general"]["mean"]["mrr@5"], (1 + 1 / 3) / 2, places=12)
+        # the overall mean averages the pricing fall away: (1 + 0 + 1 + 1 + 1) / 5
+        self.assertEqual(report["mean"]["recall@5"], 0.8)
+
+    def test_jsonl_slices_give_the_same(self):
+        qrels, _, new, slices = self.slice_files()
+        jsonl = self.write("slices.jsonl", "".join(json.dumps(row) + "\n" for row in [
+            {"query_id": "p1", "slices": "pricing"},
+            {"query_id": "p2", "tags": ["pricing"]},
+            {"query_id": "p2", "tag": "billing"},  # a second row adds a tag
+            {"query_id": "g1", "slice": "general"},
+            {"query_id": "g2", "slices": ["general"]},
+            {"query_id": "u1", "slices": "pricing"},
+        ]))
+        self.assertEqual(rag_eval.read_slices(jsonl), rag_eval.read_slices(slices))
+        self.assertEqual(rag_eval.slice_members(rag_eval.read_slices(jsonl)),
+                         {"billing": ["p2"], "general": ["g1", "g2"], "pricing": ["p1", "p2", "u1"]})
+        from_json, _ = self.ok([qrels, new, "--slices", slices])
+        from_jsonl, _ = self.ok([qrels, new, "--slices", jsonl])
+        self.assertEqual(from_jsonl, from_json)
+
+    def test_slices_in_table_and_markdown(self):
+        qrels, _, new, slices = self.slice_files()
+        expected = self.expected_slices()
+        out, _ = self.ok([qrels, new, "--slices", slices, "--format", "table"])
+        blocks = [aligned_rows(b) for b in table_blocks(out) if b.startswith("slice")]
+        self.assertEqual(len(blocks), 1, out)
+        markdown, _ = self.ok([qrels, new, "--slices", slices, "--format", "markdown"])
+        md = [t for t in markdown_tables(markdown) if t[0][0] == "slice"]
+        self.assertEqual(len(md), 1, markdown)
+        for name, rows in (("table", blocks[0]), ("markdown", md[0])):
+            with self.subTest(format=name):
+                self.assertEqual(rows[0], ["slice", "queries"] + list(METRICS))
+                self.assertEqual(rows[1:], [[tag, str(entry["queries"])] + [shown(entry["mean"][m]) for m in METRICS]
+                                            for tag, entry in sorted(expected.items())])
+
+    def test_flat_baseline_gates_a_named_slice(self):
+        qrels, _, new, slices = self.slice_files()
+        # baseline: overall recall 4/5, pricing (1 + 1) / 2 = 1
+        baseline = self.write("baseline.json", {"recall@5": 0.8, "pricing:recall@5": 1.0})
+        # the slice is gated only where a tolerance names it
+        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline])
+        self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["recall@5"])
+        out, err = self.ok([qrels, new, "--slices", slices, "--baseline", baseline,
+                            "--max-drop", "pricing:recall@5=0"], expected_code=1)
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")  # 0.8 -> 0.8
+        entry = gate["metrics"]["pricing:recall@5"]
+        self.assertEqual((entry["baseline"], entry["now"], entry["verdict"]), (1.0, 0.5, "regression"))
+        self.assertEqual(entry["allowed_drop"], 0.0)
+        self.assertEqual([line for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION pricing:recall@5: baseline 1.0000, now 0.5000"])
+        table, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline,
+                            "--max-drop", "pricing:recall@5=0", "--format", "table"], expected_code=1)
+        self.assertEqual(table_blocks(table)[0], "FAIL (1: pricing:recall@5), rule 'drop', 5 queries scored")
+        row = by_first_cell(aligned_rows(table_blocks(table)[1]))["pricing:recall@5"]
+        self.assertEqual((row["mean"], row["baseline"], row["delta"], row["verdict"]),
+                         ("0.5000", "1.0000", "-0.5000", "regression"))
+
+    def test_extended_baseline_gates_a_named_slice(self):
+        qrels, old, new, slices = self.slice_files()
+        saved = self.path("saved.json")
+        self.ok([qrels, old, "--save-baseline", saved])
+        # the extended baseline holds the old per-query scores: pricing recall was (1 + 1) / 2
+        out, err = self.ok([qrels, new, "--slices", slices, "--baseline", saved, "--resamples", R,
+                            "--max-drop", "pricing:recall@5=0"], expected_code=1)
+        gate = json.loads(out)["gate"]
+        verdicts = {m: e["verdict"] for m, e in gate["metrics"].items()}
+        # overall: recall 4/5 -> 4/5, success 4/5 -> 4/5, mrr and ndcg rise (g3 found at 1)
+        self.assertEqual(verdicts, {"mrr@5": "pass", "ndcg@5": "pass", "recall@5": "pass", "success@5": "pass",
+                                    "pricing:recall@5": "regression"})
+        entry = gate["metrics"]["pricing:recall@5"]
+        self.assertEqual((entry["baseline"], entry["now"]), ((1 + 1) / 2, (1 + 0) / 2))
+        self.assertEqual(entry["queries"], 2)  # paired over p1, p2
+        self.assertEqual(entry["largest_drops"], [["p2", -1.0]])
+        self.assertEqual([line for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION pricing:recall@5: baseline 1.0000, now 0.5000"])
+        # without the tolerance naming it, the same change passes: the fall is averaged away
+        self.ok([qrels, new, "--slices", slices, "--baseline", saved, "--resamples", R])
+
+    def test_slice_floor(self):
+        qrels, _, new, slices = self.slice_files()
+        out, err = self.ok([qrels, new, "--slices", slices, "--min", "pricing:recall@5=0.6"], expected_code=1)
+        floor = json.loads(out)["gate"]["floors"]["pricing:recall@5"]
+        self.assertEqual((floor["now"], floor["verdict"]), (0.5, "below floor"))  # (1 + 0) / 2 < 0.6
+        self.assertIn("REGRESSION pricing:recall@5: floor 0.6000, now 0.5000", err.splitlines())
+
+    def test_slice_floor_shows_its_mean(self):
+        """BUG: a floor on a slice prints its mean as '-' in table, markdown and csv.
+
+        rag_eval.py QRELS NEW --slices S --min pricing:recall@5=0.6 --format table
+        prints "pricing:recall@5  -  ...  floor 0.6: below floor": _metric_rows
+        takes the mean from report["mean"] or gate["metrics"], never from
+        gate["floors"][key]["now"] (0.5 here, present in the JSON report).
+        """
+        qrels, _, new, slices = self.slice_files()
+        argv = [qrels, new, "--slices", slices, "--min", "pricing:recall@5=0.6"]
+        table, _ = self.ok(argv + ["--format", "table"], expected_code=1)
+        markdown, _ = self.ok(argv + ["--format", "markdown"], expected_code=1)
+        csv_text, _ = self.ok(argv + ["--format", "csv"], expected_code=1)
+        for name, rows in (("table", aligned_rows(table_blocks(table)[1])), ("markdown", markdown_tables(markdown)[0]),
+                           ("csv", list(csv.reader(io.StringIO(csv_text))))):
+            with self.subTest(format=name):
+                row = by_first_cell(rows)["pricing:recall@5"]
+                self.assertEqual(row["verdict"], "floor 0.6: below floor")
+                self.assertEqual(row["mean"], "0.5000")  # (1 + 0) / 2
+
+    def test_slice_without_scored_query(self):
+        qrels, _, new, _ = self.slice_files()
+        slices = self.write("u1.json", {"u1": "empty", "p1": "pricing"})  # u1 is unanswerable
+        out, _ = self.ok([qrels, new, "--slices", slices])
+        self.assertEqual(json.loads(out)["slices"]["empty"], {"queries": 0, "mean": {m: None for m in METRICS}})
+        out, _ = self.ok([qrels, new, "--slices", slices, "--format", "table"])
+        rows = [aligned_rows(b) for b in table_blocks(out) if b.startswith("slice")][0]
+        self.assertEqual(by_first_cell(rows)["empty"], dict(zip(rows[0], ["empty", "0", "-", "-", "-", "-"])))
+
+    def test_bad_slice_names(self):
+        qrels, _, new, slices = self.slice_files()
+        baseline = self.write("baseline.json", {"recall@5": 0.8, "pricing:recall@5": 1.0})
+        self.assert_error([qrels, new, "--slices", slices, "--baseline", baseline, "--max-drop", "nosuch:recall@5=0"],
+                          names=["--max-drop", "'nosuch'"])
+        self.assert_error([qrels, new, "--baseline", baseline, "--max-drop", "pricing:recall@5=0"],
+                          names=["'pricing'", "--slices"])
+        self.assert_error([qrels, new, "--slices", slices, "--min", "nosuch:recall@5=0.5"], names=["'nosuch'"])
+        # a slice whose only query is unanswerable has nothing to gate
+        only_u1 = self.write("u1.json", {"u1": "empty", "p1": "pricing"})
+        self.assert_error([qrels, new, "--slices", only_u1, "--baseline", baseline, "--max-drop", "empty:recall@5=0"],
+                          names=["'empty'", "no scored query"])
+        # a flat baseline without the slice's mean cannot gate it
+        flat = self.write("flat.json", {"recall@5": 0.8})
+        self.assert_error([qrels, new, "--slices", slices, "--baseline", flat, "--max-drop", "pricing:recall@5=0"],
+                          names=["pricing:recall@5"])
+
+    def test_bad_slices_file(self):
+        qrels, _, new, _ = self.slice_files()
+        for name, data in (("list", [1, 2]), ("colon", {"p1": "a:b"}), ("empty", {"p1": ""}), ("number", {"p1": 3})):
+            with self.subTest(name):
+                path = self.write(f"{name}.json", data)
+                self.assert_error([qrels, new, "--slices", path], names=[path])
+
+
+# === Abstention ===
+
+
+class TestAbstention(TempDirMixin, unittest.TestCase):
+    def test_evaluate(self):
+        cases = (
+            # threshold, abstained: u1 (no entry) and u2 (empty list) always; u3 when 0.2 < threshold
+            (None, ["u1", "u2"]),
+            (0.5, ["u1", "u2", "u3"]),  # u5's 0.5 is at the threshold: answered
+            (0.51, ["u1", "u2", "u3", "u5"]),
+            (0.8, ["u1", "u2", "u3", "u4", "u5"]),
+            (0.0, ["u1", "u2"]),
+        )
+        for threshold, abstained in cases:
+            with self.subTest(abstain_below=threshold):
+                result = rag_eval.evaluate(ABSTAIN_QRELS, ABSTAIN_RUN, 5, abstain_below=threshold)
+                self.assertEqual(result["unscored"], ["u1", "u2", "u3", "u4", "u5"])
+                self.assertEqual(result["abstention"], {"queries": 5, "abstained": abstained,
+                                                        "share": len(abstained) / 5})
+                self.assertEqual(result["queries"], 1)  # abstention never enters the retrieval means
+
+    def test_empty_mapping_is_an_empty_ranking(self):
+        result = rag_eval.evaluate(ABSTAIN_QRELS, dict(ABSTAIN_RUN, u2={}), 5)
+        self.assertEqual(result["abstention"]["abstained"], ["u1", "u2"])
+
+    def test_no_unanswerable_query(self):
+        result = rag_eval.evaluate({"s1": {"a": 1}}, {"s1": ["a"]}, 5)
+        self.assertEqual(result["abstention"], {"queries": 0, "abstained": [], "share": None})
+
+    def test_every_format(self):
+        qrels = self.write("qrels.json", ABSTAIN_QRELS)
+        run = self.write("run.json", ABSTAIN_RUN)
+        argv = [qrels, run, "--abstain-below", "0.5"]
+        # 3 of 5: u1 (no entry), u2 (empty), u3 (best 0.2 < 0.5)
+        out, _ = self.ok(argv)
+        self.assertEqual(json.loads(out)["abstention"], {"queries": 5, "abstained": ["u1", "u2", "u3"], "share": 3 / 5})
+        out, _ = self.ok(argv + ["--format", "table"])
+        self.assertIn("abstention: 3 of 5 unanswerable queries got no answer (60%)", table_blocks(out))
+        out, _ = self.ok(argv + ["--format", "markdown"])
+        self.assertIn("Abstention: 3 of 5 unanswerable queries got no answer (60%)", out.rstrip("\n").split("\n\n"))
+        out, _ = self.ok(argv + ["--format", "csv"])
+        self.assertIn(["abstention", "0.6000"], list(csv.reader(io.StringIO(out))))
+        out, _ = self.ok(argv + ["--format", "csv", "--per-query"])
+        rows = [row for row in csv.reader(io.StringIO(out)) if row[1] == "abstention"]
+        self.assertEqual(rows, [["u1", "abstention", "1"], ["u2", "abstention", "1"], ["u3", "abstention", "1"],
+                                ["u4", "abstention", "0"], ["u5", "abstention", "0"]])
+        self.assertEqual(sum(int(row[2]) for row in rows) / len(rows), 3 / 5)  # the share, from the rows
+        out, _ = self.ok([qrels, run])  # without the threshold only u1 and u2: 2 of 5
+        self.assertEqual(json.loads(out)["abstention"]["share"], 2 / 5)
+
+    def test_streamed_trec_run(self):
+        # the same run as TREC lines: u1 and u2 have no line at all
+        qrels = self.write("qrels.json", ABSTAIN_QRELS)
+        trec = self.write("run.trec", "s1 Q0 a 1 0.9 t\n"
+                                      "u3 Q0 m 1 0.1 t\nu3 Q0 n 2 0.2 t\n"
+                                      "u4 Q0 m 1 0.7 t\nu4 Q0 n 2 0.1 t\n"
+                                      "u5 Q0 m 1 0.5 t\n")
+        out, _ = self.ok([qrels, trec, "--abstain-below", "0.5"])
+        self.assertEqual(json.loads(out)["abstention"], {"queries": 5, "abstained": ["u1", "u2", "u3"], "share": 3 / 5})
+        # --judged-only must not empty an unanswerable query's ranking (m, n are unjudged)
+        out, _ = self.ok([qrels, trec, "--abstain-below", "0.5", "--judged-only"])
+        self.assertEqual(json.loads(out)["abstention"]["abstained"], ["u1", "u2", "u3"])
+
+    def test_bad_threshold(self):
+        qrels = self.write("qrels.json", ABSTAIN_QRELS)
+        run = self.write("run.json", ABSTAIN_RUN)
+        for text in ("nan", "inf", "x", ""):
+            with self.subTest(text=text):
+                self.assert_error([qrels, run, "--abstain-below", text], names=["--abstain-below"])
+        with self.assertRaises(ValueError):
+            rag_eval.evaluate(ABSTAIN_QRELS, ABSTAIN_RUN, 5, abstain_below=float("nan"))
+
+
+# === Document-level scoring ===
+
+# One query, chunk ids "document#chunk".
+# Judgments: guide#1 = 1, guide#2 = 2, faq#1 = 1, faq#3 = 0, other#1 = 0
+#   per document (best chunk): guide = 2, faq = 1, other = 0
+# Run: x#1, guide#1, faq#3, guide#2, y#1
+#   per document: x (1), guide (2; guide#2 at rank 4 counts once, at guide#1's rank), faq (3), y (4)
+DOC_QRELS = {"q": {"guide#1": 1, "guide#2": 2, "faq#1": 1, "faq#3": 0, "other#1": 0}}
+DOC_RUN = {"q": ["x#1", "guide#1", "faq#3", "guide#2", "y#1"]}
+DOC_EXPECTED = {
+    "recall": 2 / 2,  # guide and faq, of the 2 relevant documents (chunks: guide#1, guide#2 of 3 -> 2/3)
+    "success": 1.0,
+    "mrr": 1 / 2,  # guide at rank 2
+    # DCG: guide (grade 2, from guide#2, not the retrieved guide#1's 1) at 2, faq (grade 1, from faq#1,
+    # not the retrieved faq#3's 0) at 3.  Ideal over documents: [guide 3, faq 1]; over chunks it would
+    # be [3, 1, 1].
+    "ndcg": (3 / math.log2(3) + 1 / math.log2(4)) / (3 / math.log2(2) + 1 / math.log2(3)),
+    "precision": 2 / 5,  # 4 documents retrieved, divided by k all the same
+    "ap": (1 / 2 + 2 / 3) / 2,  # hits at 2 and 3
+    "judged": 2 / 5,  # guide, faq judged; x, y not
+}
+DOC_CHUNK_EXPECTED = {
+    "recall": 2 / 3,  # guide#1 (1) and guide#2 (2) of guide#1, guide#2, faq#1
+    "mrr": 1 / 2,
+    # gains 2**1-1 = 1 at rank 2, 2**2-1 = 3 at rank 4; ideal [3, 1, 1]
+    "ndcg": (1 / math.log2(3) + 3 / math.log2(5)) / (3 + 1 / math.log2(3) + 1 / math.log2(4)),
+}
+# The fixtures per document ("#"): q1 refund-policy = max(2, 1) = 2 at rank 2 of shipping, refund-policy,
+# returns-faq; q2 sla-uptime = 2 at rank 3 of pricing, status-page, sla-uptime, support-hours (a miss per
+# chunk, a hit per document: the label survives re-chunking); q3 sso-setup = 2 at 1, okta-guide = 1 at 2.
+FIXTURE_DOC_MEANS = {
+    "recall@5": (1 + 1 + 1) / 3,
+    "success@5": (1 + 1 + 1) / 3,
+    "mrr@5": (1 / 2 + 1 / 3 + 1) / 3,
+    "ndcg@5": ((3 / math.log2(3)) / 3 + (3 / math.log2(4)) / 3 + 1.0) / 3,
+}
+
+
+class TestDocumentLevel(TempDirMixin, unittest.TestCase):
+    def test_document_of(self):
+        for chunk, sep, document in (("refund-policy#2", "#", "refund-policy"), ("guide", "#", "guide"),
+                                     ("a#b#c", "#", "a"), ("doc::7", "::", "doc"), ("#3", "#", "#3")):
+            with self.subTest(chunk=chunk, sep=sep):
+                self.assertEqual(rag_eval.document_of(chunk, sep), document)
+
+    def test_documents_qrels_and_run(self):
+        self.assertEqual(rag_eval.documents_qrels(DOC_QRELS, "#"), {"q": {"guide": 2, "faq": 1, "other": 0}})
+        self.assertEqual(rag_eval.documents_run(DOC_RUN, "#"), {"q": ["x", "guide", "faq", "y"]})
+        # scored: a document takes its best chunk's score
+        self.assertEqual(rag_eval.documents_run({"q": {"guide#1": 0.2, "guide#2": 0.9, "faq#1": 0.5}}, "#"),
+                         {"q": {"guide": 0.9, "faq": 0.5}})
+
+    def test_hand_worked(self):
+        measures = [m.name for m in rag_eval.MEASURES]
+        result = rag_eval.evaluate(DOC_QRELS, DOC_RUN, 5, measures=measures, doc_id_sep="#")
+        for name, value in DOC_EXPECTED.items():
+            with self.subTest(measure=name):
+                self.assertAlmostEqual(result["per_query"]["q"][name], value, places=12)
+        chunks = rag_eval.evaluate(DOC_QRELS, DOC_RUN, 5)
+        for name, value in DOC_CHUNK_EXPECTED.items():
+            self.assertAlmostEqual(chunks["per_query"]["q"][name], value, places=12)
+        self.assertEqual(result["conventions"]["doc_id_sep"], "#")
+        # the measure functions take the same convention
+        self.assertAlmostEqual(rag_eval.ndcg_at_k(DOC_RUN["q"], DOC_QRELS["q"], 5, doc_id_sep="#"),
+                               DOC_EXPECTED["ndcg"], places=12)
+
+    def test_command_line_json_trec_jsonl_agree(self):
+        qrels = self.write("qrels.json", DOC_QRELS)
+        run = self.write("run.json", DOC_RUN)
+        trec = self.trec_run("run.trec", DOC_RUN)
+        jsonl = self.write("run.jsonl", "".join(json.dumps({"query_id": "q", "doc_id": d, "score": 10 - i}) + "\n"
+                                                for i, d in enumerate(DOC_RUN["q"])))
+        reports = {}
+        for name, path in (("json", run), ("trec", trec), ("jsonl", jsonl)):
+            out, _ = self.ok([qrels, path, "--doc-id-sep", "#", "--measures", "recall,mrr,ndcg", "--digits", "12",
+                              "--per-query", "--output", self.path(f"{name}.out")])
+            reports[name] = json.loads(out)
+            full = json.loads(self.read(self.path(f"{name}.out")))
+            self.assertEqual(full["conventions"]["doc_id_sep"], "#")
+            for measure in ("recall", "mrr", "ndcg"):
+                self.assertAlmostEqual(full["mean"][f"{measure}@5"], DOC_EXPECTED[measure], places=12)
+        self.assertEqual(reports["trec"], reports["json"])
+        self.assertEqual(reports["jsonl"], reports["json"])
+
+    def test_fixtures_per_document(self):
+        trec = self.trec_run("run.trec", json.loads(self.read(RUN)))
+        for path in (RUN, trec):
+            with self.subTest(run=os.path.basename(path)):
+                out, _ = self.ok([QRELS, path, "--doc-id-sep", "#", "--output", self.path("full.json")])
+                self.assertEqual(json.loads(out)["unscored"], ["q4"])
+                means = json.loads(self.read(self.path("full.json")))["mean"]
+                for metric, value in FIXTURE_DOC_MEANS.items():
+                    self.assertAlmostEqual(means[metric], value, places=12)
+
+    def test_trec_best_chunk_is_not_the_first_line(self):
+        # guide#1 is listed first with a low score, guide#2 later with the best one:
+        # guide ranks by 0.9, above faq's 0.5, so mrr = 1/1
+        qrels = self.write("qrels.json", {"q": {"guide#1": 1, "faq#1": 1}})
+        trec = self.write("run.trec", "q Q0 guide#1 1 0.1 t\nq Q0 faq#1 2 0.5 t\nq Q0 guide#2 3 0.9 t\n")
+        out, _ = self.ok([qrels, trec, "--doc-id-sep", "#", "--per-query"])
+        self.assertEqual(json.loads(out)["per_query"]["q"]["mrr@5"], 1.0)
+
+    def test_bad_separator(self):
+        self.assert_error([QRELS, RUN, "--doc-id-sep", ""], names=["--doc-id-sep"])
+        with self.assertRaises(ValueError):
+            rag_eval.evaluate(DOC_QRELS, DOC_RUN, 5, doc_id_sep="")
+
+
+# === The labelling worklist ===
+
+# Fixtures, k = 5: the unjudged documents of each top 5, by (rank, query, document).
+FIXTURE_UNJUDGED = [
+    ("q1", "shipping#1", 1), ("q2", "pricing#3", 1),  # q2 judged sla-uptime#1 only
+    ("q2", "status-page#1", 2), ("q4", "pricing#1", 2),
+    ("q1", "refund-policy#9", 3), ("q2", "sla-uptime#7", 3), ("q3", "sso-setup#1", 3), ("q4", "plans#2", 3),
+    ("q2", "support-hours#2", 4), ("q3", "scim#2", 4), ("q4", "billing#4", 4),
+    ("q1", "returns-faq#1", 5), ("q2", "sla-uptime#2", 5), ("q4", "invoices#1", 5),
+]
+# Per document ("#"): q1 shipping (1), refund-policy (2, judged), returns-faq (3); q2 pricing (1),
+# status-page (2), sla-uptime (3, judged), support-hours (4); q3 sso-setup, okta-guide judged, scim (3);
+# q4 pricing (1, judged 0), plans (2), billing (3), invoices (4).
+FIXTURE_UNJUDGED_DOCS = [
+    ("q1", "shipping", 1), ("q2", "pricing", 1),
+    ("q2", "status-page", 2), ("q4", "plans", 2),
+    ("q1", "returns-faq", 3), ("q3", "scim", 3), ("q4", "billing", 3),
+    ("q2", "support-hours", 4), ("q4", "invoices", 4),
+]
+
+
+class TestUnjudged(TempDirMixin, unittest.TestCase):
+    def worklist(self, argv):
+        path = self.path("todo.jsonl")
+        self.ok(argv + ["--unjudged", path])
+        return [json.loads(line) for line in self.read(path).decode("utf-8").splitlines()]
+
+    def test_rows_most_consequential_first(self):
+        rows = self.worklist([QRELS, RUN])
+        self.assertEqual(rows, [{"query_id": q, "doc_id": d, "rank": r, "relevance": -1} for q, d, r in FIXTURE_UNJUDGED])
+        self.assertEqual([(r["rank"], r["query_id"], r["doc_id"]) for r in rows],
+                         sorted((r["rank"], r["query_id"], r["doc_id"]) for r in rows))
+        self.assertEqual(rag_eval.unjudged_documents(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5),
+                         FIXTURE_UNJUDGED)
+
+    def test_cutoff(self):
+        rows = self.worklist([QRELS, RUN, "--k", "2"])
+        self.assertEqual([(r["query_id"], r["doc_id"], r["rank"]) for r in rows], FIXTURE_UNJUDGED[:4])
+
+    def test_documents(self):
+        rows = self.worklist([QRELS, RUN, "--doc-id-sep", "#"])
+        self.assertEqual([(r["query_id"], r["doc_id"], r["rank"]) for r in rows], FIXTURE_UNJUDGED_DOCS)
+
+    def test_labels_merge_back_into_jsonl_qrels(self):
+        rows = self.worklist([QRELS, RUN])
+        fixture = rag_eval.read_qrels(QRELS)
+        qrels_lines = [json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n"
+                       for q, docs in fixture.items() for d, g in docs.items()]
+        # untouched, every row still says -1 (unjudged): appending changes nothing
+        untouched = self.write("untouched.jsonl", "".join(qrels_lines) + "".join(json.dumps(r) + "\n" for r in rows))
+        self.assertEqual(rag_eval.read_qrels(untouched), fixture)
+        # a labeller sets every relevance: refund-policy#9 partially relevant, sla-uptime#7 answers, the rest 0
+        labels = {("q1", "refund-policy#9"): 1, ("q2", "sla-uptime#7"): 2}
+        for row in rows:
+            row["relevance"] = labels.get((row["query_id"], row["doc_id"]), 0)
+        merged = self.write("merged.jsonl", "".join(qrels_lines) + "".join(json.dumps(r) + "\n" for r in rows))
+        qrels = rag_eval.read_qrels(merged)
+        expected = {q: dict(docs) for q, docs in fixture.items()}
+        for row in rows:
+            expected[row["query_id"]][row["doc_id"]] = row["relevance"]
+        self.assertEqual(qrels, expected)
+        # now every top 5 is judged: judged@5 = 1, no warning, an empty worklist
+        out, err = self.ok([merged, RUN, "--measures", "recall,judged"])
+        self.assertEqual(json.loads(out)["mean"]["judged@5"], 1.0)
+        self.assertNotIn("warning", err)
+        self.assertEqual(self.worklist([merged, RUN]), [])
+        # q2 now finds sla-uptime#7 (grade 2) at 3: recall 1/2 (of sla-uptime#1, #7)
+        # q1: refund-policy#2, #9, #3 all found: 3/3; q3: 3/3
+        self.assertAlmostEqual(json.loads(out)["mean"]["recall@5"], round((1 + 1 / 2 + 1) / 3, 4), places=12)
+
+    def test_judged_only_keeps_the_worklist(self):
+        """BUG: with --judged-only, a TREC (or JSONL) run loses its unjudged documents
+        before --unjudged sees them, so the worklist holds only the unanswerable queries.
+
+        rag_eval.py fixtures/qrels.json run.trec --judged-only --unjudged todo.jsonl
+        writes 4 rows (q4 only); the same run as JSON writes all 14.  _run passes
+        read_run's keep filter (judged documents only) and then hands the filtered
+        run to unjudged_documents.  The warning itself suggests "label them
+        (--unjudged) or use --judged-only".
+        """
+        trec = self.trec_run("run.trec", json.loads(self.read(RUN)))
+        for path in (RUN, trec):
+            with self.subTest(run=os.path.basename(path)):
+                rows = self.worklist([QRELS, path, "--judged-only"])
+                self.assertEqual([(r["query_id"], r["doc_id"], r["rank"]) for r in rows], FIXTURE_UNJUDGED)
+
+
+# === --explain and usage ===
+
+
+class TestExplain(TempDirMixin, unittest.TestCase):
+    def test_every_measure_and_tool(self):
+        code, out, err = run_main(["--explain"])
+        self.assertEqual((code, err), (0, ""))
+        for measure in rag_eval.MEASURES:
+            with self.subTest(measure=measure.name):
+                self.assertIn(f"{measure.name}@k: {measure.summary}", out)
+                self.assertIn(measure.definition, out)
+                for tool in TOOLS:
+                    self.assertRegex(out, rf"\n +{re.escape(tool)} +{re.escape(measure.others[tool])}\n")
+        for tool in TOOLS:
+            self.assertIn(tool, out)
+        self.assertEqual(out, rag_eval.explain())
+
+    def test_generated_from_the_table(self):
+        with mock.patch.object(rag_eval, "MEASURES", rag_eval.MEASURES[:1]):
+            text = rag_eval.explain()
+        self.assertIn("recall@k", text)
+        self.assertNotIn("ndcg@k", text)
+
+    def test_with_inputs_it_only_explains(self):
+        code, out, err = run_main([QRELS, RUN, "--explain"])
+        self.assertEqual((code, out, err), (0, rag_eval.explain(), ""))
+
+    def test_inputs_required_otherwise(self):
+        for argv in ([], [QRELS], ["--format", "table"]):
+            with self.subTest(argv=argv):
+                self.assert_error(argv, names=["QRELS RUN"])
+
+    def test_unknown_format(self):
+        self.assert_error([QRELS, RUN, "--format", "xml"], names=["--format"])
+
+
+if __name__ == "__main__":
+    unittest.main()
