@@ -177,7 +177,6 @@ _BOM = b"\xef\xbb\xbf"
 _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
-_JSONL_SCORE = ("score",)
 
 
 class _Input(NamedTuple):
@@ -1238,8 +1237,9 @@ def _fixed(value: float) -> int:
 
 
 def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[float, bytearray]]:
-    # Callers pass at least one value: an empty table has no byte to choose with.
     """For each resample, keep each value with probability 1/2: yield (sum kept, choice bits).
+
+    ``values`` must not be empty: an empty table has no byte to choose with.
 
     Eight values share a table of their 256 subset sums, so a resample costs
     one lookup per eight values, with one random byte choosing each subset.
@@ -1923,7 +1923,7 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
         header += ["baseline", "delta", "allowed drop", "p (Holm)", "verdict"]
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors)):
-        mean = report["mean"].get(metric, gate_entries.get(metric, {}).get("now"))
+        mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
         row = [metric, _shown(mean, digits, missing)]
         if intervals is not None:
             low, high = intervals.get(metric, (None, None))
@@ -1972,8 +1972,8 @@ def _verdict_line(report: dict) -> str:
     gate_report = report.get("gate")
     if gate_report is None:
         return f"scored {report['queries']} queries"
-    failed = [key for key, entry in {**gate_report["metrics"], **gate_report["floors"]}.items()
-              if entry["verdict"] in ("missing", "regression", "below floor")]
+    failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
+                     if entry["verdict"] in ("missing", "regression", "below floor")})
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored"
 
@@ -2003,7 +2003,7 @@ def _format_markdown(report: dict, digits: int) -> str:
     for metric, entry in report.get("gate", {}).get("metrics", {}).items():
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
             drops = ", ".join(f"`{qid}` ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
-            parts.append(f"**{metric}**: {entry['worse']} queries worse, {entry['improved']} better; "
+            parts.append(f"**{metric}**: {_count(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
                          f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
                                                        if entry["hit_to_miss"] else ""))
     line = _abstention_line(report)
@@ -2033,6 +2033,10 @@ def _format_csv(report: dict, digits: int) -> str:
     else:
         rows = _metric_rows(report, digits, missing="")
         writer.writerows(rows)
+        shown = {row[0] for row in rows}
+        for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
+            writer.writerows([f"{tag}:{metric}", _shown(value, digits, "")] + [""] * (len(rows[0]) - 2)
+                             for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown)
         share = report["abstention"]["share"]
         if share is not None:
             writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
@@ -2071,6 +2075,8 @@ def _junit_xml(report: dict) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_shown(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
+    if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
+        cases = [("scored", {"verdict": "pass"}, f"{report['queries']} queries scored, no baseline or floor to gate")]
     failed = [case for case in cases if case[1]["verdict"] in ("missing", "regression", "below floor")]
     suite = ElementTree.Element("testsuite", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)),
                                 errors="0", skipped="0")
@@ -2085,6 +2091,10 @@ def _junit_xml(report: dict) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
 
 
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
 def _github_escape(text: str) -> str:
     """Workflow command data escapes (GitHub's toolkit): %, CR and LF."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -2097,8 +2107,8 @@ def _gate_warnings(gate_report: dict) -> List[str]:
     for metric, entry in gate_report["metrics"].items():
         if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]:
             differing = entry["worse"] + entry["improved"]
-            lines.append(f"rag_eval: warning: {metric} fell, but only {differing} quer{'y' if differing == 1 else 'ies'} "
-                         f"differ: no outcome could reach p < {gate_report['alpha']:g} (unresolvable)")
+            lines.append(f"rag_eval: warning: {metric} fell, but {'only one query differs' if differing == 1 else f'only {differing} queries differ'}: "
+                         f"no outcome could reach p < {gate_report['alpha']:g} (unresolvable)")
         detectable = entry.get("min_detectable_drop")
         if detectable is not None and entry["allowed_drop"] < detectable:
             needed = entry["queries_needed"]
@@ -2445,7 +2455,7 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
 
     full = dict(report)
     full["per_query"] = _per_query_full_names(result)
-    full["conventions"] = _conventions_record(result)
+    full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
@@ -2515,7 +2525,9 @@ def _run(args, argv: List[str]) -> int:
     if args.junit:
         write_atomically(args.junit, _junit_xml(report))
     if args.unjudged:
-        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, run, max(args.k), sep)))
+        # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
+        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
+        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
     if args.update_baseline and passed:
@@ -2546,7 +2558,7 @@ def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) ->
         lines.append(f"rag_eval: note: tied scores straddle a cutoff ({counts} queries); "
                      "ties are broken by docid, descending, as trec_eval does")
     for metric, value in result["judged"].items():
-        if value < LOW_JUDGED:
+        if value < LOW_JUDGED and not result["conventions"]["judged_only"]:
             lines.append(f"rag_eval: warning: {metric} is {value:.2f}: unjudged documents count as non-relevant, "
                          "so a real improvement can look like a regression; label them (--unjudged) or use --judged-only")
     if gate_report is None:
