@@ -722,10 +722,6 @@ def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> L
     return ranking
 
 
-def _ids(entry: RunEntry) -> Iterable[str]:
-    return entry.keys() if isinstance(entry, Mapping) else entry
-
-
 def _gain(grade: int, kind: str) -> float:
     if grade <= 0:
         return 0.0
@@ -773,7 +769,8 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
 
 
 def _dcg(gains: Iterable[float]) -> float:
-    return sum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, 1))
+    # fsum, not sum: exactly rounded, so the same bits on every Python (sum() changed in 3.12).
+    return math.fsum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, 1))
 
 
 def _ndcg(q: Judged, k: int) -> float:
@@ -1039,7 +1036,8 @@ def evaluate(
       list of cutoffs) to its value;
     - ``queries`` is the number of scored queries; ``unscored`` lists the
       queries with no relevant document (not scored); ``skipped`` the scored
-      queries the run lacks (they score 0 and stay in the mean);
+      queries the run returned nothing for (with ``judged_only``: nothing
+      judged); they score 0 and stay in the mean;
       ``dropped`` the run's queries that the qrels lack (only with
       ``drop_unknown_queries``; otherwise they are an error);
     - ``ties`` counts, per cutoff, the queries whose scores tie across it;
@@ -1079,6 +1077,7 @@ def evaluate(
     depth = cutoffs[-1]
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
+    skipped: List[str] = []
     ties = {cutoff: 0 for cutoff in cutoffs}
     judged_sum = {cutoff: 0.0 for cutoff in cutoffs}
     for qid in sorted(qrels):
@@ -1089,6 +1088,8 @@ def evaluate(
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
+        if not ranking:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
+            skipped.append(qid)
         for cutoff in _tied_at(entry, ranking, cutoffs):
             ties[cutoff] += 1
         values = {}
@@ -1104,9 +1105,9 @@ def evaluate(
     # A gate must not pass on a run that was never really evaluated.
     if not any(run.get(qid) for qid in per_query):
         raise RagEvalError("the run retrieved no document for any judged query: nothing was evaluated", "run")
-    if not any(docid in qrels[qid] for qid in per_query for docid in _ids(run.get(qid, ()))):
-        raise RagEvalError("no document of the run is judged in the qrels: are they about the same "
-                           "documents?", "run")
+    if not judged_sum[depth]:
+        raise RagEvalError(f"judged@{depth} is 0: no document in any top {depth} is judged in the qrels, so "
+                           "nothing was evaluated (are they about the same documents?)", "run")
     count = len(per_query)
     mean = {}
     for cutoff in cutoffs:
@@ -1117,7 +1118,7 @@ def evaluate(
         "k": k if single else cutoffs,
         "queries": count,
         "unscored": unscored,
-        "skipped": sorted(qid for qid in per_query if qid not in run),
+        "skipped": skipped,
         "dropped": unknown,
         "mean": mean,
         "per_query": per_query,

@@ -517,8 +517,8 @@ class TestNormalising(unittest.TestCase):
         # a tie entirely inside the top k is not counted
         result = rag_eval.evaluate({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 1.0, "c": 0.5}}, k=2)
         self.assertEqual(result["ties"], {"2": 0})
-        # three-way tie across k=2
-        result = rag_eval.evaluate({"q1": {"a": 1}}, {"q1": {"a": 1.0, "b": 1.0, "c": 1.0}}, k=2)
+        # three-way tie across k=2 (c, b | a by docid; b is judged, so something was evaluated)
+        result = rag_eval.evaluate({"q1": {"a": 1, "b": 0}}, {"q1": {"a": 1.0, "b": 1.0, "c": 1.0}}, k=2)
         self.assertEqual(result["ties"], {"2": 1})
 
     def test_ties_reported_by_the_command_line(self):
