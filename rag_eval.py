@@ -121,6 +121,7 @@ DROP_EPSILON = 1e-12
 READ_BLOCK = 1 << 22  # bytes per read when streaming line-based files
 MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 
 
 # === Exception ===
@@ -132,6 +133,7 @@ class RagEvalError(ValueError):
     def __init__(self, message: str, source: Optional[str] = None, line: Optional[int] = None):
         self.detail, self.source, self.line = message, source, line
         if source is not None:
+            source = source if source.isprintable() else ascii(source)  # a newline in a name stays one line
             message = f"{source}:{line}: {message}" if line else f"{source}: {message}"
         super().__init__(message)
 
@@ -181,8 +183,9 @@ _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 
 class _Input(NamedTuple):
     source: str  # the name to put in error messages
-    head: bytes  # the first block, already read (format detection needs it)
+    head: bytes  # the first block with something in it, already read (format detection needs it)
     rest: object  # a binary stream positioned after ``head``
+    first_line: int  # the number of the line ``head`` starts in
 
 
 @contextmanager
@@ -211,7 +214,11 @@ def _opened(path: str) -> Iterator[_Input]:
         head = _read_block(stream, source)
         if head.startswith(_BOM):
             head = head[len(_BOM):]
-        yield _Input(source, head, stream)
+        first_line = 1
+        while head and not head.strip():  # blank blocks say nothing of the format: skip them, counting lines
+            first_line += head.count(b"\n")
+            head = _read_block(stream, source)
+        yield _Input(source, head, stream, first_line)
     finally:
         if path != "-":
             stream.close()
@@ -234,8 +241,8 @@ def _read_block(stream, source: str) -> bytes:
         raise RagEvalError(f"cannot read: {exc}", source) from None
 
 
-def _read_all(inp: _Input) -> bytes:
-    """The whole (un-gzipped) file, up to MAX_JSON: a gzip bomb stops here, not in the kernel's OOM killer."""
+def _read_all(inp: _Input, limit: int) -> bytes:
+    """The whole (un-gzipped) file, up to ``limit`` bytes: a gzip bomb stops here, not in the kernel's OOM killer."""
     blocks = [inp.head]
     size = len(inp.head)
     while True:
@@ -243,9 +250,9 @@ def _read_all(inp: _Input) -> bytes:
         if not block:
             return b"".join(blocks)
         size += len(block)
-        if size > MAX_JSON:
-            raise RagEvalError(f"JSON larger than {MAX_JSON >> 20} MiB; for large runs use TREC or JSONL, "
-                               "which are streamed", inp.source)
+        if size > limit:
+            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
+            raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
         blocks.append(block)
 
 
@@ -264,7 +271,8 @@ def _detect_format(inp: _Input) -> str:
     except (ValueError, RecursionError):
         return "json"  # an object spread over several lines, or broken: the JSON parser will say
     # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
-    is_row = isinstance(row, dict) and any(isinstance(row.get(name), str) for name in _JSONL_QUERY)
+    is_row = isinstance(row, dict) and any(
+        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
     return "jsonl" if is_row else "json"
 
 
@@ -285,14 +293,15 @@ def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[
     does: ``str.split`` where the block is ASCII (the fast, common case), a
     stricter split where a no-break space could hide inside an id.
     """
-    first = 1
+    first = inp.first_line
     pending = [inp.head]  # bytes read but not yet yielded, with no newline after the first piece
     while pending:
         nxt = _read_block(inp.rest, inp.source)
         if nxt and b"\n" not in nxt:
             pending.append(nxt)
             if len(pending) * READ_BLOCK > MAX_LINE:
-                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, first)
+                long_line = first + pending[0].count(b"\n")
+                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, long_line)
             continue
         data = b"".join(pending)
         if nxt:
@@ -301,13 +310,30 @@ def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[
             pending = [nxt[cut:]]
         else:
             pending = []
-        if not data:
+        if not data.strip():  # blank lines: count them, nothing to split
+            first += data.count(b"\n")
             continue
-        lines = _decode(data, inp.source, first).split("\n")
+        text = _decode(data, inp.source, first)  # first: a binary file is "not UTF-8" before it is "NUL"
+        _check_line_bytes(data, inp.source, first)
+        lines = text.split("\n")
         if lines[-1] == "":
             lines.pop()  # the piece after the final newline
         yield first, lines, str.split if _plain_ascii(data) else _ascii_split
         first += len(lines)
+
+
+def _check_line_bytes(data: bytes, source: str, first: int) -> None:
+    """Refuse what no text line holds: a NUL byte, or a carriage return that
+    ends a line on its own (classic Mac line ends would read as one line)."""
+    if b"\x00" in data:
+        where = data.index(b"\x00")
+        raise RagEvalError("NUL byte in a text line", source, first + data.count(b"\n", 0, where))
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # C-speed counts; the loop runs only on error
+        where = data.find(b"\r")
+        while data[where + 1:where + 2] == b"\n":
+            where = data.find(b"\r", where + 1)
+        raise RagEvalError("a line ends in a lone carriage return (CR); use LF or CRLF line ends",
+                           source, first + data.count(b"\n", 0, where))
 
 
 _ASCII_SPACE = " \t\r\f\v"  # C's isspace(), less the newline that already ended the line
@@ -334,19 +360,22 @@ def _lines(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
                 yield lineno, fields
 
 
-def _parse_json(inp: _Input, what: str):
-    data = _read_all(inp)
+def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
+    data = _read_all(inp, limit)
     if not data.strip():
         raise RagEvalError("file is empty", inp.source)
-    text = _decode(data, inp.source)
+    text = _decode(data, inp.source, inp.first_line)
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
-        raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source, exc.lineno) from None
+        raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source,
+                           exc.lineno + inp.first_line - 1) from None
     except RagEvalError as exc:
         raise RagEvalError(str(exc), inp.source) from None
     except RecursionError:
         raise RagEvalError(f"JSON nested too deeply to be a {what}", inp.source) from None
+    except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
+        raise RagEvalError(f"a number in the JSON is too long ({exc})", inp.source) from None
 
 
 def _unique_keys(pairs):
@@ -381,6 +410,8 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
             raise RagEvalError(str(exc), inp.source, lineno) from None
         except RecursionError:
             raise RagEvalError("JSON nested too deeply", inp.source, lineno) from None
+        except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
+            raise RagEvalError(f"a number is too long ({exc})", inp.source, lineno) from None
         if not isinstance(row, dict):
             raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
         yield lineno, row
@@ -397,6 +428,15 @@ def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
 def _kind(value) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
+
+
+def _whole(text: str, digits: int = 9) -> Optional[int]:
+    """A whole number of at most ``digits`` ASCII digits, else None.
+
+    int() alone would take '²', '1_0' and ' 5', and refuses 5,000 digits with
+    a ValueError of its own (Python 3.11's limit on long conversions).
+    """
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
 
 
 def _is_int(value) -> bool:
@@ -429,28 +469,38 @@ def _without_negative(qrels: Qrels) -> Qrels:
 
 
 def _trec_qrels(inp: _Input) -> Qrels:
-    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV)."""
+    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
+
+    The first judgment decides which; every other line must have as many
+    fields, so a line that lost one is an error, not a judgment of another
+    document.
+    """
     qrels: Qrels = {}
+    width = None
     for lineno, fields in _lines(inp):
         if fields[0].startswith("#"):
             continue
-        if len(fields) == 4:
-            qid, _, docid, grade_text = fields
-        elif len(fields) == 3:
-            if lineno == 1 and [f.lower() for f in fields] == ["query-id", "corpus-id", "score"]:
-                continue  # BEIR's header
-            qid, docid, grade_text = fields
-        else:
-            raise RagEvalError(f"expected 4 fields (qid iter docid grade), got {len(fields)}", inp.source, lineno)
-        if not _looks_int(grade_text):
-            raise RagEvalError(f"grade must be an integer, got {grade_text!r}", inp.source, lineno)
-        _add_judgment(qrels, qid, docid, int(grade_text), inp.source, lineno)
+        if width is None and len(fields) == 3 and [f.lower() for f in fields] == ["query-id", "corpus-id", "score"]:
+            continue  # BEIR's header
+        if width is None and len(fields) in (3, 4):
+            width = len(fields)
+        if len(fields) != width:
+            layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
+            raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", inp.source, lineno)
+        qid, docid, grade_text = fields[0], fields[-2], fields[-1]
+        _add_judgment(qrels, qid, docid, _grade(grade_text, inp.source, lineno), inp.source, lineno)
     return _without_negative(qrels)
 
 
-def _looks_int(text: str) -> bool:
-    digits = text[1:] if text[:1] in "+-" else text
-    return digits.isascii() and digits.isdigit()
+def _grade(text: str, source: str, lineno: int) -> int:
+    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    if not (digits.isascii() and digits.isdigit()):
+        raise RagEvalError(f"grade must be an integer, got {text[:40]!r}", source, lineno)
+    value = _whole(digits, digits=10)
+    if value is None or value > MAX_GRADE:
+        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {text[:40]}", source, lineno)
+    return sign * value
 
 
 def _jsonl_qrels(inp: _Input) -> Qrels:
@@ -541,11 +591,14 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         for line in lines:
             fields = split(line)
             if len(fields) < 6 or fields[0][0] == "#":
-                _trec_line_error(fields, inp.source, first + lines.index(line))
-                continue
+                if not fields or fields[0][0] == "#":
+                    continue  # blank, or a comment, as trec_eval reads them
+                # The first line equal to this one is this one, or it would have failed first.
+                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}",
+                                   inp.source, first + lines.index(line))
             try:
                 score = float(fields[4])
-            except ValueError:
+            except ValueError:  # as above: the first such line is this one
                 _score(fields[4], inp.source, first + lines.index(line))
             if fields[0] != qid:
                 qid = fields[0]
@@ -564,12 +617,6 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 top.add(docid, score)
             floor = top.floor
     return _finish_tops(tops)
-
-
-def _trec_line_error(fields: List[str], source: str, lineno: int) -> None:
-    """Pass over blank and comment lines (as trec_eval does); refuse short ones."""
-    if fields and not fields[0].startswith("#"):
-        raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}", source, lineno)
 
 
 def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
@@ -639,7 +686,7 @@ def read_slices(path: str) -> Slices:
                       _pick(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
                      for lineno, row in _jsonl_rows(inp)]
         else:
-            data = _parse_json(inp, "slices")
+            data = _parse_json(inp, "slices", MAX_SMALL_JSON)
             if not isinstance(data, dict):
                 raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
@@ -874,9 +921,11 @@ def parse_metric(text: str) -> Tuple[str, int]:
     'ndcg@10'
     """
     name, sep, cutoff = text.partition("@")
-    if not sep or name not in _BY_NAME or not cutoff.isdigit() or cutoff != str(int(cutoff)) or int(cutoff) < 1:
-        raise RagEvalError(f"unknown metric {text!r} (expected measure@k with a measure from {', '.join(_BY_NAME)})")
-    return name, int(cutoff)
+    k = _whole(cutoff)
+    if not sep or name not in _BY_NAME or not k or cutoff != str(k):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise RagEvalError(f"unknown metric {shown!r} (expected measure@k with a measure from {', '.join(_BY_NAME)})")
+    return name, k
 
 
 def format_metric(name: str, k: int) -> str:
@@ -1544,7 +1593,7 @@ def read_baseline(path: str) -> Baseline:
     per-query scores, the conventions and the sha256 of the qrels.
     """
     with _opened(path) as inp:
-        data = _parse_json(inp, "baseline")
+        data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
     path = inp.source
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
@@ -2157,11 +2206,6 @@ def explain() -> str:
 # RagEvalError saying what was expected; the parser adds the option's name.
 
 
-def _whole(text: str) -> Optional[int]:
-    """A whole number written in ASCII digits, else None (int() would take '²' or '1_0')."""
-    return int(text) if text.isascii() and text.isdigit() else None
-
-
 def _number(text: str) -> Optional[float]:
     """A finite number, else None (float() would take '0_02', 'nan' and 'inf')."""
     try:
@@ -2174,7 +2218,8 @@ def _number(text: str) -> Optional[float]:
 def _cutoffs_arg(text: str) -> List[int]:
     parts = [_whole(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
-        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {text!r}")
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {shown!r}")
     return sorted(set(parts))
 
 
@@ -2188,7 +2233,9 @@ def _amount(text: str) -> Tolerance:
 
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
-    metric, _, amount = text.rpartition("=")
+    metric, sep, amount = text.rpartition("=")
+    if sep and not metric:
+        raise RagEvalError(f"expected METRIC=X or X, got {text!r}")
     return metric, _amount(amount)
 
 
@@ -2386,7 +2433,7 @@ def _same_file(first: str, second: str) -> bool:
     return os.path.realpath(first) == os.path.realpath(second)
 
 
-def _gate_settings(args, result: dict, slices: Optional[Slices]) -> GateSettings:
+def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
     """Tolerances and floors from the command line, every name checked at once."""
     computed = result["mean"]
     known_slices = slice_members(slices or {})
@@ -2405,6 +2452,10 @@ def _gate_settings(args, result: dict, slices: Optional[Slices]) -> GateSettings
             problems.append(f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)"))
         elif tag and not any(qid in result["per_query"] for qid in known_slices[tag]):
             problems.append(f"{option}: slice {tag!r} has no scored query")
+        elif option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
+            problems.append(f"--max-drop: {key} is not in the baseline, so nothing would be gated")
+        elif option == "--max-drop" and baseline is None:
+            problems.append(f"--max-drop: {key} has no baseline to be compared with (see --baseline)")
         return key
 
     default = Tolerance(DEFAULT_MAX_DROP)
@@ -2510,7 +2561,7 @@ def _run(args, argv: List[str]) -> int:
         old, _ = score(args.baseline_run)
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
-    settings = _gate_settings(args, result, slices)
+    settings = _gate_settings(args, result, slices, baseline)
     gate_report = None
     if baseline is not None or settings.floors:
         gate_report = gate(result, baseline, settings, slices)

@@ -189,7 +189,6 @@ def reference_values(qrels, run, qids, min_grade, judged_only):
     return values
 
 
-@unittest.skipUnless(pytrec_eval is not None, "pytrec_eval (pip install pytrec-eval-terrier) is not installed")
 def judged_in_top(qrels, run, scored, k, judged_only):
     """Whether any scored query has a judged document in its top k (trec_eval's order, duplicates once)."""
     for qid in scored:
@@ -202,6 +201,7 @@ def judged_in_top(qrels, run, scored, k, judged_only):
     return False
 
 
+@unittest.skipUnless(pytrec_eval is not None, "pytrec_eval (pip install pytrec-eval-terrier) is not installed")
 class RandomCrossCheckTest(unittest.TestCase):
     """rag_eval == pytrec_eval, per query, on seeded random cases."""
 
