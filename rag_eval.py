@@ -96,6 +96,7 @@ import json
 import math
 import os
 import sys
+from collections import abc
 from contextlib import contextmanager
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -171,6 +172,8 @@ Qrels = Dict[str, Dict[str, int]]
 RunEntry = Union[List[str], Dict[str, float]]
 Run = Dict[str, RunEntry]
 
+# dict first: isinstance() stops there for the common case; typing.Mapping's own check is slow.
+_MAPPINGS = (dict, abc.Mapping)
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -215,7 +218,7 @@ def _opened(path: str) -> Iterator[_Input]:
         if head.startswith(_BOM):
             head = head[len(_BOM):]
         first_line = 1
-        while head and not head.strip():  # blank blocks say nothing of the format: skip them, counting lines
+        while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
             first_line += head.count(b"\n")
             head = _read_block(stream, source)
         yield _Input(source, head, stream, first_line)
@@ -284,14 +287,12 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[str]]]]:
-    """Yield ``(number of the first line, lines, split)`` for successive blocks of a text file.
+def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
+    """Yield ``(number of the first line, whole lines)`` for successive blocks of a text file.
 
-    Reads large blocks and decodes and splits each at once: in bulk that costs
-    a fraction of doing it line by line.  Lines are never cut across blocks.
-    ``split`` cuts a line into fields at ASCII white space only, as trec_eval
-    does: ``str.split`` where the block is ASCII (the fast, common case), a
-    stricter split where a no-break space could hide inside an id.
+    Reads large blocks and checks each at once (UTF-8, no NUL, no lone CR):
+    in bulk that costs a fraction of doing it line by line.  Lines are never
+    cut across blocks; blank blocks are counted and skipped.
     """
     first = inp.first_line
     pending = [inp.head]  # bytes read but not yet yielded, with no newline after the first piece
@@ -310,16 +311,27 @@ def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[
             pending = [nxt[cut:]]
         else:
             pending = []
-        if not data.strip():  # blank lines: count them, nothing to split
-            first += data.count(b"\n")
-            continue
-        text = _decode(data, inp.source, first)  # first: a binary file is "not UTF-8" before it is "NUL"
-        _check_line_bytes(data, inp.source, first)
-        lines = text.split("\n")
+        lines = data.count(b"\n") + (not data.endswith(b"\n"))
+        if not data.isspace():  # isspace, not strip: no copy of the block
+            if not data.isascii():
+                _decode(data, inp.source, first)  # first: a binary file is "not UTF-8" before it is "NUL"
+            _check_line_bytes(data, inp.source, first)
+            yield first, data
+        first += lines
+
+
+def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[str]]]]:
+    """Yield ``(number of the first line, lines, split)`` for the blocks of a text file.
+
+    ``split`` cuts a line into fields at ASCII white space only, as trec_eval
+    does: ``str.split`` where the block is ASCII (the fast, common case), a
+    stricter split where a no-break space could hide inside an id.
+    """
+    for first, data in _byte_blocks(inp):
+        lines = data.decode("utf-8").split("\n")
         if lines[-1] == "":
             lines.pop()  # the piece after the final newline
         yield first, lines, str.split if _plain_ascii(data) else _ascii_split
-        first += len(lines)
 
 
 def _check_line_bytes(data: bytes, source: str, first: int) -> None:
@@ -542,23 +554,27 @@ class _TopScores:
 
     A document listed twice keeps its higher score.  Pruning is exact: a
     document pushed out ranks below ``depth`` others, and those only improve.
-    So after a prune, ``floor`` (the score of the last one kept) only rises,
-    and a document scored below it can be passed over unread.
+    So ``floor`` only rises: the lowest score once ``depth`` documents are
+    held, then the score of the last one kept at each prune.  A document
+    scored below it can be passed over unread.
     """
 
     __slots__ = ("depth", "scores", "floor")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
-        self.scores: Dict[str, float] = {}
+        self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
 
-    def add(self, docid: str, score: float) -> None:
+    def add(self, docid: Union[str, bytes], score: float) -> None:
         old = self.scores.get(docid)
         if old is None or score > old:
             self.scores[docid] = score
-            if self.depth is not None and len(self.scores) > 2 * self.depth + 64:
-                self.prune()
+            if self.depth is not None:
+                if len(self.scores) > 2 * self.depth + 64:
+                    self.prune()
+                elif len(self.scores) == self.depth and old is None:
+                    self.floor = min(self.scores.values())
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
@@ -581,42 +597,55 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     This loop runs once per line of files with millions of lines, so it does
-    the least it can: lines of one query come together, so the query's state
-    stays in locals, and a line scored below the query's floor is dropped
-    after one comparison.  Anything unusual goes to ``_trec_line_error``.
+    the least it can.  It splits bytes, not text: bytes.split cuts at C's
+    white space exactly, the block was checked as UTF-8 already, and only the
+    ids kept are decoded.  Lines of one query come together, so the query's
+    state stays in locals, and a line scored below the query's floor is
+    dropped after one comparison.  Errors cost a search for the line's number.
     """
-    tops: Dict[str, _TopScores] = {}
-    qid = top = floor = None
-    for first, lines, split in _blocks(inp):
+    tops: Dict[bytes, _TopScores] = {}
+    as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
+    qid = top = query = None
+    floor = lowest = -math.inf
+    for first, data in _byte_blocks(inp):
+        lines = data.split(b"\n")
         for line in lines:
-            fields = split(line)
-            if len(fields) < 6 or fields[0][0] == "#":
-                if not fields or fields[0][0] == "#":
+            fields = line.split()
+            if len(fields) < 6:
+                if not fields or fields[0][:1] == b"#":
                     continue  # blank, or a comment, as trec_eval reads them
                 # The first line equal to this one is this one, or it would have failed first.
                 raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}",
                                    inp.source, first + lines.index(line))
-            try:
-                score = float(fields[4])
-            except ValueError:  # as above: the first such line is this one
-                _score(fields[4], inp.source, first + lines.index(line))
             if fields[0] != qid:
+                if fields[0][:1] == b"#":
+                    continue  # a comment of six words or more
                 qid = fields[0]
                 top = tops.get(qid)
                 if top is None:
                     top = tops[qid] = _TopScores(depth)
+                query = qid.decode("utf-8")
                 floor = top.floor
+            try:
+                score = float(fields[4])
+            except ValueError:  # as above: the first such line is this one
+                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
-            if floor > score > -math.inf:
+            if floor > score > lowest:
                 continue
             if not math.isfinite(score):
-                # The first line equal to this one is this one, or it would have failed first.
-                _score(fields[4], inp.source, first + lines.index(line))
-            docid = fields[2] if doc_id_sep is None else document_of(fields[2], doc_id_sep)
-            if keep is None or keep(qid, docid):
-                top.add(docid, score)
+                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+            docid = fields[2]
+            if as_text:
+                docid = docid.decode("utf-8")
+                if doc_id_sep is not None:
+                    docid = document_of(docid, doc_id_sep)
+                if keep is not None and not keep(query, docid):
+                    continue
+            top.add(docid, score)
             floor = top.floor
-    return _finish_tops(tops)
+    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
+            for qid, scores in _finish_tops(tops).items()}
 
 
 def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
@@ -714,11 +743,11 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 
 def _check_qrels(qrels, source: str = "qrels") -> None:
-    if not isinstance(qrels, Mapping):
+    if not isinstance(qrels, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
     for qid, docs in qrels.items():
         _id(qid, "query id", source)
-        if not isinstance(docs, Mapping):
+        if not isinstance(docs, _MAPPINGS):
             raise RagEvalError(f"query {qid!r}: expected an object of document -> grade, got {_kind(docs)}", source)
         for docid, grade in docs.items():
             _id(docid, "document id", source)
@@ -730,7 +759,7 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
 
 
 def _check_run(run, source: str = "run") -> None:
-    if not isinstance(run, Mapping):
+    if not isinstance(run, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
     for qid, entry in run.items():
         _id(qid, "query id", source)
@@ -738,7 +767,7 @@ def _check_run(run, source: str = "run") -> None:
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
-        elif isinstance(entry, Mapping):
+        elif isinstance(entry, _MAPPINGS):
             for docid, score in entry.items():
                 _id(docid, "document id", source)
                 if not _is_number(score) or not math.isfinite(score):
@@ -763,7 +792,7 @@ def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> L
 
     With ``judged_only``, unjudged ids are dropped before any cutoff applies.
     """
-    ranking = _order_scored(entry) if isinstance(entry, Mapping) else list(dict.fromkeys(entry))
+    ranking = _order_scored(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry))
     if conv.judged_only:
         ranking = [docid for docid in ranking if docid in grades]
     return ranking
@@ -791,7 +820,7 @@ def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: 
 
 def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
     """The cutoffs at which a scored ranking has equal scores on both sides."""
-    if not isinstance(entry, Mapping):
+    if not isinstance(entry, _MAPPINGS):
         return []
     return [k for k in cutoffs if k < len(ranking) and entry[ranking[k - 1]] == entry[ranking[k]]]
 
@@ -1184,7 +1213,7 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
         entry = run.get(qid)
         if not entry:
             return True
-        return isinstance(entry, Mapping) and abstain_below is not None and max(entry.values()) < abstain_below
+        return isinstance(entry, _MAPPINGS) and abstain_below is not None and max(entry.values()) < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
@@ -1214,7 +1243,7 @@ def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each ranked at its best chunk's place (a score: the best chunk's)."""
     mapped: Run = {}
     for qid, entry in run.items():
-        if isinstance(entry, Mapping):
+        if isinstance(entry, _MAPPINGS):
             best: Dict[str, float] = {}
             for docid, score in entry.items():
                 document = document_of(docid, sep)
@@ -2556,7 +2585,9 @@ def _run(args, argv: List[str]) -> int:
             raise
 
     result, run = score(args.run)
-    fingerprint = qrels_fingerprint(qrels)
+    # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
+    needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
+    fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
     if args.baseline_run:
         old, _ = score(args.baseline_run)
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
