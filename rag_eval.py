@@ -459,6 +459,20 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _is_finite(value) -> bool:
+    """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _brief(value) -> str:
+    """repr() of a value, cut short: an error line stays one readable line."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
 def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
         raise RagEvalError(f"{what} must be a string, got {_kind(value)}", source, lineno)
@@ -670,8 +684,8 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             lists.setdefault(qid, []).append(docid)
             continue
         score = row["score"]
-        if not _is_number(score) or not math.isfinite(score):
-            raise RagEvalError(f"score must be a finite number, got {score!r}", inp.source, lineno)
+        if not _is_finite(score):
+            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
         top = tops.get(qid)
         if top is None:
             top = tops[qid] = _TopScores(depth)
@@ -722,9 +736,10 @@ def read_slices(path: str) -> Slices:
     slices: Slices = {}
     for qid, tags, lineno in pairs:
         tags = [tags] if isinstance(tags, str) else tags
-        if not isinstance(tags, list) or not all(isinstance(tag, str) and tag and ":" not in tag for tag in tags):
-            raise RagEvalError(f"query {qid!r}: a slice is a non-empty name without ':', or a list of them",
-                               path, lineno)
+        if not isinstance(tags, list) or not all(
+                isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
+            raise RagEvalError(f"query {_brief(qid)}: a slice is a non-empty printable name without ':', "
+                               "or a list of them", path, lineno)
         slices.setdefault(qid, [])
         slices[qid] += [tag for tag in tags if tag not in slices[qid]]
     return slices
@@ -770,8 +785,8 @@ def _check_run(run, source: str = "run") -> None:
         elif isinstance(entry, _MAPPINGS):
             for docid, score in entry.items():
                 _id(docid, "document id", source)
-                if not _is_number(score) or not math.isfinite(score):
-                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {score!r}", source)
+                if not _is_finite(score):
+                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
         else:
             raise RagEvalError(
                 f"query {qid!r}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
@@ -1142,7 +1157,7 @@ def evaluate(
     if doc_id_sep is not None:
         qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
-    if abstain_below is not None and (not _is_number(abstain_below) or not math.isfinite(abstain_below)):
+    if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {abstain_below!r}")
 
     unknown = sorted(set(run) - set(qrels))
@@ -1627,7 +1642,7 @@ def read_baseline(path: str) -> Baseline:
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
     if "format" not in data:
-        return Baseline(_check_means(data, path))
+        return Baseline(_check_means(data, path, metrics=True))
     if data["format"] != BASELINE_FORMAT:
         raise RagEvalError(f"unknown baseline format {data['format']!r} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
@@ -1638,22 +1653,38 @@ def read_baseline(path: str) -> Baseline:
         raise RagEvalError("per_query must map metric -> {query: value}", path)
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
+    _check_means(per_query, path, metrics=True, values=False)
     return Baseline(
-        _check_means(data["mean"], path),
+        _check_means(data["mean"], path, metrics=True),
         {metric: _check_means(values, path, metric) for metric, values in per_query.items()},
         data["conventions"],
         data["qrels_sha256"],
     )
 
 
-def _check_means(values, path: str, where: str = "") -> Dict[str, float]:
-    if not isinstance(values, dict):
-        raise RagEvalError(f"expected an object of name -> number, got {_kind(values)}", path)
+def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
+    """Check a baseline's object of name -> number; with ``metrics``, every name
+    must be a metric (``ndcg@10``) or a slice's metric (``pricing:ndcg@10``)."""
+    if not isinstance(table, dict):
+        raise RagEvalError(f"expected an object of name -> number, got {_kind(table)}", path)
     prefix = f"{where}: " if where else ""
-    for name, value in values.items():
-        if not _is_number(value) or not math.isfinite(value):
-            raise RagEvalError(f"{prefix}baseline value of {name!r} must be a finite number, got {value!r}", path)
-    return {name: float(value) for name, value in values.items()}
+    for name, value in table.items():
+        if metrics and not _is_metric_key(name):
+            raise RagEvalError(f"{prefix}baseline names {_brief(name)}, which is not a metric "
+                               "(measure@k, or slice:measure@k)", path)
+        if values and not _is_finite(value):
+            raise RagEvalError(f"{prefix}baseline value of {_brief(name)} must be a finite number, got {_brief(value)}",
+                               path)
+    return {name: float(value) for name, value in table.items()} if values else {}
+
+
+def _is_metric_key(key: str) -> bool:
+    tag, _, metric = key.rpartition(":")
+    try:
+        parse_metric(metric)
+    except RagEvalError:
+        return False
+    return tag.isprintable()
 
 
 def qrels_fingerprint(qrels: Qrels) -> str:
@@ -1706,7 +1737,8 @@ def baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baselin
                 if metric in (keep_from.per_query or {}):  # a flat baseline has none to keep
                     per_query[metric] = keep_from.per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    stamp = float(os.environ.get("SOURCE_DATE_EPOCH", time.time()))
+    pinned = _whole(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as the convention says
+    stamp = time.time() if pinned is None else pinned
     return {
         "format": BASELINE_FORMAT,
         "tool": f"rag_eval {__version__}",
@@ -1745,7 +1777,8 @@ def write_atomically(path: str, text: str) -> None:
         raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
     try:
         os.chmod(temporary, _file_mode(path))  # mkstemp makes it private (0600)
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+        # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
+        with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
@@ -1779,7 +1812,7 @@ def regressions(
     >>> regressions({"recall@5": 0.6}, {"recall@5": 0.7, "mrr@5": 0.5}, 0.02)
     {'mrr@5': (0.5, None), 'recall@5': (0.7, 0.6)}
     """
-    if not _is_number(max_drop) or not math.isfinite(max_drop) or max_drop < 0:
+    if not _is_finite(max_drop) or max_drop < 0:
         raise RagEvalError(f"max drop must be a non-negative number, got {max_drop!r}")
     found = {}
     for metric in sorted(baseline_means):
@@ -2102,7 +2135,8 @@ def _format_csv(report: dict, digits: int) -> str:
     import io
 
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
+    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
+    writer = csv.writer(out, lineterminator="\r\n")
     if "per_query" in report:
         writer.writerow(["query", "metric", "value"])
         for qid, values in report["per_query"].items():
@@ -2449,7 +2483,10 @@ def _check_options(args) -> None:
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
-               ("--junit", args.junit), ("--unjudged", args.unjudged)) if path]
+               ("--junit", args.junit), ("--unjudged", args.unjudged)) if path is not None]
+    for option, path in outputs:
+        if not path:
+            raise RagEvalError(f"{option}: expected a file name, got ''")
     for option, path in outputs:
         if path == "-" or any(_same_file(path, source) for source in inputs if source != "-"):
             raise RagEvalError(f"{option} would overwrite an input" + (
@@ -2658,7 +2695,7 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
-            with open(summary, "a", encoding="utf-8") as out:
+            with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
                 out.write(_format_markdown(report, digits) + "\n")
         except OSError as exc:
             _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
@@ -2682,7 +2719,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
-        _warn(f"rag_eval: error: {exc}")
+        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
+        _warn(f"rag_eval: error: {message}")
         return EXIT_ERROR
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")

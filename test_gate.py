@@ -860,10 +860,25 @@ class TestAtomicWrite(TempDirMixin, unittest.TestCase):
                 self.assert_untouched()
 
     def test_failing_text_write_leaves_the_old_file(self):
-        # a lone surrogate cannot be encoded as UTF-8: the write itself raises
-        with self.assertRaises(UnicodeEncodeError):
-            rag_eval.write_atomically(self.target, "new\n" * 1000 + "\ud800")
+        # the disk fills up in the middle of the write: an OSError, reported as one located error
+        real_fdopen = os.fdopen
+
+        def failing_fdopen(*args, **kwargs):
+            handle = real_fdopen(*args, **kwargs)
+            handle.write = mock.Mock(side_effect=OSError(28, "No space left on device"))
+            return handle
+
+        with mock.patch.object(rag_eval.os, "fdopen", side_effect=failing_fdopen):
+            with self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.write_atomically(self.target, "new\n" * 1000)
+        self.assertIn("No space left on device", str(caught.exception))
         self.assert_untouched()
+
+    def test_a_lone_surrogate_is_written_escaped(self):
+        # a JSON "\udfff" escape makes a str that UTF-8 cannot encode; the file is still written
+        rag_eval.write_atomically(self.target, "id \udfff\n")
+        with open(self.target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "id \\udfff\n")
 
     def test_interrupt_leaves_the_old_file(self):
         with mock.patch.object(rag_eval.os, "fsync", side_effect=KeyboardInterrupt):
