@@ -764,6 +764,9 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
         _id(qid, "query id", source)
         if not isinstance(docs, _MAPPINGS):
             raise RagEvalError(f"query {qid!r}: expected an object of document -> grade, got {_kind(docs)}", source)
+        if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
+                and max(docs.values(), default=0) <= MAX_GRADE:
+            continue  # the common case, checked in C; the loop below finds what is wrong otherwise
         for docid, grade in docs.items():
             _id(docid, "document id", source)
             if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
@@ -773,16 +776,25 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
                 )
 
 
+def _all_of(values: Iterable, *types: type) -> bool:
+    """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
+    return set(map(type, values)) <= set(types)
+
+
 def _check_run(run, source: str = "run") -> None:
     if not isinstance(run, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
     for qid, entry in run.items():
         _id(qid, "query id", source)
         if isinstance(entry, list):
+            if _all_of(entry, str):
+                continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
+            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _is_finite(sum(entry.values())):
+                continue  # the common case, checked in C (a sum that overflows is checked one by one below)
             for docid, score in entry.items():
                 _id(docid, "document id", source)
                 if not _is_finite(score):
