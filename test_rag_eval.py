@@ -1271,6 +1271,22 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
         ])
         self.assertEqual(json.loads(proc.stdout)["mean"]["ndcg@5"], 0.5095)
 
+    def test_a_console_that_cannot_encode_an_id(self):
+        # A Windows console in cp1252 cannot show the Greek or CJK ids: they come out escaped,
+        # the run does not crash, and the numbers are the same as with UTF-8.
+        qrels = self.write("q.json", json.dumps({"q-\u03b1": {"\u6587\u66f8-1": 2, "doc-\u03b2": 0}}))
+        run = self.write("r.json", json.dumps({"q-\u03b1": ["doc-\u03b2", "\u6587\u66f8-1"]}))
+        for output in ("table", "markdown", "csv"):
+            with self.subTest(output=output):
+                env = dict(child_env(), PYTHONIOENCODING="cp1252")
+                proc = subprocess.run([sys.executable, "rag_eval.py", qrels, run, "--format", output, "--per-query"],
+                                      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertNotIn(b"Traceback", proc.stderr)
+                text = proc.stdout.decode("cp1252")
+                self.assertIn("q-\\u03b1", text)  # escaped, not lost
+                self.assertIn("0.5000", text)  # mrr@5 = 1/2: the relevant id is second (0 + 1/2)
+
     def test_bad_input(self):
         proc = child(["rag_eval.py", "fixtures/no-such-file.json", "fixtures/run.json"])
         self.assertEqual(proc.returncode, 2)
