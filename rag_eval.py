@@ -98,6 +98,7 @@ import os
 import sys
 from collections import abc
 from contextlib import contextmanager
+from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 # === Constants ===
@@ -123,6 +124,16 @@ READ_BLOCK = 1 << 22  # bytes per read when streaming line-based files
 MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
+
+
+# The conventions every measure shares, for --help and --explain.
+RULES = """\
+Top k means the first k unique ids; a repeated id counts once, at its best place
+(with --doc-id-sep, k counts documents).  Unjudged documents count as
+non-relevant.  Scored runs are ordered by score descending, ties broken by docid
+descending (trec_eval's rule; the TREC rank column is ignored).  A query without
+a relevant document is not scored (listed in 'unscored'); a judged query the run
+skipped scores 0 and stays in the mean."""
 
 
 # === Exception ===
@@ -762,18 +773,23 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
         raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
     for qid, docs in qrels.items():
         _id(qid, "query id", source)
-        if not isinstance(docs, _MAPPINGS):
-            raise RagEvalError(f"query {qid!r}: expected an object of document -> grade, got {_kind(docs)}", source)
-        if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
-                and max(docs.values(), default=0) <= MAX_GRADE:
-            continue  # the common case, checked in C; the loop below finds what is wrong otherwise
-        for docid, grade in docs.items():
-            _id(docid, "document id", source)
-            if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
-                raise RagEvalError(
-                    f"query {qid!r}, document {docid!r}: grade must be a non-negative integer (at most {MAX_GRADE}), got {grade!r}",
-                    source,
-                )
+        _check_grades(docs, source, qid)
+
+
+def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
+    """One query's judgments: an object of document id -> grade."""
+    query = "" if qid is None else f"query {_brief(qid)}"
+    if not isinstance(docs, _MAPPINGS):
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_kind(docs)}",
+                           source)
+    if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
+            and max(docs.values(), default=0) <= MAX_GRADE:
+        return  # the common case, checked in C; the loop below finds what is wrong otherwise
+    for docid, grade in docs.items():
+        _id(docid, "document id", source)
+        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+            raise RagEvalError(f"{query}{', ' if query else ''}document {_brief(docid)}: grade must be a non-negative integer "
+                               f"(at most {MAX_GRADE}), got {_brief(grade)}", source)
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
@@ -993,8 +1009,11 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
     _check_k(k)
     conv = Conventions(**conventions)
     _check_conventions(conv)
-    _check_qrels({"q": grades}, "grades")
-    _check_run({"q": ranking}, "ranking")
+    _check_grades(grades, "grades")
+    if not isinstance(ranking, (list, *_MAPPINGS)):
+        raise RagEvalError(f"expected a list of document ids or an object of document -> score, got {_kind(ranking)}",
+                           "ranking")
+    _check_run({"ranking": ranking}, "ranking")
     if conv.doc_id_sep is not None:
         grades = documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
         ranking = documents_run({"q": ranking}, conv.doc_id_sep)["q"]
@@ -1183,6 +1202,7 @@ def evaluate(
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
+    any_ranking = False
     ties = {cutoff: 0 for cutoff in cutoffs}
     judged_sum = {cutoff: 0.0 for cutoff in cutoffs}
     for qid in sorted(qrels):
@@ -1195,6 +1215,7 @@ def evaluate(
             continue
         if not ranking:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
             skipped.append(qid)
+        any_ranking = any_ranking or bool(ranking)
         for cutoff in _tied_at(entry, ranking, cutoffs):
             ties[cutoff] += 1
         values = {}
@@ -1208,8 +1229,9 @@ def evaluate(
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
     # A gate must not pass on a run that was never really evaluated.
-    if not any(run.get(qid) for qid in per_query):
-        raise RagEvalError("the run retrieved no document for any judged query: nothing was evaluated", "run")
+    if not any_ranking:
+        left = "no judged document (--judged-only)" if conv.judged_only else "no document"
+        raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", "run")
     if not judged_sum[depth]:
         raise RagEvalError(f"judged@{depth} is 0: no document in any top {depth} is judged in the qrels, so "
                            "nothing was evaluated (are they about the same documents?)", "run")
@@ -1240,7 +1262,11 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
         entry = run.get(qid)
         if not entry:
             return True
-        return isinstance(entry, _MAPPINGS) and abstain_below is not None and max(entry.values()) < abstain_below
+        if abstain_below is None:
+            return False
+        if not isinstance(entry, _MAPPINGS):
+            raise RagEvalError(f"query {_brief(qid)}: --abstain-below needs scores, and this ranking has none", "run")
+        return max(entry.values()) < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
@@ -1645,6 +1671,20 @@ def compare_paired(
     )
 
 
+def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
+    """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise."""
+    import random
+
+    intervals = {}
+    for metric, scores in sorted(per_query_by_metric(result).items()):
+        values = [scores[qid] for qid in sorted(scores)]
+        if _BY_NAME[parse_metric(metric)[0]].binary:
+            intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
+        else:
+            intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
+    return intervals
+
+
 # === Baseline and gate ===
 
 BASELINE_FORMAT = "rag_eval-baseline/1"
@@ -1698,9 +1738,14 @@ def read_baseline(path: str) -> Baseline:
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
     _check_means(per_query, path, metrics=True, values=False)
+    means = _check_means(data["mean"], path, metrics=True)
+    scores = {metric: _check_means(values, path, metric) for metric, values in per_query.items()}
+    cutoffs = data["conventions"].get("k")
+    if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
+        raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
     return Baseline(
-        _check_means(data["mean"], path, metrics=True),
-        {metric: _check_means(values, path, metric) for metric, values in per_query.items()},
+        means,
+        scores,
         data["conventions"],
         data["qrels_sha256"],
     )
@@ -1748,7 +1793,7 @@ def _conventions_record(result: dict) -> dict:
             "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": TIE_RULE}
 
 
-def comparability(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
+def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
     """What differs between how an extended baseline and this result were made."""
     if baseline.conventions is None:
         return []
@@ -1764,12 +1809,13 @@ def comparability(baseline: Baseline, result: dict, qrels_sha256: str) -> List[s
     return found
 
 
-def baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None) -> dict:
+def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None) -> dict:
     """The extended baseline of a result.
 
     With ``keep_from`` (``--ratchet``), each metric whose mean was better in
-    that older baseline keeps the older mean, and the older per-query scores
-    when it has them, so that a mean matches its own per-query scores.
+    that older baseline keeps the older mean with the older per-query scores
+    (none, from a flat baseline), so that a mean always matches its own
+    per-query scores.
     """
     import time
 
@@ -1778,8 +1824,10 @@ def baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baselin
         for metric, old in keep_from.means.items():
             if metric in means and old > means[metric]:
                 means[metric] = old
-                if metric in (keep_from.per_query or {}):  # a flat baseline has none to keep
+                if metric in (keep_from.per_query or {}):
                     per_query[metric] = keep_from.per_query[metric]
+                else:  # a flat baseline has no per-query scores to go with its mean: keep none
+                    del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
     pinned = _whole(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as the convention says
     stamp = time.time() if pinned is None else pinned
@@ -1793,6 +1841,10 @@ def baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baselin
         "per_query": per_query,
         "unscored": result["unscored"],
     }
+
+
+def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
+    return json.dumps(_baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -1861,6 +1913,8 @@ def regressions(
     found = {}
     for metric in sorted(baseline_means):
         was, now = baseline_means[metric], current_means.get(metric)
+        if not _is_finite(was) or not (now is None or _is_finite(now)):
+            raise RagEvalError(f"{metric}: means must be finite numbers, got baseline {_brief(was)}, now {_brief(now)}")
         if now is None or _fell(was, now, max_drop):
             found[metric] = (was, now)
     return found
@@ -1876,8 +1930,8 @@ class GateSettings(NamedTuple):
 
     rule: str = "drop"
     default: Tolerance = Tolerance(DEFAULT_MAX_DROP)
-    tolerances: Dict[str, Tolerance] = {}
-    floors: Dict[str, float] = {}
+    tolerances: Mapping[str, Tolerance] = MappingProxyType({})  # read-only: a default shared by every instance
+    floors: Mapping[str, float] = MappingProxyType({})
     alpha: float = DEFAULT_ALPHA
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
@@ -1973,7 +2027,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["metrics"][target.key] = entry
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
-        passed = target.now is not None and target.now >= floor
+        passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     report["passed"] = not any(
         entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
@@ -2065,6 +2119,10 @@ def _shown(value, digits: int, missing: str = "-") -> str:
     if isinstance(value, float):
         return f"{round(value, digits) + 0.0:.{digits}f}"  # + 0.0 turns -0.0 into 0.0
     return str(value)
+
+
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
 
 
 def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
@@ -2248,10 +2306,6 @@ def _junit_xml(report: dict) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
 
 
-def _count(number: int, one: str, many: str) -> str:
-    return f"{number} {one if number == 1 else many}"
-
-
 def _github_escape(text: str) -> str:
     """Workflow command data escapes (GitHub's toolkit): %, CR and LF."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -2264,7 +2318,8 @@ def _gate_warnings(gate_report: dict) -> List[str]:
     for metric, entry in gate_report["metrics"].items():
         if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]:
             differing = entry["worse"] + entry["improved"]
-            lines.append(f"rag_eval: warning: {metric} fell, but {'only one query differs' if differing == 1 else f'only {differing} queries differ'}: "
+            which = {0: "no query differs", 1: "only one query differs"}.get(differing, f"only {differing} queries differ")
+            lines.append(f"rag_eval: warning: {metric} fell, but {which}: "
                          f"no outcome could reach p < {gate_report['alpha']:g} (unresolvable)")
         detectable = entry.get("min_detectable_drop")
         if detectable is not None and entry["allowed_drop"] < detectable:
@@ -2276,20 +2331,6 @@ def _gate_warnings(gate_report: dict) -> List[str]:
     return lines
 
 
-def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
-    """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise."""
-    import random
-
-    intervals = {}
-    for metric, scores in sorted(per_query_by_metric(result).items()):
-        values = [scores[qid] for qid in sorted(scores)]
-        if _BY_NAME[parse_metric(metric)[0]].binary:
-            intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
-        else:
-            intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
-    return intervals
-
-
 def explain() -> str:
     """Every measure's definition and its names in other tools, from the measure table."""
     tools = list(MEASURES[0].others)
@@ -2299,11 +2340,7 @@ def explain() -> str:
         role = "reported by default" if m.default else f"reported with --measures {m.name}"
         parts.append(f"{m.name}@k: {m.summary}\n  {m.definition}\n  ({role}; "
                      f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}")
-    rules = ("Every measure: top k = the first k unique ids (a repeated id counts once, at its best place); "
-             "unjudged documents count as non-relevant; a query without a relevant document is not scored; "
-             "a judged query the run skipped scores 0; scored runs are ordered by score, then docid, both "
-             "descending (trec_eval's rule).")
-    return "\n\n".join(parts + [rules]) + "\n"
+    return "\n\n".join(parts + [RULES]) + "\n"
 
 
 # === Command line ===
@@ -2398,11 +2435,7 @@ def _help_epilog() -> str:
             "measures (default: " + ", ".join(DEFAULT_MEASURES) + "):",
             *rows,
             "",
-            "Top k means the first k unique ids; a repeated id counts once, at its best place.",
-            "Scored runs are ordered by score descending, ties broken by docid descending",
-            "(trec_eval's rule; the TREC rank column is ignored).  A query without a relevant",
-            "document is not scored (listed in 'unscored'); a judged query the run skipped",
-            "scores 0 and stays in the mean.",
+            RULES,
             "",
             "exit codes:",
             f"  {EXIT_OK}    scored, no regression",
@@ -2522,6 +2555,8 @@ def _check_options(args) -> None:
         raise RagEvalError("only one input can be - (standard input)")
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
+    if args.run == "-" and args.judged_only and args.unjudged:
+        raise RagEvalError("--unjudged with --judged-only reads the run twice; standard input cannot be read again")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
@@ -2587,14 +2622,16 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if not set(baseline.means) & set(result["mean"]):
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
                            f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
-    differences = comparability(baseline, result, fingerprint)
+    differences = _differences(baseline, result, fingerprint)
     qrels_changed = any(d.startswith("qrels:") for d in differences)
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]
     if differences:
+        advice = " (save a new baseline in the change that earns it" + (
+            ", or accept new judgments with --allow-qrels-change)" if qrels_changed and not args.allow_qrels_change
+            else ")")
         raise RagEvalError("not comparable, made with other conventions or judgments: " + "; ".join(differences)
-                           + " (save a new baseline in the change that earns it, or --allow-qrels-change)",
-                           args.baseline)
+                           + advice, args.baseline)
     return qrels_changed
 
 
@@ -2673,6 +2710,8 @@ def _run(args, argv: List[str]) -> int:
         old, _ = score(args.baseline_run)
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
+    if qrels_changed and args.ratchet:
+        raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
     settings = _gate_settings(args, result, slices, baseline)
     gate_report = None
     if baseline is not None or settings.floors:
@@ -2718,8 +2757,8 @@ def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) ->
         lines.append("rag_eval: note: the qrels differ from the baseline's (--allow-qrels-change)")
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:
-        counts = ", ".join(f"{n} at k={k}" for k, n in tied.items())
-        lines.append(f"rag_eval: note: tied scores straddle a cutoff ({counts} queries); "
+        counts = ", ".join(f"k={k}: {_count(n, 'query', 'queries')}" for k, n in tied.items())
+        lines.append(f"rag_eval: note: tied scores straddle a cutoff ({counts}); "
                      "ties are broken by docid, descending, as trec_eval does")
     for metric, value in result["judged"].items():
         if value < LOW_JUDGED and not result["conventions"]["judged_only"]:
@@ -2748,10 +2787,6 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
             _warn("::warning title=rag_eval::" + _github_escape(line.split("warning: ", 1)[1]))
     for line in failures:
         _warn("::error title=rag_eval::" + _github_escape(line))
-
-
-def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
-    return json.dumps(baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
