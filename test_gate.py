@@ -1320,3 +1320,63 @@ class TestIntervals(TempDirMixin, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# === Found in review ===
+
+
+class TestReviewRegressions(TempDirMixin, unittest.TestCase):
+    """Each pins a bug a code review found; the comment says what went wrong."""
+
+    def test_a_floor_equal_to_the_mean_passes(self):
+        # recall@5 per query: 0/1, 0/1, 3/5; the mean (0 + 0 + 0.6) / 3 is 0.19999999999999998 in floats
+        qrels = self.write("q.json", {"q1": {"f": 1}, "q2": {"g": 1}, "q3": {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}})
+        run = self.write("r.json", {"q1": ["a"], "q2": ["b"], "q3": ["a", "b", "c", "x", "y"]})
+        report, _ = self.gate_report([qrels, run, "--measures", "recall", "--min", "recall@5=0.2"], 0)
+        self.assertEqual(report["gate"]["floors"]["recall@5"]["verdict"], "pass")
+
+    def test_ratchet_from_a_flat_baseline_keeps_no_mismatched_scores(self):
+        # The old mean of recall@5 (0.68) beats the new one (2/3): it is kept, without per-query scores,
+        # since a flat baseline has none and the new run's would not average to 0.68.
+        path = self.write("flat.json", {"recall@5": 0.68, "mrr@5": 0.4, "ndcg@5": 0.5, "success@5": 0.6})
+        code, _, err = run_main([QRELS, RUN, "--baseline", path, "--update-baseline", "--ratchet"])
+        self.assertEqual(code, 0, err)
+        saved = rag_eval.read_baseline(path)
+        self.assertEqual(saved.means["recall@5"], 0.68)
+        self.assertNotIn("recall@5", saved.per_query)
+        for metric in ("mrr@5", "ndcg@5", "success@5"):  # new means, with the new run's per-query scores
+            scores = saved.per_query[metric]
+            self.assertAlmostEqual(saved.means[metric], math.fsum(scores.values()) / len(scores), places=12)
+
+    def test_ratchet_refuses_means_made_on_other_judgments(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        qrels = self.write("q.json", {"q1": {"refund-policy#2": 2}, "q2": {"sla-uptime#1": 2},
+                                      "q3": {"sso-setup#4": 2}, "q4": {"pricing#3": 0}})
+        self.assert_error([qrels, RUN, "--baseline", saved, "--allow-qrels-change", "--update-baseline", "--ratchet"],
+                          ["--ratchet"])
+
+    def test_regressions_refuses_nan(self):
+        for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
+                                  ({"recall@5": float("nan")}, {"recall@5": 0.5})]:
+            with self.subTest(current=current, baseline=baseline), self.assertRaises(ValueError):
+                rag_eval.regressions(current, baseline, 0.02)
+
+    def test_conventions_k_must_be_a_list(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved) as f:
+            record = json.load(f)
+        for bad in (5, [[5]], [], [0], None):
+            record["conventions"]["k"] = bad
+            path = self.write("bad.json", record)
+            with self.subTest(k=bad):
+                self.assert_error([QRELS, RUN, "--baseline", path], ["conventions.k"])
+
+    def test_unjudged_with_judged_only_cannot_reread_stdin(self):
+        self.assert_error([QRELS, "-", "--judged-only", "--unjudged", self.path("w.jsonl")], ["standard input"])
+        self.assertFalse(os.path.exists(self.path("w.jsonl")))
+
+    def test_abstain_below_needs_scores(self):
+        # q4 has no relevant document; a ranked list has no score to compare with the threshold
+        self.assert_error([QRELS, RUN, "--abstain-below", "0.5"], [RUN, "--abstain-below"])
