@@ -1202,7 +1202,6 @@ def evaluate(
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
-    any_ranking = False
     ties = {cutoff: 0 for cutoff in cutoffs}
     judged_sum = {cutoff: 0.0 for cutoff in cutoffs}
     for qid in sorted(qrels):
@@ -1215,7 +1214,6 @@ def evaluate(
             continue
         if not ranking:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
             skipped.append(qid)
-        any_ranking = any_ranking or bool(ranking)
         for cutoff in _tied_at(entry, ranking, cutoffs):
             ties[cutoff] += 1
         values = {}
@@ -1228,13 +1226,6 @@ def evaluate(
 
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
-    # A gate must not pass on a run that was never really evaluated.
-    if not any_ranking:
-        left = "no judged document (--judged-only)" if conv.judged_only else "no document"
-        raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", "run")
-    if not judged_sum[depth]:
-        raise RagEvalError(f"judged@{depth} is 0: no document in any top {depth} is judged in the qrels, so "
-                           "nothing was evaluated (are they about the same documents?)", "run")
     count = len(per_query)
     mean = {}
     for cutoff in cutoffs:
@@ -2703,6 +2694,7 @@ def _run(args, argv: List[str]) -> int:
             raise
 
     result, run = score(args.run)
+    _check_evaluated(result, args.run)
     # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
     needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
     fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
@@ -2746,6 +2738,24 @@ def _run(args, argv: List[str]) -> int:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         _github(report, args.digits, warnings, failures)
     return EXIT_OK if passed else EXIT_REGRESSION
+
+
+def _check_evaluated(result: dict, path: str) -> None:
+    """A gate must not pass on a run that was never really evaluated.
+
+    evaluate() scores such a run 0 everywhere, as a library should; the
+    command line refuses it, since a CI step that compared nothing must fail.
+    """
+    source = "<stdin>" if path == "-" else path
+    if len(result["skipped"]) == result["queries"]:
+        left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
+        raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
+    judged = result["judged"]
+    deepest = max(judged, key=lambda metric: parse_metric(metric)[1])
+    if not judged[deepest]:
+        depth = parse_metric(deepest)[1]
+        raise RagEvalError(f"judged@{depth} is 0: no document in any top {depth} is judged in the qrels, so "
+                           "nothing was evaluated (are they about the same documents?)", source)
 
 
 def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:
