@@ -2799,6 +2799,9 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
         _warn("::error title=rag_eval::" + _github_escape(line))
 
 
+# === Entry point ===
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
