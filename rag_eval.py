@@ -48,6 +48,7 @@ __all__ = [
     "FORMATTERS",
     "GateSettings",
     "Interval",
+    "JudgedSeen",
     "MEASURES",
     "Measure",
     "PairedComparison",
@@ -574,6 +575,32 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     return qrels
 
 
+class JudgedSeen:
+    """Whether any document read from a run is judged for its query.
+
+    A run that shares no judged document with the qrels was never evaluated.
+    Readers report every line to it, before any cut, until one is judged:
+    after that, one attribute test per line.
+    """
+
+    __slots__ = ("qrels", "found")
+
+    def __init__(self, qrels: Qrels):
+        self.qrels = qrels
+        self.found = False
+
+    def see(self, qid: str, docid: str) -> None:
+        if docid in self.qrels.get(qid, ()):
+            self.found = True
+
+    def see_run(self, run: Run) -> None:
+        for qid, entry in run.items():
+            for docid in entry:  # the ids of a list, or the keys of a scored dict
+                self.see(qid, docid)
+                if self.found:
+                    return
+
+
 class _TopScores:
     """The best ``depth`` documents of one query, kept while streaming a run.
 
@@ -618,7 +645,7 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]) -> Run:
+def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     This loop runs once per line of files with millions of lines, so it does
@@ -651,6 +678,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = tops[qid] = _TopScores(depth)
                 query = qid.decode("utf-8")
                 floor = top.floor
+            if seen is not None and not seen.found:
+                seen.see(query, _id_text(fields[2], doc_id_sep))
             try:
                 score = float(fields[4])
             except ValueError:  # as above: the first such line is this one
@@ -662,9 +691,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
             docid = fields[2]
             if as_text:
-                docid = docid.decode("utf-8")
-                if doc_id_sep is not None:
-                    docid = document_of(docid, doc_id_sep)
+                docid = _id_text(docid, doc_id_sep)
                 if keep is not None and not keep(query, docid):
                     continue
             top.add(docid, score)
@@ -673,13 +700,18 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             for qid, scores in _finish_tops(tops).items()}
 
 
+def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
+    text = docid.decode("utf-8")
+    return text if doc_id_sep is None else document_of(text, doc_id_sep)
+
+
 def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
     for top in tops.values():
         top.prune()
     return {qid: top.scores for qid, top in tops.items()}
 
 
-def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]) -> Run:
+def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks."""
     tops: Dict[str, _TopScores] = {}
     lists: Dict[str, List[str]] = {}
@@ -688,6 +720,8 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
+        if seen is not None and not seen.found:
+            seen.see(qid, docid)
         has_score = "score" in row
         if (tops and not has_score) or (lists and has_score):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
@@ -706,24 +740,27 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
-             doc_id_sep: Optional[str] = None) -> Run:
+             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
     Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
     ``depth`` documents of each query are kept, so memory follows queries x
     depth, not the file.  ``keep(qid, docid)``, when given, filters documents
     before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
-    document ids before it (``--doc-id-sep``).
+    document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
+    of every document read, before any cut.
     """
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             run = _parse_json(inp, "run")
             _check_run(run, inp.source)
+            if seen is not None:
+                seen.see_run(documents_run(run, doc_id_sep) if doc_id_sep else run)
         elif fmt == "jsonl":
-            run = _jsonl_run(inp, depth, keep, doc_id_sep)
+            run = _jsonl_run(inp, depth, keep, doc_id_sep, seen)
         else:
-            run = _trec_run(inp, depth, keep, doc_id_sep)
+            run = _trec_run(inp, depth, keep, doc_id_sep, seen)
     return run
 
 
@@ -2683,10 +2720,13 @@ def _run(args, argv: List[str]) -> int:
                    drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep, abstain_below=args.abstain_below)
 
     def score(path: str) -> Tuple[dict, Run]:
+        seen = JudgedSeen(judged)
         # One more than the largest cutoff: enough to see a tie across it.
-        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep)
+        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen)
         try:
-            return evaluate(qrels, run, cutoffs, **options), run
+            result = evaluate(qrels, run, cutoffs, **options)
+            _check_evaluated(result, path, seen)
+            return result, run
         except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
             files = {"qrels": args.qrels, "run": path}
             if exc.source in files:
@@ -2694,7 +2734,6 @@ def _run(args, argv: List[str]) -> int:
             raise
 
     result, run = score(args.run)
-    _check_evaluated(result, args.run)
     # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
     needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
     fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
@@ -2740,7 +2779,7 @@ def _run(args, argv: List[str]) -> int:
     return EXIT_OK if passed else EXIT_REGRESSION
 
 
-def _check_evaluated(result: dict, path: str) -> None:
+def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:
     """A gate must not pass on a run that was never really evaluated.
 
     evaluate() scores such a run 0 everywhere, as a library should; the
@@ -2750,12 +2789,9 @@ def _check_evaluated(result: dict, path: str) -> None:
     if len(result["skipped"]) == result["queries"]:
         left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
         raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
-    judged = result["judged"]
-    deepest = max(judged, key=lambda metric: parse_metric(metric)[1])
-    if not judged[deepest]:
-        depth = parse_metric(deepest)[1]
-        raise RagEvalError(f"judged@{depth} is 0: no document in any top {depth} is judged in the qrels, so "
-                           "nothing was evaluated (are they about the same documents?)", source)
+    if not seen.found:
+        raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
+                           "(are they about the same documents?)", source)
 
 
 def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:

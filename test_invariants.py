@@ -231,9 +231,8 @@ def nothing_evaluated(qrels, run, min_grade, k, judged_only):
     rankings = {qid: unique_ranking(run.get(qid, ()), qrels[qid], judged_only) for qid in scored}
     if not any(rankings.values()):
         return "the run retrieved nothing for any judged query"
-    depth = max(cutoff_list(k))
-    if not any(doc in qrels[qid] for qid, ranking in rankings.items() for doc in ranking[:depth]):
-        return "no document in any top k is judged"
+    if not any(doc in qrels.get(qid, {}) for qid, entry in run.items() for doc in entry):
+        return "no document of the run is judged"
     return None
 
 
@@ -663,7 +662,7 @@ class FormatEquivalenceTest(unittest.TestCase):
         and reading them streamed (``depth``, as the command line does) gives what the whole run gives."""
         rng = random.Random(self.SEED + 1)
         count = 0
-        refused_when_streamed = []  # (label, path): see test_nothing_judged_in_the_top_k_is_refused_in_every_format
+        refused_when_streamed = []  # (label, path): see test_a_judged_document_below_the_cut_counts_in_every_format
         for index in range(60):
             seed = rng.randrange(2**32)
             case_rng = random.Random(seed)
@@ -735,11 +734,12 @@ class FormatEquivalenceTest(unittest.TestCase):
         self.assertEqual(len(refused_when_streamed), 0, f"streamed reads refused a run that evaluate() accepts "
                                                         f"whole; the first: {refused_when_streamed[:2]}")
 
-    def test_nothing_judged_in_the_top_k_is_refused_in_every_format(self):
+    def test_a_judged_document_below_the_cut_counts_in_every_format(self):
         """Regression: the check for a run that shares nothing with the qrels
         once looked at every document of a JSON run but only at the part of a
         streamed TREC / JSONL run that was kept, so one run got two answers.
-        It now asks judged@k = 0 for every format: nothing was evaluated."""
+        Readers now report every document before any cut: the judged "a" at
+        rank 3 (k = 1) makes the run evaluated, in every format."""
         qrels = write_text(self.path("q.json"), '{"q1": {"a": 1}}')
         trec = write_text(self.path("run.trec"), "q1 Q0 x 1 3 t\nq1 Q0 y 2 2 t\nq1 Q0 a 3 1 t\n")
         jsonl = write_text(self.path("run.jsonl"), "".join(
@@ -748,7 +748,7 @@ class FormatEquivalenceTest(unittest.TestCase):
         ranked = write_text(self.path("ranked.json"), '{"q1": ["x", "y", "a"]}')
         answers = {os.path.basename(path): run_main([qrels, path, "--k", "1"])[:2]
                    for path in (ranked, scored, trec, jsonl)}
-        self.assertEqual(answers["run.json"][0], 2)
+        self.assertEqual(answers["run.json"][0], 0)
         codes = {name: code for name, (code, _) in answers.items()}
         self.assertEqual(len(set(codes.values())), 1, f"exit codes of rag_eval q.json RUN --k 1: {codes}")
         self.assertEqual(len(set(answers.values())), 1, answers)
