@@ -21,23 +21,21 @@ Run with ``python3 -m unittest test_fuzz`` from the repository root; standard
 library only (atheris is never needed here).
 """
 
-import contextlib
 import glob
 import importlib.util
 import io
 import json
 import os
 import sys
-import tempfile
 import unittest
 from unittest import mock
 
 import rag_eval
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
-ERROR_PREFIX = "rag_eval: error: "
 
 
 def load_fuzz():
@@ -57,44 +55,7 @@ def read(path):
         return handle.read()
 
 
-def run_main(argv, env=None, cwd=None):
-    """``rag_eval.main(argv)`` in-process: (exit code or the escaped exception, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    clean = {name: None for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "SOURCE_DATE_EPOCH")}
-    clean.update(env or {})
-    saved_cwd = os.getcwd()
-    with mock.patch.dict(os.environ):
-        for name, value in clean.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        try:
-            if cwd:
-                os.chdir(cwd)
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                try:
-                    code = rag_eval.main(list(argv))
-                except (Exception, SystemExit) as exc:  # the finding itself: reported, not swallowed
-                    code = exc
-        finally:
-            os.chdir(saved_cwd)
-    return code, out.getvalue(), err.getvalue()
-
-
-class ContractMixin:
-    def setUp(self):
-        super().setUp()
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-
-    def write(self, name, data):
-        path = os.path.join(self.tmp, name)
-        with open(path, "wb") as handle:
-            handle.write(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
-        return path
-
+class ContractMixin(TempDirMixin):
     def assertOneErrorLine(self, argv, env=None):
         """Exit 2, nothing on stdout, exactly one stderr line starting 'rag_eval: error: '."""
         code, out, err = run_main(argv, env)

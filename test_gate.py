@@ -18,7 +18,6 @@ Run with ``python3 -m unittest test_gate`` from the repository root; standard
 library only.
 """
 
-import contextlib
 import errno
 import gzip
 import io
@@ -33,18 +32,18 @@ import subprocess
 import sys
 import tempfile
 import unittest
-import warnings
 from fractions import Fraction
 from statistics import NormalDist
 from unittest import mock
 
 import rag_eval
+import helpers_for_tests as helpers
+from helpers_for_tests import ERROR_PREFIX, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
-ERROR_PREFIX = "rag_eval: error: "
 R = 500  # resamples for command-line runs: small, so the suite stays fast
 
 # The fixtures, k = 5 (SPEC.md).
@@ -67,27 +66,6 @@ FIXTURE_MEANS = {metric: sum(values.values()) / 3 for metric, values in FIXTURE_
 
 
 # === Helpers ===
-
-
-def run_main(argv, env=None):
-    """Call ``rag_eval.main(argv)`` in-process; return (exit code, stdout, stderr).
-
-    An exception escaping ``main`` is returned in place of the exit code, so a
-    crash is a test failure that names it.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(warnings.catch_warnings())
-        warnings.simplefilter("ignore", ResourceWarning)
-        if env is not None:
-            stack.enter_context(mock.patch.dict(os.environ, env))
-        stack.enter_context(contextlib.redirect_stdout(out))
-        stack.enter_context(contextlib.redirect_stderr(err))
-        try:
-            code = rag_eval.main([str(arg) for arg in argv])
-        except BaseException as exc:  # noqa: B902 - reported, not swallowed
-            code = exc
-    return code, out.getvalue(), err.getvalue()
 
 
 def regression_lines(err):
@@ -165,42 +143,7 @@ def found_at_5(q, ranking):
     return rest[:4] + [f"{q}-b"] + rest[4:]
 
 
-class TempDirMixin:
-    def setUp(self):
-        super().setUp()
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
-
-    def write(self, name, data):
-        path = self.path(name)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        elif not isinstance(data, bytes):
-            data = json.dumps(data).encode("utf-8")
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
-
-    def read(self, path):
-        with open(path, "rb") as f:
-            return f.read()
-
-    def assert_error(self, argv, names=(), env=None):
-        """Exit 2, nothing on stdout, one ``rag_eval: error:`` line naming ``names``."""
-        code, out, err = run_main(argv, env)
-        self.assertEqual(code, rag_eval.EXIT_ERROR, f"exit {code!r}; stderr: {err}")
-        self.assertEqual(out, "")
-        lines = err.splitlines()
-        self.assertEqual(len(lines), 1, err)
-        self.assertTrue(lines[0].startswith(ERROR_PREFIX), lines[0])
-        for name in names:
-            self.assertIn(name, lines[0])
-        return lines[0]
-
+class TempDirMixin(helpers.TempDirMixin):
     def gate_report(self, argv, expected_code):
         code, out, err = run_main(argv)
         self.assertEqual(code, expected_code, err)

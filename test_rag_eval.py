@@ -9,12 +9,10 @@ log2 5, rank 5 -> log2 6.
 Run with ``python3 -m unittest`` from the repository root; standard library only.
 """
 
-import contextlib
 import copy
 import doctest
 import gc
 import gzip
-import io
 import json
 import math
 import os
@@ -29,12 +27,12 @@ import warnings
 from unittest import mock
 
 import rag_eval
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
-ERROR_PREFIX = "rag_eval: error: "
 
 # The fixtures, worked by hand (SPEC.md), k = 5.
 # q1 grades: refund-policy#2 = 2, refund-policy#3 = 1
@@ -84,25 +82,6 @@ def load_fixtures():
     return qrels, run
 
 
-def run_main(argv):
-    """Call ``rag_eval.main(argv)`` in-process; return (exit code, stdout, stderr).
-
-    An exception escaping ``main`` is returned in place of the exit code so that
-    a crash shows up as a test failure that names it.  ResourceWarnings are
-    silenced here, as they would land in the captured stderr; unclosed files
-    are the business of ``TestReadingInputs.test_input_files_are_closed``.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = rag_eval.main(list(argv))
-            except (Exception, SystemExit) as exc:  # reported by the caller, not swallowed
-                code = exc
-    return code, out.getvalue(), err.getvalue()
-
-
 def child_env():
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -117,22 +96,6 @@ def child(args, **kwargs):
     kwargs.setdefault("stderr", subprocess.PIPE)
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run([sys.executable, *args], cwd=REPO, env=child_env(), timeout=60, **kwargs)
-
-
-class TempDirMixin:
-    def setUp(self):
-        super().setUp()
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-
-    def write(self, name, data):
-        path = os.path.join(self.tmp, name)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
 
 
 # === Constants ===
@@ -1068,18 +1031,6 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
             self.run_path = self.write("run.json", f.read())
         with open(BASELINE, "rb") as f:
             self.baseline = self.write("baseline.json", f.read())
-
-    def assert_error(self, argv, names=()):
-        code, out, err = run_main(argv)
-        self.assertEqual(code, rag_eval.EXIT_ERROR, f"exit {code!r}; stderr: {err}")
-        self.assertEqual(out, "")
-        lines = err.splitlines()
-        self.assertEqual(len(lines), 1, err)
-        self.assertTrue(lines[0].startswith(ERROR_PREFIX), lines[0])
-        self.assertNotIn("Traceback", err)
-        for name in names:
-            self.assertIn(name, lines[0])
-        return lines[0]
 
     def bad_file_cases(self):
         deep_list = "[" * 100000

@@ -17,7 +17,6 @@ Run with ``python3 -m unittest test_reports`` from the repository root;
 standard library only.
 """
 
-import contextlib
 import csv
 import hashlib
 import io
@@ -26,19 +25,18 @@ import math
 import os
 import platform
 import re
-import tempfile
 import unittest
-import warnings
 from unittest import mock
 from xml.etree import ElementTree
 
 import rag_eval
+import helpers_for_tests as helpers
+from helpers_for_tests import run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
-ERROR_PREFIX = "rag_eval: error: "
 R = "200"  # resamples for --ci and paired gates: small, so the suite stays fast
 TOOLS = ("trec_eval", "ir_measures", "ranx", "BEIR", "MTEB")
 
@@ -102,30 +100,6 @@ ABSTAIN_RUN = {
 
 
 # === Helpers ===
-
-
-def run_main(argv, env=None):
-    """Call ``rag_eval.main(argv)`` in-process; return (exit code, stdout, stderr).
-
-    GITHUB_ACTIONS and GITHUB_STEP_SUMMARY are removed for the call, then
-    ``env`` is applied; the environment is restored afterwards.  An exception
-    escaping ``main`` is returned in place of the exit code.
-    """
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(warnings.catch_warnings())
-        warnings.simplefilter("ignore", ResourceWarning)
-        stack.enter_context(mock.patch.dict(os.environ))
-        os.environ.pop("GITHUB_ACTIONS", None)
-        os.environ.pop("GITHUB_STEP_SUMMARY", None)
-        os.environ.update(env or {})
-        stack.enter_context(contextlib.redirect_stdout(out))
-        stack.enter_context(contextlib.redirect_stderr(err))
-        try:
-            code = rag_eval.main([str(arg) for arg in argv])
-        except BaseException as exc:  # noqa: B902 - reported, not swallowed
-            code = exc
-    return code, out.getvalue(), err.getvalue()
 
 
 def shown(value, digits=4):
@@ -200,30 +174,7 @@ def by_first_cell(rows):
     return {row[0]: dict(zip(header, row)) for row in rows[1:]}
 
 
-class TempDirMixin:
-    def setUp(self):
-        super().setUp()
-        self._tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-
-    def path(self, name):
-        return os.path.join(self.tmp, name)
-
-    def write(self, name, data):
-        path = self.path(name)
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        elif not isinstance(data, bytes):
-            data = json.dumps(data).encode("utf-8")
-        with open(path, "wb") as f:
-            f.write(data)
-        return path
-
-    def read(self, path):
-        with open(path, "rb") as f:
-            return f.read()
-
+class TempDirMixin(helpers.TempDirMixin):
     def ok(self, argv, expected_code=0, env=None):
         """Run; check the exit code and that stderr holds only notes, warnings and REGRESSION lines."""
         code, out, err = run_main(argv, env)
@@ -231,18 +182,6 @@ class TempDirMixin:
         for line in err.splitlines():
             self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:", "::")), line)
         return out, err
-
-    def assert_error(self, argv, names=()):
-        """Exit 2, nothing on stdout, one ``rag_eval: error:`` line naming ``names``."""
-        code, out, err = run_main(argv)
-        self.assertEqual(code, rag_eval.EXIT_ERROR, f"exit {code!r}; stderr: {err}")
-        self.assertEqual(out, "")
-        lines = err.splitlines()
-        self.assertEqual(len(lines), 1, err)
-        self.assertTrue(lines[0].startswith(ERROR_PREFIX), lines[0])
-        for name in names:
-            self.assertIn(name, lines[0])
-        return lines[0]
 
     def trec_run(self, name, run):
         """A TREC run file of a JSON ranked run: scores fall with the rank."""
