@@ -99,6 +99,7 @@ import os
 import sys
 from collections import abc
 from contextlib import contextmanager
+from itertools import chain
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -479,6 +480,17 @@ def _is_finite(value) -> bool:
         return False
 
 
+def _all_finite(numbers: Iterable[float]) -> bool:
+    """True when every number is finite, in C: a NaN or an infinity makes the
+    sum so, and fsum turns each number into a float on its own, so a huge
+    integer overflows instead of cancelling out.  False may be a false alarm
+    (a sum beyond a float's range): callers then check one by one."""
+    try:
+        return math.isfinite(math.fsum(numbers))
+    except (OverflowError, ValueError):  # ValueError: inf - inf
+        return False
+
+
 def _brief(value) -> str:
     """repr() of a value, cut short: an error line stays one readable line."""
     shown = repr(value)
@@ -808,6 +820,11 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 def _check_qrels(qrels, source: str = "qrels") -> None:
     if not isinstance(qrels, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
+    judgments = list(qrels.values())
+    if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
+        grades = list(chain.from_iterable(map(dict.values, judgments)))
+        if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
+            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
     for qid, docs in qrels.items():
         _id(qid, "query id", source)
         _check_grades(docs, source, qid)
@@ -837,6 +854,12 @@ def _all_of(values: Iterable, *types: type) -> bool:
 def _check_run(run, source: str = "run") -> None:
     if not isinstance(run, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
+    entries = list(run.values())
+    if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
+            and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
+        scores = list(chain.from_iterable(map(dict.values, entries))) if entries and type(entries[0]) is dict else []
+        if _all_of(scores, float, int) and _all_finite(scores):
+            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
     for qid, entry in run.items():
         _id(qid, "query id", source)
         if isinstance(entry, list):
@@ -846,8 +869,8 @@ def _check_run(run, source: str = "run") -> None:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
-            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _is_finite(sum(entry.values())):
-                continue  # the common case, checked in C (a sum that overflows is checked one by one below)
+            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
+                continue  # the common case, checked in C
             for docid, score in entry.items():
                 _id(docid, "document id", source)
                 if not _is_finite(score):
@@ -864,7 +887,8 @@ def _check_run(run, source: str = "run") -> None:
 
 def _order_scored(scores: Mapping[str, float]) -> List[str]:
     """Score descending, ties broken by docid descending: trec_eval's order."""
-    return [docid for docid, _ in sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)]
+    # (score, docid) pairs compare in C; a key function would cost a Python call per document.
+    return [docid for _, docid in sorted(zip(scores.values(), scores), reverse=True)]
 
 
 def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> List[str]:
@@ -885,16 +909,19 @@ def _gain(grade: int, kind: str) -> float:
 
 
 def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """Turn one query's unique ranking into what the measures read, once."""
-    top = [grades.get(docid) for docid in ranking[:depth]]
-    judged_grades = [g for g in grades.values() if g >= 0]
-    ideal = sorted((_gain(g, conv.gain) for g in judged_grades), reverse=True)
+    """Turn one query's unique ranking into what the measures read, once.
+
+    Grades are never negative here (the readers drop negative ones), and a
+    gain grows with the grade, so the best grades give the ideal gains.
+    """
+    top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
+    best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
-        relevant=[g is not None and g >= conv.min_grade for g in top],
-        gains=[0.0 if g is None else _gain(g, conv.gain) for g in top],
-        judged=[g is not None and g >= 0 for g in top],
-        ideal=[g for g in ideal[:depth] if g > 0],
-        num_relevant=sum(1 for g in judged_grades if g >= conv.min_grade),
+        [g >= conv.min_grade for g in top],
+        [_gain(g, conv.gain) if g > 0 else 0.0 for g in top],  # the test first: most documents gain nothing
+        [g >= 0 for g in top],
+        [_gain(g, conv.gain) for g in best if g > 0],
+        sum(g >= conv.min_grade for g in grades.values()),
     )
 
 
@@ -1236,6 +1263,9 @@ def evaluate(
             "run",
         )
     depth = cutoffs[-1]
+    # (per-query key, measure, cutoff) for every value of a query, in output order
+    columns = [(name if single else format_metric(name, cutoff), _BY_NAME[name].compute, cutoff)
+               for cutoff in cutoffs for name in names]
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
@@ -1253,13 +1283,9 @@ def evaluate(
             skipped.append(qid)
         for cutoff in _tied_at(entry, ranking, cutoffs):
             ties[cutoff] += 1
-        values = {}
         for cutoff in cutoffs:
             judged_sum[cutoff] += _judged(q, cutoff)
-            for name in names:
-                key = name if single else format_metric(name, cutoff)
-                values[key] = _BY_NAME[name].compute(q, cutoff)
-        per_query[qid] = values
+        per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
 
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")

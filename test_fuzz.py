@@ -241,6 +241,16 @@ class TestIntegersBeyondFloat(ContractMixin, unittest.TestCase):
                     rag_eval.read_run(path)
                 self.assertOneErrorLine([QRELS, path])
 
+    def test_scores_that_cancel_out(self):
+        # Found while speeding up the validation: a check of the sum alone let
+        # 10**400 and -10**400 through, as their sum is 0.
+        path = self.write("run.json", '{"q1": {"d1": %s, "d2": -%s, "d3": 0.5}}' % (BIG, BIG))
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "score must be a finite number"):
+            rag_eval.read_run(path)
+        with self.assertRaisesRegex(ValueError, "score must be a finite number"):
+            rag_eval.evaluate({"q1": {"d1": 1}}, {"q1": {"d1": int(BIG), "d2": -int(BIG)}}, 5)
+        self.assertOneErrorLine([QRELS, path])
+
     def test_baseline_value(self):
         path = self.write("baseline.json", '{"recall@5": %s}' % BIG)
         with self.assertRaises(rag_eval.RagEvalError):
