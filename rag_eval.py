@@ -122,7 +122,9 @@ LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artef
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
-READ_BLOCK = 1 << 22  # bytes per read when streaming line-based files
+# Bytes per read when streaming line-based files: small enough that a block
+# stays in the CPU's cache while it is checked and split (4 MiB was 20% slower).
+READ_BLOCK = 1 << 17
 MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
@@ -248,9 +250,10 @@ def _read_magic(raw, source: str) -> bytes:
         raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
 
 
-def _read_block(stream, source: str) -> bytes:
+def _read_block(stream, source: str, rest_of_line: bool = False) -> bytes:
+    """The next READ_BLOCK bytes; with ``rest_of_line``, up to the next newline (at most MAX_LINE bytes)."""
     try:
-        return stream.read(READ_BLOCK)
+        return stream.readline(MAX_LINE) if rest_of_line else stream.read(READ_BLOCK)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
@@ -303,27 +306,20 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
 def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
     """Yield ``(number of the first line, whole lines)`` for successive blocks of a text file.
 
-    Reads large blocks and checks each at once (UTF-8, no NUL, no lone CR):
-    in bulk that costs a fraction of doing it line by line.  Lines are never
-    cut across blocks; blank blocks are counted and skipped.
+    Reads large blocks, each completed to the end of its last line by one
+    readline (a block and that line are joined in one copy; cutting blocks at
+    their last newline and carrying the piece over cost ten times more), and
+    checks each block at once (UTF-8, no NUL, no lone CR): in bulk that costs a
+    fraction of doing it line by line.  Blank blocks are counted and skipped.
     """
     first = inp.first_line
-    pending = [inp.head]  # bytes read but not yet yielded, with no newline after the first piece
-    while pending:
-        nxt = _read_block(inp.rest, inp.source)
-        if nxt and b"\n" not in nxt:
-            pending.append(nxt)
-            if len(pending) * READ_BLOCK > MAX_LINE:
-                long_line = first + pending[0].count(b"\n")
-                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, long_line)
-            continue
-        data = b"".join(pending)
-        if nxt:
-            cut = nxt.rfind(b"\n") + 1
-            data += nxt[:cut]
-            pending = [nxt[cut:]]
-        else:
-            pending = []
+    data = inp.head
+    while data:
+        if not data.endswith(b"\n"):
+            rest = _read_block(inp.rest, inp.source, rest_of_line=True)
+            if len(rest) == MAX_LINE and not rest.endswith(b"\n"):
+                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, first + data.count(b"\n"))
+            data += rest
         lines = data.count(b"\n") + (not data.endswith(b"\n"))
         if not data.isspace():  # isspace, not strip: no copy of the block
             if not data.isascii():
@@ -331,6 +327,7 @@ def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
             _check_line_bytes(data, inp.source, first)
             yield first, data
         first += lines
+        data = _read_block(inp.rest, inp.source)
 
 
 def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[str]]]]:
@@ -623,22 +620,26 @@ class _TopScores:
     scored below it can be passed over unread.
     """
 
-    __slots__ = ("depth", "scores", "floor")
+    __slots__ = ("depth", "scores", "floor", "most")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
         self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
+        self.most = math.inf if depth is None else 2 * depth + 64  # held beyond this, prune
 
-    def add(self, docid: Union[str, bytes], score: float) -> None:
-        old = self.scores.get(docid)
+    def add(self, docid: Union[str, bytes], score: float) -> float:
+        """Offer one document; return the floor, for the caller's next comparison."""
+        scores = self.scores
+        old = scores.get(docid)
         if old is None or score > old:
-            self.scores[docid] = score
-            if self.depth is not None:
-                if len(self.scores) > 2 * self.depth + 64:
-                    self.prune()
-                elif len(self.scores) == self.depth and old is None:
-                    self.floor = min(self.scores.values())
+            scores[docid] = score
+            held = len(scores)
+            if held == self.depth and old is None:
+                self.floor = min(scores.values())
+            elif held > self.most:
+                self.prune()
+        return self.floor
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
@@ -706,8 +707,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 docid = _id_text(docid, doc_id_sep)
                 if keep is not None and not keep(query, docid):
                     continue
-            top.add(docid, score)
-            floor = top.floor
+            floor = top.add(docid, score)
     return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
             for qid, scores in _finish_tops(tops).items()}
 
@@ -953,7 +953,8 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
 
 def _dcg(gains: Iterable[float]) -> float:
     # fsum, not sum: exactly rounded, so the same bits on every Python (sum() changed in 3.12).
-    return math.fsum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, 1))
+    # Zero gains (most documents) add nothing, so they are skipped.
+    return math.fsum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, 1) if gain)
 
 
 def _ndcg(q: Judged, k: int) -> float:

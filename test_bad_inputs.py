@@ -521,7 +521,7 @@ class HugeInputs(unittest.TestCase):
         """60,000 distinct comment lines (1 MB) before a good run: a fraction of a second if linear.
 
         KNOWN DEFECT: _trec_run evaluates ``first + lines.index(line)`` for every comment or blank
-        line, a scan from the start of the 4 MiB block: quadratic.  10,000 lines take 0.5 s,
+        line, a scan from the start of the read block: quadratic.  10,000 lines take 0.5 s,
         40,000 take 6 s; a block of ~300,000 such lines takes minutes.
         """
         path = self.path("comments.trec")

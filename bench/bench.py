@@ -1,6 +1,6 @@
 """Time rag_eval as a whole process against a floor and the peers that are installed.
 
-    python3 bench/bench.py [--sizes small,1k] [--formats trec,json,jsonl] [--repeat 3]
+    python3 bench/bench.py [--sizes small,1k,100x1000,3000x100] [--formats trec,json,jsonl] [--repeat 3]
                            [--workdir /tmp/rag_eval_bench] [--seed 0] [--k 10]
                            [--python /path/to/venv/bin/python] [--tools rag_eval,floor,...]
 
@@ -19,23 +19,32 @@ in the same invocation:
 
 - floor: plain Python reading the files line by line and splitting each line
   (``for line in open(path, 'rb'): line.split()``), over the qrels and the run;
+  the targets are ratios to it;
+- floor_text: the same with the lines read as text (``open(path)``), as most
+  Python code reads a file: decoding makes it a little slower, so it is shown
+  but is not the target's yardstick;
 - json: for JSON runs, ``json.load`` of the run alone; for JSONL runs,
   ``json.loads`` of each line alone (the parsing no JSON reader can skip);
-- rag_eval: ``python rag_eval.py QRELS RUN --k K --digits 17``;
+- rag_eval: ``python rag_eval.py QRELS RUN --k K --digits 17`` (Python
+  compiles a script at every start and never caches it: 15-20 ms here);
+- rag_eval_module: ``python -m rag_eval ...`` with the bytecode cached, which
+  is what the ``rag-eval`` command of an installed package costs;
 - peers, each skipped with a note when absent: pytrec_eval (TREC files parsed
   in Python, then ``RelevanceEvaluator``), ir_measures (its Python API: its own
   TREC readers, dicts for JSON), ranx (``Qrels``/``Run`` ``from_file`` or
   ``from_dict``), and a ``trec_eval`` binary on PATH (TREC only).  Peers run
   under ``--python`` (default: this interpreter), so they can live in a venv.
 
-rag_eval's stdout must be byte-identical across repeats, and across the TREC,
-JSON and JSONL forms of one workload; the report says so or fails.  It also
+rag_eval's stdout must be byte-identical across repeats, between the script
+and -m, and across the TREC, JSON and JSONL forms of one workload; the report
+says so or fails.  It also
 reports ``python -X importtime -c "import rag_eval"`` (the module's cumulative
 import time, median) and the machine.
 
 Sizes: ``small`` (100 queries x 100 docs, 10,000 lines), ``1k`` (1,000 x 100,
 100,000 lines), ``10k`` (10,000 x 1,000, 10,000,000 lines, about 520 MB as
 TREC: opt-in, it takes minutes, and as JSON it takes gigabytes), or ``QxD``.
+The default adds 100x1000 and 3000x100: two shapes and two sizes of one shape.
 A tiny ``start-up`` workload (5 x 12) is always timed first: the fixed cost of
 one process, which the scaling table subtracts to give time per line.  Before
 any timing, every command runs once untimed on it, so bytecode caches are
@@ -48,7 +57,9 @@ with a larger ``--repeat``.
 
 Targets checked: a 10M-line TREC run in at most 2x the floor's wall time and
 300 MB peak; a 100,000-line run in at most 2x the floor; the import under 15 ms;
-time per line roughly constant across sizes.
+linear scaling: the time beyond start-up of every run of 100,000 lines or more
+fits ``a * lines + b * queries`` within 15% (a per-line and a per-query cost,
+fitted by least squares on relative errors; with one shape only, b is 0).
 """
 
 import argparse
@@ -68,15 +79,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_RAG_EVAL = os.path.join(os.path.dirname(HERE), "rag_eval.py")
 GENERATOR_VERSION = 2  # bump when the generated data changes, so cached files are not reused
 SIZES = {"small": (100, 100), "1k": (1_000, 100), "10k": (10_000, 1_000)}
+# Two shapes (100 and 1,000 documents per query) and two sizes of one shape: enough to test the linear cost model.
+DEFAULT_SIZES = "small,1k,100x1000,3000x100"
 FORMATS = ("trec", "json", "jsonl")
-TOOLS = ("floor", "json", "rag_eval", "pytrec_eval", "ir_measures", "ranx", "trec_eval")
+TOOLS = ("floor", "floor_text", "json", "rag_eval", "rag_eval_module", "pytrec_eval", "ir_measures", "ranx", "trec_eval")
+RAG_EVAL_FORMS = ("rag_eval", "rag_eval_module")
 PEERS = ("pytrec_eval", "ir_measures", "ranx", "trec_eval")
 
 # Targets of the issue.
 TARGET_RATIO = 2.0  # rag_eval wall time / floor wall time
 TARGET_PEAK_MB = 300.0  # the 10M-line TREC run
 TARGET_IMPORT_MS = 15.0
-LINEAR_TOLERANCE = 1.5  # "roughly constant" time per line: largest / smallest, among runs of >= 100,000 lines
+# Linear scaling: time beyond start-up = a * lines + b * queries must fit every run of >= 100,000 lines this well.
+LINEAR_TOLERANCE = 0.15
 STARTUP = ("start-up", 5, 12)  # a tiny workload, timed first: the fixed cost of a process, subtracted per line
 
 # --------------------------------------------------------------------------- the measuring wrapper
@@ -105,6 +120,13 @@ print(json.dumps({"rc": rc, "wall": wall, "peak": peak}))
 FLOOR = """import sys
 for path in sys.argv[1:]:
     for line in open(path, 'rb'):
+        line.split()
+"""
+
+# The same in text mode, as most Python code reads a file: decoding costs a little more.
+FLOOR_TEXT = """import sys
+for path in sys.argv[1:]:
+    for line in open(path, encoding='utf-8'):
         line.split()
 """
 
@@ -297,8 +319,8 @@ def progress(message):
 
 
 def measure(argv, out_path, env):
-    """Run argv under the wrapper: {"rc", "wall", "peak", "stderr"}."""
-    proc = subprocess.run([sys.executable, "-S", "-c", WRAPPER, out_path, *argv],
+    """Run argv under the wrapper, in the folder of ``out_path``: {"rc", "wall", "peak", "stderr"}."""
+    proc = subprocess.run([sys.executable, "-S", "-c", WRAPPER, out_path, *argv], cwd=os.path.dirname(out_path),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"measuring wrapper failed: {proc.stderr.decode(errors='replace')}")
@@ -325,14 +347,19 @@ def commands(tool, paths, fmt, args):
     qrels, run = paths["qrels"], paths[fmt]
     if tool == "floor":
         return [sys.executable, "-c", FLOOR, qrels, run]
+    if tool == "floor_text":
+        return [sys.executable, "-c", FLOOR_TEXT, qrels, run]
     if tool == "json":
         if fmt == "json":
             return [sys.executable, "-c", JSON_LOAD, run]
         if fmt == "jsonl":
             return [sys.executable, "-c", JSONL_LOADS, run]
         return None
+    options = ["--k", str(args.k), "--digits", "17"]
     if tool == "rag_eval":
-        return [sys.executable, args.snapshot, qrels, run, "--k", str(args.k), "--digits", "17"]
+        return [sys.executable, args.snapshot, qrels, run, *options]
+    if tool == "rag_eval_module":  # run in the snapshot's folder, so -m finds it there
+        return [sys.executable, "-m", "rag_eval", qrels, run, *options]
     if tool == "trec_eval":
         if fmt != "trec":
             return None
@@ -342,7 +369,8 @@ def commands(tool, paths, fmt, args):
     return [args.python, "-c", PEER_SCRIPTS[tool], qrels, run, fmt, str(args.k)]
 
 
-TOOL_LABELS = {"floor": "floor (line split)", "rag_eval": "rag_eval"}
+TOOL_LABELS = {"floor": "floor (line split)", "floor_text": "floor, text mode", "rag_eval": "rag_eval (script)",
+               "rag_eval_module": "rag_eval (-m)"}
 
 
 def tool_label(tool, fmt):
@@ -441,7 +469,7 @@ def main(argv=None):
         epilog="Sizes: small = 100 x 100 docs (10k lines), 1k = 1,000 x 100 (100k lines), "
                "10k = 10,000 x 1,000 (10M lines, ~600 MB as TREC; opt-in, minutes), or QxD. "
                "Peers are skipped with a note when --python cannot import them.")
-    parser.add_argument("--sizes", default="small,1k", help="comma-separated workloads (default small,1k)")
+    parser.add_argument("--sizes", default=DEFAULT_SIZES, help=f"comma-separated workloads (default {DEFAULT_SIZES})")
     parser.add_argument("--formats", default="trec,json,jsonl", help="comma-separated run formats (default trec,json,jsonl)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command; medians are reported (default 3)")
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rag_eval_bench"),
@@ -469,6 +497,7 @@ def main(argv=None):
     if args.repeat < 1 or args.k < 1 or args.import_runs < 1:
         parser.error("--repeat, --k and --import-runs must be positive")
     args.rag_eval = os.path.abspath(args.rag_eval)
+    args.workdir = os.path.abspath(args.workdir)  # commands run in another folder
     if not os.path.isfile(args.rag_eval):
         parser.error(f"no such file: {args.rag_eval}")
     if shutil.which(args.python) is None and not os.path.isfile(args.python):
@@ -542,7 +571,7 @@ def main(argv=None):
                         failures.append(f"{name} {fmt} {tool}: exit {run['rc']}: {run['stderr'].strip()[-400:]}")
                     runs[tool].append(run)
             for tool, _ in plan:
-                if len(set(stdouts[tool])) != 1 and tool in ("rag_eval", "pytrec_eval", "ir_measures", "ranx", "trec_eval"):
+                if len(set(stdouts[tool])) != 1 and tool in (*RAG_EVAL_FORMS, *PEERS):
                     failures.append(f"{name} {fmt} {tool}: stdout differs between repeats")
                 results.append({
                     "workload": name, "queries": queries, "docs": docs, "format": fmt, "lines": queries * docs,
@@ -553,15 +582,20 @@ def main(argv=None):
                     "ok": all(r["rc"] == 0 for r in runs[tool]),
                     "stdout": stdouts[tool][0].decode(errors="replace").strip(),
                 })
-            if "rag_eval" in stdouts:
-                outputs[(name, fmt)] = stdouts["rag_eval"][0]
+            forms = [tool for tool in RAG_EVAL_FORMS if tool in stdouts]
+            if forms:
+                outputs[(name, fmt)] = stdouts[forms[0]][0]
+            if len({stdouts[tool][0] for tool in forms}) > 1:
+                failures.append(f"{name} {fmt}: rag_eval's output differs between the script and -m")
 
     # Ratios, measured in this invocation.
     for row in results:
         same = [r for r in results if r["workload"] == row["workload"] and r["format"] == row["format"]]
         floor = next((r["wall"] for r in same if r["tool"] == "floor"), None)
+        text_floor = next((r["wall"] for r in same if r["tool"] == "floor_text"), None)
         parse = next((r["wall"] for r in same if r["tool"] == "json"), None)
         row["x_floor"] = row["wall"] / floor if floor else None
+        row["x_text_floor"] = row["wall"] / text_floor if text_floor else None
         row["x_json"] = row["wall"] / parse if parse and row["format"] != "trec" else None
 
     # Identical numbers across formats.
@@ -613,26 +647,31 @@ def report(args, sizes, formats, results, outputs, notes, failures, import_media
     for note in notes:
         p(f"- {note}")
     p("")
-    p("| workload | format | run lines | tool | median wall s | min wall s | x floor | x json parse | peak MB |")
-    p("|---|---|---:|---|---:|---:|---:|---:|---:|")
+    p("| workload | format | run lines | tool | median wall s | min wall s | x floor | x text floor | x json parse "
+      "| peak MB |")
+    p("|---|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for row in results:
         flag = "" if row["ok"] else " (FAILED)"
         p(f"| {row['workload']} ({row['queries']:,} x {row['docs']:,}) | {row['format']} | {row['lines']:,} | "
           f"{row['label']}{flag} | {fmt_seconds(row['wall'])} | {fmt_seconds(row['min_wall'])} | "
-          f"{fmt_ratio(row['x_floor'])} | {fmt_ratio(row['x_json'])} | {fmt_mb(row['peak'])} |")
+          f"{fmt_ratio(row['x_floor'])} | {fmt_ratio(row['x_text_floor'])} | {fmt_ratio(row['x_json'])} | "
+          f"{fmt_mb(row['peak'])} |")
     p("")
-    p("x floor and x json parse divide median wall times measured in this invocation; json parse is json.load "
-      f"(JSON) or json.loads per line (JSONL) of the run alone.  {STARTUP[0]} is a {STARTUP[1]} x {STARTUP[2]} "
-      "workload: the fixed cost of one process.\n")
+    p("x floor, x text floor and x json parse divide median wall times measured in this invocation; the floor "
+      "splits lines read as bytes, the text floor lines read as text; json parse is json.load (JSON) or "
+      f"json.loads per line (JSONL) of the run alone.  rag_eval (script) is `python rag_eval.py`, compiled at every "
+      "start as Python does for any script; rag_eval (-m) is `python -m rag_eval` with its bytecode cached, as "
+      f"after `pip install`.  {STARTUP[0]} is a {STARTUP[1]} x {STARTUP[2]} workload: the fixed cost of one process.\n")
 
     # Scaling: time per line beyond the fixed start-up cost, and memory, rag_eval and the floor, per format.
+    first_form = next((tool for tool in RAG_EVAL_FORMS if find_tool(results, tool)), None)
     p(f"Scaling: microseconds per run line beyond the {STARTUP[0]} workload's time (the fixed cost of a "
-      "process; minimum wall times), and rag_eval's peak above the bare interpreter's:\n")
+      f"process; minimum wall times), {tool_label(first_form, '')}, and its peak above the bare interpreter's:\n")
     p("| format | workload | run lines | queries | rag_eval us/line | floor us/line | ratio | rag_eval peak - bare MB |")
     p("|---|---|---:|---:|---:|---:|---:|---:|")
     for fmt in formats:
         for name, queries, docs in sizes:
-            rag = find(results, name, fmt, "rag_eval")
+            rag = find(results, name, fmt, first_form)
             floor = find(results, name, fmt, "floor")
             if not rag or name == STARTUP[0]:
                 continue
@@ -641,52 +680,49 @@ def report(args, sizes, formats, results, outputs, notes, failures, import_media
             ratio = rag_rate / floor_rate if rag_rate is not None and floor_rate else None
             p(f"| {fmt} | {name} | {queries * docs:,} | {queries:,} | {fmt_rate(rag_rate)} | {fmt_rate(floor_rate)} | "
               f"{fmt_ratio(ratio)} | {fmt_mb(extra)} |")
-    rag_start = find(results, STARTUP[0], formats[0], "rag_eval")
+    p("")
     floor_start = find(results, STARTUP[0], formats[0], "floor")
-    if rag_start and floor_start:
-        p(f"\nFixed cost of one process ({STARTUP[0]}, {formats[0]}, minimum): rag_eval "
-          f"{rag_start['min_wall'] * 1000:.1f} ms, floor {floor_start['min_wall'] * 1000:.1f} ms, "
-          f"bare interpreter {min(r['wall'] for r in bare) * 1000:.1f} ms.")
+    for tool in RAG_EVAL_FORMS:
+        start = find(results, STARTUP[0], formats[0], tool)
+        if start and floor_start:
+            p(f"Fixed cost of one process ({STARTUP[0]}, {formats[0]}, minimum): {tool_label(tool, '')} "
+              f"{start['min_wall'] * 1000:.1f} ms, floor {floor_start['min_wall'] * 1000:.1f} ms, "
+              f"bare interpreter {min(r['wall'] for r in bare) * 1000:.1f} ms.")
     p("")
 
     # Targets.
     p("Targets:\n")
-    for name, queries, docs in sizes:
-        rag = find(results, name, "trec", "rag_eval")
-        if not rag or rag["x_floor"] is None:
-            continue
-        lines = queries * docs
-        if name == STARTUP[0]:
-            continue
-        floor = find(results, name, "trec", "floor")
-        by_min = rag["min_wall"] / floor["min_wall"]
-        ratios = f"{rag['x_floor']:.2f}x the floor by medians, {by_min:.2f}x by minimums"
-        if lines < 100_000:
-            p(f"- {lines:,}-line TREC run: {ratios} (start-up dominated; no target)")
-            continue
-        if max(rag["x_floor"], by_min) <= TARGET_RATIO:
-            verdict = "met"
-        elif min(rag["x_floor"], by_min) > TARGET_RATIO:
-            verdict = "MISSED"
-        else:
-            verdict = "unclear: medians and minimums disagree, the machine was noisy"
-        text = f"- {lines:,}-line TREC run: {ratios} (target <= {TARGET_RATIO:g}x: {verdict})"
-        if lines >= 10_000_000:
-            peak_ok = rag["peak"] is not None and rag["peak"] / 1e6 <= TARGET_PEAK_MB
-            text += f", peak {fmt_mb(rag['peak'])} MB (target <= {TARGET_PEAK_MB:g} MB: {'met' if peak_ok else 'MISSED'})"
-        p(text)
+    for tool in RAG_EVAL_FORMS:
+        for name, queries, docs in sizes:
+            rag = find(results, name, "trec", tool)
+            if not rag or rag["x_floor"] is None or name == STARTUP[0]:
+                continue
+            lines = queries * docs
+            floor = find(results, name, "trec", "floor")
+            by_min = rag["min_wall"] / floor["min_wall"]
+            ratios = f"{rag['x_floor']:.2f}x the floor by medians, {by_min:.2f}x by minimums"
+            if rag["x_text_floor"] is not None:
+                ratios += f", {rag['x_text_floor']:.2f}x the text floor"
+            what = f"- {tool_label(tool, 'trec')}, {lines:,}-line TREC run ({queries:,} x {docs:,})"
+            if lines < 100_000:
+                p(f"{what}: {ratios} (start-up dominated; no target)")
+                continue
+            if max(rag["x_floor"], by_min) <= TARGET_RATIO:
+                verdict = "met"
+            elif min(rag["x_floor"], by_min) > TARGET_RATIO:
+                verdict = "MISSED"
+            else:
+                verdict = "unclear: medians and minimums disagree, the machine was noisy"
+            text = f"{what}: {ratios} (target <= {TARGET_RATIO:g}x the floor: {verdict})"
+            if lines >= 10_000_000:
+                peak_ok = rag["peak"] is not None and rag["peak"] / 1e6 <= TARGET_PEAK_MB
+                text += f", peak {fmt_mb(rag['peak'])} MB (target <= {TARGET_PEAK_MB:g} MB: {'met' if peak_ok else 'MISSED'})"
+            p(text)
     for fmt in formats:
-        big = [find(results, name, fmt, "rag_eval") for name, q, d in sizes if q * d >= 100_000]
-        big = [r for r in big if r and net_rate(results, r)]
-        if len(big) >= 2:
-            rates = [net_rate(results, r) for r in big]
-            spread = max(rates) / min(rates)
-            p(f"- linear scaling, {fmt}: {' / '.join(f'{v:.2f}' for v in rates)} us per line beyond start-up "
-              f"({', '.join(r['workload'] for r in big)}): spread {spread:.2f}x "
-              f"({'roughly constant' if spread <= LINEAR_TOLERANCE else 'NOT constant'}, tolerance {LINEAR_TOLERANCE}x)")
+        p(cost_model_line(results, sizes, fmt, first_form))
     for fmt in ("json", "jsonl"):
         for name, _, _ in sizes[1:]:
-            rag = find(results, name, fmt, "rag_eval")
+            rag = find(results, name, fmt, first_form)
             if rag and rag["x_json"] is not None:
                 p(f"- {name} {fmt}: rag_eval takes {rag['x_json']:.2f}x {tool_label('json', fmt)} alone on the same file")
     p("")
@@ -727,8 +763,55 @@ def net_rate(results, row):
     return extra / (row["lines"] - start["lines"]) * 1e6 if extra > 0 else None
 
 
+def cost_model(points):
+    """Fit time = a * lines + b * queries to (lines, queries, seconds) points.
+
+    Least squares on relative errors (each point weighted by 1 / seconds), so
+    the largest run does not decide alone.  Returns (a, b, largest relative
+    misfit), or None; b is 0 when every point has the same documents per query
+    (then lines and queries cannot be told apart).
+    """
+    rows = [(lines / t, queries / t) for lines, queries, t in points]  # each row of the system, divided by t
+    sll = sum(x * x for x, _ in rows)
+    slq = sum(x * y for x, y in rows)
+    sqq = sum(y * y for _, y in rows)
+    sl, sq = sum(x for x, _ in rows), sum(y for _, y in rows)  # right-hand side: t / t = 1 for every row
+    det = sll * sqq - slq * slq
+    if det > 1e-9 * sll * sqq:
+        a, b = (sl * sqq - sq * slq) / det, (sq * sll - sl * slq) / det
+    elif sll:
+        a, b = sl / sll, 0.0
+    else:
+        return None
+    misfit = max(abs(a * lines + b * queries - t) / t for lines, queries, t in points)
+    return a, b, misfit
+
+
+def cost_model_line(results, sizes, fmt, tool):
+    """One line of the targets: the linear cost model of ``tool`` on ``fmt``, and whether it fits."""
+    start = find(results, STARTUP[0], fmt, tool)
+    points = []
+    for name, queries, docs in sizes:
+        row = find(results, name, fmt, tool)
+        if start and row and queries * docs >= 100_000 and row["min_wall"] > start["min_wall"]:
+            points.append((queries * docs, queries, row["min_wall"] - start["min_wall"]))
+    fit = cost_model(points) if len(points) >= 2 else None
+    if fit is None:
+        return f"- linear scaling, {fmt}: needs two workloads of >= 100,000 lines (e.g. --sizes {DEFAULT_SIZES})"
+    a, b, misfit = fit
+    text = (f"- linear scaling, {fmt}: time beyond start-up = {a * 1e6:.3f} us per line + {b * 1e6:.1f} us per query "
+            f"over {len(points)} workloads of >= 100,000 lines; largest misfit {misfit:.0%}")
+    if len(points) == 2 and b:
+        return text + " (two workloads fit exactly: a third one tests it)"
+    return text + (" (linear)" if misfit <= LINEAR_TOLERANCE else f" (NOT linear: tolerance {LINEAR_TOLERANCE:.0%})")
+
+
 def fmt_rate(value):
     return "-" if value is None else f"{value:.2f}"
+
+
+def find_tool(results, tool):
+    return next((r for r in results if r["tool"] == tool), None)
 
 
 def find(results, name, fmt, tool):
