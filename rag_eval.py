@@ -330,18 +330,13 @@ def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
         data = _read_block(inp.rest, inp.source)
 
 
-def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str], Callable[[str], List[str]]]]:
-    """Yield ``(number of the first line, lines, split)`` for the blocks of a text file.
-
-    ``split`` cuts a line into fields at ASCII white space only, as trec_eval
-    does: ``str.split`` where the block is ASCII (the fast, common case), a
-    stricter split where a no-break space could hide inside an id.
-    """
+def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
+    """Yield ``(number of the first line, lines)`` for the blocks of a text file."""
     for first, data in _byte_blocks(inp):
         lines = data.decode("utf-8").split("\n")
         if lines[-1] == "":
             lines.pop()  # the piece after the final newline
-        yield first, lines, str.split if _plain_ascii(data) else _ascii_split
+        yield first, lines
 
 
 def _check_line_bytes(data: bytes, source: str, first: int) -> None:
@@ -356,30 +351,6 @@ def _check_line_bytes(data: bytes, source: str, first: int) -> None:
             where = data.find(b"\r", where + 1)
         raise RagEvalError("a line ends in a lone carriage return (CR); use LF or CRLF line ends",
                            source, first + data.count(b"\n", 0, where))
-
-
-_ASCII_SPACE = " \t\r\f\v"  # C's isspace(), less the newline that already ended the line
-
-
-def _plain_ascii(data: bytes) -> bool:
-    """True when ``str.split`` splits exactly where C's isspace() does: ASCII
-    with none of the separators U+001C..U+001F, which str.split also cuts at."""
-    return data.isascii() and not any(separator in data for separator in (b"\x1c", b"\x1d", b"\x1e", b"\x1f"))
-
-
-def _ascii_split(line: str) -> List[str]:
-    for space in _ASCII_SPACE[1:]:
-        line = line.replace(space, " ")
-    return [field for field in line.split(" ") if field]
-
-
-def _lines(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
-    """Yield ``(line number, fields)`` for each non-blank line of a text file."""
-    for first, lines, split in _blocks(inp):
-        for lineno, line in enumerate(lines, first):
-            fields = split(line)
-            if fields:
-                yield lineno, fields
 
 
 def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
@@ -441,7 +412,7 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
 
 def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
-    for first, lines, _ in _blocks(inp):
+    for first, lines in _blocks(inp):
         for lineno, line in enumerate(lines, first):
             if line.strip():
                 yield lineno, line
@@ -512,6 +483,8 @@ def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, l
 def _without_negative(qrels: Qrels) -> Qrels:
     """A negative grade is trec_eval's mark for a document outside the judged
     pool: the query is kept, the document stays unjudged."""
+    if all(min(docs.values(), default=0) >= 0 for docs in qrels.values()):
+        return qrels  # the common case, checked without copying
     return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
 
 
@@ -520,23 +493,46 @@ def _trec_qrels(inp: _Input) -> Qrels:
 
     The first judgment decides which; every other line must have as many
     fields, so a line that lost one is an error, not a judgment of another
-    document.
+    document.  Like the TREC run reader, it splits bytes (at C's white space,
+    as trec_eval does) and keeps the current query's judgments in a local.
     """
     qrels: Qrels = {}
     width = None
-    for lineno, fields in _lines(inp):
-        if fields[0].startswith("#"):
-            continue
-        if width is None and len(fields) == 3 and [f.lower() for f in fields] == ["query-id", "corpus-id", "score"]:
-            continue  # BEIR's header
-        if width is None and len(fields) in (3, 4):
-            width = len(fields)
-        if len(fields) != width:
-            layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-            raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", inp.source, lineno)
-        qid, docid, grade_text = fields[0], fields[-2], fields[-1]
-        _add_judgment(qrels, qid, docid, _grade(grade_text, inp.source, lineno), inp.source, lineno)
+    qid = docs = None
+    for first, data in _byte_blocks(inp):
+        for lineno, line in enumerate(data.split(b"\n"), first):
+            fields = line.split()
+            if not fields or fields[0][:1] == b"#":
+                continue  # blank, or a comment
+            if len(fields) != width:  # the first judgment, the BEIR header, or an error
+                width = _qrels_width(fields, width, inp.source, lineno)
+                if width is None:
+                    continue  # BEIR's header
+            if fields[0] != qid:
+                qid = fields[0]
+                docs = qrels.setdefault(qid.decode("utf-8"), {})
+            grade_text = fields[-1]
+            # isdigit on bytes is ASCII digits only; _grade takes signs and says what is wrong.
+            if grade_text.isdigit() and len(grade_text) <= 9:
+                grade = int(grade_text)
+            else:
+                grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
+            docid = fields[-2].decode("utf-8")
+            if docs.setdefault(docid, grade) != grade:
+                raise RagEvalError(f"conflicting judgments for {qid.decode('utf-8')!r}/{docid!r}: {docs[docid]} and {grade}",
+                                   inp.source, lineno)
     return _without_negative(qrels)
+
+
+def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
+    """The number of fields of every judgment, set by the first: 4 (TREC) or 3
+    (BEIR's TSV); None for BEIR's header line, which may come first."""
+    if width is None and len(fields) == 3 and [f.lower() for f in fields] == [b"query-id", b"corpus-id", b"score"]:
+        return None
+    if width is None and len(fields) in (3, 4):
+        return len(fields)
+    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
+    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", source, lineno)
 
 
 def _grade(text: str, source: str, lineno: int) -> int:
