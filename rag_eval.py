@@ -359,7 +359,7 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
         raise RagEvalError("file is empty", inp.source)
     text = _decode(data, inp.source, inp.first_line)
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+        return _JSON.decode(text)
     except json.JSONDecodeError as exc:
         raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source,
                            exc.lineno + inp.first_line - 1) from None
@@ -386,6 +386,11 @@ def _reject_constant(name):
     raise RagEvalError(f"{name} is not a number that JSON allows")
 
 
+# One decoder for every input: json.loads with options builds a new one per
+# call, which doubled the cost of a JSONL line.
+_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+
+
 def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
     for name in names:
         if name in row:
@@ -396,7 +401,7 @@ def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int
 def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
     for lineno, line in _raw_lines(inp):
         try:
-            row = json.loads(line, object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+            row = _JSON.decode(line)
         except json.JSONDecodeError as exc:
             raise RagEvalError(f"invalid JSON: {exc.msg}", inp.source, lineno) from None
         except RagEvalError as exc:
@@ -668,6 +673,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
     qid = top = query = None
     floor = lowest = -math.inf
+    looking = seen is not None and not seen.found  # for a judged document; one test per line after that
     for first, data in _byte_blocks(inp):
         lines = data.split(b"\n")
         for line in lines:
@@ -687,8 +693,9 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = tops[qid] = _TopScores(depth)
                 query = qid.decode("utf-8")
                 floor = top.floor
-            if seen is not None and not seen.found:
+            if looking:
                 seen.see(query, _id_text(fields[2], doc_id_sep))
+                looking = not seen.found
             try:
                 score = float(fields[4])
             except ValueError:  # as above: the first such line is this one
