@@ -303,14 +303,16 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
-    """Yield ``(number of the first line, whole lines)`` for successive blocks of a text file.
+def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
+    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Reads large blocks, each completed to the end of its last line by one
     readline (a block and that line are joined in one copy; cutting blocks at
     their last newline and carrying the piece over cost ten times more), and
     checks each block at once (UTF-8, no NUL, no lone CR): in bulk that costs a
-    fraction of doing it line by line.  Blank blocks are counted and skipped.
+    fraction of doing it line by line.  ``split`` cuts a checked block into
+    its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
+    next block's first line.  Blank blocks are counted and skipped.
     """
     first = inp.first_line
     data = inp.head
@@ -320,23 +322,26 @@ def _byte_blocks(inp: _Input) -> Iterator[Tuple[int, bytes]]:
             if len(rest) == MAX_LINE and not rest.endswith(b"\n"):
                 raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, first + data.count(b"\n"))
             data += rest
-        lines = data.count(b"\n") + (not data.endswith(b"\n"))
-        if not data.isspace():  # isspace, not strip: no copy of the block
+        if data.isspace():  # isspace, not strip: no copy of the block
+            first += data.count(b"\n")
+        else:
             if not data.isascii():
                 _decode(data, inp.source, first)  # first: a binary file is "not UTF-8" before it is "NUL"
             _check_line_bytes(data, inp.source, first)
-            yield first, data
-        first += lines
+            lines = split(data)
+            if not lines[-1]:
+                lines.pop()  # the empty piece after the final newline
+            yield first, lines
+            first += len(lines)
         data = _read_block(inp.rest, inp.source)
 
 
-def _blocks(inp: _Input) -> Iterator[Tuple[int, List[str]]]:
-    """Yield ``(number of the first line, lines)`` for the blocks of a text file."""
-    for first, data in _byte_blocks(inp):
-        lines = data.decode("utf-8").split("\n")
-        if lines[-1] == "":
-            lines.pop()  # the piece after the final newline
-        yield first, lines
+def _byte_lines(data: bytes) -> List[bytes]:
+    return data.split(b"\n")
+
+
+def _text_lines(data: bytes) -> List[str]:
+    return data.decode("utf-8").split("\n")
 
 
 def _check_line_bytes(data: bytes, source: str, first: int) -> None:
@@ -417,7 +422,7 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
 
 def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
-    for first, lines in _blocks(inp):
+    for first, lines in _line_blocks(inp, _text_lines):
         for lineno, line in enumerate(lines, first):
             if line.strip():
                 yield lineno, line
@@ -504,8 +509,8 @@ def _trec_qrels(inp: _Input) -> Qrels:
     qrels: Qrels = {}
     width = None
     qid = docs = None
-    for first, data in _byte_blocks(inp):
-        for lineno, line in enumerate(data.split(b"\n"), first):
+    for first, lines in _line_blocks(inp, _byte_lines):
+        for lineno, line in enumerate(lines, first):
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
                 continue  # blank, or a comment
@@ -674,8 +679,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     qid = top = query = None
     floor = lowest = -math.inf
     looking = seen is not None and not seen.found  # for a judged document; one test per line after that
-    for first, data in _byte_blocks(inp):
-        lines = data.split(b"\n")
+    for first, lines in _line_blocks(inp, _byte_lines):
         for line in lines:
             fields = line.split()
             if len(fields) < 6:
