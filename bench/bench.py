@@ -800,7 +800,8 @@ def cost_model_line(results, sizes, fmt, tool):
     if fit is None:
         return f"- linear scaling, {fmt}: needs two workloads of >= 100,000 lines (e.g. --sizes {DEFAULT_SIZES})"
     a, b, misfit = fit
-    text = (f"- linear scaling, {fmt}: time beyond start-up = {a * 1e6:.3f} us per line + {b * 1e6:.1f} us per query "
+    per_query = f" + {b * 1e6:.1f} us per query" if b else " (one shape of run: no separate cost per query)"
+    text = (f"- linear scaling, {fmt}: time beyond start-up = {a * 1e6:.3f} us per line{per_query} "
             f"over {len(points)} workloads of >= 100,000 lines; largest misfit {misfit:.0%}")
     if len(points) == 2 and b:
         return text + " (two workloads fit exactly: a third one tests it)"

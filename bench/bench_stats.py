@@ -1,24 +1,47 @@
-"""Time the gate's paired statistics: queries x metrics x resamples, in one process.
+"""Time the gate's paired statistics: queries x metrics x resamples, in process and as whole processes.
 
-    python3 bench/bench_stats.py [--queries 10000] [--resamples 10000] [--changed 1.0,0.3] [--repeat 3]
+    python3 bench/bench_stats.py [--queries 1000,3000,10000] [--resamples 10000]
+                                 [--changed 1.0,0.3] [--repeat 3] [--no-process]
 
-Each metric gets seeded per-query scores before and after; a share ``changed``
-of the queries differ (1.0 is the worst case: every query moved).  Prints the
-median wall time of ``rag_eval.compare_paired`` over all metrics, and of
-``rag_eval.mean_intervals`` (the --ci intervals) on the same scores.
+Standard library only.  Two parts:
+
+1. In process: each of 4 metrics gets seeded per-query scores before and
+   after; a share ``changed`` of the queries differ (1.0 is the worst case:
+   every query moved).  For each number of queries it prints the median wall
+   time of ``rag_eval.compare_paired`` over the 4 metrics (sign-flip test,
+   bootstrap interval, largest drops) and of ``rag_eval.mean_intervals`` (the
+   ``--ci`` intervals), and the cost per changed query, metric and resample.
+   Linear scaling: the times of the sizes above 250 queries must fit a fixed
+   cost plus a cost per unit (least squares) within 15%.  Up to 250 queries
+   the bootstrap draws every query of every resample (the ordinary
+   bootstrap); above, it draws only the queries that changed, so only those
+   sizes are fitted together.
+2. Whole processes (skipped with ``--no-process``): ``python rag_eval.py
+   QRELS RUN --baseline-run OLD`` on a generated TREC workload of the largest
+   number of queries (20 documents each; in OLD a share ``changed`` of the
+   queries have their ranking reversed), next to the same command without
+   ``--baseline-run`` and a bare interpreter: what the statistics add to a
+   real gate, start-up included.  Files go to ``--workdir``.
 """
 
 import argparse
 import os
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+RAG_EVAL = os.path.join(os.path.dirname(HERE), "rag_eval.py")
+sys.path.insert(0, os.path.dirname(HERE))
 import rag_eval  # noqa: E402
 
 METRICS = ("recall@10", "success@10", "mrr@10", "ndcg@10")
+ORDINARY_BOOTSTRAP_UP_TO = 250  # rag_eval's switch between the two bootstraps
+LINEAR_TOLERANCE = 0.15  # time = fixed + per unit x units must fit every size above the switch this well
+DOCS_PER_QUERY = 20  # the whole-process workload
 
 
 def scores(queries: int, changed: float, seed: int):
@@ -53,26 +76,113 @@ def timed(function, repeat: int) -> float:
     return statistics.median(times)
 
 
+def in_process(sizes, changes, resamples, repeat):
+    """The table of part 1; returns {changed: [(queries, ns per unit)]} for the scaling check."""
+    print(f"## In process: 4 metrics x {resamples:,} resamples, median of {repeat}\n")
+    print("| queries | changed | paired statistics s | ns per changed query x metric x resample | --ci intervals s |")
+    print("|---:|---:|---:|---:|---:|")
+    costs = {}  # changed -> [(queries, units, seconds)]
+    for queries in sizes:
+        for changed in changes:
+            before, after = scores(queries, changed, seed=1)
+
+            def paired():
+                for metric in METRICS:
+                    rag_eval.compare_paired(metric, before[metric], after[metric], resamples=resamples)
+
+            result = {"k": [10], "per_query": {qid: {m: after[m][qid] for m in METRICS} for qid in after[METRICS[0]]}}
+            paired_s = timed(paired, repeat)
+            intervals_s = timed(lambda: rag_eval.mean_intervals(result, resamples), repeat)
+            moved = sum(1 for m in METRICS for qid in before[m] if before[m][qid] != after[m][qid])
+            unit = paired_s / (max(moved, 1) * resamples) * 1e9
+            costs.setdefault(changed, []).append((queries, moved * resamples, paired_s))
+            print(f"| {queries:,} | {changed:.0%} | {paired_s:.2f} | {unit:.1f} | {intervals_s:.2f} |")
+    print()
+    return costs
+
+
+def scaling_lines(costs):
+    """One line per share changed: the fit of time = fixed + per unit x units, and whether it holds."""
+    lines = []
+    for changed, points in costs.items():
+        above = [(units, seconds) for queries, units, seconds in points if queries > ORDINARY_BOOTSTRAP_UP_TO]
+        if len(above) < 2:
+            continue
+        mean_u = statistics.fmean(u for u, _ in above)
+        mean_t = statistics.fmean(t for _, t in above)
+        spread_u = sum((u - mean_u) ** 2 for u, _ in above)
+        per_unit = sum((u - mean_u) * (t - mean_t) for u, t in above) / spread_u if spread_u else 0.0
+        fixed = mean_t - per_unit * mean_u
+        misfit = max(abs(fixed + per_unit * u - t) / t for u, t in above)
+        verdict = "linear" if misfit <= LINEAR_TOLERANCE else f"NOT linear (tolerance {LINEAR_TOLERANCE:.0%})"
+        lines.append(f"- {changed:.0%} changed: time = {fixed * 1e3:.0f} ms + {per_unit * 1e9:.2f} ns per changed "
+                     f"query x metric x resample over {len(above)} sizes; largest misfit {misfit:.0%}: {verdict}")
+    return lines
+
+
+def write_workload(folder, queries, changed, seed=7):
+    """TREC qrels, a run, and an old run in which a share ``changed`` of the queries are ranked in reverse."""
+    rng = random.Random(seed)
+    paths = {name: os.path.join(folder, f"stats_{queries}_{changed}_{name}") for name in ("qrels", "run", "old")}
+    if all(os.path.exists(path) for path in paths.values()):
+        return paths
+    with open(paths["qrels"], "w") as qrels, open(paths["run"], "w") as run, open(paths["old"], "w") as old:
+        for q in range(queries):
+            qid = f"q{q}"
+            docs = [f"doc-{q}-{d}" for d in range(DOCS_PER_QUERY)]
+            for docid in rng.sample(docs, 3):
+                qrels.write(f"{qid} 0 {docid} {rng.randint(1, 3)}\n")
+            rng.shuffle(docs)
+            reverse = rng.random() < changed
+            for rank, docid in enumerate(docs, 1):
+                score = DOCS_PER_QUERY - rank
+                run.write(f"{qid} Q0 {docid} {rank} {score} new\n")
+                old.write(f"{qid} Q0 {docid} {rank} {rank if reverse else score} old\n")
+    return paths
+
+
+def whole_processes(queries, changes, repeat, workdir):
+    print(f"## Whole processes: {queries:,} queries x {DOCS_PER_QUERY} documents, TREC, median of {repeat}\n")
+    print("| command | changed | median wall s |")
+    print("|---|---:|---:|")
+    os.makedirs(workdir, exist_ok=True)
+    python = sys.executable
+
+    def wall(argv):
+        def run():
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return timed(run, repeat)
+
+    print(f"| `python -c pass` | - | {wall([python, '-c', 'pass']):.3f} |")
+    for changed in changes:
+        paths = write_workload(workdir, queries, changed)
+        plain = [python, RAG_EVAL, paths["qrels"], paths["run"], "--k", "10"]
+        check = subprocess.run(plain + ["--baseline-run", paths["old"]], capture_output=True, text=True)
+        if check.returncode not in (0, 1):  # 1: a regression, which the reversed rankings may well cause
+            raise SystemExit(f"rag_eval failed: {check.stderr.strip()}")
+        print(f"| rag_eval, no baseline | {changed:.0%} | {wall(plain):.3f} |")
+        print(f"| rag_eval --baseline-run OLD | {changed:.0%} | {wall(plain + ['--baseline-run', paths['old']]):.3f} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queries", type=int, default=10_000)
+    parser.add_argument("--queries", default="1000,3000,10000", help="comma-separated numbers of queries")
     parser.add_argument("--resamples", type=int, default=10_000)
-    parser.add_argument("--changed", default="1.0,0.3")
+    parser.add_argument("--changed", default="1.0,0.3", help="comma-separated shares of queries that changed")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rag_eval_bench"))
+    parser.add_argument("--no-process", action="store_true", help="skip the whole-process part")
     args = parser.parse_args()
-    print(f"python {sys.version.split()[0]}, {args.queries} queries x {len(METRICS)} metrics x "
-          f"{args.resamples} resamples, median of {args.repeat}")
-    print(f"{'changed':>8}  {'paired (s)':>10}  {'--ci (s)':>9}")
-    for changed in map(float, args.changed.split(",")):
-        before, after = scores(args.queries, changed, seed=1)
-
-        def paired():
-            for metric in METRICS:
-                rag_eval.compare_paired(metric, before[metric], after[metric], resamples=args.resamples)
-
-        result = {"k": [10], "per_query": {qid: {m: after[m][qid] for m in METRICS} for qid in after[METRICS[0]]}}
-        intervals = timed(lambda: rag_eval.mean_intervals(result, args.resamples), args.repeat)
-        print(f"{changed:>8.0%}  {timed(paired, args.repeat):>10.2f}  {intervals:>9.2f}")
+    sizes = [int(text) for text in args.queries.split(",")]
+    changes = [float(text) for text in args.changed.split(",")]
+    print(f"# rag_eval paired statistics benchmark (Python {sys.version.split()[0]})\n")
+    costs = in_process(sizes, changes, args.resamples, args.repeat)
+    for line in scaling_lines(costs):
+        print(line)
+    print()
+    if not args.no_process:
+        whole_processes(max(sizes), changes, args.repeat, args.workdir)
 
 
 if __name__ == "__main__":
