@@ -306,11 +306,11 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
 def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
-    Reads large blocks, each completed to the end of its last line by one
-    readline (a block and that line are joined in one copy; cutting blocks at
-    their last newline and carrying the piece over cost ten times more), and
-    checks each block at once (UTF-8, no NUL, no lone CR): in bulk that costs a
-    fraction of doing it line by line.  ``split`` cuts a checked block into
+    Reads blocks of READ_BLOCK bytes, each completed to the end of its last
+    line by one readline (one copy; cutting blocks at their last newline and
+    carrying the rest over copied every block twice), and checks each block
+    at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
+    doing it line by line.  ``split`` cuts a checked block into
     its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
     next block's first line.  Blank blocks are counted and skipped.
     """
@@ -769,6 +769,8 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
     of every document read, before any cut.
     """
+    if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
+        raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
@@ -924,11 +926,11 @@ def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: 
     top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
     best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
-        [g >= conv.min_grade for g in top],
-        [_gain(g, conv.gain) if g > 0 else 0.0 for g in top],  # the test first: most documents gain nothing
-        [g >= 0 for g in top],
-        [_gain(g, conv.gain) for g in best if g > 0],
-        sum(g >= conv.min_grade for g in grades.values()),
+        relevant=[g >= conv.min_grade for g in top],
+        gains=[_gain(g, conv.gain) if g > 0 else 0.0 for g in top],  # the test first: most documents gain nothing
+        judged=[g >= 0 for g in top],
+        ideal=[_gain(g, conv.gain) for g in best if g > 0],
+        num_relevant=sum(g >= conv.min_grade for g in grades.values()),
     )
 
 

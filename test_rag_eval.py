@@ -313,6 +313,14 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
                 self.assertEqual(a["mean"], b["mean"])
                 self.assertEqual(a["per_query"], b["per_query"])
 
+    def test_depth_must_be_a_positive_integer(self):
+        # depth=0 once ended in an IndexError from the pruning, and -1 silently dropped documents.
+        path = self.write("run.trec", "q1 Q0 a 1 2.0 t\nq1 Q0 b 2 1.0 t\n")
+        self.assertEqual(rag_eval.read_run(path, depth=1), {"q1": {"a": 2.0}})
+        for depth in (0, -1, 2.0, True, "3"):
+            with self.subTest(depth=depth), self.assertRaisesRegex(rag_eval.RagEvalError, "depth must be a positive integer"):
+                rag_eval.read_run(path, depth=depth)
+
     def test_line_numbers_survive_block_boundaries(self):
         good = "".join(f"q{i % 3} Q0 d{i} {i} {i / 7:.3f} t\n" for i in range(1, 40))  # lines 1..39
         path = self.write("run.trec", good + "\n" + "q1 Q0 d40 40 high t\n")  # blank 40, bad 41
