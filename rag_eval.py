@@ -128,6 +128,10 @@ READ_BLOCK = 1 << 17
 MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
+# A plain TREC run this large is read in parts by several processes (--jobs);
+# each part is at least PARALLEL_PART_BYTES, or forking would cost more than it saves.
+PARALLEL_MIN_BYTES = 1 << 26
+PARALLEL_PART_BYTES = 1 << 23
 
 
 # The conventions every measure shares, for --help and --explain.
@@ -204,6 +208,7 @@ class _Input(NamedTuple):
     head: bytes  # the first block with something in it, already read (format detection needs it)
     rest: object  # a binary stream positioned after ``head``
     first_line: int  # the number of the line ``head`` starts in
+    plain_path: Optional[str] = None  # a file on disk, not gzipped: it can be read in parts
 
 
 @contextmanager
@@ -236,7 +241,7 @@ def _opened(path: str) -> Iterator[_Input]:
         while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
             first_line += head.count(b"\n")
             head = _read_block(stream, source)
-        yield _Input(source, head, stream, first_line)
+        yield _Input(source, head, stream, first_line, path if stream is raw and path != "-" else None)
     finally:
         if path != "-":
             stream.close()
@@ -664,8 +669,26 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
+def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen],
+              jobs: int = 1) -> Run:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
+
+    A large plain file is read in parts by ``jobs`` processes (see
+    ``_read_in_parts``); the result is the same either way.
+    """
+    ends = _part_ends(inp, jobs)
+    if ends:
+        tops = _read_in_parts(inp, ends, depth, keep, doc_id_sep, seen)
+    else:
+        tops = _trec_tops(inp, depth, keep, doc_id_sep, seen)
+    as_text = keep is not None or doc_id_sep is not None  # then the reader decoded the ids already
+    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
+            for qid, scores in _finish_tops(tops).items()}
+
+
+def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
+               seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
+    """The best ``depth`` documents of each query of a TREC run, by the query's id in bytes.
 
     This loop runs once per line of files with millions of lines, so it does
     the least it can.  It splits bytes, not text: bytes.split cuts at C's
@@ -715,8 +738,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if keep is not None and not keep(query, docid):
                     continue
             floor = top.add(docid, score)
-    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
-            for qid, scores in _finish_tops(tops).items()}
+    return tops
 
 
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
@@ -728,6 +750,159 @@ def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
     for top in tops.values():
         top.prune()
     return {qid: top.scores for qid, top in tops.items()}
+
+
+# --- Reading a large TREC run in parts, one process each ---
+#
+# Reading dominates the time of a large run, and it splits: a query's best
+# documents over the whole file are found among the best of each part (a
+# document pushed out of a part's best ranks below as many others of that
+# part, which keep their scores or better when the parts are merged).  So
+# forked processes read the later parts of the file while this one reads the
+# first; each sends back the documents it kept, and merging them is exact.
+# Only where fork is safe and cheap (Linux), only for plain files large
+# enough to gain: small inputs pay nothing.
+
+
+def _part_ends(inp: _Input, jobs: int) -> List[int]:
+    """Where the parts of the file end, in bytes, each at a line start; empty when it does not pay to split."""
+    if jobs < 2 or inp.plain_path is None or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return []
+    size = os.fstat(inp.rest.fileno()).st_size
+    parts = min(jobs, size // PARALLEL_PART_BYTES)
+    if size < PARALLEL_MIN_BYTES or parts < 2:
+        return []
+    ends = set()
+    with open(inp.plain_path, "rb") as f:
+        for part in range(1, parts):
+            f.seek(size * part // parts)
+            f.readline()  # to the start of the next line
+            ends.add(f.tell())
+    read = inp.rest.tell()  # the first part starts after the head, which was read already
+    ends = sorted(end for end in ends | {size} if end > read)
+    return ends if len(ends) > 1 else []
+
+
+class _Part:
+    """A binary file read from where it stands up to ``end``, and no further."""
+
+    def __init__(self, stream, end: int):
+        self.stream = stream
+        self.left = end - stream.tell()
+
+    def read(self, size: int) -> bytes:
+        data = self.stream.read(max(0, min(size, self.left)))
+        self.left -= len(data)
+        return data
+
+    def readline(self, size: int) -> bytes:
+        data = self.stream.readline(max(0, min(size, self.left)))
+        self.left -= len(data)
+        return data
+
+
+def _read_in_parts(inp: _Input, ends: List[int], depth: Optional[int], keep, doc_id_sep: Optional[str],
+                   seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
+    """Read the first part here and each later one in a forked process, then merge.
+
+    Errors are reported as a single reading would: the first part's first,
+    then each later part's, with its line number counted from the file's start.
+    A process that fails without a word (killed, out of memory) has its part
+    read here instead.
+    """
+    import signal
+
+    qrels = None if seen is None else seen.qrels
+    children = []  # (pid, stream of its outcome, start, end) of each later part, in order
+    try:
+        for start, end in zip(ends, ends[1:]):
+            children.append((*_fork_part(inp.plain_path, inp.source, start, end, depth, keep, doc_id_sep, qrels),
+                             start, end))
+        tops = _trec_tops(inp._replace(rest=_Part(inp.rest, ends[0])), depth, keep, doc_id_sep, seen)
+        for _, stream, start, end in children:
+            outcome = _outcome(stream) or _read_part(inp.plain_path, inp.source, start, end, depth, keep, doc_id_sep, qrels)
+            if outcome[0] == "error":
+                _, detail, line = outcome
+                raise RagEvalError(detail, inp.source, None if line is None else _lines_before(inp.plain_path, start) + line)
+            _, kept, found = outcome
+            _merge_tops(tops, kept, depth)
+            if found:
+                seen.found = True
+        return tops
+    finally:
+        # Every child has sent its outcome or is not needed any more (an error, Ctrl-C): end and reap them all.
+        for pid, stream, _, _ in children:
+            stream.close()
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _fork_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
+               qrels: Optional[Qrels]) -> tuple:
+    """Start a process that reads one part and sends its outcome back; return (its pid, the stream to read it from)."""
+    import pickle
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        return pid, os.fdopen(read_end, "rb")
+    # The child.  It must never return into the caller's code: os._exit ends it whatever happens.
+    try:
+        os.close(read_end)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
+        outcome = _read_part(path, source, start, end, depth, keep, doc_id_sep, qrels)
+        with os.fdopen(write_end, "wb") as pipe:
+            pickle.dump(outcome, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        os._exit(0)
+
+
+def _read_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
+               qrels: Optional[Qrels]) -> tuple:
+    """("ok", {qid: {docid: score}} kept, whether a judged document was seen), or ("error", detail, line in the part)."""
+    seen = None if qrels is None else JudgedSeen(qrels)
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            part = _Part(f, end)
+            tops = _trec_tops(_Input(source, _read_block(part, source), part, 1), depth, keep, doc_id_sep, seen)
+    except RagEvalError as exc:
+        return ("error", exc.detail, exc.line)
+    return ("ok", _finish_tops(tops), seen is not None and seen.found)
+
+
+def _outcome(stream) -> Optional[tuple]:
+    """What a child sent; None if it sent nothing whole."""
+    import pickle
+
+    try:
+        return pickle.load(stream)
+    except Exception:  # EOFError, UnpicklingError, ...: the child died mid-way
+        return None
+
+
+def _merge_tops(tops: Dict[bytes, _TopScores], kept: Dict[bytes, Dict[bytes, float]], depth: Optional[int]) -> None:
+    for qid, scores in kept.items():
+        top = tops.get(qid)
+        if top is None:
+            top = tops[qid] = _TopScores(depth)
+        for docid, score in scores.items():
+            top.add(docid, score)
+
+
+def _lines_before(path: str, offset: int) -> int:
+    """The number of lines before ``offset`` (a line start): only an error in a later part needs it."""
+    count = 0
+    with open(path, "rb") as f:
+        while offset > 0:
+            block = f.read(min(READ_BLOCK, offset))
+            if not block:
+                break
+            count += block.count(b"\n")
+            offset -= len(block)
+    return count
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
@@ -759,7 +934,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
-             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None) -> Run:
+             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None, jobs: int = 1) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
     Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
@@ -767,10 +942,14 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     depth, not the file.  ``keep(qid, docid)``, when given, filters documents
     before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
     document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
-    of every document read, before any cut.
+    of every document read, before any cut.  With ``jobs`` > 1, a large plain
+    TREC file is read in that many parts at once by forked processes (Linux
+    only; the result is the same).
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
+    if not _is_int(jobs) or jobs < 1:
+        raise RagEvalError(f"jobs must be a positive integer, got {jobs!r}")
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
@@ -781,7 +960,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
         elif fmt == "jsonl":
             run = _jsonl_run(inp, depth, keep, doc_id_sep, seen)
         else:
-            run = _trec_run(inp, depth, keep, doc_id_sep, seen)
+            run = _trec_run(inp, depth, keep, doc_id_sep, seen, jobs)
     return run
 
 
@@ -2587,6 +2766,9 @@ def _build_parser():
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
+    parser.add_argument("--jobs", type=typed(_whole_arg(1)), metavar="N",
+                        help=f"processes that read a TREC run of {PARALLEL_MIN_BYTES >> 20} MiB or more (not gzipped) "
+                             "in parts at once, on Linux (default: the CPUs this process may use); same numbers")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -2754,11 +2936,12 @@ def _run(args, argv: List[str]) -> int:
     cutoffs = args.k[0] if len(args.k) == 1 else args.k
     options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                    drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep, abstain_below=args.abstain_below)
+    jobs = args.jobs or _usable_cpus()
 
     def score(path: str) -> Tuple[dict, Run]:
         seen = JudgedSeen(judged)
         # One more than the largest cutoff: enough to see a tie across it.
-        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen)
+        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen, jobs=jobs)
         try:
             result = evaluate(qrels, run, cutoffs, **options)
             _check_evaluated(result, path, seen)
@@ -2796,7 +2979,7 @@ def _run(args, argv: List[str]) -> int:
         write_atomically(args.junit, _junit_xml(report))
     if args.unjudged:
         # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
-        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
+        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep, jobs=jobs) if args.judged_only else run
         write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
@@ -2813,6 +2996,12 @@ def _run(args, argv: List[str]) -> int:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         _github(report, args.digits, warnings, failures)
     return EXIT_OK if passed else EXIT_REGRESSION
+
+
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):  # the CPUs this process may run on, which a container may limit
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:

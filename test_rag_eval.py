@@ -368,6 +368,162 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
                 self.assertEqual(leaks, [], [str(w.message) for w in leaks])
 
 
+@unittest.skipUnless(sys.platform.startswith("linux") and hasattr(os, "fork"), "parts are read in parallel on Linux only")
+class TestReadingInParts(TempDirMixin, unittest.TestCase):
+    """A TREC run read in parts by forked processes gives exactly what one reading gives.
+
+    The size thresholds are lowered so that files of a few kilobytes split
+    into parts of a few lines, at every kind of place: inside a query, between
+    duplicates of a document, next to comments and blank lines.  Each test
+    counts the forks, so that none passes by reading in one part.
+    """
+
+    def setUp(self):
+        super().setUp()
+        # READ_BLOCK too: the first block, read before any split, would hold the whole file.
+        for name, value in (("PARALLEL_MIN_BYTES", 0), ("PARALLEL_PART_BYTES", 1), ("READ_BLOCK", 64)):
+            patcher = mock.patch.object(rag_eval, name, value)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        patcher = mock.patch.object(rag_eval, "_fork_part", side_effect=rag_eval._fork_part)
+        self.forks = patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def random_run(self, rnd, queries=15, lines=900):
+        qids = [f"q{n}" for n in range(queries)] + ["caf\u00e9", "\u6587\u66f8"]
+        docs = [f"d{n}" for n in range(60)] + ["guide#1", "guide#2", "faq#1", "\u00fc#3"]
+        rows = []
+        for _ in range(lines):
+            rows.append(f"{rnd.choice(qids)} Q0 {rnd.choice(docs)} 1 {rnd.randint(0, 40) / 4} run")  # ties, duplicates
+            if rnd.random() < 0.03:
+                rows.append(rnd.choice(["", "# a comment", "   "]))
+        qrels = {qid: {doc: rnd.choice([0, 1, 2]) for doc in rnd.sample(docs, 8)} for qid in qids}
+        end = rnd.choice(["\n", "\r\n"])
+        return end.join(rows) + rnd.choice([end, ""]), qrels
+
+    def test_same_run_as_one_reading(self):
+        rnd = random.Random(20261130)
+        for case in range(12):
+            text, qrels = self.random_run(rnd)
+            path = self.write(f"run{case}.trec", text)
+            judged_only = lambda qid, docid, grades=qrels: docid in grades.get(qid, {})  # noqa: E731
+            for options in ({}, {"depth": 3}, {"depth": 11, "keep": judged_only}, {"depth": 4, "doc_id_sep": "#"}):
+                expected = rag_eval.read_run(path, **options)
+                for jobs in (2, 3, 7):
+                    with self.subTest(case=case, options=sorted(options), jobs=jobs):
+                        seen = rag_eval.JudgedSeen(qrels)
+                        self.forks.reset_mock()
+                        run = rag_eval.read_run(path, jobs=jobs, seen=seen, **options)
+                        self.assertEqual(self.forks.call_count, jobs - 1)
+                        self.assertEqual(run, expected)
+                        self.assertEqual(list(run), list(expected))  # queries in the order they first appear
+                        self.assertTrue(seen.found)
+
+    def test_it_really_splits(self):
+        text, _ = self.random_run(random.Random(5))
+        path = self.write("run.trec", text)
+        with open(path, "rb") as f:
+            inp = rag_eval._Input(path, f.read(64), f, 1, path)
+            ends = rag_eval._part_ends(inp, 4)
+        self.assertEqual(len(ends), 4)
+        self.assertEqual(ends[-1], os.path.getsize(path))
+        with open(path, "rb") as f:
+            data = f.read()
+        self.assertTrue(all(data[end - 1:end] == b"\n" for end in ends[:-1]), "every part ends at a line end")
+
+    def test_a_run_no_judged_document_of_which_is_seen(self):
+        path = self.write("run.trec", "".join(f"q{n % 3} Q0 other{n} 1 {n} r\n" for n in range(300)))
+        seen = rag_eval.JudgedSeen({"q1": {"d1": 1}})
+        rag_eval.read_run(path, jobs=3, seen=seen)
+        self.assertFalse(seen.found)
+        self.assertEqual(self.forks.call_count, 2)
+
+    def test_a_judged_document_seen_only_in_the_last_part(self):
+        lines = [f"q{n % 3} Q0 other{n} 1 {n} r\n" for n in range(300)] + ["q1 Q0 d1 1 0.5 r\n"]
+        path = self.write("run.trec", "".join(lines))
+        seen = rag_eval.JudgedSeen({"q1": {"d1": 1}})
+        rag_eval.read_run(path, jobs=3, seen=seen)
+        self.assertTrue(seen.found)
+        self.assertEqual(self.forks.call_count, 2)
+
+    def test_a_part_reads_up_to_its_end_and_no_further(self):
+        path = self.write("lines.txt", "".join(f"line {n}\n" for n in range(100)))
+        with open(path, "rb") as f:
+            f.seek(14)  # "line 2\n" starts at 14
+            part = rag_eval._Part(f, 35)
+            self.assertEqual(part.readline(1000), b"line 2\n")
+            self.assertEqual(part.read(1000), b"line 3\nline 4\n")
+            self.assertEqual((part.read(1000), part.readline(1000)), (b"", b""))
+
+    def test_errors_name_the_same_line(self):
+        rnd = random.Random(77)
+        for case in range(15):
+            text, _ = self.random_run(rnd, lines=300)
+            rows = text.split("\n")
+            for _ in range(rnd.randint(1, 3)):  # the first bad line is the one to report
+                rows.insert(rnd.randrange(len(rows)), rnd.choice(["q1 Q0 d1 1 high run", "q1 Q0 d1", "q1 Q0 d1 1 nan run",
+                                                                   "q1 Q0 d1 1 2\x00 run", "q1 Q0 d1 1 2 run\r"]))
+            path = self.write(f"bad{case}.trec", "\n".join(rows))
+            with self.assertRaises(rag_eval.RagEvalError) as one:
+                rag_eval.read_run(path, depth=5)
+            for jobs in (2, 5):
+                self.forks.reset_mock()
+                with self.subTest(case=case, jobs=jobs), self.assertRaises(rag_eval.RagEvalError) as parts:
+                    rag_eval.read_run(path, depth=5, jobs=jobs)
+                self.assertEqual(str(parts.exception), str(one.exception))
+                self.assertEqual(self.forks.call_count, jobs - 1)
+
+    def test_a_part_whose_process_dies_is_read_here(self):
+        text, _ = self.random_run(random.Random(9))
+        path = self.write("run.trec", text)
+        expected = rag_eval.read_run(path, depth=5)
+        parent, read_part = os.getpid(), rag_eval._read_part
+
+        def dies_in_a_child(*args):
+            if os.getpid() != parent:
+                os._exit(9)  # killed before it says anything
+            return read_part(*args)
+
+        with mock.patch.object(rag_eval, "_read_part", dies_in_a_child):
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+        self.assertEqual(self.forks.call_count, 2)
+
+    def test_what_is_read_in_one_part(self):
+        text, _ = self.random_run(random.Random(3))
+        plain = self.write("run.trec", text)
+        packed = self.path("run.trec.gz")
+        with gzip.open(packed, "wt", encoding="utf-8", newline="") as out:
+            out.write(text)
+        with mock.patch.object(rag_eval, "_read_in_parts", side_effect=AssertionError("split")):
+            for path, options in ((packed, {"jobs": 4}), (plain, {"jobs": 1}), (plain, {"fmt": "json", "jobs": 4})):
+                with self.subTest(path=os.path.basename(path), **options):
+                    try:
+                        rag_eval.read_run(path, **options)
+                    except rag_eval.RagEvalError:
+                        self.assertEqual(options.get("fmt"), "json")  # the TREC text is no JSON: only not split
+        with mock.patch.object(rag_eval, "PARALLEL_MIN_BYTES", os.path.getsize(plain) + 1), \
+                mock.patch.object(rag_eval, "_read_in_parts", side_effect=AssertionError("split")):
+            rag_eval.read_run(plain, jobs=4)  # below the threshold
+
+    def test_jobs_must_be_a_positive_integer(self):
+        path = self.write("run.trec", "q1 Q0 a 1 2.0 t\n")
+        for jobs in (0, -2, 1.5, None):
+            with self.subTest(jobs=jobs), self.assertRaisesRegex(rag_eval.RagEvalError, "jobs must be a positive integer"):
+                rag_eval.read_run(path, jobs=jobs)
+
+    def test_command_line(self):
+        text, qrels = self.random_run(random.Random(11))
+        run = self.write("run.trec", text)
+        qrels_path = self.write("qrels.json", json.dumps(qrels))
+        outputs = {jobs: run_main([qrels_path, run, "--k", "3,10", "--per-query", "--jobs", jobs]) for jobs in ("1", "4")}
+        self.assertEqual(outputs["1"][0], rag_eval.EXIT_OK, outputs["1"][2])
+        self.assertEqual(outputs["1"], outputs["4"])
+        self.assertEqual(self.forks.call_count, 3)
+        code, out, err = run_main([qrels_path, run, "--jobs", "0"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("--jobs", err)
+
+
 class TestLineFormatErrors(TempDirMixin, unittest.TestCase):
     """Errors in line-based files name the file and the line: ``path:line: what``."""
 
