@@ -39,6 +39,7 @@ import os
 import random
 import re
 import struct
+import sys
 import tempfile
 import time
 import unittest
@@ -335,7 +336,7 @@ class TrecEvalGoldenTest(unittest.TestCase):
         return os.path.join(TREC_DIR, name)
 
     def check(self, out_name, qrels_name, run_name, *, min_grade=1, complete=False, max_docs=None,
-              drop_unknown=False):
+              drop_unknown=False, jobs=1):
         """Compare every shared measure of ``out_name``; return the number of values compared.
 
         ``complete``: trec_eval ran with ``-c`` (queries in the qrels that the
@@ -345,7 +346,7 @@ class TrecEvalGoldenTest(unittest.TestCase):
         """
         golden = read_trec_eval_output(self.path(out_name))
         qrels = rag_eval.read_qrels(self.path(qrels_name))
-        run = rag_eval.read_run(self.path(run_name), depth=max_docs)
+        run = rag_eval.read_run(self.path(run_name), depth=max_docs, jobs=jobs)
         longest = max(len(scores) for scores in run.values())
         cutoffs = {int(m.group(2)) for m in map(_CUT_MEASURE.match, golden) if m}
         # A cutoff beyond every ranking: there mrr@K is recip_rank, recall@K
@@ -519,6 +520,92 @@ class TrecEvalGoldenTest(unittest.TestCase):
                 self.check("out.test.aql", "qrels.rel_level", "results.test", min_grade=2)
                 if size > 1:  # 2.8 MB a byte at a time is too slow for a unit test
                     self.check("out.comment.test", "qrels.comment.test", "results.comment.test", drop_unknown=True)
+
+    @unittest.skipUnless(sys.platform.startswith("linux") and hasattr(os, "fork"), "parts are read in parallel on Linux")
+    def test_read_in_parts(self):
+        # The same outputs when the runs are read in parts by forked processes
+        # (thresholds lowered so that these small files split).
+        with mock.patch.object(rag_eval, "PARALLEL_MIN_BYTES", 0), mock.patch.object(rag_eval, "PARALLEL_PART_BYTES", 1), \
+                mock.patch.object(rag_eval, "READ_BLOCK", 4096), \
+                mock.patch.object(rag_eval, "_fork_part", side_effect=rag_eval._fork_part) as forks:
+            for jobs in (2, 5):
+                with self.subTest(jobs=jobs):
+                    self.check("out.test.aq", "qrels.test", "results.test", jobs=jobs)
+                    self.check("out.test.aql", "qrels.rel_level", "results.test", min_grade=2, jobs=jobs)
+                    self.check("out.test.aqcM", "qrels.test", "results.trunc", complete=True, max_docs=100, jobs=jobs)
+                    self.check("out.comment.test", "qrels.comment.test", "results.comment.test", drop_unknown=True,
+                               jobs=jobs)
+        self.assertGreater(forks.call_count, 6)  # the runs really were read in parts
+
+
+# ---------------------------------------------------------------------------
+# Part C: any TREC qrels and run, named in the environment
+# ---------------------------------------------------------------------------
+
+FILES = (os.environ.get("RAG_EVAL_CONFORMANCE_QRELS"), os.environ.get("RAG_EVAL_CONFORMANCE_RUN"))
+
+
+def parse_trec_qrels(path):
+    """``{qid: {docid: grade}}`` from ``qid iter docid grade`` lines: this test's own reader, not rag_eval's."""
+    qrels = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 4:
+                qrels.setdefault(fields[0], {})[fields[2]] = int(fields[3])
+    return qrels
+
+
+def parse_trec_run(path):
+    """``{qid: {docid: score}}``; a document listed twice keeps its higher score, as in rag_eval."""
+    run = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) == 6:
+                scores = run.setdefault(fields[0], {})
+                scores[fields[2]] = max(float(fields[4]), scores.get(fields[2], -math.inf))
+    return run
+
+
+@unittest.skipUnless(pytrec_eval is not None and all(FILES),
+                     "set RAG_EVAL_CONFORMANCE_QRELS and RAG_EVAL_CONFORMANCE_RUN to TREC files (and install pytrec_eval)")
+class FilesCrossCheckTest(unittest.TestCase):
+    """rag_eval == pytrec_eval, per query, on the files you name.
+
+        RAG_EVAL_CONFORMANCE_QRELS=qrels.txt RAG_EVAL_CONFORMANCE_RUN=run.txt \\
+            python -m unittest -v test_conformance.FilesCrossCheckTest
+
+    rag_eval reads the files as its command line does (streamed, the best
+    max(CUTOFFS) + 1 documents of each query kept, in parts by several
+    processes when the run is large); pytrec_eval gets the whole run, read
+    by this test's own parser.  Queries whose scores differ only beyond
+    float32 precision are left out (trec_eval ties them; see the module's
+    docstring), and so are the conventions of "Semantic differences".
+    """
+
+    def test_per_query_values(self):
+        qrels_path, run_path = FILES
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+        qrels = rag_eval.read_qrels(qrels_path)
+        run = rag_eval.read_run(run_path, depth=max(CUTOFFS) + 1, jobs=jobs)
+        result = rag_eval.evaluate(qrels, run, list(CUTOFFS), measures=MEASURES, gain="linear",
+                                   drop_unknown_queries=True)
+        full_run = parse_trec_run(run_path)
+        raw_qrels = parse_trec_qrels(qrels_path)
+        collide = {qid for qid, scores in full_run.items()
+                   if len(set(map(float32, scores.values()))) < len(set(scores.values()))}
+        queries = [qid for qid in result["per_query"] if qid in full_run and qid not in collide]
+        self.assertTrue(queries, "no query to compare")
+        expected = reference_values(raw_qrels, full_run, queries, 1, False)
+        compared = 0
+        for qid in queries:
+            for metric, value in expected[qid].items():
+                ours = result["per_query"][qid][metric]
+                if abs(ours - value) > TOLERANCE:
+                    self.fail(f"query {qid!r}, {metric}: rag_eval {ours!r}, pytrec_eval {value!r}")
+                compared += 1
+        self.assertEqual(compared, len(queries) * len(values_names(CUTOFFS)))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ in the same invocation:
 - json: for JSON runs, ``json.load`` of the run alone; for JSONL runs,
   ``json.loads`` of each line alone (the parsing no JSON reader can skip);
 - rag_eval: ``python rag_eval.py QRELS RUN --k K --digits 17`` (Python
-  compiles a script at every start and never caches it: 15-20 ms here);
+  compiles a script at every start and never caches it: about 22 ms here);
 - rag_eval_module: ``python -m rag_eval ...`` with the bytecode cached, which
   is what the ``rag-eval`` command of an installed package costs;
 - rag_eval_serial: the same with ``--jobs 1``: one process, where the others
@@ -37,11 +37,10 @@ in the same invocation:
   ``from_dict``), and a ``trec_eval`` binary on PATH (TREC only).  Peers run
   under ``--python`` (default: this interpreter), so they can live in a venv.
 
-rag_eval's stdout must be byte-identical across repeats, between the script
-and -m, and across the TREC, JSON and JSONL forms of one workload; the report
-says so or fails.  It also
-reports ``python -X importtime -c "import rag_eval"`` (the module's cumulative
-import time, median) and the machine.
+rag_eval's stdout must be byte-identical across repeats, across the ways of
+starting it, and across the TREC, JSON and JSONL forms of one workload; the
+report says so or fails.  It also reports ``python -X importtime -c "import
+rag_eval"`` (the module's cumulative import time, median) and the machine.
 
 Sizes: ``small`` (100 queries x 100 docs, 10,000 lines), ``1k`` (1,000 x 100,
 100,000 lines), ``10k`` (10,000 x 1,000, 10,000,000 lines, about 520 MB as
