@@ -208,7 +208,7 @@ class _Input(NamedTuple):
     head: bytes  # the first block with something in it, already read (format detection needs it)
     rest: object  # a binary stream positioned after ``head``
     first_line: int  # the number of the line ``head`` starts in
-    plain_path: Optional[str] = None  # a file on disk, not gzipped: it can be read in parts
+    plain: bool = False  # a file on disk, not gzipped: it can be read in parts
 
 
 @contextmanager
@@ -239,9 +239,13 @@ def _opened(path: str) -> Iterator[_Input]:
             head = head[len(_BOM):]
         first_line = 1
         while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
+            head = _whole_lines(stream, source, head, first_line)
+            if not head.isspace():
+                break  # the rest of its last line has something in it
+            _check_block(head, source, first_line)
             first_line += head.count(b"\n")
             head = _read_block(stream, source)
-        yield _Input(source, head, stream, first_line, path if stream is raw and path != "-" else None)
+        yield _Input(source, head, stream, first_line, stream is raw and path != "-")
     finally:
         if path != "-":
             stream.close()
@@ -255,10 +259,10 @@ def _read_magic(raw, source: str) -> bytes:
         raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
 
 
-def _read_block(stream, source: str, rest_of_line: bool = False) -> bytes:
-    """The next READ_BLOCK bytes; with ``rest_of_line``, up to the next newline (at most MAX_LINE bytes)."""
+def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
+    """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
     try:
-        return stream.readline(MAX_LINE) if rest_of_line else stream.read(READ_BLOCK)
+        return stream.read(READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
@@ -322,23 +326,42 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
     first = inp.first_line
     data = inp.head
     while data:
-        if not data.endswith(b"\n"):
-            rest = _read_block(inp.rest, inp.source, rest_of_line=True)
-            if len(rest) == MAX_LINE and not rest.endswith(b"\n"):
-                raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", inp.source, first + data.count(b"\n"))
-            data += rest
+        data = _whole_lines(inp.rest, inp.source, data, first)
+        problem = _block_problem(data, inp.source, first)
+        if problem:
+            start, error = problem
+            if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
+                yield first, _lines_of(data[:start], split)
+            raise error
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
         else:
-            if not data.isascii():
-                _decode(data, inp.source, first)  # first: a binary file is "not UTF-8" before it is "NUL"
-            _check_line_bytes(data, inp.source, first)
-            lines = split(data)
-            if not lines[-1]:
-                lines.pop()  # the empty piece after the final newline
+            lines = _lines_of(data, split)
             yield first, lines
             first += len(lines)
         data = _read_block(inp.rest, inp.source)
+
+
+def _whole_lines(stream, source: str, data: bytes, first: int) -> bytes:
+    """``data`` and the rest of its last line from ``stream``: blocks never cut a line.
+
+    A line may be MAX_LINE bytes long wherever it starts, so the limit of the
+    readline counts what ``data`` holds of the line already.
+    """
+    if not data or data.endswith(b"\n"):
+        return data
+    limit = max(MAX_LINE + 1 - (len(data) - data.rfind(b"\n") - 1), 1)
+    rest = _read_block(stream, source, line_limit=limit)
+    if len(rest) == limit and not rest.endswith(b"\n"):
+        raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
+    return data + rest
+
+
+def _lines_of(data: bytes, split: Callable[[bytes], list]) -> list:
+    lines = split(data)
+    if not lines[-1]:
+        lines.pop()  # the empty piece after the final newline
+    return lines
 
 
 def _byte_lines(data: bytes) -> List[bytes]:
@@ -349,18 +372,38 @@ def _text_lines(data: bytes) -> List[str]:
     return data.decode("utf-8").split("\n")
 
 
-def _check_line_bytes(data: bytes, source: str, first: int) -> None:
-    """Refuse what no text line holds: a NUL byte, or a carriage return that
-    ends a line on its own (classic Mac line ends would read as one line)."""
+def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
+    """The first line of a block that no text line may hold: (where it starts, the error), or None.
+
+    Bytes that are not UTF-8, a NUL byte, and a carriage return that ends a
+    line on its own (classic Mac line ends would read as one line) are each
+    looked for in C over the whole block.  Of several, the earliest line is
+    reported; on one line, in that order (a binary file is "not UTF-8" before
+    it is "NUL").
+    """
+    found = []
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            found.append((exc.start, f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})"))
     if b"\x00" in data:
-        where = data.index(b"\x00")
-        raise RagEvalError("NUL byte in a text line", source, first + data.count(b"\n", 0, where))
+        found.append((data.index(b"\x00"), "NUL byte in a text line"))
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # C-speed counts; the loop runs only on error
         where = data.find(b"\r")
         while data[where + 1:where + 2] == b"\n":
             where = data.find(b"\r", where + 1)
-        raise RagEvalError("a line ends in a lone carriage return (CR); use LF or CRLF line ends",
-                           source, first + data.count(b"\n", 0, where))
+        found.append((where, "a line ends in a lone carriage return (CR); use LF or CRLF line ends"))
+    if not found:
+        return None
+    where, message = min(found, key=lambda problem: data.rfind(b"\n", 0, problem[0]))  # the first of equals wins
+    return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
+
+
+def _check_block(data: bytes, source: str, first: int) -> None:
+    problem = _block_problem(data, source, first)
+    if problem:
+        raise problem[1]
 
 
 def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
@@ -410,6 +453,8 @@ def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int
 
 def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
     for lineno, line in _raw_lines(inp):
+        if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
+            raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
         try:
             row = _JSON.decode(line)
         except json.JSONDecodeError as exc:
@@ -746,7 +791,8 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
 
 
-def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
+def _finish_tops(tops: dict) -> dict:
+    """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
     for top in tops.values():
         top.prune()
     return {qid: top.scores for qid, top in tops.items()}
@@ -760,27 +806,39 @@ def _finish_tops(tops: Dict[str, _TopScores]) -> Run:
 # part, which keep their scores or better when the parts are merged).  So
 # forked processes read the later parts of the file while this one reads the
 # first; each sends back the documents it kept, and merging them is exact.
-# Only where fork is safe and cheap (Linux), only for plain files large
-# enough to gain: small inputs pay nothing.
+# Only where fork is safe and cheap (Linux, no other thread running), only
+# for plain files large enough to gain: small inputs pay nothing.
 
 
 def _part_ends(inp: _Input, jobs: int) -> List[int]:
     """Where the parts of the file end, in bytes, each at a line start; empty when it does not pay to split."""
-    if jobs < 2 or inp.plain_path is None or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+    if jobs < 2 or not inp.plain or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return []
+    threading = sys.modules.get("threading")  # never imported: no other thread to hold a lock across fork
+    if threading is not None and threading.active_count() > 1:
         return []
     size = os.fstat(inp.rest.fileno()).st_size
     parts = min(jobs, size // PARALLEL_PART_BYTES)
     if size < PARALLEL_MIN_BYTES or parts < 2:
         return []
     ends = set()
-    with open(inp.plain_path, "rb") as f:
-        for part in range(1, parts):
-            f.seek(size * part // parts)
-            f.readline()  # to the start of the next line
-            ends.add(f.tell())
+    try:
+        with open(_descriptor_path(inp), "rb") as f:
+            for part in range(1, parts):
+                f.seek(size * part // parts)
+                if not f.readline(MAX_LINE + 1).endswith(b"\n"):  # a line too long: one reading will say so
+                    return []
+                ends.add(f.tell())
+    except OSError:  # no /proc to reopen the file through
+        return []
     read = inp.rest.tell()  # the first part starts after the head, which was read already
     ends = sorted(end for end in ends | {size} if end > read)
     return ends if len(ends) > 1 else []
+
+
+def _descriptor_path(inp: _Input) -> str:
+    """A path that opens the file ``inp`` reads, even if it was renamed or replaced since: its descriptor's."""
+    return f"/proc/self/fd/{inp.rest.fileno()}"
 
 
 class _Part:
@@ -806,57 +864,81 @@ def _read_in_parts(inp: _Input, ends: List[int], depth: Optional[int], keep, doc
     """Read the first part here and each later one in a forked process, then merge.
 
     Errors are reported as a single reading would: the first part's first,
-    then each later part's, with its line number counted from the file's start.
-    A process that fails without a word (killed, out of memory) has its part
-    read here instead.
+    then each later part's, with its line number counted from the file's
+    start.  A part whose process could not start, or failed without a word
+    (killed, out of memory), is read here instead.
     """
+    import gc
     import signal
 
+    path = _descriptor_path(inp)
     qrels = None if seen is None else seen.qrels
-    children = []  # (pid, stream of its outcome, start, end) of each later part, in order
+    children = []  # (pid, stream of its outcome, start, end) of each later part, in order; pid None: read here
+    # Ctrl-C waits until every child is known (and ignores it), and the caller's objects stay out of the
+    # children's garbage collections (a __del__ would run there too).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    gc.freeze()
     try:
-        for start, end in zip(ends, ends[1:]):
-            children.append((*_fork_part(inp.plain_path, inp.source, start, end, depth, keep, doc_id_sep, qrels),
-                             start, end))
+        try:
+            for start, end in zip(ends, ends[1:]):
+                children.append((*_fork_part(path, inp.source, start, end, depth, keep, doc_id_sep, qrels, mask),
+                                 start, end))
+        finally:
+            gc.unfreeze()
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         tops = _trec_tops(inp._replace(rest=_Part(inp.rest, ends[0])), depth, keep, doc_id_sep, seen)
-        for _, stream, start, end in children:
-            outcome = _outcome(stream) or _read_part(inp.plain_path, inp.source, start, end, depth, keep, doc_id_sep, qrels)
+        for pid, stream, start, end in children:
+            outcome = None if stream is None else _outcome(stream)
+            if outcome is None:
+                outcome = _read_part(path, inp.source, start, end, depth, keep, doc_id_sep, qrels)
             if outcome[0] == "error":
                 _, detail, line = outcome
-                raise RagEvalError(detail, inp.source, None if line is None else _lines_before(inp.plain_path, start) + line)
+                raise RagEvalError(detail, inp.source, None if line is None else _lines_before(path, start) + line)
             _, kept, found = outcome
             _merge_tops(tops, kept, depth)
             if found:
                 seen.found = True
         return tops
     finally:
-        # Every child has sent its outcome or is not needed any more (an error, Ctrl-C): end and reap them all.
-        for pid, stream, _, _ in children:
-            stream.close()
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+        _end_children(children)
 
 
 def _fork_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               qrels: Optional[Qrels]) -> tuple:
-    """Start a process that reads one part and sends its outcome back; return (its pid, the stream to read it from)."""
+               qrels: Optional[Qrels], mask) -> tuple:
+    """Start a process that reads one part and sends its outcome back.
+
+    Returns (its pid, the stream to read the outcome from), or (None, None)
+    when no process could be started (too many, no memory).  Called with
+    SIGINT blocked; ``mask`` is the signal mask to restore in the child.
+    """
     import pickle
     import signal
 
-    read_end, write_end = os.pipe()
-    pid = os.fork()
+    try:
+        read_end, write_end = os.pipe()
+    except OSError:
+        return None, None
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return None, None
     if pid:
         os.close(write_end)
         return pid, os.fdopen(read_end, "rb")
     # The child.  It must never return into the caller's code: os._exit ends it whatever happens.
+    status = 1
     try:
-        os.close(read_end)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        os.close(read_end)
         outcome = _read_part(path, source, start, end, depth, keep, doc_id_sep, qrels)
         with os.fdopen(write_end, "wb") as pipe:
             pickle.dump(outcome, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        status = 0
     finally:
-        os._exit(0)
+        os._exit(status)
 
 
 def _read_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
@@ -881,6 +963,25 @@ def _outcome(stream) -> Optional[tuple]:
         return pickle.load(stream)
     except Exception:  # EOFError, UnpicklingError, ...: the child died mid-way
         return None
+
+
+def _end_children(children: list) -> None:
+    """End every child (each has sent its outcome, or is not needed any more: an error, Ctrl-C) and reap it."""
+    import signal
+
+    for pid, stream, _, _ in children:
+        if pid is not None:
+            stream.close()
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # reaped already, by a SIGCHLD handler of the caller's
+                pass
+    for pid, *_ in children:
+        if pid is not None:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # the same
+                pass
 
 
 def _merge_tops(tops: Dict[bytes, _TopScores], kept: Dict[bytes, Dict[bytes, float]], depth: Optional[int]) -> None:
@@ -943,8 +1044,9 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
     document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
     of every document read, before any cut.  With ``jobs`` > 1, a large plain
-    TREC file is read in that many parts at once by forked processes (Linux
-    only; the result is the same).
+    TREC file is read in that many parts at once by forked processes (Linux,
+    and no other thread running; the result is the same), so ``keep`` must
+    be a pure function.  The documents of a query come in no set order.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
@@ -2999,9 +3101,16 @@ def _run(args, argv: List[str]) -> int:
 
 
 def _usable_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):  # the CPUs this process may run on, which a container may limit
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+    """The CPUs this process may run on, and no more than a container's CPU quota (cgroup v2) allows."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000", or "200000 100000" for 2 CPUs' worth
+            quota, period = f.read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):  # no cgroup v2 here
+        pass
+    return cpus
 
 
 def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:

@@ -423,7 +423,7 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
         text, _ = self.random_run(random.Random(5))
         path = self.write("run.trec", text)
         with open(path, "rb") as f:
-            inp = rag_eval._Input(path, f.read(64), f, 1, path)
+            inp = rag_eval._Input(path, f.read(64), f, 1, True)
             ends = rag_eval._part_ends(inp, 4)
         self.assertEqual(len(ends), 4)
         self.assertEqual(ends[-1], os.path.getsize(path))
@@ -505,11 +505,146 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
                 mock.patch.object(rag_eval, "_read_in_parts", side_effect=AssertionError("split")):
             rag_eval.read_run(plain, jobs=4)  # below the threshold
 
+    def test_a_lone_cr_in_a_blank_block(self):
+        # A blank block was once counted and skipped unchecked, so a lone CR
+        # in one passed or failed depending on where the blocks fell.
+        good = "".join(f"q{n % 4} Q0 d{n} 1 {n} r\n" for n in range(40))
+        blank = "\n" * (1 << 17)  # a block's worth of blank lines before and after: the CR's block is all blank
+        path = self.write("cr.trec", good + blank + "   \r   \n" + blank + good)
+        for block, jobs in ((64, 1), (64, 3), (1 << 17, 1)):
+            with self.subTest(block=block, jobs=jobs), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                    self.assertRaisesRegex(rag_eval.RagEvalError, f":{41 + (1 << 17)}: a line ends in a lone carriage"):
+                rag_eval.read_run(path, jobs=jobs)
+
+    def test_the_longest_line_wherever_it_starts(self):
+        # MAX_LINE bytes are allowed, one more is not, wherever the line falls in a block or part.
+        for shift in range(0, 200, 23):
+            prefix = "".join(f"q1 Q0 s{n} 1 {n} r\n" for n in range(shift // 10)) + "#" * (shift % 10) + "\n"
+            for extra, refused in ((0, False), (1, True)):
+                filler = "d" * (500 + extra - len("q1 Q0  1 1.0 r"))
+                path = self.write(f"long{shift}-{extra}.trec", prefix + f"q1 Q0 {filler} 1 1.0 r\n" + prefix)
+                for jobs in (1, 3):
+                    with self.subTest(shift=shift, extra=extra, jobs=jobs), mock.patch.object(rag_eval, "MAX_LINE", 500):
+                        if refused:
+                            with self.assertRaisesRegex(rag_eval.RagEvalError, "line longer than"):
+                                rag_eval.read_run(path, jobs=jobs)
+                        else:
+                            self.assertIn(filler, rag_eval.read_run(path, jobs=jobs)["q1"])
+
+    def test_an_earlier_line_error_beats_a_later_bad_byte(self):
+        # Bytes are checked a block at a time; an error on an earlier line of the same block still comes first.
+        good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(30))
+        path = self.write("two.trec", good + "q1 Q0 short\n" + good + "q1 Q0 d 1 2\x00 r\n" + good)
+        for block, jobs in ((1 << 17, 1), (64, 1), (64, 4)):
+            with self.subTest(block=block, jobs=jobs), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                    self.assertRaisesRegex(rag_eval.RagEvalError, ":31: expected 6 fields"):
+                rag_eval.read_run(path, jobs=jobs)
+
+    def test_no_split_at_a_line_too_long(self):
+        good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(40))
+        path = self.write("long.trec", good + "q1 Q0 " + "d" * 3000 + " 1 1.0 r\n" + good)
+        with mock.patch.object(rag_eval, "MAX_LINE", 1000), \
+                self.assertRaisesRegex(rag_eval.RagEvalError, ":41: line longer than"):
+            rag_eval.read_run(path, jobs=2)
+        self.assertEqual(self.forks.call_count, 0)  # the split point fell in the long line: one reading
+
+    def test_when_no_process_can_be_started(self):
+        text, _ = self.random_run(random.Random(13))
+        path = self.write("run.trec", text)
+        expected = rag_eval.read_run(path, depth=5)
+        descriptors = len(os.listdir("/proc/self/fd"))
+        with mock.patch.object(os, "fork", side_effect=BlockingIOError(11, "Resource temporarily unavailable")):
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+        with mock.patch.object(os, "pipe", side_effect=OSError(24, "Too many open files")):
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+        self.assertEqual(len(os.listdir("/proc/self/fd")), descriptors)
+
+    def test_children_reaped_by_the_caller(self):
+        # With SIGCHLD ignored the kernel reaps the children itself; reading must not fail for it.
+        text, _ = self.random_run(random.Random(17))
+        path = self.write("run.trec", text)
+        expected = rag_eval.read_run(path, depth=5)
+        previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+        try:
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+        finally:
+            signal.signal(signal.SIGCHLD, previous)
+
+    def test_no_fork_while_another_thread_runs(self):
+        import threading
+
+        text, _ = self.random_run(random.Random(19))
+        path = self.write("run.trec", text)
+        expected = rag_eval.read_run(path, depth=5)
+        release = threading.Event()
+        thread = threading.Thread(target=release.wait)
+        thread.start()
+        try:
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+        finally:
+            release.set()
+            thread.join()
+        self.assertEqual(self.forks.call_count, 0)
+
+    def test_the_callers_garbage_is_not_collected_in_the_children(self):
+        text, _ = self.random_run(random.Random(23), lines=3000)
+        path = self.write("run.trec", text)
+        log = self.path("finalised.txt")
+
+        class Cycle:
+            def __del__(self):
+                with open(log, "a") as out:
+                    out.write(f"{os.getpid()}\n")
+
+        parent, read_part = os.getpid(), rag_eval._read_part
+
+        def collecting_in_a_child(*args):
+            if os.getpid() != parent:
+                gc.collect()  # as a child's own allocations may make it do
+            return read_part(*args)
+
+        gc.disable()  # no collection here before the children start
+        try:
+            cycle = Cycle()
+            cycle.me = cycle
+            del cycle  # garbage now, for the next collection to find
+            with mock.patch.object(rag_eval, "_read_part", collecting_in_a_child):
+                rag_eval.read_run(path, jobs=3)
+            gc.collect()
+        finally:
+            gc.enable()
+        with open(log) as f:
+            self.assertEqual(f.read(), f"{parent}\n")  # finalised once, here
+
+    def test_a_file_replaced_while_it_is_read(self):
+        # The parts are read through the open file, not its name.
+        text, _ = self.random_run(random.Random(29))
+        path = self.write("run.trec", text)
+        expected = rag_eval.read_run(path, depth=5)
+        other = self.write("other.trec", "".join(f"x{n} Q0 y 1 1 r\n" for n in range(400)))
+        read_in_parts = rag_eval._read_in_parts
+
+        def replaced_first(*args):
+            os.replace(other, path)
+            return read_in_parts(*args)
+
+        with mock.patch.object(rag_eval, "_read_in_parts", replaced_first):
+            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
+
     def test_jobs_must_be_a_positive_integer(self):
         path = self.write("run.trec", "q1 Q0 a 1 2.0 t\n")
         for jobs in (0, -2, 1.5, None):
             with self.subTest(jobs=jobs), self.assertRaisesRegex(rag_eval.RagEvalError, "jobs must be a positive integer"):
                 rag_eval.read_run(path, jobs=jobs)
+
+    def test_usable_cpus_follow_a_container_quota(self):
+        affinity = len(os.sched_getaffinity(0))
+        for text, expected in (("max 100000\n", affinity), ("100000 100000\n", 1), ("50000 100000\n", 1),
+                               (f"{400000 * affinity} 100000\n", affinity)):
+            with self.subTest(text=text), mock.patch("builtins.open", mock.mock_open(read_data=text)):
+                self.assertEqual(rag_eval._usable_cpus(), expected)
+        with mock.patch("builtins.open", side_effect=FileNotFoundError):
+            self.assertEqual(rag_eval._usable_cpus(), affinity)
 
     def test_command_line(self):
         text, qrels = self.random_run(random.Random(11))
@@ -542,6 +677,11 @@ class TestLineFormatErrors(TempDirMixin, unittest.TestCase):
         self.assertTrue(lines[0].startswith(f"{ERROR_PREFIX}{path}:{line}: "), lines[0])
         for word in words:
             self.assertIn(word, lines[0])
+
+    def test_a_byte_order_mark_inside_a_jsonl_file(self):
+        # Two files joined with cat: the second one's BOM starts a line.
+        row = '{"query_id": "q1", "doc_id": "d1", "score": 1.0}\n'
+        self.check("run", row + "\ufeff" + row, 2, ["byte order mark", "joined"])
 
     def test_trec_run(self):
         sixteen = "".join(f"q1 Q0 d{i} {i} {1 / i} t\n" for i in range(1, 17))
