@@ -125,7 +125,9 @@ DROP_EPSILON = 1e-12
 # Bytes per read when streaming line-based files: small enough that a block
 # stays in the CPU's cache while it is checked and split (4 MiB was 20% slower).
 READ_BLOCK = 1 << 17
-MAX_LINE = 1 << 26  # a longer line is an error, not a reason to run out of memory
+# A longer line is an error, not a reason to run out of memory.  READ_BLOCK
+# must stay far below it: a line that fits in one block is never measured.
+MAX_LINE = 1 << 26
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 # A plain TREC run this large is read in parts by several processes (--jobs);
@@ -239,10 +241,6 @@ def _opened(path: str) -> Iterator[_Input]:
             head = head[len(_BOM):]
         first_line = 1
         while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
-            head = _whole_lines(stream, source, head, first_line)
-            if not head.isspace():
-                break  # the rest of its last line has something in it
-            _check_block(head, source, first_line)
             first_line += head.count(b"\n")
             head = _read_block(stream, source)
         yield _Input(source, head, stream, first_line, stream is raw and path != "-")
@@ -321,13 +319,15 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
     at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
     doing it line by line.  ``split`` cuts a checked block into
     its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line.  Blank blocks are counted and skipped.
+    next block's first line.  Blank blocks are checked, counted and skipped.
     """
     first = inp.first_line
     data = inp.head
     while data:
-        data = _whole_lines(inp.rest, inp.source, data, first)
+        data, too_long = _whole_lines(inp.rest, inp.source, data, first)
         problem = _block_problem(data, inp.source, first)
+        if problem is None and too_long is not None:
+            problem = (len(data), too_long)  # after every line before it
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
@@ -342,19 +342,22 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
         data = _read_block(inp.rest, inp.source)
 
 
-def _whole_lines(stream, source: str, data: bytes, first: int) -> bytes:
+def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
     """``data`` and the rest of its last line from ``stream``: blocks never cut a line.
 
-    A line may be MAX_LINE bytes long wherever it starts, so the limit of the
-    readline counts what ``data`` holds of the line already.
+    A line may be MAX_LINE bytes long (its line end included) wherever it
+    starts, so the limit of the readline counts what ``data`` holds of the
+    line already.  For a longer line: the lines before it, and the error to
+    raise once they are read.
     """
     if not data or data.endswith(b"\n"):
-        return data
-    limit = max(MAX_LINE + 1 - (len(data) - data.rfind(b"\n") - 1), 1)
+        return data, None
+    start = data.rfind(b"\n") + 1
+    limit = max(MAX_LINE + 1 - (len(data) - start), 1)
     rest = _read_block(stream, source, line_limit=limit)
     if len(rest) == limit and not rest.endswith(b"\n"):
-        raise RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
-    return data + rest
+        return data[:start], RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
+    return data + rest, None
 
 
 def _lines_of(data: bytes, split: Callable[[bytes], list]) -> list:
@@ -398,12 +401,6 @@ def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, 
         return None
     where, message = min(found, key=lambda problem: data.rfind(b"\n", 0, problem[0]))  # the first of equals wins
     return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
-
-
-def _check_block(data: bytes, source: str, first: int) -> None:
-    problem = _block_problem(data, source, first)
-    if problem:
-        raise problem[1]
 
 
 def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
@@ -869,31 +866,31 @@ def _read_in_parts(inp: _Input, ends: List[int], depth: Optional[int], keep, doc
     (killed, out of memory), is read here instead.
     """
     import gc
-    import signal
 
     path = _descriptor_path(inp)
     qrels = None if seen is None else seen.qrels
-    children = []  # (pid, stream of its outcome, start, end) of each later part, in order; pid None: read here
-    # Ctrl-C waits until every child is known (and ignores it), and the caller's objects stay out of the
-    # children's garbage collections (a __del__ would run there too).
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    gc.freeze()
+    children = []  # [pid, stream of its outcome, start, end] per later part, in order; pid None: read here
     try:
-        try:
-            for start, end in zip(ends, ends[1:]):
-                children.append((*_fork_part(path, inp.source, start, end, depth, keep, doc_id_sep, qrels, mask),
-                                 start, end))
-        finally:
-            gc.unfreeze()
-            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        # Ctrl-C waits until every child is known (they ignore it), and the caller's objects
+        # stay out of the children's garbage collections (a __del__ would run there too).
+        with _sigint_blocked() as mask:
+            gc.freeze()
+            try:
+                for start, end in zip(ends, ends[1:]):
+                    _fork_part(children, path, inp.source, start, end, depth, keep, doc_id_sep, qrels, mask)
+            finally:
+                gc.unfreeze()
         tops = _trec_tops(inp._replace(rest=_Part(inp.rest, ends[0])), depth, keep, doc_id_sep, seen)
-        for pid, stream, start, end in children:
+        for child in children:
+            _, stream, start, end = child
             outcome = None if stream is None else _outcome(stream)
+            child[1] = None  # heard from: it exits by itself
             if outcome is None:
                 outcome = _read_part(path, inp.source, start, end, depth, keep, doc_id_sep, qrels)
             if outcome[0] == "error":
                 _, detail, line = outcome
-                raise RagEvalError(detail, inp.source, None if line is None else _lines_before(path, start) + line)
+                before = None if line is None else _lines_before(path, start)
+                raise RagEvalError(detail, inp.source, None if before is None else before + line)
             _, kept, found = outcome
             _merge_tops(tops, kept, depth)
             if found:
@@ -903,13 +900,27 @@ def _read_in_parts(inp: _Input, ends: List[int], depth: Optional[int], keep, doc
         _end_children(children)
 
 
-def _fork_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               qrels: Optional[Qrels], mask) -> tuple:
-    """Start a process that reads one part and sends its outcome back.
+@contextmanager
+def _sigint_blocked() -> Iterator[object]:
+    """SIGINT waits while this runs; yields the signal mask as it was before."""
+    import signal
 
-    Returns (its pid, the stream to read the outcome from), or (None, None)
-    when no process could be started (too many, no memory).  Called with
-    SIGINT blocked; ``mask`` is the signal mask to restore in the child.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # unchanged: only read
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _fork_part(children: list, path: str, source: str, start: int, end: int, depth: Optional[int], keep,
+               doc_id_sep: Optional[str], qrels: Optional[Qrels], mask) -> None:
+    """Start a process that reads one part and sends its outcome back; add it to ``children``.
+
+    It is added as [pid, the stream to read its outcome from, start, end], or
+    with pid and stream None when no process could start (too many, no
+    memory).  Called with SIGINT blocked; ``mask`` is the signal mask to
+    restore in the child.
     """
     import pickle
     import signal
@@ -917,16 +928,19 @@ def _fork_part(path: str, source: str, start: int, end: int, depth: Optional[int
     try:
         read_end, write_end = os.pipe()
     except OSError:
-        return None, None
+        children.append([None, None, start, end])
+        return
     try:
         pid = os.fork()
     except OSError:
         os.close(read_end)
         os.close(write_end)
-        return None, None
+        children.append([None, None, start, end])
+        return
     if pid:
+        children.append([pid, os.fdopen(read_end, "rb"), start, end])
         os.close(write_end)
-        return pid, os.fdopen(read_end, "rb")
+        return
     # The child.  It must never return into the caller's code: os._exit ends it whatever happens.
     status = 1
     try:
@@ -952,6 +966,8 @@ def _read_part(path: str, source: str, start: int, end: int, depth: Optional[int
             tops = _trec_tops(_Input(source, _read_block(part, source), part, 1), depth, keep, doc_id_sep, seen)
     except RagEvalError as exc:
         return ("error", exc.detail, exc.line)
+    except OSError as exc:  # reopening the file failed (no descriptor left)
+        return ("error", f"cannot read: {exc.strerror or exc}", None)
     return ("ok", _finish_tops(tops), seen is not None and seen.found)
 
 
@@ -963,25 +979,29 @@ def _outcome(stream) -> Optional[tuple]:
         return pickle.load(stream)
     except Exception:  # EOFError, UnpicklingError, ...: the child died mid-way
         return None
+    finally:
+        stream.close()
 
 
 def _end_children(children: list) -> None:
-    """End every child (each has sent its outcome, or is not needed any more: an error, Ctrl-C) and reap it."""
+    """End every child not heard from (an error or Ctrl-C came first), then reap them all."""
     import signal
 
-    for pid, stream, _, _ in children:
-        if pid is not None:
-            stream.close()
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:  # reaped already, by a SIGCHLD handler of the caller's
-                pass
-    for pid, *_ in children:
-        if pid is not None:
-            try:
-                os.waitpid(pid, 0)
-            except ChildProcessError:  # the same
-                pass
+    with _sigint_blocked():  # a second Ctrl-C must not leave any behind
+        for child in children:
+            pid, stream = child[0], child[1]
+            if stream is not None:
+                stream.close()
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:  # reaped already, by a SIGCHLD handler of the caller's
+                    pass
+        for pid, *_ in children:
+            if pid is not None:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:  # the same
+                    pass
 
 
 def _merge_tops(tops: Dict[bytes, _TopScores], kept: Dict[bytes, Dict[bytes, float]], depth: Optional[int]) -> None:
@@ -993,16 +1013,22 @@ def _merge_tops(tops: Dict[bytes, _TopScores], kept: Dict[bytes, Dict[bytes, flo
             top.add(docid, score)
 
 
-def _lines_before(path: str, offset: int) -> int:
-    """The number of lines before ``offset`` (a line start): only an error in a later part needs it."""
+def _lines_before(path: str, offset: int) -> Optional[int]:
+    """The number of lines before ``offset`` (a line start), or None if the file cannot be read again.
+
+    Only an error in a later part needs it.
+    """
     count = 0
-    with open(path, "rb") as f:
-        while offset > 0:
-            block = f.read(min(READ_BLOCK, offset))
-            if not block:
-                break
-            count += block.count(b"\n")
-            offset -= len(block)
+    try:
+        with open(path, "rb") as f:
+            while offset > 0:
+                block = f.read(min(READ_BLOCK, offset))
+                if not block:
+                    break
+                count += block.count(b"\n")
+                offset -= len(block)
+    except OSError:
+        return None
     return count
 
 

@@ -540,6 +540,19 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
                     self.assertRaisesRegex(rag_eval.RagEvalError, ":31: expected 6 fields"):
                 rag_eval.read_run(path, jobs=jobs)
 
+    def test_an_earlier_error_beats_a_line_too_long(self):
+        good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(5))
+        long_line = "q1 Q0 " + "d" * 300 + " 1 1.0 r\n"
+        for sixth, words in (("q1 Q0 short\n", ":6: expected 6 fields"), ("q1 Q0 d 1 2\x00 r\n", ":6: NUL byte"),
+                             ("q1 Q0 d 1 2 r\n", ":7: line longer than")):
+            for lines_after in (0, 3, 40):
+                path = self.write("long.trec", good + sixth + long_line + good * lines_after)
+                for block, jobs in ((1, 1), (7, 1), (64, 1), (64, 3), (97, 2)):  # blocks below MAX_LINE, as in rag_eval
+                    with self.subTest(sixth=sixth, after=lines_after, block=block, jobs=jobs), \
+                            mock.patch.object(rag_eval, "MAX_LINE", 100), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                            self.assertRaisesRegex(rag_eval.RagEvalError, words):
+                        rag_eval.read_run(path, jobs=jobs)
+
     def test_no_split_at_a_line_too_long(self):
         good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(40))
         path = self.write("long.trec", good + "q1 Q0 " + "d" * 3000 + " 1 1.0 r\n" + good)
