@@ -129,6 +129,7 @@ READ_BLOCK = 1 << 17
 # must stay far below it: a line that fits in one block is never measured.
 MAX_LINE = 1 << 26
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 # A plain TREC run this large is read in parts by several processes (--jobs);
 # each part is at least PARALLEL_PART_BYTES, or forking would cost more than it saves.
@@ -243,6 +244,10 @@ def _opened(path: str) -> Iterator[_Input]:
         while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
             first_line += head.count(b"\n")
             head = _read_block(stream, source)
+        content = head.lstrip()
+        if content[:1] == b"{" and b"\n" not in content:
+            # The first line tells a JSONL row from a JSON document: read it whole, within reason.
+            head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
         yield _Input(source, head, stream, first_line, stream is raw and path != "-")
     finally:
         if path != "-":

@@ -333,6 +333,23 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
                     rag_eval.read_run(path)
                 self.assertTrue(str(ctx.exception).startswith(f"{path}:41: "), str(ctx.exception))
 
+    def test_jsonl_detected_when_its_first_row_ends_after_the_first_block(self):
+        # Detection parses the first line; it once saw only the first block's share of it.
+        rows = [{"query_id": "q1", "doc_id": f"d{n}", "score": 1.0 / (n + 1)} for n in range(3)]
+        text = "".join(json.dumps(row) + "\n" for row in rows)
+        expected = {"q1": {"d0": 1.0, "d1": 0.5, "d2": 1 / 3}}
+        long_row = json.dumps({"query_id": "q1", "doc_id": "x" * 200_000, "score": 0.1}) + "\n"
+        for name, content in (("blank lines first", "\n" * ((1 << 17) - 5) + text), ("a long first row", long_row + text)):
+            for packed in (False, True):
+                with self.subTest(name, gzipped=packed):
+                    path = self.path("run.jsonl.gz" if packed else "run.jsonl")
+                    with (gzip.open(path, "wt", encoding="utf-8") if packed else open(path, "w", encoding="utf-8")) as out:
+                        out.write(content)
+                    run = rag_eval.read_run(path)
+                    self.assertEqual({docid: run["q1"][docid] for docid in expected["q1"]}, expected["q1"])
+        one_line = {"q1": {f"d{n}": n / 7 for n in range(100_000)}}  # a JSON document on one line of 2 MB
+        self.assertEqual(rag_eval.read_run(self.write("run.json", json.dumps(one_line))), one_line)
+
     def test_json_shapes(self):
         for what, reader, data in [
             ("qrels top-level list", rag_eval.read_qrels, [{"q1": {"a": 1}}]),
