@@ -536,10 +536,8 @@ def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
 def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, lineno: int) -> None:
     """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
-    old = docs.get(docid)
-    if old is not None and old != grade:
-        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {old} and {grade}", source, lineno)
-    docs[docid] = grade
+    if docs.setdefault(docid, grade) != grade:
+        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {docs[docid]} and {grade}", source, lineno)
 
 
 def _without_negative(qrels: Qrels) -> Qrels:
@@ -556,11 +554,11 @@ def _trec_qrels(inp: _Input) -> Qrels:
     The first judgment decides which; every other line must have as many
     fields, so a line that lost one is an error, not a judgment of another
     document.  Like the TREC run reader, it splits bytes (at C's white space,
-    as trec_eval does) and keeps the current query's judgments in a local.
+    as trec_eval does) and decodes a query's id once for its run of lines.
     """
     qrels: Qrels = {}
     width = None
-    qid = docs = None
+    qid = query = None
     for first, lines in _line_blocks(inp, _byte_lines):
         for lineno, line in enumerate(lines, first):
             fields = line.split()
@@ -572,17 +570,14 @@ def _trec_qrels(inp: _Input) -> Qrels:
                     continue  # BEIR's header
             if fields[0] != qid:
                 qid = fields[0]
-                docs = qrels.setdefault(qid.decode("utf-8"), {})
+                query = qid.decode("utf-8")
             grade_text = fields[-1]
             # isdigit on bytes is ASCII digits only; _grade takes signs and says what is wrong.
             if grade_text.isdigit() and len(grade_text) <= 9:
                 grade = int(grade_text)
             else:
                 grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
-            docid = fields[-2].decode("utf-8")
-            if docs.setdefault(docid, grade) != grade:
-                raise RagEvalError(f"conflicting judgments for {qid.decode('utf-8')!r}/{docid!r}: {docs[docid]} and {grade}",
-                                   inp.source, lineno)
+            _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
     return _without_negative(qrels)
 
 
@@ -678,13 +673,12 @@ class _TopScores:
     scored below it can be passed over unread.
     """
 
-    __slots__ = ("depth", "scores", "floor", "most")
+    __slots__ = ("depth", "scores", "floor")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
         self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
-        self.most = math.inf if depth is None else 2 * depth + 64  # held beyond this, prune
 
     def add(self, docid: Union[str, bytes], score: float) -> float:
         """Offer one document; return the floor, for the caller's next comparison."""
@@ -695,7 +689,7 @@ class _TopScores:
             held = len(scores)
             if held == self.depth and old is None:
                 self.floor = min(scores.values())
-            elif held > self.most:
+            elif self.depth is not None and held > 2 * self.depth + 64:
                 self.prune()
         return self.floor
 
@@ -2900,8 +2894,8 @@ def _build_parser():
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     parser.add_argument("--jobs", type=typed(_whole_arg(1)), metavar="N",
-                        help=f"processes that read a TREC run of {PARALLEL_MIN_BYTES >> 20} MiB or more (not gzipped) "
-                             "in parts at once, on Linux (default: the CPUs this process may use); same numbers")
+                        help=f"processes that read a TREC run file of {PARALLEL_MIN_BYTES >> 20} MiB or more (not gzipped, "
+                             "not stdin) in parts at once, on Linux (default: the CPUs this process may use); same numbers")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")

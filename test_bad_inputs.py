@@ -219,8 +219,9 @@ class CorpusCase(unittest.TestCase):
             note += f"\nKNOWN DEFECT: {case['bug']}"
         return note
 
-    def check_error(self, case):
-        argv = case_argv(case)
+    def run_case(self, case, argv):
+        """Run main on ``argv``: (stdout, stderr, note), once no exception escaped, no input
+        changed and no file was written, and the exit code is the case's."""
         before = snapshot(argv)
         code, out, err, escaped = run_main(argv)
         note = self.describe(case)
@@ -228,6 +229,11 @@ class CorpusCase(unittest.TestCase):
             self.fail(f"{note}\nan exception escaped main():\n{escaped}")
         self.assertEqual(snapshot(argv), before, f"{note}\nan input was modified or a file was written")
         self.assertEqual(code, case["exit"], f"{note}\nstderr: {err!r}")
+        return out, err, note
+
+    def check_error(self, case):
+        argv = case_argv(case)
+        out, err, note = self.run_case(case, argv)
         self.assertEqual(out, "", f"{note}\nnothing may be printed on stdout for an error")
         self.assertTrue(err.endswith("\n") and err.count("\n") == 1, f"{note}\nexpected one stderr line, got {err!r}")
         line = err[:-1]
@@ -242,14 +248,7 @@ class CorpusCase(unittest.TestCase):
             self.assertEqual(err[:-1], line, note)
 
     def check_accepted(self, case):
-        argv = case_argv(case) + ["--digits", "12", "--per-query"]
-        before = snapshot(argv)
-        code, out, err, escaped = run_main(argv)
-        note = self.describe(case)
-        if escaped is not None:
-            self.fail(f"{note}\nan exception escaped main():\n{escaped}")
-        self.assertEqual(snapshot(argv), before, f"{note}\nan input was modified or a file was written")
-        self.assertEqual(code, case["exit"], f"{note}\nstderr: {err!r}")
+        out, err, note = self.run_case(case, case_argv(case) + ["--digits", "12", "--per-query"])
         for line in err.splitlines():
             self.assertTrue(line.startswith(("rag_eval: note:", "rag_eval: warning:")), f"{note}\n{line!r}")
         report = json.loads(out)

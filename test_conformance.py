@@ -586,9 +586,8 @@ class FilesCrossCheckTest(unittest.TestCase):
 
     def test_per_query_values(self):
         qrels_path, run_path = FILES
-        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
         qrels = rag_eval.read_qrels(qrels_path)
-        run = rag_eval.read_run(run_path, depth=max(CUTOFFS) + 1, jobs=jobs)
+        run = rag_eval.read_run(run_path, depth=max(CUTOFFS) + 1, jobs=rag_eval._usable_cpus())  # as the CLI does
         result = rag_eval.evaluate(qrels, run, list(CUTOFFS), measures=MEASURES, gain="linear",
                                    drop_unknown_queries=True)
         full_run = parse_trec_run(run_path)
