@@ -208,7 +208,7 @@ _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 
 class _Input(NamedTuple):
     source: str  # the name to put in error messages
-    head: bytes  # the first block with something in it, already read (format detection needs it)
+    head: bytes  # the first block with something in it, its first line whole if it opens an object (for detection)
     rest: object  # a binary stream positioned after ``head``
     first_line: int  # the number of the line ``head`` starts in
     plain: bool = False  # a file on disk, not gzipped: it can be read in parts
