@@ -39,57 +39,14 @@ output closed early.
 from __future__ import annotations
 
 __all__ = [
-    "Baseline",
-    "EXIT_BROKEN_PIPE",
-    "EXIT_ERROR",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_REGRESSION",
-    "FORMATTERS",
-    "GateSettings",
-    "Interval",
-    "JudgedSeen",
-    "MEASURES",
-    "Measure",
-    "PairedComparison",
-    "RagEvalError",
-    "Tolerance",
-    "ap_at_k",
-    "bootstrap_interval",
-    "build_report",
-    "clopper_pearson",
-    "compare_paired",
-    "detectable_drop",
-    "document_of",
-    "documents_qrels",
-    "documents_run",
-    "evaluate",
-    "explain",
-    "format_metric",
-    "gate",
-    "holm",
-    "judged_at_k",
-    "main",
-    "mean_intervals",
-    "ndcg_at_k",
-    "parse_metric",
-    "per_query_by_metric",
-    "precision_at_k",
-    "qrels_fingerprint",
-    "queries_needed",
-    "read_baseline",
-    "read_qrels",
-    "read_run",
-    "read_slices",
-    "recall_at_k",
-    "reciprocal_rank",
-    "regressions",
-    "sign_flip_test",
-    "slice_members",
-    "slice_report",
-    "success_at_k",
-    "unjudged_documents",
-    "write_atomically",
+    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "FORMATTERS",
+    "GateSettings", "Interval", "JudgedSeen", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
+    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "clopper_pearson", "compare_paired",
+    "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
+    "gate", "holm", "judged_at_k", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
+    "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
+    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "slice_members",
+    "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -122,19 +79,6 @@ LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artef
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
-# Bytes per read when streaming line-based files: small enough that a block
-# stays in the CPU's cache while it is checked and split (4 MiB was 20% slower).
-READ_BLOCK = 1 << 17
-# A longer line is an error, not a reason to run out of memory.  READ_BLOCK
-# must stay far below it: a line that fits in one block is never measured.
-MAX_LINE = 1 << 26
-MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
-MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
-MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
-# A plain TREC run this large is read in parts by several processes (--jobs);
-# each part is at least PARALLEL_PART_BYTES, or forking would cost more than it saves.
-PARALLEL_MIN_BYTES = 1 << 26
-PARALLEL_PART_BYTES = 1 << 23
 
 
 # The conventions every measure shares, for --help and --explain.
@@ -163,6 +107,11 @@ class RagEvalError(ValueError):
 
 # === Data types ===
 
+Qrels = Dict[str, Dict[str, int]]
+RunEntry = Union[List[str], Dict[str, float]]
+Run = Dict[str, RunEntry]
+Slices = Dict[str, List[str]]  # qid -> tags
+
 
 class Conventions(NamedTuple):
     """How grades become relevance and gain; recorded with every result."""
@@ -186,1015 +135,6 @@ class Judged(NamedTuple):
     judged: List[bool]
     ideal: List[float]
     num_relevant: int
-
-
-# === Reading inputs ===
-
-Qrels = Dict[str, Dict[str, int]]
-RunEntry = Union[List[str], Dict[str, float]]
-Run = Dict[str, RunEntry]
-
-# dict first: isinstance() stops there for the common case; typing.Mapping's own check is slow.
-_MAPPINGS = (dict, abc.Mapping)
-_GZIP_MAGIC = b"\x1f\x8b"
-_BOM = b"\xef\xbb\xbf"
-
-# Field names accepted in JSONL rows.  ir_datasets exports use query_id,
-# doc_id, relevance and score; BEIR's qrels use query-id, corpus-id, score.
-_JSONL_QUERY = ("query_id", "qid", "query-id")
-_JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
-_JSONL_GRADE = ("relevance", "grade", "rel", "score")
-
-
-class _Input(NamedTuple):
-    source: str  # the name to put in error messages
-    head: bytes  # the first block with something in it, its first line whole if it opens an object (for detection)
-    rest: object  # a binary stream positioned after ``head``
-    first_line: int  # the number of the line ``head`` starts in
-    plain: bool = False  # a file on disk, not gzipped: it can be read in parts
-
-
-@contextmanager
-def _opened(path: str) -> Iterator[_Input]:
-    """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
-    source = "<stdin>" if path == "-" else path
-    try:
-        if path == "-":
-            if sys.stdin is None:
-                raise RagEvalError("there is no standard input to read", source)
-            raw = sys.stdin.buffer
-        elif os.path.isdir(path):
-            raise RagEvalError("is a directory, expected a file", source)
-        else:
-            raw = open(path, "rb")
-    except FileNotFoundError:
-        raise RagEvalError("no such file", source) from None
-    except OSError as exc:
-        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
-    stream = raw
-    try:
-        if _read_magic(raw, source) == _GZIP_MAGIC:
-            import gzip  # only gzipped inputs pay for it
-
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        head = _read_block(stream, source)
-        if head.startswith(_BOM):
-            head = head[len(_BOM):]
-        first_line = 1
-        while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
-            first_line += head.count(b"\n")
-            head = _read_block(stream, source)
-        content = head.lstrip()
-        if content[:1] == b"{" and b"\n" not in content:
-            # The first line tells a JSONL row from a JSON document: read it whole, within reason.
-            head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
-        yield _Input(source, head, stream, first_line, stream is raw and path != "-")
-    finally:
-        if path != "-":
-            stream.close()
-            raw.close()
-
-
-def _read_magic(raw, source: str) -> bytes:
-    try:
-        return raw.peek(2)[:2]
-    except OSError as exc:
-        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
-
-
-def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
-    """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
-    try:
-        return stream.read(READ_BLOCK) if line_limit is None else stream.readline(line_limit)
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
-        raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
-    except Exception as exc:  # zlib.error, without importing zlib up front
-        raise RagEvalError(f"cannot read: {exc}", source) from None
-
-
-def _read_all(inp: _Input, limit: int) -> bytes:
-    """The whole (un-gzipped) file, up to ``limit`` bytes: a gzip bomb stops here, not in the kernel's OOM killer."""
-    blocks = [inp.head]
-    size = len(inp.head)
-    while True:
-        block = _read_block(inp.rest, inp.source)
-        if not block:
-            return b"".join(blocks)
-        size += len(block)
-        if size > limit:
-            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
-            raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
-        blocks.append(block)
-
-
-def _detect_format(inp: _Input) -> str:
-    """Guess json, jsonl or trec from the first bytes, not the file name."""
-    text = inp.head.lstrip()
-    if not text:
-        raise RagEvalError("file is empty", inp.source)
-    if text[:1] == b"[":
-        return "json"
-    if text[:1] != b"{":
-        return "trec"
-    first_line = text.split(b"\n", 1)[0]
-    try:
-        row = json.loads(first_line)
-    except (ValueError, RecursionError):
-        return "json"  # an object spread over several lines, or broken: the JSON parser will say
-    # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
-    is_row = isinstance(row, dict) and any(
-        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
-    return "jsonl" if is_row else "json"
-
-
-def _decode(data: bytes, source: str, first_line: int = 1) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + data.count(b"\n", 0, exc.start)
-        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
-
-
-def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
-    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
-
-    Reads blocks of READ_BLOCK bytes, each completed to the end of its last
-    line by one readline (one copy; cutting blocks at their last newline and
-    carrying the rest over copied every block twice), and checks each block
-    at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
-    doing it line by line.  ``split`` cuts a checked block into
-    its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line.  Blank blocks are checked, counted and skipped.
-    """
-    first = inp.first_line
-    data = inp.head
-    while data:
-        data, too_long = _whole_lines(inp.rest, inp.source, data, first)
-        problem = _block_problem(data, inp.source, first)
-        if problem is None and too_long is not None:
-            problem = (len(data), too_long)  # after every line before it
-        if problem:
-            start, error = problem
-            if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
-                yield first, _lines_of(data[:start], split)
-            raise error
-        if data.isspace():  # isspace, not strip: no copy of the block
-            first += data.count(b"\n")
-        else:
-            lines = _lines_of(data, split)
-            yield first, lines
-            first += len(lines)
-        data = _read_block(inp.rest, inp.source)
-
-
-def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
-    """``data`` and the rest of its last line from ``stream``: blocks never cut a line.
-
-    A line may be MAX_LINE bytes long (its line end included) wherever it
-    starts, so the limit of the readline counts what ``data`` holds of the
-    line already.  For a longer line: the lines before it, and the error to
-    raise once they are read.
-    """
-    if not data or data.endswith(b"\n"):
-        return data, None
-    start = data.rfind(b"\n") + 1
-    limit = max(MAX_LINE + 1 - (len(data) - start), 1)
-    rest = _read_block(stream, source, line_limit=limit)
-    if len(rest) == limit and not rest.endswith(b"\n"):
-        return data[:start], RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
-    return data + rest, None
-
-
-def _lines_of(data: bytes, split: Callable[[bytes], list]) -> list:
-    lines = split(data)
-    if not lines[-1]:
-        lines.pop()  # the empty piece after the final newline
-    return lines
-
-
-def _byte_lines(data: bytes) -> List[bytes]:
-    return data.split(b"\n")
-
-
-def _text_lines(data: bytes) -> List[str]:
-    return data.decode("utf-8").split("\n")
-
-
-def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
-    """The first line of a block that no text line may hold: (where it starts, the error), or None.
-
-    Bytes that are not UTF-8, a NUL byte, and a carriage return that ends a
-    line on its own (classic Mac line ends would read as one line) are each
-    looked for in C over the whole block.  Of several, the earliest line is
-    reported; on one line, in that order (a binary file is "not UTF-8" before
-    it is "NUL").
-    """
-    found = []
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            found.append((exc.start, f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})"))
-    if b"\x00" in data:
-        found.append((data.index(b"\x00"), "NUL byte in a text line"))
-    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # C-speed counts; the loop runs only on error
-        where = data.find(b"\r")
-        while data[where + 1:where + 2] == b"\n":
-            where = data.find(b"\r", where + 1)
-        found.append((where, "a line ends in a lone carriage return (CR); use LF or CRLF line ends"))
-    if not found:
-        return None
-    where, message = min(found, key=lambda problem: data.rfind(b"\n", 0, problem[0]))  # the first of equals wins
-    return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
-
-
-def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
-    data = _read_all(inp, limit)
-    if not data.strip():
-        raise RagEvalError("file is empty", inp.source)
-    text = _decode(data, inp.source, inp.first_line)
-    try:
-        return _JSON.decode(text)
-    except json.JSONDecodeError as exc:
-        raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source,
-                           exc.lineno + inp.first_line - 1) from None
-    except RagEvalError as exc:
-        raise RagEvalError(str(exc), inp.source) from None
-    except RecursionError:
-        raise RagEvalError(f"JSON nested too deeply to be a {what}", inp.source) from None
-    except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
-        raise RagEvalError(f"a number in the JSON is too long ({exc})", inp.source) from None
-
-
-def _unique_keys(pairs):
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise RagEvalError(f"duplicated key {key!r} in a JSON object")
-            seen.add(key)
-    return result
-
-
-def _reject_constant(name):
-    raise RagEvalError(f"{name} is not a number that JSON allows")
-
-
-# One decoder for every input: json.loads with options builds a new one per
-# call, which doubled the cost of a JSONL line.
-_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
-
-
-def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
-    for name in names:
-        if name in row:
-            return row[name]
-    raise RagEvalError(f"missing {what} field (one of {', '.join(names)})", source, lineno)
-
-
-def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
-    for lineno, line in _raw_lines(inp):
-        if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
-            raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
-        try:
-            row = _JSON.decode(line)
-        except json.JSONDecodeError as exc:
-            raise RagEvalError(f"invalid JSON: {exc.msg}", inp.source, lineno) from None
-        except RagEvalError as exc:
-            raise RagEvalError(str(exc), inp.source, lineno) from None
-        except RecursionError:
-            raise RagEvalError("JSON nested too deeply", inp.source, lineno) from None
-        except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
-            raise RagEvalError(f"a number is too long ({exc})", inp.source, lineno) from None
-        if not isinstance(row, dict):
-            raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
-        yield lineno, row
-
-
-def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
-    for first, lines in _line_blocks(inp, _text_lines):
-        for lineno, line in enumerate(lines, first):
-            if line.strip():
-                yield lineno, line
-
-
-def _kind(value) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
-
-
-def _whole(text: str, digits: int = 9) -> Optional[int]:
-    """A whole number of at most ``digits`` ASCII digits, else None.
-
-    int() alone would take '²', '1_0' and ' 5', and refuses 5,000 digits with
-    a ValueError of its own (Python 3.11's limit on long conversions).
-    """
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_finite(value) -> bool:
-    """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
-    try:
-        return _is_number(value) and math.isfinite(value)
-    except OverflowError:
-        return False
-
-
-def _all_finite(numbers: Iterable[float]) -> bool:
-    """True when every number is finite, in C: a NaN or an infinity makes the
-    sum so, and fsum turns each number into a float on its own, so a huge
-    integer overflows instead of cancelling out.  False may be a false alarm
-    (a sum beyond a float's range): callers then check one by one."""
-    try:
-        return math.isfinite(math.fsum(numbers))
-    except (OverflowError, ValueError):  # ValueError: inf - inf
-        return False
-
-
-def _brief(value) -> str:
-    """repr() of a value, cut short: an error line stays one readable line."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
-
-
-def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
-    if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_kind(value)}", source, lineno)
-    return value
-
-
-def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, lineno: int) -> None:
-    """Record one line-based judgment; the same document judged twice must agree."""
-    docs = qrels.setdefault(qid, {})
-    if docs.setdefault(docid, grade) != grade:
-        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {docs[docid]} and {grade}", source, lineno)
-
-
-def _without_negative(qrels: Qrels) -> Qrels:
-    """A negative grade is trec_eval's mark for a document outside the judged
-    pool: the query is kept, the document stays unjudged."""
-    if all(min(docs.values(), default=0) >= 0 for docs in qrels.values()):
-        return qrels  # the common case, checked without copying
-    return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
-
-
-def _trec_qrels(inp: _Input) -> Qrels:
-    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
-
-    The first judgment decides which; every other line must have as many
-    fields, so a line that lost one is an error, not a judgment of another
-    document.  Like the TREC run reader, it splits bytes (at C's white space,
-    as trec_eval does) and decodes a query's id once for its run of lines.
-    """
-    qrels: Qrels = {}
-    width = None
-    qid = query = None
-    for first, lines in _line_blocks(inp, _byte_lines):
-        for lineno, line in enumerate(lines, first):
-            fields = line.split()
-            if not fields or fields[0][:1] == b"#":
-                continue  # blank, or a comment
-            if len(fields) != width:  # the first judgment, the BEIR header, or an error
-                width = _qrels_width(fields, width, inp.source, lineno)
-                if width is None:
-                    continue  # BEIR's header
-            if fields[0] != qid:
-                qid = fields[0]
-                query = qid.decode("utf-8")
-            grade_text = fields[-1]
-            # isdigit on bytes is ASCII digits only; _grade takes signs and says what is wrong.
-            if grade_text.isdigit() and len(grade_text) <= 9:
-                grade = int(grade_text)
-            else:
-                grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
-            _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
-    return _without_negative(qrels)
-
-
-def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
-    """The number of fields of every judgment, set by the first: 4 (TREC) or 3
-    (BEIR's TSV); None for BEIR's header line, which may come first."""
-    if width is None and len(fields) == 3 and [f.lower() for f in fields] == [b"query-id", b"corpus-id", b"score"]:
-        return None
-    if width is None and len(fields) in (3, 4):
-        return len(fields)
-    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", source, lineno)
-
-
-def _grade(text: str, source: str, lineno: int) -> int:
-    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
-    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
-    if not (digits.isascii() and digits.isdigit()):
-        raise RagEvalError(f"grade must be an integer, got {text[:40]!r}", source, lineno)
-    value = _whole(digits, digits=10)
-    if value is None or value > MAX_GRADE:
-        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {text[:40]}", source, lineno)
-    return sign * value
-
-
-def _jsonl_qrels(inp: _Input) -> Qrels:
-    qrels: Qrels = {}
-    for lineno, row in _jsonl_rows(inp):
-        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
-        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
-        grade = _pick(row, _JSONL_GRADE, "grade", inp.source, lineno)
-        if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
-        _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
-    return _without_negative(qrels)
-
-
-def read_qrels(path: str, fmt: str = "auto") -> Qrels:
-    """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
-
-    The format is detected from the content unless ``fmt`` names it; gzip is
-    detected from the magic bytes; ``-`` reads standard input.  JSON grades
-    must be non-negative integers (SPEC.md); TREC and JSONL may hold negative
-    grades, which mark unjudged documents as in trec_eval.
-    """
-    with _opened(path) as inp:
-        fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "json":
-            qrels = _parse_json(inp, "qrels")
-            _check_qrels(qrels, inp.source)
-        elif fmt == "jsonl":
-            qrels = _jsonl_qrels(inp)
-        else:
-            qrels = _trec_qrels(inp)
-        if not qrels:
-            raise RagEvalError("no judgments found", inp.source)
-    return qrels
-
-
-class JudgedSeen:
-    """Whether any document read from a run is judged for its query.
-
-    A run that shares no judged document with the qrels was never evaluated.
-    Readers report every line to it, before any cut, until one is judged:
-    after that, one attribute test per line.
-    """
-
-    __slots__ = ("qrels", "found")
-
-    def __init__(self, qrels: Qrels):
-        self.qrels = qrels
-        self.found = False
-
-    def see(self, qid: str, docid: str) -> None:
-        if docid in self.qrels.get(qid, ()):
-            self.found = True
-
-    def see_run(self, run: Run) -> None:
-        for qid, entry in run.items():
-            for docid in entry:  # the ids of a list, or the keys of a scored dict
-                self.see(qid, docid)
-                if self.found:
-                    return
-
-
-class _TopScores:
-    """The best ``depth`` documents of one query, kept while streaming a run.
-
-    A document listed twice keeps its higher score.  Pruning is exact: a
-    document pushed out ranks below ``depth`` others, and those only improve.
-    So ``floor`` only rises: the lowest score once ``depth`` documents are
-    held, then the score of the last one kept at each prune.  A document
-    scored below it can be passed over unread.
-    """
-
-    __slots__ = ("depth", "scores", "floor")
-
-    def __init__(self, depth: Optional[int]):
-        self.depth = depth
-        self.scores: Dict[Union[str, bytes], float] = {}
-        self.floor = -math.inf
-
-    def add(self, docid: Union[str, bytes], score: float) -> float:
-        """Offer one document; return the floor, for the caller's next comparison."""
-        scores = self.scores
-        old = scores.get(docid)
-        if old is None or score > old:
-            scores[docid] = score
-            held = len(scores)
-            if held == self.depth and old is None:
-                self.floor = min(scores.values())
-            elif self.depth is not None and held > 2 * self.depth + 64:
-                self.prune()
-        return self.floor
-
-    def prune(self) -> None:
-        if self.depth is not None and len(self.scores) > self.depth:
-            best = _order_scored(self.scores)[: self.depth]
-            self.scores = {docid: self.scores[docid] for docid in best}
-            self.floor = self.scores[best[-1]]
-
-
-def _score(text: str, source: str, lineno: int) -> float:
-    try:
-        score = float(text)
-    except ValueError:
-        raise RagEvalError(f"score must be a number, got {text!r}", source, lineno) from None
-    if not math.isfinite(score):
-        raise RagEvalError(f"score must be a finite number, got {text!r}", source, lineno)
-    return score
-
-
-def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen],
-              jobs: int = 1) -> Run:
-    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
-
-    A large plain file is read in parts by ``jobs`` processes (see
-    ``_read_in_parts``); the result is the same either way.
-    """
-    ends = _part_ends(inp, jobs)
-    if ends:
-        tops = _read_in_parts(inp, ends, depth, keep, doc_id_sep, seen)
-    else:
-        tops = _trec_tops(inp, depth, keep, doc_id_sep, seen)
-    as_text = keep is not None or doc_id_sep is not None  # then the reader decoded the ids already
-    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
-            for qid, scores in _finish_tops(tops).items()}
-
-
-def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
-    """The best ``depth`` documents of each query of a TREC run, by the query's id in bytes.
-
-    This loop runs once per line of files with millions of lines, so it does
-    the least it can.  It splits bytes, not text: bytes.split cuts at C's
-    white space exactly, the block was checked as UTF-8 already, and only the
-    ids kept are decoded.  Lines of one query come together, so the query's
-    state stays in locals, and a line scored below the query's floor is
-    dropped after one comparison.  Errors cost a search for the line's number.
-    """
-    tops: Dict[bytes, _TopScores] = {}
-    as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
-    qid = top = query = None
-    floor = lowest = -math.inf
-    looking = seen is not None and not seen.found  # for a judged document; one test per line after that
-    for first, lines in _line_blocks(inp, _byte_lines):
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 6:
-                if not fields or fields[0][:1] == b"#":
-                    continue  # blank, or a comment, as trec_eval reads them
-                # The first line equal to this one is this one, or it would have failed first.
-                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}",
-                                   inp.source, first + lines.index(line))
-            if fields[0] != qid:
-                if fields[0][:1] == b"#":
-                    continue  # a comment of six words or more
-                qid = fields[0]
-                top = tops.get(qid)
-                if top is None:
-                    top = tops[qid] = _TopScores(depth)
-                query = qid.decode("utf-8")
-                floor = top.floor
-            if looking:
-                seen.see(query, _id_text(fields[2], doc_id_sep))
-                looking = not seen.found
-            try:
-                score = float(fields[4])
-            except ValueError:  # as above: the first such line is this one
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
-            # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
-            if floor > score > lowest:
-                continue
-            if not math.isfinite(score):
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
-            docid = fields[2]
-            if as_text:
-                docid = _id_text(docid, doc_id_sep)
-                if keep is not None and not keep(query, docid):
-                    continue
-            floor = top.add(docid, score)
-    return tops
-
-
-def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
-    text = docid.decode("utf-8")
-    return text if doc_id_sep is None else document_of(text, doc_id_sep)
-
-
-def _finish_tops(tops: dict) -> dict:
-    """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
-    for top in tops.values():
-        top.prune()
-    return {qid: top.scores for qid, top in tops.items()}
-
-
-# --- Reading a large TREC run in parts, one process each ---
-#
-# Reading dominates the time of a large run, and it splits: a query's best
-# documents over the whole file are found among the best of each part (a
-# document pushed out of a part's best ranks below as many others of that
-# part, which keep their scores or better when the parts are merged).  So
-# forked processes read the later parts of the file while this one reads the
-# first; each sends back the documents it kept, and merging them is exact.
-# Only where fork is safe and cheap (Linux, no other thread running), only
-# for plain files large enough to gain: small inputs pay nothing.
-
-
-def _part_ends(inp: _Input, jobs: int) -> List[int]:
-    """Where the parts of the file end, in bytes, each at a line start; empty when it does not pay to split."""
-    if jobs < 2 or not inp.plain or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return []
-    threading = sys.modules.get("threading")  # never imported: no other thread to hold a lock across fork
-    if threading is not None and threading.active_count() > 1:
-        return []
-    size = os.fstat(inp.rest.fileno()).st_size
-    parts = min(jobs, size // PARALLEL_PART_BYTES)
-    if size < PARALLEL_MIN_BYTES or parts < 2:
-        return []
-    ends = set()
-    try:
-        with open(_descriptor_path(inp), "rb") as f:
-            for part in range(1, parts):
-                f.seek(size * part // parts)
-                if not f.readline(MAX_LINE + 1).endswith(b"\n"):  # a line too long: one reading will say so
-                    return []
-                ends.add(f.tell())
-    except OSError:  # no /proc to reopen the file through
-        return []
-    read = inp.rest.tell()  # the first part starts after the head, which was read already
-    ends = sorted(end for end in ends | {size} if end > read)
-    return ends if len(ends) > 1 else []
-
-
-def _descriptor_path(inp: _Input) -> str:
-    """A path that opens the file ``inp`` reads, even if it was renamed or replaced since: its descriptor's."""
-    return f"/proc/self/fd/{inp.rest.fileno()}"
-
-
-class _Part:
-    """A binary file read from where it stands up to ``end``, and no further."""
-
-    def __init__(self, stream, end: int):
-        self.stream = stream
-        self.left = end - stream.tell()
-
-    def read(self, size: int) -> bytes:
-        data = self.stream.read(max(0, min(size, self.left)))
-        self.left -= len(data)
-        return data
-
-    def readline(self, size: int) -> bytes:
-        data = self.stream.readline(max(0, min(size, self.left)))
-        self.left -= len(data)
-        return data
-
-
-def _read_in_parts(inp: _Input, ends: List[int], depth: Optional[int], keep, doc_id_sep: Optional[str],
-                   seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
-    """Read the first part here and each later one in a forked process, then merge.
-
-    Errors are reported as a single reading would: the first part's first,
-    then each later part's, with its line number counted from the file's
-    start.  A part whose process could not start, or failed without a word
-    (killed, out of memory), is read here instead.
-    """
-    import gc
-
-    path = _descriptor_path(inp)
-    qrels = None if seen is None else seen.qrels
-    children = []  # [pid, stream of its outcome, start, end] per later part, in order; pid None: read here
-    try:
-        # Ctrl-C waits until every child is known (they ignore it), and the caller's objects
-        # stay out of the children's garbage collections (a __del__ would run there too).
-        with _sigint_blocked() as mask:
-            gc.freeze()
-            try:
-                for start, end in zip(ends, ends[1:]):
-                    _fork_part(children, path, inp.source, start, end, depth, keep, doc_id_sep, qrels, mask)
-            finally:
-                gc.unfreeze()
-        tops = _trec_tops(inp._replace(rest=_Part(inp.rest, ends[0])), depth, keep, doc_id_sep, seen)
-        for child in children:
-            _, stream, start, end = child
-            outcome = None if stream is None else _outcome(stream)
-            child[1] = None  # heard from: it exits by itself
-            if outcome is None:
-                outcome = _read_part(path, inp.source, start, end, depth, keep, doc_id_sep, qrels)
-            if outcome[0] == "error":
-                _, detail, line = outcome
-                before = None if line is None else _lines_before(path, start)
-                raise RagEvalError(detail, inp.source, None if before is None else before + line)
-            _, kept, found = outcome
-            _merge_tops(tops, kept, depth)
-            if found:
-                seen.found = True
-        return tops
-    finally:
-        _end_children(children)
-
-
-@contextmanager
-def _sigint_blocked() -> Iterator[object]:
-    """SIGINT waits while this runs; yields the signal mask as it was before."""
-    import signal
-
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, ())  # unchanged: only read
-    try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        yield mask
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-
-
-def _fork_part(children: list, path: str, source: str, start: int, end: int, depth: Optional[int], keep,
-               doc_id_sep: Optional[str], qrels: Optional[Qrels], mask) -> None:
-    """Start a process that reads one part and sends its outcome back; add it to ``children``.
-
-    It is added as [pid, the stream to read its outcome from, start, end], or
-    with pid and stream None when no process could start (too many, no
-    memory).  Called with SIGINT blocked; ``mask`` is the signal mask to
-    restore in the child.
-    """
-    import pickle
-    import signal
-
-    try:
-        read_end, write_end = os.pipe()
-    except OSError:
-        children.append([None, None, start, end])
-        return
-    try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
-        os.close(write_end)
-        children.append([None, None, start, end])
-        return
-    if pid:
-        children.append([pid, os.fdopen(read_end, "rb"), start, end])
-        os.close(write_end)
-        return
-    # The child.  It must never return into the caller's code: os._exit ends it whatever happens.
-    status = 1
-    try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent to handle
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        os.close(read_end)
-        outcome = _read_part(path, source, start, end, depth, keep, doc_id_sep, qrels)
-        with os.fdopen(write_end, "wb") as pipe:
-            pickle.dump(outcome, pipe, protocol=pickle.HIGHEST_PROTOCOL)
-        status = 0
-    finally:
-        os._exit(status)
-
-
-def _read_part(path: str, source: str, start: int, end: int, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               qrels: Optional[Qrels]) -> tuple:
-    """("ok", {qid: {docid: score}} kept, whether a judged document was seen), or ("error", detail, line in the part)."""
-    seen = None if qrels is None else JudgedSeen(qrels)
-    try:
-        with open(path, "rb") as f:
-            f.seek(start)
-            part = _Part(f, end)
-            tops = _trec_tops(_Input(source, _read_block(part, source), part, 1), depth, keep, doc_id_sep, seen)
-    except RagEvalError as exc:
-        return ("error", exc.detail, exc.line)
-    except OSError as exc:  # reopening the file failed (no descriptor left)
-        return ("error", f"cannot read: {exc.strerror or exc}", None)
-    return ("ok", _finish_tops(tops), seen is not None and seen.found)
-
-
-def _outcome(stream) -> Optional[tuple]:
-    """What a child sent; None if it sent nothing whole."""
-    import pickle
-
-    try:
-        return pickle.load(stream)
-    except Exception:  # EOFError, UnpicklingError, ...: the child died mid-way
-        return None
-    finally:
-        stream.close()
-
-
-def _end_children(children: list) -> None:
-    """End every child not heard from (an error or Ctrl-C came first), then reap them all."""
-    import signal
-
-    with _sigint_blocked():  # a second Ctrl-C must not leave any behind
-        for child in children:
-            pid, stream = child[0], child[1]
-            if stream is not None:
-                stream.close()
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:  # reaped already, by a SIGCHLD handler of the caller's
-                    pass
-        for pid, *_ in children:
-            if pid is not None:
-                try:
-                    os.waitpid(pid, 0)
-                except ChildProcessError:  # the same
-                    pass
-
-
-def _merge_tops(tops: Dict[bytes, _TopScores], kept: Dict[bytes, Dict[bytes, float]], depth: Optional[int]) -> None:
-    for qid, scores in kept.items():
-        top = tops.get(qid)
-        if top is None:
-            top = tops[qid] = _TopScores(depth)
-        for docid, score in scores.items():
-            top.add(docid, score)
-
-
-def _lines_before(path: str, offset: int) -> Optional[int]:
-    """The number of lines before ``offset`` (a line start), or None if the file cannot be read again.
-
-    Only an error in a later part needs it.
-    """
-    count = 0
-    try:
-        with open(path, "rb") as f:
-            while offset > 0:
-                block = f.read(min(READ_BLOCK, offset))
-                if not block:
-                    break
-                count += block.count(b"\n")
-                offset -= len(block)
-    except OSError:
-        return None
-    return count
-
-
-def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
-    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks."""
-    tops: Dict[str, _TopScores] = {}
-    lists: Dict[str, List[str]] = {}
-    for lineno, row in _jsonl_rows(inp):
-        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
-        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
-        if doc_id_sep is not None:
-            docid = document_of(docid, doc_id_sep)
-        if seen is not None and not seen.found:
-            seen.see(qid, docid)
-        has_score = "score" in row
-        if (tops and not has_score) or (lists and has_score):
-            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if not has_score:
-            lists.setdefault(qid, []).append(docid)
-            continue
-        score = row["score"]
-        if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-        top = tops.get(qid)
-        if top is None:
-            top = tops[qid] = _TopScores(depth)
-        if keep is None or keep(qid, docid):
-            top.add(docid, float(score))
-    return lists or _finish_tops(tops)
-
-
-def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
-             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None, jobs: int = 1) -> Run:
-    """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
-
-    Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
-    ``depth`` documents of each query are kept, so memory follows queries x
-    depth, not the file.  ``keep(qid, docid)``, when given, filters documents
-    before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
-    document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
-    of every document read, before any cut.  With ``jobs`` > 1, a large plain
-    TREC file is read in that many parts at once by forked processes (Linux,
-    and no other thread running; the result is the same), so ``keep`` must
-    be a pure function.  The documents of a query come in no set order.
-    """
-    if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
-        raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
-    if not _is_int(jobs) or jobs < 1:
-        raise RagEvalError(f"jobs must be a positive integer, got {jobs!r}")
-    with _opened(path) as inp:
-        fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "json":
-            run = _parse_json(inp, "run")
-            _check_run(run, inp.source)
-            if seen is not None:
-                seen.see_run(documents_run(run, doc_id_sep) if doc_id_sep else run)
-        elif fmt == "jsonl":
-            run = _jsonl_run(inp, depth, keep, doc_id_sep, seen)
-        else:
-            run = _trec_run(inp, depth, keep, doc_id_sep, seen, jobs)
-    return run
-
-
-Slices = Dict[str, List[str]]  # qid -> tags
-_JSONL_TAGS = ("slices", "slice", "tags", "tag")
-
-
-def read_slices(path: str) -> Slices:
-    """Read query tags: a JSON object ``{qid: tag or [tags]}``, or JSONL rows
-    ``{"query_id": ..., "slices": tag or [tags]}`` (also ``slice``, ``tags``, ``tag``)."""
-    with _opened(path) as inp:
-        if _detect_format(inp) == "jsonl":
-            pairs = [(_id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno),
-                      _pick(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
-                     for lineno, row in _jsonl_rows(inp)]
-        else:
-            data = _parse_json(inp, "slices", MAX_SMALL_JSON)
-            if not isinstance(data, dict):
-                raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_kind(data)}", inp.source)
-            pairs = [(qid, tags, None) for qid, tags in data.items()]
-    slices: Slices = {}
-    for qid, tags, lineno in pairs:
-        tags = [tags] if isinstance(tags, str) else tags
-        if not isinstance(tags, list) or not all(
-                isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
-            raise RagEvalError(f"query {_brief(qid)}: a slice is a non-empty printable name without ':', "
-                               "or a list of them", path, lineno)
-        slices.setdefault(qid, [])
-        slices[qid] += [tag for tag in tags if tag not in slices[qid]]
-    return slices
-
-
-def slice_members(slices: Slices) -> Dict[str, List[str]]:
-    """tag -> its queries, sorted."""
-    members: Dict[str, List[str]] = {}
-    for qid in sorted(slices):
-        for tag in slices[qid]:
-            members.setdefault(tag, []).append(qid)
-    return dict(sorted(members.items()))
-
-
-# --- Validating in-memory inputs (files and library callers alike) ---
-
-
-def _check_qrels(qrels, source: str = "qrels") -> None:
-    if not isinstance(qrels, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
-    judgments = list(qrels.values())
-    if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
-        grades = list(chain.from_iterable(map(dict.values, judgments)))
-        if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
-            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
-    for qid, docs in qrels.items():
-        _id(qid, "query id", source)
-        _check_grades(docs, source, qid)
-
-
-def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
-    """One query's judgments: an object of document id -> grade."""
-    query = "" if qid is None else f"query {_brief(qid)}"
-    if not isinstance(docs, _MAPPINGS):
-        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_kind(docs)}",
-                           source)
-    if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
-            and max(docs.values(), default=0) <= MAX_GRADE:
-        return  # the common case, checked in C; the loop below finds what is wrong otherwise
-    for docid, grade in docs.items():
-        _id(docid, "document id", source)
-        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
-            raise RagEvalError(f"{query}{', ' if query else ''}document {_brief(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_brief(grade)}", source)
-
-
-def _all_of(values: Iterable, *types: type) -> bool:
-    """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
-    return set(map(type, values)) <= set(types)
-
-
-def _check_run(run, source: str = "run") -> None:
-    if not isinstance(run, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
-    entries = list(run.values())
-    if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
-            and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
-        scores = list(chain.from_iterable(map(dict.values, entries))) if entries and type(entries[0]) is dict else []
-        if _all_of(scores, float, int) and _all_finite(scores):
-            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
-    for qid, entry in run.items():
-        _id(qid, "query id", source)
-        if isinstance(entry, list):
-            if _all_of(entry, str):
-                continue  # the common case, checked in C
-            for docid in entry:
-                if not isinstance(docid, str):
-                    raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
-        elif isinstance(entry, _MAPPINGS):
-            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
-                continue  # the common case, checked in C
-            for docid, score in entry.items():
-                _id(docid, "document id", source)
-                if not _is_finite(score):
-                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
-        else:
-            raise RagEvalError(
-                f"query {qid!r}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
-                source,
-            )
 
 
 # === Normalising a ranking ===
@@ -1690,6 +630,74 @@ def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str]
         ranking = _ranking(run.get(qid, []), qrels[qid], Conventions())
         found.extend((qid, docid, rank) for rank, docid in enumerate(ranking[:k], 1) if docid not in qrels[qid])
     return sorted(found, key=lambda row: (row[2], row[0], row[1]))
+
+
+# --- Validating in-memory inputs (files and library callers alike) ---
+
+
+def _check_qrels(qrels, source: str = "qrels") -> None:
+    if not isinstance(qrels, _MAPPINGS):
+        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
+    judgments = list(qrels.values())
+    if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
+        grades = list(chain.from_iterable(map(dict.values, judgments)))
+        if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
+            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
+    for qid, docs in qrels.items():
+        _id(qid, "query id", source)
+        _check_grades(docs, source, qid)
+
+
+def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
+    """One query's judgments: an object of document id -> grade."""
+    query = "" if qid is None else f"query {_brief(qid)}"
+    if not isinstance(docs, _MAPPINGS):
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_kind(docs)}",
+                           source)
+    if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
+            and max(docs.values(), default=0) <= MAX_GRADE:
+        return  # the common case, checked in C; the loop below finds what is wrong otherwise
+    for docid, grade in docs.items():
+        _id(docid, "document id", source)
+        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+            raise RagEvalError(f"{query}{', ' if query else ''}document {_brief(docid)}: grade must be a non-negative integer "
+                               f"(at most {MAX_GRADE}), got {_brief(grade)}", source)
+
+
+def _all_of(values: Iterable, *types: type) -> bool:
+    """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
+    return set(map(type, values)) <= set(types)
+
+
+def _check_run(run, source: str = "run") -> None:
+    if not isinstance(run, _MAPPINGS):
+        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
+    entries = list(run.values())
+    if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
+            and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
+        scores = list(chain.from_iterable(map(dict.values, entries))) if entries and type(entries[0]) is dict else []
+        if _all_of(scores, float, int) and _all_finite(scores):
+            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
+    for qid, entry in run.items():
+        _id(qid, "query id", source)
+        if isinstance(entry, list):
+            if _all_of(entry, str):
+                continue  # the common case, checked in C
+            for docid in entry:
+                if not isinstance(docid, str):
+                    raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
+        elif isinstance(entry, _MAPPINGS):
+            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
+                continue  # the common case, checked in C
+            for docid, score in entry.items():
+                _id(docid, "document id", source)
+                if not _is_finite(score):
+                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
+        else:
+            raise RagEvalError(
+                f"query {qid!r}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
+                source,
+            )
 
 
 # === Statistics ===
@@ -2424,6 +1432,700 @@ def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, a
     }
 
 
+# === Reading inputs ===
+
+# Bytes per read when streaming line-based files: small enough that a block
+# stays in the CPU's cache while it is checked and split (4 MiB was 20% slower).
+READ_BLOCK = 1 << 17
+# A longer line is an error, not a reason to run out of memory.  READ_BLOCK
+# must stay far below it: a line that fits in one block is never measured.
+MAX_LINE = 1 << 26
+MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
+MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
+# dict first: isinstance() stops there for the common case; typing.Mapping's own check is slow.
+_MAPPINGS = (dict, abc.Mapping)
+_GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+
+# Field names accepted in JSONL rows.  ir_datasets exports use query_id,
+# doc_id, relevance and score; BEIR's qrels use query-id, corpus-id, score.
+_JSONL_QUERY = ("query_id", "qid", "query-id")
+_JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
+_JSONL_GRADE = ("relevance", "grade", "rel", "score")
+
+
+class _Input(NamedTuple):
+    source: str  # the name to put in error messages
+    head: bytes  # the first block with something in it, its first line whole if it opens an object (for detection)
+    rest: object  # a binary stream positioned after ``head``
+    first_line: int  # the number of the line ``head`` starts in
+
+
+@contextmanager
+def _opened(path: str) -> Iterator[_Input]:
+    """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
+    source = "<stdin>" if path == "-" else path
+    try:
+        if path == "-":
+            if sys.stdin is None:
+                raise RagEvalError("there is no standard input to read", source)
+            raw = sys.stdin.buffer
+        elif os.path.isdir(path):
+            raise RagEvalError("is a directory, expected a file", source)
+        else:
+            raw = open(path, "rb")
+    except FileNotFoundError:
+        raise RagEvalError("no such file", source) from None
+    except OSError as exc:
+        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+    stream = raw
+    try:
+        if _read_magic(raw, source) == _GZIP_MAGIC:
+            import gzip  # only gzipped inputs pay for it
+
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        head = _read_block(stream, source)
+        if head.startswith(_BOM):
+            head = head[len(_BOM):]
+        first_line = 1
+        while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
+            first_line += head.count(b"\n")
+            head = _read_block(stream, source)
+        content = head.lstrip()
+        if content[:1] == b"{" and b"\n" not in content:
+            # The first line tells a JSONL row from a JSON document: read it whole, within reason.
+            head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
+        yield _Input(source, head, stream, first_line)
+    finally:
+        if path != "-":
+            stream.close()
+            raw.close()
+
+
+def _read_magic(raw, source: str) -> bytes:
+    try:
+        return raw.peek(2)[:2]
+    except OSError as exc:
+        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+
+
+def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
+    """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
+    try:
+        return stream.read(READ_BLOCK) if line_limit is None else stream.readline(line_limit)
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
+    except Exception as exc:  # zlib.error, without importing zlib up front
+        raise RagEvalError(f"cannot read: {exc}", source) from None
+
+
+def _read_all(inp: _Input, limit: int) -> bytes:
+    """The whole (un-gzipped) file, up to ``limit`` bytes: a gzip bomb stops here, not in the kernel's OOM killer."""
+    blocks = [inp.head]
+    size = len(inp.head)
+    while True:
+        block = _read_block(inp.rest, inp.source)
+        if not block:
+            return b"".join(blocks)
+        size += len(block)
+        if size > limit:
+            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
+            raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
+        blocks.append(block)
+
+
+def _detect_format(inp: _Input) -> str:
+    """Guess json, jsonl or trec from the first bytes, not the file name."""
+    text = inp.head.lstrip()
+    if not text:
+        raise RagEvalError("file is empty", inp.source)
+    if text[:1] == b"[":
+        return "json"
+    if text[:1] != b"{":
+        return "trec"
+    first_line = text.split(b"\n", 1)[0]
+    try:
+        row = json.loads(first_line)
+    except (ValueError, RecursionError):
+        return "json"  # an object spread over several lines, or broken: the JSON parser will say
+    # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
+    is_row = isinstance(row, dict) and any(
+        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
+    return "jsonl" if is_row else "json"
+
+
+def _decode(data: bytes, source: str, first_line: int = 1) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
+
+
+def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
+    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
+
+    Reads blocks of READ_BLOCK bytes, each completed to the end of its last
+    line by one readline (one copy; cutting blocks at their last newline and
+    carrying the rest over copied every block twice), and checks each block
+    at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
+    doing it line by line.  ``split`` cuts a checked block into
+    its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
+    next block's first line.  Blank blocks are checked, counted and skipped.
+    """
+    first = inp.first_line
+    data = inp.head
+    while data:
+        data, too_long = _whole_lines(inp.rest, inp.source, data, first)
+        problem = _block_problem(data, inp.source, first)
+        if problem is None and too_long is not None:
+            problem = (len(data), too_long)  # after every line before it
+        if problem:
+            start, error = problem
+            if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
+                yield first, _lines_of(data[:start], split)
+            raise error
+        if data.isspace():  # isspace, not strip: no copy of the block
+            first += data.count(b"\n")
+        else:
+            lines = _lines_of(data, split)
+            yield first, lines
+            first += len(lines)
+        data = _read_block(inp.rest, inp.source)
+
+
+def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
+    """``data`` and the rest of its last line from ``stream``: blocks never cut a line.
+
+    A line may be MAX_LINE bytes long (its line end included) wherever it
+    starts, so the limit of the readline counts what ``data`` holds of the
+    line already.  For a longer line: the lines before it, and the error to
+    raise once they are read.
+    """
+    if not data or data.endswith(b"\n"):
+        return data, None
+    start = data.rfind(b"\n") + 1
+    limit = max(MAX_LINE + 1 - (len(data) - start), 1)
+    rest = _read_block(stream, source, line_limit=limit)
+    if len(rest) == limit and not rest.endswith(b"\n"):
+        return data[:start], RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
+    return data + rest, None
+
+
+def _lines_of(data: bytes, split: Callable[[bytes], list]) -> list:
+    lines = split(data)
+    if not lines[-1]:
+        lines.pop()  # the empty piece after the final newline
+    return lines
+
+
+def _byte_lines(data: bytes) -> List[bytes]:
+    return data.split(b"\n")
+
+
+def _text_lines(data: bytes) -> List[str]:
+    return data.decode("utf-8").split("\n")
+
+
+def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
+    """The first line of a block that no text line may hold: (where it starts, the error), or None.
+
+    Bytes that are not UTF-8, a NUL byte, and a carriage return that ends a
+    line on its own (classic Mac line ends would read as one line) are each
+    looked for in C over the whole block.  Of several, the earliest line is
+    reported; on one line, in that order (a binary file is "not UTF-8" before
+    it is "NUL").
+    """
+    found = []
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            found.append((exc.start, f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})"))
+    if b"\x00" in data:
+        found.append((data.index(b"\x00"), "NUL byte in a text line"))
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):  # C-speed counts; the loop runs only on error
+        where = data.find(b"\r")
+        while data[where + 1:where + 2] == b"\n":
+            where = data.find(b"\r", where + 1)
+        found.append((where, "a line ends in a lone carriage return (CR); use LF or CRLF line ends"))
+    if not found:
+        return None
+    where, message = min(found, key=lambda problem: data.rfind(b"\n", 0, problem[0]))  # the first of equals wins
+    return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
+
+
+def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
+    data = _read_all(inp, limit)
+    if not data.strip():
+        raise RagEvalError("file is empty", inp.source)
+    text = _decode(data, inp.source, inp.first_line)
+    try:
+        return _JSON.decode(text)
+    except json.JSONDecodeError as exc:
+        raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source,
+                           exc.lineno + inp.first_line - 1) from None
+    except RagEvalError as exc:
+        raise RagEvalError(str(exc), inp.source) from None
+    except RecursionError:
+        raise RagEvalError(f"JSON nested too deeply to be a {what}", inp.source) from None
+    except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
+        raise RagEvalError(f"a number in the JSON is too long ({exc})", inp.source) from None
+
+
+def _unique_keys(pairs):
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RagEvalError(f"duplicated key {key!r} in a JSON object")
+            seen.add(key)
+    return result
+
+
+def _reject_constant(name):
+    raise RagEvalError(f"{name} is not a number that JSON allows")
+
+
+# One decoder for every input: json.loads with options builds a new one per
+# call, which doubled the cost of a JSONL line.
+_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+
+
+def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
+    for name in names:
+        if name in row:
+            return row[name]
+    raise RagEvalError(f"missing {what} field (one of {', '.join(names)})", source, lineno)
+
+
+def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
+    for lineno, line in _raw_lines(inp):
+        if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
+            raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
+        try:
+            row = _JSON.decode(line)
+        except json.JSONDecodeError as exc:
+            raise RagEvalError(f"invalid JSON: {exc.msg}", inp.source, lineno) from None
+        except RagEvalError as exc:
+            raise RagEvalError(str(exc), inp.source, lineno) from None
+        except RecursionError:
+            raise RagEvalError("JSON nested too deeply", inp.source, lineno) from None
+        except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
+            raise RagEvalError(f"a number is too long ({exc})", inp.source, lineno) from None
+        if not isinstance(row, dict):
+            raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
+        yield lineno, row
+
+
+def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
+    """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
+    for first, lines in _line_blocks(inp, _text_lines):
+        for lineno, line in enumerate(lines, first):
+            if line.strip():
+                yield lineno, line
+
+
+def _kind(value) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _whole(text: str, digits: int = 9) -> Optional[int]:
+    """A whole number of at most ``digits`` ASCII digits, else None.
+
+    int() alone would take '²', '1_0' and ' 5', and refuses 5,000 digits with
+    a ValueError of its own (Python 3.11's limit on long conversions).
+    """
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite(value) -> bool:
+    """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def _all_finite(numbers: Iterable[float]) -> bool:
+    """True when every number is finite, in C: a NaN or an infinity makes the
+    sum so, and fsum turns each number into a float on its own, so a huge
+    integer overflows instead of cancelling out.  False may be a false alarm
+    (a sum beyond a float's range): callers then check one by one."""
+    try:
+        return math.isfinite(math.fsum(numbers))
+    except (OverflowError, ValueError):  # ValueError: inf - inf
+        return False
+
+
+def _brief(value) -> str:
+    """repr() of a value, cut short: an error line stays one readable line."""
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
+    if not isinstance(value, str):
+        raise RagEvalError(f"{what} must be a string, got {_kind(value)}", source, lineno)
+    return value
+
+
+def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, lineno: int) -> None:
+    """Record one line-based judgment; the same document judged twice must agree."""
+    docs = qrels.setdefault(qid, {})
+    if docs.setdefault(docid, grade) != grade:
+        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {docs[docid]} and {grade}", source, lineno)
+
+
+def _without_negative(qrels: Qrels) -> Qrels:
+    """A negative grade is trec_eval's mark for a document outside the judged
+    pool: the query is kept, the document stays unjudged."""
+    if all(min(docs.values(), default=0) >= 0 for docs in qrels.values()):
+        return qrels  # the common case, checked without copying
+    return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
+
+
+def _trec_qrels(inp: _Input) -> Qrels:
+    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
+
+    The first judgment decides which; every other line must have as many
+    fields, so a line that lost one is an error, not a judgment of another
+    document.  Like the TREC run reader, it splits bytes (at C's white space,
+    as trec_eval does) and decodes a query's id once for its run of lines.
+    """
+    qrels: Qrels = {}
+    width = None
+    qid = query = None
+    for first, lines in _line_blocks(inp, _byte_lines):
+        for lineno, line in enumerate(lines, first):
+            fields = line.split()
+            if not fields or fields[0][:1] == b"#":
+                continue  # blank, or a comment
+            if len(fields) != width:  # the first judgment, the BEIR header, or an error
+                width = _qrels_width(fields, width, inp.source, lineno)
+                if width is None:
+                    continue  # BEIR's header
+            if fields[0] != qid:
+                qid = fields[0]
+                query = qid.decode("utf-8")
+            grade_text = fields[-1]
+            # isdigit on bytes is ASCII digits only; _grade takes signs and says what is wrong.
+            if grade_text.isdigit() and len(grade_text) <= 9:
+                grade = int(grade_text)
+            else:
+                grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
+            _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
+    return _without_negative(qrels)
+
+
+def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
+    """The number of fields of every judgment, set by the first: 4 (TREC) or 3
+    (BEIR's TSV); None for BEIR's header line, which may come first."""
+    if width is None and len(fields) == 3 and [f.lower() for f in fields] == [b"query-id", b"corpus-id", b"score"]:
+        return None
+    if width is None and len(fields) in (3, 4):
+        return len(fields)
+    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
+    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", source, lineno)
+
+
+def _grade(text: str, source: str, lineno: int) -> int:
+    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    if not (digits.isascii() and digits.isdigit()):
+        raise RagEvalError(f"grade must be an integer, got {text[:40]!r}", source, lineno)
+    value = _whole(digits, digits=10)
+    if value is None or value > MAX_GRADE:
+        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {text[:40]}", source, lineno)
+    return sign * value
+
+
+def _jsonl_qrels(inp: _Input) -> Qrels:
+    qrels: Qrels = {}
+    for lineno, row in _jsonl_rows(inp):
+        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
+        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
+        grade = _pick(row, _JSONL_GRADE, "grade", inp.source, lineno)
+        if not _is_int(grade):
+            raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
+        _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
+    return _without_negative(qrels)
+
+
+def read_qrels(path: str, fmt: str = "auto") -> Qrels:
+    """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
+
+    The format is detected from the content unless ``fmt`` names it; gzip is
+    detected from the magic bytes; ``-`` reads standard input.  JSON grades
+    must be non-negative integers (SPEC.md); TREC and JSONL may hold negative
+    grades, which mark unjudged documents as in trec_eval.
+    """
+    with _opened(path) as inp:
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "json":
+            qrels = _parse_json(inp, "qrels")
+            _check_qrels(qrels, inp.source)
+        elif fmt == "jsonl":
+            qrels = _jsonl_qrels(inp)
+        else:
+            qrels = _trec_qrels(inp)
+        if not qrels:
+            raise RagEvalError("no judgments found", inp.source)
+    return qrels
+
+
+class JudgedSeen:
+    """Whether any document read from a run is judged for its query.
+
+    A run that shares no judged document with the qrels was never evaluated.
+    Readers report every line to it, before any cut, until one is judged:
+    after that, one attribute test per line.
+    """
+
+    __slots__ = ("qrels", "found")
+
+    def __init__(self, qrels: Qrels):
+        self.qrels = qrels
+        self.found = False
+
+    def see(self, qid: str, docid: str) -> None:
+        if docid in self.qrels.get(qid, ()):
+            self.found = True
+
+    def see_run(self, run: Run) -> None:
+        for qid, entry in run.items():
+            for docid in entry:  # the ids of a list, or the keys of a scored dict
+                self.see(qid, docid)
+                if self.found:
+                    return
+
+
+class _TopScores:
+    """The best ``depth`` documents of one query, kept while streaming a run.
+
+    A document listed twice keeps its higher score.  Pruning is exact: a
+    document pushed out ranks below ``depth`` others, and those only improve.
+    So ``floor`` only rises: the lowest score once ``depth`` documents are
+    held, then the score of the last one kept at each prune.  A document
+    scored below it can be passed over unread.
+    """
+
+    __slots__ = ("depth", "scores", "floor")
+
+    def __init__(self, depth: Optional[int]):
+        self.depth = depth
+        self.scores: Dict[Union[str, bytes], float] = {}
+        self.floor = -math.inf
+
+    def add(self, docid: Union[str, bytes], score: float) -> float:
+        """Offer one document; return the floor, for the caller's next comparison."""
+        scores = self.scores
+        old = scores.get(docid)
+        if old is None or score > old:
+            scores[docid] = score
+            held = len(scores)
+            if held == self.depth and old is None:
+                self.floor = min(scores.values())
+            elif self.depth is not None and held > 2 * self.depth + 64:
+                self.prune()
+        return self.floor
+
+    def prune(self) -> None:
+        if self.depth is not None and len(self.scores) > self.depth:
+            best = _order_scored(self.scores)[: self.depth]
+            self.scores = {docid: self.scores[docid] for docid in best}
+            self.floor = self.scores[best[-1]]
+
+
+def _score(text: str, source: str, lineno: int) -> float:
+    try:
+        score = float(text)
+    except ValueError:
+        raise RagEvalError(f"score must be a number, got {text!r}", source, lineno) from None
+    if not math.isfinite(score):
+        raise RagEvalError(f"score must be a finite number, got {text!r}", source, lineno)
+    return score
+
+
+def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
+    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval."""
+    tops = _trec_tops(inp, depth, keep, doc_id_sep, seen)
+    as_text = keep is not None or doc_id_sep is not None  # then the reader decoded the ids already
+    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
+            for qid, scores in _finish_tops(tops).items()}
+
+
+def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
+               seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
+    """The best ``depth`` documents of each query of a TREC run, by the query's id in bytes.
+
+    This loop runs once per line of files with millions of lines, so it does
+    the least it can.  It splits bytes, not text: bytes.split cuts at C's
+    white space exactly, the block was checked as UTF-8 already, and only the
+    ids kept are decoded.  Lines of one query come together, so the query's
+    state stays in locals, and a line scored below the query's floor is
+    dropped after one comparison.  Errors cost a search for the line's number.
+    """
+    tops: Dict[bytes, _TopScores] = {}
+    as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
+    qid = top = query = None
+    floor = lowest = -math.inf
+    looking = seen is not None and not seen.found  # for a judged document; one test per line after that
+    for first, lines in _line_blocks(inp, _byte_lines):
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 6:
+                if not fields or fields[0][:1] == b"#":
+                    continue  # blank, or a comment, as trec_eval reads them
+                # The first line equal to this one is this one, or it would have failed first.
+                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}",
+                                   inp.source, first + lines.index(line))
+            if fields[0] != qid:
+                if fields[0][:1] == b"#":
+                    continue  # a comment of six words or more
+                qid = fields[0]
+                top = tops.get(qid)
+                if top is None:
+                    top = tops[qid] = _TopScores(depth)
+                query = qid.decode("utf-8")
+                floor = top.floor
+            if looking:
+                seen.see(query, _id_text(fields[2], doc_id_sep))
+                looking = not seen.found
+            try:
+                score = float(fields[4])
+            except ValueError:  # as above: the first such line is this one
+                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+            # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
+            if floor > score > lowest:
+                continue
+            if not math.isfinite(score):
+                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+            docid = fields[2]
+            if as_text:
+                docid = _id_text(docid, doc_id_sep)
+                if keep is not None and not keep(query, docid):
+                    continue
+            floor = top.add(docid, score)
+    return tops
+
+
+def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
+    text = docid.decode("utf-8")
+    return text if doc_id_sep is None else document_of(text, doc_id_sep)
+
+
+def _finish_tops(tops: dict) -> dict:
+    """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
+    for top in tops.values():
+        top.prune()
+    return {qid: top.scores for qid, top in tops.items()}
+
+
+def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
+    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks."""
+    tops: Dict[str, _TopScores] = {}
+    lists: Dict[str, List[str]] = {}
+    for lineno, row in _jsonl_rows(inp):
+        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
+        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
+        if doc_id_sep is not None:
+            docid = document_of(docid, doc_id_sep)
+        if seen is not None and not seen.found:
+            seen.see(qid, docid)
+        has_score = "score" in row
+        if (tops and not has_score) or (lists and has_score):
+            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+        if not has_score:
+            lists.setdefault(qid, []).append(docid)
+            continue
+        score = row["score"]
+        if not _is_finite(score):
+            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
+        top = tops.get(qid)
+        if top is None:
+            top = tops[qid] = _TopScores(depth)
+        if keep is None or keep(qid, docid):
+            top.add(docid, float(score))
+    return lists or _finish_tops(tops)
+
+
+def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
+             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None) -> Run:
+    """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
+
+    Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
+    ``depth`` documents of each query are kept, so memory follows queries x
+    depth, not the file.  ``keep(qid, docid)``, when given, filters documents
+    before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
+    document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
+    of every document read, before any cut.  The documents of a query come
+    in no set order.
+    """
+    if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
+        raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
+    with _opened(path) as inp:
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "json":
+            run = _parse_json(inp, "run")
+            _check_run(run, inp.source)
+            if seen is not None:
+                seen.see_run(documents_run(run, doc_id_sep) if doc_id_sep else run)
+        elif fmt == "jsonl":
+            run = _jsonl_run(inp, depth, keep, doc_id_sep, seen)
+        else:
+            run = _trec_run(inp, depth, keep, doc_id_sep, seen)
+    return run
+
+
+_JSONL_TAGS = ("slices", "slice", "tags", "tag")
+
+
+def read_slices(path: str) -> Slices:
+    """Read query tags: a JSON object ``{qid: tag or [tags]}``, or JSONL rows
+    ``{"query_id": ..., "slices": tag or [tags]}`` (also ``slice``, ``tags``, ``tag``)."""
+    with _opened(path) as inp:
+        if _detect_format(inp) == "jsonl":
+            pairs = [(_id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno),
+                      _pick(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
+                     for lineno, row in _jsonl_rows(inp)]
+        else:
+            data = _parse_json(inp, "slices", MAX_SMALL_JSON)
+            if not isinstance(data, dict):
+                raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_kind(data)}", inp.source)
+            pairs = [(qid, tags, None) for qid, tags in data.items()]
+    slices: Slices = {}
+    for qid, tags, lineno in pairs:
+        tags = [tags] if isinstance(tags, str) else tags
+        if not isinstance(tags, list) or not all(
+                isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
+            raise RagEvalError(f"query {_brief(qid)}: a slice is a non-empty printable name without ':', "
+                               "or a list of them", path, lineno)
+        slices.setdefault(qid, [])
+        slices[qid] += [tag for tag in tags if tag not in slices[qid]]
+    return slices
+
+
+def slice_members(slices: Slices) -> Dict[str, List[str]]:
+    """tag -> its queries, sorted."""
+    members: Dict[str, List[str]] = {}
+    for qid in sorted(slices):
+        for tag in slices[qid]:
+            members.setdefault(tag, []).append(qid)
+    return dict(sorted(members.items()))
+
+
 # === Reporting ===
 # One report (a dict, the JSON format itself) is built once; each format in
 # FORMATTERS renders it.
@@ -2893,9 +2595,6 @@ def _build_parser():
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
-    parser.add_argument("--jobs", type=typed(_whole_arg(1)), metavar="N",
-                        help=f"processes that read a TREC run file of {PARALLEL_MIN_BYTES >> 20} MiB or more (not gzipped, "
-                             "not stdin) in parts at once, on Linux (default: the CPUs this process may use); same numbers")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -3063,12 +2762,11 @@ def _run(args, argv: List[str]) -> int:
     cutoffs = args.k[0] if len(args.k) == 1 else args.k
     options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                    drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep, abstain_below=args.abstain_below)
-    jobs = args.jobs or _usable_cpus()
 
     def score(path: str) -> Tuple[dict, Run]:
         seen = JudgedSeen(judged)
         # One more than the largest cutoff: enough to see a tie across it.
-        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen, jobs=jobs)
+        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen)
         try:
             result = evaluate(qrels, run, cutoffs, **options)
             _check_evaluated(result, path, seen)
@@ -3106,7 +2804,7 @@ def _run(args, argv: List[str]) -> int:
         write_atomically(args.junit, _junit_xml(report))
     if args.unjudged:
         # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
-        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep, jobs=jobs) if args.judged_only else run
+        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
         write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
@@ -3123,19 +2821,6 @@ def _run(args, argv: List[str]) -> int:
     if os.environ.get("GITHUB_ACTIONS") == "true":
         _github(report, args.digits, warnings, failures)
     return EXIT_OK if passed else EXIT_REGRESSION
-
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on, and no more than a container's CPU quota (cgroup v2) allows."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:  # "max 100000", or "200000 100000" for 2 CPUs' worth
-            quota, period = f.read().split()
-        if quota != "max":
-            cpus = min(cpus, max(1, int(quota) // int(period)))
-    except (OSError, ValueError):  # no cgroup v2 here
-        pass
-    return cpus
 
 
 def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:

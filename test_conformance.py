@@ -336,7 +336,7 @@ class TrecEvalGoldenTest(unittest.TestCase):
         return os.path.join(TREC_DIR, name)
 
     def check(self, out_name, qrels_name, run_name, *, min_grade=1, complete=False, max_docs=None,
-              drop_unknown=False, jobs=1):
+              drop_unknown=False):
         """Compare every shared measure of ``out_name``; return the number of values compared.
 
         ``complete``: trec_eval ran with ``-c`` (queries in the qrels that the
@@ -346,7 +346,7 @@ class TrecEvalGoldenTest(unittest.TestCase):
         """
         golden = read_trec_eval_output(self.path(out_name))
         qrels = rag_eval.read_qrels(self.path(qrels_name))
-        run = rag_eval.read_run(self.path(run_name), depth=max_docs, jobs=jobs)
+        run = rag_eval.read_run(self.path(run_name), depth=max_docs)
         longest = max(len(scores) for scores in run.values())
         cutoffs = {int(m.group(2)) for m in map(_CUT_MEASURE.match, golden) if m}
         # A cutoff beyond every ranking: there mrr@K is recip_rank, recall@K
@@ -521,22 +521,6 @@ class TrecEvalGoldenTest(unittest.TestCase):
                 if size > 1:  # 2.8 MB a byte at a time is too slow for a unit test
                     self.check("out.comment.test", "qrels.comment.test", "results.comment.test", drop_unknown=True)
 
-    @unittest.skipUnless(sys.platform.startswith("linux") and hasattr(os, "fork"), "parts are read in parallel on Linux")
-    def test_read_in_parts(self):
-        # The same outputs when the runs are read in parts by forked processes
-        # (thresholds lowered so that these small files split).
-        with mock.patch.object(rag_eval, "PARALLEL_MIN_BYTES", 0), mock.patch.object(rag_eval, "PARALLEL_PART_BYTES", 1), \
-                mock.patch.object(rag_eval, "READ_BLOCK", 4096), \
-                mock.patch.object(rag_eval, "_fork_part", side_effect=rag_eval._fork_part) as forks:
-            for jobs in (2, 5):
-                with self.subTest(jobs=jobs):
-                    self.check("out.test.aq", "qrels.test", "results.test", jobs=jobs)
-                    self.check("out.test.aql", "qrels.rel_level", "results.test", min_grade=2, jobs=jobs)
-                    self.check("out.test.aqcM", "qrels.test", "results.trunc", complete=True, max_docs=100, jobs=jobs)
-                    self.check("out.comment.test", "qrels.comment.test", "results.comment.test", drop_unknown=True,
-                               jobs=jobs)
-        self.assertGreater(forks.call_count, 6)  # the runs really were read in parts
-
 
 # ---------------------------------------------------------------------------
 # Part C: any TREC qrels and run, named in the environment
@@ -577,9 +561,8 @@ class FilesCrossCheckTest(unittest.TestCase):
             python -m unittest -v test_conformance.FilesCrossCheckTest
 
     rag_eval reads the files as its command line does (streamed, the best
-    max(CUTOFFS) + 1 documents of each query kept, in parts by several
-    processes when the run is large); pytrec_eval gets the whole run, read
-    by this test's own parser.  Queries whose scores differ only beyond
+    max(CUTOFFS) + 1 documents of each query kept); pytrec_eval gets the
+    whole run, read by this test's own parser.  Queries whose scores differ only beyond
     float32 precision are left out (trec_eval ties them; see the module's
     docstring), and so are the conventions of "Semantic differences".
     """
@@ -587,7 +570,7 @@ class FilesCrossCheckTest(unittest.TestCase):
     def test_per_query_values(self):
         qrels_path, run_path = FILES
         qrels = rag_eval.read_qrels(qrels_path)
-        run = rag_eval.read_run(run_path, depth=max(CUTOFFS) + 1, jobs=rag_eval._usable_cpus())  # as the CLI does
+        run = rag_eval.read_run(run_path, depth=max(CUTOFFS) + 1)  # as the CLI does
         result = rag_eval.evaluate(qrels, run, list(CUTOFFS), measures=MEASURES, gain="linear",
                                    drop_unknown_queries=True)
         full_run = parse_trec_run(run_path)

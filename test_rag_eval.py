@@ -385,142 +385,8 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
                 self.assertEqual(leaks, [], [str(w.message) for w in leaks])
 
 
-@unittest.skipUnless(sys.platform.startswith("linux") and hasattr(os, "fork"), "parts are read in parallel on Linux only")
-class TestReadingInParts(TempDirMixin, unittest.TestCase):
-    """A TREC run read in parts by forked processes gives exactly what one reading gives.
-
-    The size thresholds are lowered so that files of a few kilobytes split
-    into parts of a few lines, at every kind of place: inside a query, between
-    duplicates of a document, next to comments and blank lines.  Each test
-    counts the forks, so that none passes by reading in one part.
-    """
-
-    def setUp(self):
-        super().setUp()
-        # READ_BLOCK too: the first block, read before any split, would hold the whole file.
-        for name, value in (("PARALLEL_MIN_BYTES", 0), ("PARALLEL_PART_BYTES", 1), ("READ_BLOCK", 64)):
-            patcher = mock.patch.object(rag_eval, name, value)
-            patcher.start()
-            self.addCleanup(patcher.stop)
-        patcher = mock.patch.object(rag_eval, "_fork_part", side_effect=rag_eval._fork_part)
-        self.forks = patcher.start()
-        self.addCleanup(patcher.stop)
-
-    def random_run(self, rnd, queries=15, lines=900):
-        qids = [f"q{n}" for n in range(queries)] + ["caf\u00e9", "\u6587\u66f8"]
-        docs = [f"d{n}" for n in range(60)] + ["guide#1", "guide#2", "faq#1", "\u00fc#3"]
-        rows = []
-        for _ in range(lines):
-            rows.append(f"{rnd.choice(qids)} Q0 {rnd.choice(docs)} 1 {rnd.randint(0, 40) / 4} run")  # ties, duplicates
-            if rnd.random() < 0.03:
-                rows.append(rnd.choice(["", "# a comment", "   "]))
-        qrels = {qid: {doc: rnd.choice([0, 1, 2]) for doc in rnd.sample(docs, 8)} for qid in qids}
-        end = rnd.choice(["\n", "\r\n"])
-        return end.join(rows) + rnd.choice([end, ""]), qrels
-
-    def test_same_run_as_one_reading(self):
-        rnd = random.Random(20261130)
-        for case in range(12):
-            text, qrels = self.random_run(rnd)
-            path = self.write(f"run{case}.trec", text)
-            judged_only = lambda qid, docid, grades=qrels: docid in grades.get(qid, {})  # noqa: E731
-            for options in ({}, {"depth": 3}, {"depth": 11, "keep": judged_only}, {"depth": 4, "doc_id_sep": "#"}):
-                expected = rag_eval.read_run(path, **options)
-                for jobs in (2, 3, 7):
-                    with self.subTest(case=case, options=sorted(options), jobs=jobs):
-                        seen = rag_eval.JudgedSeen(qrels)
-                        self.forks.reset_mock()
-                        run = rag_eval.read_run(path, jobs=jobs, seen=seen, **options)
-                        self.assertEqual(self.forks.call_count, jobs - 1)
-                        self.assertEqual(run, expected)
-                        self.assertEqual(list(run), list(expected))  # queries in the order they first appear
-                        self.assertTrue(seen.found)
-
-    def test_it_really_splits(self):
-        text, _ = self.random_run(random.Random(5))
-        path = self.write("run.trec", text)
-        with open(path, "rb") as f:
-            inp = rag_eval._Input(path, f.read(64), f, 1, True)
-            ends = rag_eval._part_ends(inp, 4)
-        self.assertEqual(len(ends), 4)
-        self.assertEqual(ends[-1], os.path.getsize(path))
-        with open(path, "rb") as f:
-            data = f.read()
-        self.assertTrue(all(data[end - 1:end] == b"\n" for end in ends[:-1]), "every part ends at a line end")
-
-    def test_a_run_no_judged_document_of_which_is_seen(self):
-        path = self.write("run.trec", "".join(f"q{n % 3} Q0 other{n} 1 {n} r\n" for n in range(300)))
-        seen = rag_eval.JudgedSeen({"q1": {"d1": 1}})
-        rag_eval.read_run(path, jobs=3, seen=seen)
-        self.assertFalse(seen.found)
-        self.assertEqual(self.forks.call_count, 2)
-
-    def test_a_judged_document_seen_only_in_the_last_part(self):
-        lines = [f"q{n % 3} Q0 other{n} 1 {n} r\n" for n in range(300)] + ["q1 Q0 d1 1 0.5 r\n"]
-        path = self.write("run.trec", "".join(lines))
-        seen = rag_eval.JudgedSeen({"q1": {"d1": 1}})
-        rag_eval.read_run(path, jobs=3, seen=seen)
-        self.assertTrue(seen.found)
-        self.assertEqual(self.forks.call_count, 2)
-
-    def test_a_part_reads_up_to_its_end_and_no_further(self):
-        path = self.write("lines.txt", "".join(f"line {n}\n" for n in range(100)))
-        with open(path, "rb") as f:
-            f.seek(14)  # "line 2\n" starts at 14
-            part = rag_eval._Part(f, 35)
-            self.assertEqual(part.readline(1000), b"line 2\n")
-            self.assertEqual(part.read(1000), b"line 3\nline 4\n")
-            self.assertEqual((part.read(1000), part.readline(1000)), (b"", b""))
-
-    def test_errors_name_the_same_line(self):
-        rnd = random.Random(77)
-        for case in range(15):
-            text, _ = self.random_run(rnd, lines=300)
-            rows = text.split("\n")
-            for _ in range(rnd.randint(1, 3)):  # the first bad line is the one to report
-                rows.insert(rnd.randrange(len(rows)), rnd.choice(["q1 Q0 d1 1 high run", "q1 Q0 d1", "q1 Q0 d1 1 nan run",
-                                                                   "q1 Q0 d1 1 2\x00 run", "q1 Q0 d1 1 2 run\r"]))
-            path = self.write(f"bad{case}.trec", "\n".join(rows))
-            with self.assertRaises(rag_eval.RagEvalError) as one:
-                rag_eval.read_run(path, depth=5)
-            for jobs in (2, 5):
-                self.forks.reset_mock()
-                with self.subTest(case=case, jobs=jobs), self.assertRaises(rag_eval.RagEvalError) as parts:
-                    rag_eval.read_run(path, depth=5, jobs=jobs)
-                self.assertEqual(str(parts.exception), str(one.exception))
-                self.assertEqual(self.forks.call_count, jobs - 1)
-
-    def test_a_part_whose_process_dies_is_read_here(self):
-        text, _ = self.random_run(random.Random(9))
-        path = self.write("run.trec", text)
-        expected = rag_eval.read_run(path, depth=5)
-        parent, read_part = os.getpid(), rag_eval._read_part
-
-        def dies_in_a_child(*args):
-            if os.getpid() != parent:
-                os._exit(9)  # killed before it says anything
-            return read_part(*args)
-
-        with mock.patch.object(rag_eval, "_read_part", dies_in_a_child):
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-        self.assertEqual(self.forks.call_count, 2)
-
-    def test_what_is_read_in_one_part(self):
-        text, _ = self.random_run(random.Random(3))
-        plain = self.write("run.trec", text)
-        packed = self.path("run.trec.gz")
-        with gzip.open(packed, "wt", encoding="utf-8", newline="") as out:
-            out.write(text)
-        with mock.patch.object(rag_eval, "_read_in_parts", side_effect=AssertionError("split")):
-            for path, options in ((packed, {"jobs": 4}), (plain, {"jobs": 1}), (plain, {"fmt": "json", "jobs": 4})):
-                with self.subTest(path=os.path.basename(path), **options):
-                    try:
-                        rag_eval.read_run(path, **options)
-                    except rag_eval.RagEvalError:
-                        self.assertEqual(options.get("fmt"), "json")  # the TREC text is no JSON: only not split
-        with mock.patch.object(rag_eval, "PARALLEL_MIN_BYTES", os.path.getsize(plain) + 1), \
-                mock.patch.object(rag_eval, "_read_in_parts", side_effect=AssertionError("split")):
-            rag_eval.read_run(plain, jobs=4)  # below the threshold
+class TestLineBlocks(TempDirMixin, unittest.TestCase):
+    """Line-based files are read in blocks; where the blocks fall never changes what is read or reported."""
 
     def test_a_lone_cr_in_a_blank_block(self):
         # A blank block was once counted and skipped unchecked, so a lone CR
@@ -528,10 +394,10 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
         good = "".join(f"q{n % 4} Q0 d{n} 1 {n} r\n" for n in range(40))
         blank = "\n" * (1 << 17)  # a block's worth of blank lines before and after: the CR's block is all blank
         path = self.write("cr.trec", good + blank + "   \r   \n" + blank + good)
-        for block, jobs in ((64, 1), (64, 3), (1 << 17, 1)):
-            with self.subTest(block=block, jobs=jobs), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+        for block in (64, 1 << 17):
+            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
                     self.assertRaisesRegex(rag_eval.RagEvalError, f":{41 + (1 << 17)}: a line ends in a lone carriage"):
-                rag_eval.read_run(path, jobs=jobs)
+                rag_eval.read_run(path)
 
     def test_the_longest_line_wherever_it_starts(self):
         # MAX_LINE bytes are allowed, one more is not, wherever the line falls in a block or part.
@@ -540,22 +406,22 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
             for extra, refused in ((0, False), (1, True)):
                 filler = "d" * (500 + extra - len("q1 Q0  1 1.0 r"))
                 path = self.write(f"long{shift}-{extra}.trec", prefix + f"q1 Q0 {filler} 1 1.0 r\n" + prefix)
-                for jobs in (1, 3):
-                    with self.subTest(shift=shift, extra=extra, jobs=jobs), mock.patch.object(rag_eval, "MAX_LINE", 500):
-                        if refused:
-                            with self.assertRaisesRegex(rag_eval.RagEvalError, "line longer than"):
-                                rag_eval.read_run(path, jobs=jobs)
-                        else:
-                            self.assertIn(filler, rag_eval.read_run(path, jobs=jobs)["q1"])
+                with self.subTest(shift=shift, extra=extra), mock.patch.object(rag_eval, "MAX_LINE", 500), \
+                        mock.patch.object(rag_eval, "READ_BLOCK", 64):
+                    if refused:
+                        with self.assertRaisesRegex(rag_eval.RagEvalError, "line longer than"):
+                            rag_eval.read_run(path)
+                    else:
+                        self.assertIn(filler, rag_eval.read_run(path)["q1"])
 
     def test_an_earlier_line_error_beats_a_later_bad_byte(self):
         # Bytes are checked a block at a time; an error on an earlier line of the same block still comes first.
         good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(30))
         path = self.write("two.trec", good + "q1 Q0 short\n" + good + "q1 Q0 d 1 2\x00 r\n" + good)
-        for block, jobs in ((1 << 17, 1), (64, 1), (64, 4)):
-            with self.subTest(block=block, jobs=jobs), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+        for block in (1 << 17, 64):
+            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
                     self.assertRaisesRegex(rag_eval.RagEvalError, ":31: expected 6 fields"):
-                rag_eval.read_run(path, jobs=jobs)
+                rag_eval.read_run(path)
 
     def test_an_earlier_error_beats_a_line_too_long(self):
         good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(5))
@@ -564,129 +430,12 @@ class TestReadingInParts(TempDirMixin, unittest.TestCase):
                              ("q1 Q0 d 1 2 r\n", ":7: line longer than")):
             for lines_after in (0, 3, 40):
                 path = self.write("long.trec", good + sixth + long_line + good * lines_after)
-                for block, jobs in ((1, 1), (7, 1), (64, 1), (64, 3), (97, 2)):  # blocks below MAX_LINE, as in rag_eval
-                    with self.subTest(sixth=sixth, after=lines_after, block=block, jobs=jobs), \
+                for block in (1, 7, 64, 97):  # blocks below MAX_LINE, as in rag_eval
+                    with self.subTest(sixth=sixth, after=lines_after, block=block), \
                             mock.patch.object(rag_eval, "MAX_LINE", 100), mock.patch.object(rag_eval, "READ_BLOCK", block), \
                             self.assertRaisesRegex(rag_eval.RagEvalError, words):
-                        rag_eval.read_run(path, jobs=jobs)
+                        rag_eval.read_run(path)
 
-    def test_no_split_at_a_line_too_long(self):
-        good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(40))
-        path = self.write("long.trec", good + "q1 Q0 " + "d" * 3000 + " 1 1.0 r\n" + good)
-        with mock.patch.object(rag_eval, "MAX_LINE", 1000), \
-                self.assertRaisesRegex(rag_eval.RagEvalError, ":41: line longer than"):
-            rag_eval.read_run(path, jobs=2)
-        self.assertEqual(self.forks.call_count, 0)  # the split point fell in the long line: one reading
-
-    def test_when_no_process_can_be_started(self):
-        text, _ = self.random_run(random.Random(13))
-        path = self.write("run.trec", text)
-        expected = rag_eval.read_run(path, depth=5)
-        descriptors = len(os.listdir("/proc/self/fd"))
-        with mock.patch.object(os, "fork", side_effect=BlockingIOError(11, "Resource temporarily unavailable")):
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-        with mock.patch.object(os, "pipe", side_effect=OSError(24, "Too many open files")):
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-        self.assertEqual(len(os.listdir("/proc/self/fd")), descriptors)
-
-    def test_children_reaped_by_the_caller(self):
-        # With SIGCHLD ignored the kernel reaps the children itself; reading must not fail for it.
-        text, _ = self.random_run(random.Random(17))
-        path = self.write("run.trec", text)
-        expected = rag_eval.read_run(path, depth=5)
-        previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
-        try:
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-        finally:
-            signal.signal(signal.SIGCHLD, previous)
-
-    def test_no_fork_while_another_thread_runs(self):
-        import threading
-
-        text, _ = self.random_run(random.Random(19))
-        path = self.write("run.trec", text)
-        expected = rag_eval.read_run(path, depth=5)
-        release = threading.Event()
-        thread = threading.Thread(target=release.wait)
-        thread.start()
-        try:
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-        finally:
-            release.set()
-            thread.join()
-        self.assertEqual(self.forks.call_count, 0)
-
-    def test_the_callers_garbage_is_not_collected_in_the_children(self):
-        text, _ = self.random_run(random.Random(23), lines=3000)
-        path = self.write("run.trec", text)
-        log = self.path("finalised.txt")
-
-        class Cycle:
-            def __del__(self):
-                with open(log, "a") as out:
-                    out.write(f"{os.getpid()}\n")
-
-        parent, read_part = os.getpid(), rag_eval._read_part
-
-        def collecting_in_a_child(*args):
-            if os.getpid() != parent:
-                gc.collect()  # as a child's own allocations may make it do
-            return read_part(*args)
-
-        gc.disable()  # no collection here before the children start
-        try:
-            cycle = Cycle()
-            cycle.me = cycle
-            del cycle  # garbage now, for the next collection to find
-            with mock.patch.object(rag_eval, "_read_part", collecting_in_a_child):
-                rag_eval.read_run(path, jobs=3)
-            gc.collect()
-        finally:
-            gc.enable()
-        with open(log) as f:
-            self.assertEqual(f.read(), f"{parent}\n")  # finalised once, here
-
-    def test_a_file_replaced_while_it_is_read(self):
-        # The parts are read through the open file, not its name.
-        text, _ = self.random_run(random.Random(29))
-        path = self.write("run.trec", text)
-        expected = rag_eval.read_run(path, depth=5)
-        other = self.write("other.trec", "".join(f"x{n} Q0 y 1 1 r\n" for n in range(400)))
-        read_in_parts = rag_eval._read_in_parts
-
-        def replaced_first(*args):
-            os.replace(other, path)
-            return read_in_parts(*args)
-
-        with mock.patch.object(rag_eval, "_read_in_parts", replaced_first):
-            self.assertEqual(rag_eval.read_run(path, depth=5, jobs=3), expected)
-
-    def test_jobs_must_be_a_positive_integer(self):
-        path = self.write("run.trec", "q1 Q0 a 1 2.0 t\n")
-        for jobs in (0, -2, 1.5, None):
-            with self.subTest(jobs=jobs), self.assertRaisesRegex(rag_eval.RagEvalError, "jobs must be a positive integer"):
-                rag_eval.read_run(path, jobs=jobs)
-
-    def test_usable_cpus_follow_a_container_quota(self):
-        affinity = len(os.sched_getaffinity(0))
-        for text, expected in (("max 100000\n", affinity), ("100000 100000\n", 1), ("50000 100000\n", 1),
-                               (f"{400000 * affinity} 100000\n", affinity)):
-            with self.subTest(text=text), mock.patch("builtins.open", mock.mock_open(read_data=text)):
-                self.assertEqual(rag_eval._usable_cpus(), expected)
-        with mock.patch("builtins.open", side_effect=FileNotFoundError):
-            self.assertEqual(rag_eval._usable_cpus(), affinity)
-
-    def test_command_line(self):
-        text, qrels = self.random_run(random.Random(11))
-        run = self.write("run.trec", text)
-        qrels_path = self.write("qrels.json", json.dumps(qrels))
-        outputs = {jobs: run_main([qrels_path, run, "--k", "3,10", "--per-query", "--jobs", jobs]) for jobs in ("1", "4")}
-        self.assertEqual(outputs["1"][0], rag_eval.EXIT_OK, outputs["1"][2])
-        self.assertEqual(outputs["1"], outputs["4"])
-        self.assertEqual(self.forks.call_count, 3)
-        code, out, err = run_main([qrels_path, run, "--jobs", "0"])
-        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-        self.assertIn("--jobs", err)
 
 
 class TestLineFormatErrors(TempDirMixin, unittest.TestCase):

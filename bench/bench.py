@@ -29,8 +29,6 @@ in the same invocation:
   compiles a script at every start and never caches it: about 22 ms here);
 - rag_eval_module: ``python -m rag_eval ...`` with the bytecode cached, which
   is what the ``rag-eval`` command of an installed package costs;
-- rag_eval_serial: the same with ``--jobs 1``: one process, where the others
-  read a TREC run of 64 MiB or more in parts, one process per CPU (Linux);
 - peers, each skipped with a note when absent: pytrec_eval (TREC files parsed
   in Python, then ``RelevanceEvaluator``), ir_measures (its Python API: its own
   TREC readers, dicts for JSON), ranx (``Qrels``/``Run`` ``from_file`` or
@@ -83,9 +81,9 @@ SIZES = {"small": (100, 100), "1k": (1_000, 100), "10k": (10_000, 1_000)}
 # Two shapes (100 and 1,000 documents per query) and two sizes of one shape: enough to test the linear cost model.
 DEFAULT_SIZES = "small,1k,100x1000,3000x100"
 FORMATS = ("trec", "json", "jsonl")
-TOOLS = ("floor", "floor_text", "json", "rag_eval", "rag_eval_module", "rag_eval_serial", "pytrec_eval", "ir_measures",
+TOOLS = ("floor", "floor_text", "json", "rag_eval", "rag_eval_module", "pytrec_eval", "ir_measures",
          "ranx", "trec_eval")
-RAG_EVAL_FORMS = ("rag_eval", "rag_eval_module", "rag_eval_serial")
+RAG_EVAL_FORMS = ("rag_eval", "rag_eval_module")
 PEERS = ("pytrec_eval", "ir_measures", "ranx", "trec_eval")
 
 # Targets of the issue.
@@ -363,8 +361,6 @@ def commands(tool, paths, fmt, args):
         return [sys.executable, args.snapshot, qrels, run, *options]
     if tool == "rag_eval_module":  # run in the snapshot's folder, so -m finds it there
         return [sys.executable, "-m", "rag_eval", qrels, run, *options]
-    if tool == "rag_eval_serial":
-        return [sys.executable, "-m", "rag_eval", qrels, run, *options, "--jobs", "1"]
     if tool == "trec_eval":
         if fmt != "trec":
             return None
@@ -375,7 +371,7 @@ def commands(tool, paths, fmt, args):
 
 
 TOOL_LABELS = {"floor": "floor (line split)", "floor_text": "floor, text mode", "rag_eval": "rag_eval (script)",
-               "rag_eval_module": "rag_eval (-m)", "rag_eval_serial": "rag_eval (-m, --jobs 1)"}
+               "rag_eval_module": "rag_eval (-m)"}
 
 
 def tool_label(tool, fmt):
@@ -666,12 +662,10 @@ def report(args, sizes, formats, results, outputs, notes, failures, import_media
       "splits lines read as bytes, the text floor lines read as text; json parse is json.load (JSON) or "
       f"json.loads per line (JSONL) of the run alone.  rag_eval (script) is `python rag_eval.py`, compiled at every "
       "start as Python does for any script; rag_eval (-m) is `python -m rag_eval` with its bytecode cached, as "
-      "after `pip install`; --jobs 1 keeps it to one process (the others read a TREC run of 64 MiB or more in "
-      "parts, one process per CPU, and their peak is that of the largest process).  "
+      "after `pip install`.  "
       f"{STARTUP[0]} is a {STARTUP[1]} x {STARTUP[2]} workload: the fixed cost of one process.\n")
 
     # Scaling: time per line beyond the fixed start-up cost, and memory, rag_eval and the floor, per format.
-    # Scaling is measured on one process (--jobs 1) when it was timed: reading in parts would bend the line.
     first_form = next((tool for tool in reversed(RAG_EVAL_FORMS) if find_tool(results, tool)), None)
     p(f"Scaling: microseconds per run line beyond the {STARTUP[0]} workload's time (the fixed cost of a "
       f"process; minimum wall times), {tool_label(first_form, '')}, and its peak above the bare interpreter's:\n")
