@@ -40,10 +40,10 @@ from __future__ import annotations
 
 __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "FORMATTERS",
-    "GateSettings", "Interval", "JudgedSeen", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
+    "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "clopper_pearson", "compare_paired",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
-    "gate", "holm", "judged_at_k", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
+    "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
     "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
     "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "slice_members",
     "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
@@ -146,15 +146,27 @@ def _order_scored(scores: Mapping[str, float]) -> List[str]:
     return [docid for _, docid in sorted(zip(scores.values(), scores), reverse=True)]
 
 
-def _ranking(entry: RunEntry, grades: Mapping[str, int], conv: Conventions) -> List[str]:
-    """The unique ids of a run entry, best first; a repeated id counts at its first place.
+def _ranking(entry: RunEntry) -> List[str]:
+    """The unique ids of a run entry, best first; a repeated id counts at its first place."""
+    return _order_scored(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry))
 
-    With ``judged_only``, unjudged ids are dropped before any cutoff applies.
+
+def judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool]:
+    """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``.
+
+    Unjudged documents are dropped before any cutoff applies, so the top k
+    holds k judged ones.  A query without a relevant document is kept whole:
+    it is not scored, and its abstention reads its whole ranking.  The
+    readers apply it before they cut a ranking to its depth; ``evaluate``
+    applies it to rankings it is given whole.
     """
-    ranking = _order_scored(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry))
-    if conv.judged_only:
-        ranking = [docid for docid in ranking if docid in grades]
-    return ranking
+    unscored = {qid for qid, grades in qrels.items() if all(grade < min_grade for grade in grades.values())}
+
+    def keep(qid: str, docid: str) -> bool:
+        grades = qrels.get(qid)
+        return grades is None or docid in grades or qid in unscored
+
+    return keep
 
 
 def _gain(grade: int, kind: str) -> float:
@@ -338,7 +350,11 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
         grades = documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
         ranking = documents_run({"q": ranking}, conv.doc_id_sep)["q"]
     _check_gain_range({"q": grades}, conv)
-    return _BY_NAME[name].compute(_normalise(_ranking(ranking, grades, conv), grades, k, conv), k)
+    ranking = _ranking(ranking)
+    if conv.judged_only:
+        keep = judged_filter({"q": grades}, conv.min_grade)
+        ranking = [docid for docid in ranking if keep("q", docid)]
+    return _BY_NAME[name].compute(_normalise(ranking, grades, k, conv), k)
 
 
 def recall_at_k(ranking, grades, k, **conventions) -> float:
@@ -527,10 +543,13 @@ def evaluate(
     skipped: List[str] = []
     ties = {cutoff: 0 for cutoff in cutoffs}
     judged_sum = {cutoff: 0.0 for cutoff in cutoffs}
+    keep = judged_filter(qrels, min_grade) if judged_only else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         entry = run.get(qid, [])
-        ranking = _ranking(entry, grades, conv)
+        ranking = _ranking(entry)
+        if keep is not None:
+            ranking = [docid for docid in ranking if keep(qid, docid)]
         q = _normalise(ranking, grades, depth, conv)
         if q.num_relevant == 0:
             unscored.append(qid)
@@ -627,7 +646,7 @@ def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str]
         qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
     found = []
     for qid in sorted(qrels):
-        ranking = _ranking(run.get(qid, []), qrels[qid], Conventions())
+        ranking = _ranking(run.get(qid, []))
         found.extend((qid, docid, rank) for rank, docid in enumerate(ranking[:k], 1) if docid not in qrels[qid])
     return sorted(found, key=lambda row: (row[2], row[0], row[1]))
 
@@ -644,7 +663,7 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
         if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
             return  # the common case, checked in C for all queries at once; the loop below says what is wrong
     for qid, docs in qrels.items():
-        _id(qid, "query id", source)
+        _string_id(qid, "query id", source)
         _check_grades(docs, source, qid)
 
 
@@ -658,7 +677,7 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
             and max(docs.values(), default=0) <= MAX_GRADE:
         return  # the common case, checked in C; the loop below finds what is wrong otherwise
     for docid, grade in docs.items():
-        _id(docid, "document id", source)
+        _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_brief(docid)}: grade must be a non-negative integer "
                                f"(at most {MAX_GRADE}), got {_brief(grade)}", source)
@@ -679,7 +698,7 @@ def _check_run(run, source: str = "run") -> None:
         if _all_of(scores, float, int) and _all_finite(scores):
             return  # the common case, checked in C for all queries at once; the loop below says what is wrong
     for qid, entry in run.items():
-        _id(qid, "query id", source)
+        _string_id(qid, "query id", source)
         if isinstance(entry, list):
             if _all_of(entry, str):
                 continue  # the common case, checked in C
@@ -690,7 +709,7 @@ def _check_run(run, source: str = "run") -> None:
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
-                _id(docid, "document id", source)
+                _string_id(docid, "document id", source)
                 if not _is_finite(score):
                     raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
         else:
@@ -1694,11 +1713,17 @@ def _reject_constant(name):
 _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
 
 
-def _pick(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
+def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
+    """The value of the first of ``names`` that a JSONL row has."""
     for name in names:
         if name in row:
             return row[name]
     raise RagEvalError(f"missing {what} field (one of {', '.join(names)})", source, lineno)
+
+
+def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
+    """An id field of a JSONL row: present, and a string."""
+    return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
 
 
 def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
@@ -1775,7 +1800,7 @@ def _brief(value) -> str:
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def _id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
+def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
         raise RagEvalError(f"{what} must be a string, got {_kind(value)}", source, lineno)
     return value
@@ -1854,9 +1879,9 @@ def _grade(text: str, source: str, lineno: int) -> int:
 def _jsonl_qrels(inp: _Input) -> Qrels:
     qrels: Qrels = {}
     for lineno, row in _jsonl_rows(inp):
-        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
-        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
-        grade = _pick(row, _JSONL_GRADE, "grade", inp.source, lineno)
+        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
             raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
@@ -1883,32 +1908,6 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         if not qrels:
             raise RagEvalError("no judgments found", inp.source)
     return qrels
-
-
-class JudgedSeen:
-    """Whether any document read from a run is judged for its query.
-
-    A run that shares no judged document with the qrels was never evaluated.
-    Readers report every line to it, before any cut, until one is judged:
-    after that, one attribute test per line.
-    """
-
-    __slots__ = ("qrels", "found")
-
-    def __init__(self, qrels: Qrels):
-        self.qrels = qrels
-        self.found = False
-
-    def see(self, qid: str, docid: str) -> None:
-        if docid in self.qrels.get(qid, ()):
-            self.found = True
-
-    def see_run(self, run: Run) -> None:
-        for qid, entry in run.items():
-            for docid in entry:  # the ids of a list, or the keys of a scored dict
-                self.see(qid, docid)
-                if self.found:
-                    return
 
 
 class _TopScores:
@@ -1948,6 +1947,24 @@ class _TopScores:
             self.floor = self.scores[best[-1]]
 
 
+class _TopsByQuery(dict):
+    """query id -> its ``_TopScores``, made on first sight of the query."""
+
+    def __init__(self, depth: Optional[int]):
+        super().__init__()
+        self.depth = depth
+
+    def __missing__(self, qid) -> _TopScores:
+        top = self[qid] = _TopScores(self.depth)
+        return top
+
+    def finished(self) -> dict:
+        """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
+        for top in self.values():
+            top.prune()
+        return {qid: top.scores for qid, top in self.items()}
+
+
 def _score(text: str, source: str, lineno: int) -> float:
     try:
         score = float(text)
@@ -1958,30 +1975,24 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
-    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval."""
-    tops = _trec_tops(inp, depth, keep, doc_id_sep, seen)
-    as_text = keep is not None or doc_id_sep is not None  # then the reader decoded the ids already
-    return {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
-            for qid, scores in _finish_tops(tops).items()}
+def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
+              judged: Optional[Qrels]) -> Tuple[Run, bool]:
+    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
-
-def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               seen: Optional[JudgedSeen]) -> Dict[bytes, _TopScores]:
-    """The best ``depth`` documents of each query of a TREC run, by the query's id in bytes.
-
-    This loop runs once per line of files with millions of lines, so it does
-    the least it can.  It splits bytes, not text: bytes.split cuts at C's
-    white space exactly, the block was checked as UTF-8 already, and only the
-    ids kept are decoded.  Lines of one query come together, so the query's
-    state stays in locals, and a line scored below the query's floor is
-    dropped after one comparison.  Errors cost a search for the line's number.
+    Returns the run and whether any line names a document judged for its
+    query in ``judged`` (always False without it).  This loop runs once per
+    line of files with millions of lines, so it does the least it can.  It
+    splits bytes, not text: bytes.split cuts at C's white space exactly, the
+    block was checked as UTF-8 already, and only the ids kept are decoded.
+    Lines of one query come together, so the query's state stays in locals,
+    and a line scored below the query's floor is dropped after one
+    comparison.  Errors cost a search for the line's number.
     """
-    tops: Dict[bytes, _TopScores] = {}
+    tops = _TopsByQuery(depth)
     as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
     qid = top = query = None
     floor = lowest = -math.inf
-    looking = seen is not None and not seen.found  # for a judged document; one test per line after that
+    looking = judged is not None  # for a judged document, before any cut; one test per line after that
     for first, lines in _line_blocks(inp, _byte_lines):
         for line in lines:
             fields = line.split()
@@ -1995,14 +2006,11 @@ def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                 if fields[0][:1] == b"#":
                     continue  # a comment of six words or more
                 qid = fields[0]
-                top = tops.get(qid)
-                if top is None:
-                    top = tops[qid] = _TopScores(depth)
+                top = tops[qid]
                 query = qid.decode("utf-8")
                 floor = top.floor
             if looking:
-                seen.see(query, _id_text(fields[2], doc_id_sep))
-                looking = not seen.found
+                looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
                 score = float(fields[4])
             except ValueError:  # as above: the first such line is this one
@@ -2018,7 +2026,9 @@ def _trec_tops(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                 if keep is not None and not keep(query, docid):
                     continue
             floor = top.add(docid, score)
-    return tops
+    run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
+           for qid, scores in tops.finished().items()}
+    return run, judged is not None and not looking
 
 
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
@@ -2026,24 +2036,19 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
 
 
-def _finish_tops(tops: dict) -> dict:
-    """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
-    for top in tops.values():
-        top.prune()
-    return {qid: top.scores for qid, top in tops.items()}
-
-
-def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], seen: Optional[JudgedSeen]) -> Run:
-    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks."""
-    tops: Dict[str, _TopScores] = {}
+def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
+               judged: Optional[Qrels]) -> Tuple[Run, bool]:
+    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``."""
+    tops = _TopsByQuery(depth)
     lists: Dict[str, List[str]] = {}
+    looking = judged is not None
     for lineno, row in _jsonl_rows(inp):
-        qid = _id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno)
-        docid = _id(_pick(row, _JSONL_DOC, "document id", inp.source, lineno), "document id", inp.source, lineno)
+        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
-        if seen is not None and not seen.found:
-            seen.see(qid, docid)
+        if looking:
+            looking = docid not in judged.get(qid, ())
         has_score = "score" in row
         if (tops and not has_score) or (lists and has_score):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
@@ -2053,40 +2058,47 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         score = row["score"]
         if not _is_finite(score):
             raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-        top = tops.get(qid)
-        if top is None:
-            top = tops[qid] = _TopScores(depth)
+        top = tops[qid]
         if keep is None or keep(qid, docid):
             top.add(docid, float(score))
-    return lists or _finish_tops(tops)
+    return lists or tops.finished(), judged is not None and not looking
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
-             doc_id_sep: Optional[str] = None, seen: Optional[JudgedSeen] = None) -> Run:
+             doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
     Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
     ``depth`` documents of each query are kept, so memory follows queries x
     depth, not the file.  ``keep(qid, docid)``, when given, filters documents
-    before that cut (``--judged-only``); with ``doc_id_sep`` chunk ids become
-    document ids before it (``--doc-id-sep``).  ``seen``, when given, is told
-    of every document read, before any cut.  The documents of a query come
-    in no set order.
+    before that cut (``--judged-only``, see ``judged_filter``); with
+    ``doc_id_sep`` chunk ids become document ids before it
+    (``--doc-id-sep``), since k counts documents then.  The documents of a
+    query come in no set order.
+    """
+    return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
+
+
+def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
+              judged: Optional[Qrels] = None) -> Tuple[Run, bool]:
+    """``read_run``, and whether any document read (before any cut) is judged for its query in ``judged``.
+
+    A run that shares no judged document with the qrels was never evaluated:
+    the command line refuses it.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "json":
-            run = _parse_json(inp, "run")
-            _check_run(run, inp.source)
-            if seen is not None:
-                seen.see_run(documents_run(run, doc_id_sep) if doc_id_sep else run)
-        elif fmt == "jsonl":
-            run = _jsonl_run(inp, depth, keep, doc_id_sep, seen)
-        else:
-            run = _trec_run(inp, depth, keep, doc_id_sep, seen)
-    return run
+        if fmt == "jsonl":
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged)
+        if fmt == "trec":
+            return _trec_run(inp, depth, keep, doc_id_sep, judged)
+        run = _parse_json(inp, "run")
+        _check_run(run, inp.source)
+    named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
+    found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
+    return run, found
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
@@ -2097,8 +2109,8 @@ def read_slices(path: str) -> Slices:
     ``{"query_id": ..., "slices": tag or [tags]}`` (also ``slice``, ``tags``, ``tag``)."""
     with _opened(path) as inp:
         if _detect_format(inp) == "jsonl":
-            pairs = [(_id(_pick(row, _JSONL_QUERY, "query id", inp.source, lineno), "query id", inp.source, lineno),
-                      _pick(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
+            pairs = [(_row_id(row, _JSONL_QUERY, "query id", inp.source, lineno),
+                      _row_field(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
                      for lineno, row in _jsonl_rows(inp)]
         else:
             data = _parse_json(inp, "slices", MAX_SMALL_JSON)
@@ -2744,6 +2756,7 @@ def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _run(args, argv: List[str]) -> int:
+    """The command line's job, step by step: read, score, gate, write the files, print."""
     if args.explain:
         sys.stdout.write(explain())
         return EXIT_OK
@@ -2751,59 +2764,68 @@ def _run(args, argv: List[str]) -> int:
     baseline = read_baseline(args.baseline) if args.baseline else None
     slices = read_slices(args.slices) if args.slices else None
     qrels = read_qrels(args.qrels, args.qrels_format)
-    sep = args.doc_id_sep
-    judged = documents_qrels(qrels, sep) if sep else qrels
-    keep = None
-    if args.judged_only:
-        def keep(qid, docid):
-            # A query without a relevant document is kept whole: its abstention reads the full ranking.
-            grades = judged.get(qid, {})
-            return docid in grades or all(grade < args.min_grade for grade in grades.values())
-    cutoffs = args.k[0] if len(args.k) == 1 else args.k
-    options = dict(measures=args.measures, gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
-                   drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep, abstain_below=args.abstain_below)
-
-    def score(path: str) -> Tuple[dict, Run]:
-        seen = JudgedSeen(judged)
-        # One more than the largest cutoff: enough to see a tie across it.
-        run = read_run(path, args.run_format, depth=max(args.k) + 1, keep=keep, doc_id_sep=sep, seen=seen)
-        try:
-            result = evaluate(qrels, run, cutoffs, **options)
-            _check_evaluated(result, path, seen)
-            return result, run
-        except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
-            files = {"qrels": args.qrels, "run": path}
-            if exc.source in files:
-                raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
-            raise
-
-    result, run = score(args.run)
+    result, run = _score_file(args, qrels, args.run)
     # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
     needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
     fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
     if args.baseline_run:
-        old, _ = score(args.baseline_run)
+        old, _ = _score_file(args, qrels, args.baseline_run)
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
-    qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
-    if qrels_changed and args.ratchet:
-        raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
-    settings = _gate_settings(args, result, slices, baseline)
-    gate_report = None
-    if baseline is not None or settings.floors:
-        gate_report = gate(result, baseline, settings, slices)
-        gate_report["qrels_changed"] = qrels_changed
+    gate_report = _gate_result(args, result, baseline, slices, fingerprint)
     intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
     report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                           per_query=args.per_query)
     passed = gate_report is None or gate_report["passed"]
+    _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed)
+    _print_report(args, report, result, passed)
+    return EXIT_OK if passed else EXIT_REGRESSION
 
-    # Files first: if one cannot be written, the run fails before it prints anything.
+
+def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
+    """Read one run as the options say and score it; refuse a run that nothing was evaluated on."""
+    sep = args.doc_id_sep
+    judged = documents_qrels(qrels, sep) if sep else qrels
+    keep = judged_filter(judged, args.min_grade) if args.judged_only else None
+    # One more than the largest cutoff: enough to see a tie across it.
+    run, any_judged = _read_run(path, args.run_format, max(args.k) + 1, keep, sep, judged)
+    try:
+        result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
+                          gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
+                          drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
+                          abstain_below=args.abstain_below)
+        _check_evaluated(result, path, any_judged)
+    except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
+        files = {"qrels": args.qrels, "run": path}
+        if exc.source in files:
+            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
+        raise
+    return result, run
+
+
+def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
+                 fingerprint: str) -> Optional[dict]:
+    """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
+    qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
+    if qrels_changed and args.ratchet:
+        raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
+    settings = _gate_settings(args, result, slices, baseline)
+    if baseline is None and not settings.floors:
+        return None
+    gate_report = gate(result, baseline, settings, slices)
+    gate_report["qrels_changed"] = qrels_changed
+    return gate_report
+
+
+def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
+                 baseline: Optional[Baseline], passed: bool) -> None:
+    """Every file the options ask for; before anything is printed, so that a write that fails fails the run."""
     if args.output:
         write_atomically(args.output, _full_output(args, argv, report, result, fingerprint))
     if args.junit:
         write_atomically(args.junit, _junit_xml(report))
     if args.unjudged:
         # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
+        sep = args.doc_id_sep
         listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
         write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
     if args.save_baseline:
@@ -2811,19 +2833,22 @@ def _run(args, argv: List[str]) -> int:
     if args.update_baseline and passed:
         write_atomically(args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None))
 
+
+def _print_report(args, report: dict, result: dict, passed: bool) -> None:
+    """The report on stdout; notes, warnings and REGRESSION lines on stderr (and GitHub's annotations)."""
     sys.stdout.write(FORMATTERS[args.format](report, args.digits))
     sys.stdout.flush()
-    warnings, failures = _messages(result, gate_report, qrels_changed)
+    gate_report = report.get("gate")
+    warnings, failures = _messages(result, gate_report, bool(gate_report and gate_report["qrels_changed"]))
     if args.update_baseline and passed:
         warnings.append(f"rag_eval: note: updated {args.baseline}" + (" (ratchet)" if args.ratchet else ""))
     for line in warnings + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         _github(report, args.digits, warnings, failures)
-    return EXIT_OK if passed else EXIT_REGRESSION
 
 
-def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:
+def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
     """A gate must not pass on a run that was never really evaluated.
 
     evaluate() scores such a run 0 everywhere, as a library should; the
@@ -2833,7 +2858,7 @@ def _check_evaluated(result: dict, path: str, seen: JudgedSeen) -> None:
     if len(result["skipped"]) == result["queries"]:
         left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
         raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
-    if not seen.found:
+    if not any_judged:
         raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
                            "(are they about the same documents?)", source)
 
