@@ -1679,18 +1679,27 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     data = _read_all(inp, limit)
     if not data.strip():
         raise RagEvalError("file is empty", inp.source)
-    text = _decode(data, inp.source, inp.first_line)
+    return _decode_json(_decode(data, inp.source, inp.first_line), inp.source, inp.first_line, what)
+
+
+def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
+    """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row.
+
+    Every failure is one error line: a document's names the line and column
+    of the fault, a row's its line.
+    """
+    row_line = None if what else first_line  # a document's own faults have no line but the parser's
     try:
         return _JSON.decode(text)
     except json.JSONDecodeError as exc:
-        raise RagEvalError(f"invalid JSON: {exc.msg} (column {exc.colno})", inp.source,
-                           exc.lineno + inp.first_line - 1) from None
-    except RagEvalError as exc:
-        raise RagEvalError(str(exc), inp.source) from None
+        column = f" (column {exc.colno})" if what else ""
+        raise RagEvalError(f"invalid JSON: {exc.msg}{column}", source, first_line + exc.lineno - 1) from None
+    except RagEvalError as exc:  # a duplicated key or a constant such as NaN, from the decoder's hooks
+        raise RagEvalError(str(exc), source, row_line) from None
     except RecursionError:
-        raise RagEvalError(f"JSON nested too deeply to be a {what}", inp.source) from None
+        raise RagEvalError("JSON nested too deeply" + (f" to be a {what}" if what else ""), source, row_line) from None
     except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
-        raise RagEvalError(f"a number in the JSON is too long ({exc})", inp.source) from None
+        raise RagEvalError(f"a number {'in the JSON ' if what else ''}is too long ({exc})", source, row_line) from None
 
 
 def _unique_keys(pairs):
@@ -1730,16 +1739,7 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
     for lineno, line in _raw_lines(inp):
         if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
             raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
-        try:
-            row = _JSON.decode(line)
-        except json.JSONDecodeError as exc:
-            raise RagEvalError(f"invalid JSON: {exc.msg}", inp.source, lineno) from None
-        except RagEvalError as exc:
-            raise RagEvalError(str(exc), inp.source, lineno) from None
-        except RecursionError:
-            raise RagEvalError("JSON nested too deeply", inp.source, lineno) from None
-        except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
-            raise RagEvalError(f"a number is too long ({exc})", inp.source, lineno) from None
+        row = _decode_json(line, inp.source, lineno)
         if not isinstance(row, dict):
             raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
         yield lineno, row
