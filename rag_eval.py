@@ -1124,6 +1124,11 @@ def read_baseline(path: str) -> Baseline:
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
     if "format" not in data:
         return Baseline(_check_means(data, path, metrics=True))
+    return _extended_baseline(data, path)
+
+
+def _extended_baseline(data: dict, path: str) -> Baseline:
+    """An extended baseline's record, checked part by part."""
     if data["format"] != BASELINE_FORMAT:
         raise RagEvalError(f"unknown baseline format {data['format']!r} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
@@ -1140,12 +1145,7 @@ def read_baseline(path: str) -> Baseline:
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
-    return Baseline(
-        means,
-        scores,
-        data["conventions"],
-        data["qrels_sha256"],
-    )
+    return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
@@ -1403,25 +1403,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     corrected = holm({key: comparison.p_value for key, comparison in paired.items()})
     report = {"rule": settings.rule, "alpha": settings.alpha, "metrics": {}, "floors": {}}
     for target in targets:
-        tolerance = settings.tolerances.get(target.key, settings.default)
-        allowed = tolerance.allowed(target.was)
-        entry = {"baseline": target.was, "now": target.now,
-                 "delta": None if target.now is None else target.now - target.was,
-                 "allowed_drop": allowed, "tolerance": str(tolerance)}
         comparison = paired.get(target.key)
-        if comparison is not None:
-            entry.update(_paired_entry(comparison, corrected[target.key], allowed, settings.alpha))
-        if target.now is None:
-            verdict = "missing"
-        elif not _fell(target.was, target.now, allowed):
-            verdict = "pass"
-        elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
-            verdict = "regression"
-        else:
-            significant = corrected[target.key] < settings.alpha and comparison.interval.high < 0
-            verdict = "regression" if significant else "not significant"
-        entry["verdict"] = verdict
-        report["metrics"][target.key] = entry
+        report["metrics"][target.key] = _gated_metric(target, settings, comparison,
+                                                      None if comparison is None else corrected[target.key])
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
@@ -1430,6 +1414,29 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
     ) and all(entry["verdict"] == "pass" for entry in report["floors"].values())
     return report
+
+
+def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
+                  p_holm: Optional[float]) -> dict:
+    """One metric's entry in the gate's report, its verdict last."""
+    tolerance = settings.tolerances.get(target.key, settings.default)
+    allowed = tolerance.allowed(target.was)
+    entry = {"baseline": target.was, "now": target.now,
+             "delta": None if target.now is None else target.now - target.was,
+             "allowed_drop": allowed, "tolerance": str(tolerance)}
+    if comparison is not None:
+        entry.update(_paired_entry(comparison, p_holm, allowed, settings.alpha))
+    if target.now is None:
+        verdict = "missing"
+    elif not _fell(target.was, target.now, allowed):
+        verdict = "pass"
+    elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
+        verdict = "regression"
+    else:
+        significant = p_holm < settings.alpha and comparison.interval.high < 0
+        verdict = "regression" if significant else "not significant"
+    entry["verdict"] = verdict
+    return entry
 
 
 def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, alpha: float) -> dict:
@@ -1485,41 +1492,49 @@ class _Input(NamedTuple):
 def _opened(path: str) -> Iterator[_Input]:
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = "<stdin>" if path == "-" else path
-    try:
-        if path == "-":
-            if sys.stdin is None:
-                raise RagEvalError("there is no standard input to read", source)
-            raw = sys.stdin.buffer
-        elif os.path.isdir(path):
-            raise RagEvalError("is a directory, expected a file", source)
-        else:
-            raw = open(path, "rb")
-    except FileNotFoundError:
-        raise RagEvalError("no such file", source) from None
-    except OSError as exc:
-        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+    raw = _open_binary(path, source)
     stream = raw
     try:
         if _read_magic(raw, source) == _GZIP_MAGIC:
             import gzip  # only gzipped inputs pay for it
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        head = _read_block(stream, source)
-        if head.startswith(_BOM):
-            head = head[len(_BOM):]
-        first_line = 1
-        while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
-            first_line += head.count(b"\n")
-            head = _read_block(stream, source)
-        content = head.lstrip()
-        if content[:1] == b"{" and b"\n" not in content:
-            # The first line tells a JSONL row from a JSON document: read it whole, within reason.
-            head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
-        yield _Input(source, head, stream, first_line)
+        yield _first_content(stream, source)
     finally:
         if path != "-":
             stream.close()
             raw.close()
+
+
+def _open_binary(path: str, source: str):
+    try:
+        if path == "-":
+            if sys.stdin is None:
+                raise RagEvalError("there is no standard input to read", source)
+            return sys.stdin.buffer
+        if os.path.isdir(path):
+            raise RagEvalError("is a directory, expected a file", source)
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise RagEvalError("no such file", source) from None
+    except OSError as exc:
+        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+
+
+def _first_content(stream, source: str) -> _Input:
+    """The stream with its first block that holds more than white space, for format detection."""
+    head = _read_block(stream, source)
+    if head.startswith(_BOM):
+        head = head[len(_BOM):]
+    first_line = 1
+    while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
+        first_line += head.count(b"\n")
+        head = _read_block(stream, source)
+    content = head.lstrip()
+    if content[:1] == b"{" and b"\n" not in content:
+        # The first line tells a JSONL row from a JSON document: read it whole, within reason.
+        head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
+    return _Input(source, head, stream, first_line)
 
 
 def _read_magic(raw, source: str) -> bytes:
@@ -2664,41 +2679,43 @@ def _same_file(first: str, second: str) -> bool:
 
 def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
     """Tolerances and floors from the command line, every name checked at once."""
-    computed = result["mean"]
-    known_slices = slice_members(slices or {})
-    problems = []
-
-    def named(key: str, option: str) -> str:
-        tag, _, metric = key.rpartition(":")
-        try:
-            parse_metric(metric)
-        except RagEvalError as exc:
-            problems.append(f"{option}: {exc}")
-            return key
-        if metric not in computed:
-            problems.append(f"{option}: {metric} is not computed by this run (see --measures and --k)")
-        elif tag and tag not in known_slices:
-            problems.append(f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)"))
-        elif tag and not any(qid in result["per_query"] for qid in known_slices[tag]):
-            problems.append(f"{option}: slice {tag!r} has no scored query")
-        elif option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
-            problems.append(f"--max-drop: {key} is not in the baseline, so nothing would be gated")
-        elif option == "--max-drop" and baseline is None:
-            problems.append(f"--max-drop: {key} has no baseline to be compared with (see --baseline)")
-        return key
-
     default = Tolerance(DEFAULT_MAX_DROP)
     tolerances = {}
     for key, tolerance in args.max_drop:
         if key:
-            tolerances[named(key, "--max-drop")] = tolerance
+            tolerances[key] = tolerance
         else:
             default = tolerance
-    floors = {named(key, "--min"): value for key, value in args.min}
+    floors = {key: value for key, value in args.min}
+    problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in args.max_drop if key]
+    problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in args.min]
+    problems = [problem for problem in problems if problem]
     if problems:
         raise RagEvalError("; ".join(problems))
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
                         args.largest_drops)
+
+
+def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
+                  baseline: Optional[Baseline]) -> Optional[str]:
+    """What is wrong with a metric (or slice:metric) that a tolerance or floor names, or None."""
+    tag, _, metric = key.rpartition(":")
+    try:
+        parse_metric(metric)
+    except RagEvalError as exc:
+        return f"{option}: {exc}"
+    members = slice_members(slices or {})
+    if metric not in result["mean"]:
+        return f"{option}: {metric} is not computed by this run (see --measures and --k)"
+    if tag and tag not in members:
+        return f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)")
+    if tag and not any(qid in result["per_query"] for qid in members[tag]):
+        return f"{option}: slice {tag!r} has no scored query"
+    if option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
+        return f"--max-drop: {key} is not in the baseline, so nothing would be gated"
+    if option == "--max-drop" and baseline is None:
+        return f"--max-drop: {key} has no baseline to be compared with (see --baseline)"
+    return None
 
 
 def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: str) -> bool:
