@@ -1090,7 +1090,7 @@ GATE_RULES = ("drop", "significant")
 
 
 class Baseline(NamedTuple):
-    """A baseline file: SPEC.md's flat means, or an extended one with provenance."""
+    """A baseline file: flat means (metric -> mean), or an extended one with provenance."""
 
     means: Dict[str, float]
     per_query: Optional[Dict[str, Dict[str, float]]] = None  # metric -> qid -> value
@@ -1381,7 +1381,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
     Every metric of the baseline is gated, and every slice that a tolerance
-    names (``pricing:recall@5``).  Rule ``drop`` (SPEC.md): a metric missing
+    names (``pricing:recall@5``).  Rule ``drop`` (the default): a metric missing
     now, or fallen by more than its tolerance, fails.  Rule ``significant``:
     a fall fails only when it also is significant, its Holm-corrected p below
     alpha and its interval below 0.  A floor fails whatever the baseline says.
@@ -1469,7 +1469,7 @@ MAX_LINE = 1 << 26
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
-# dict first: isinstance() stops there for the common case; typing.Mapping's own check is slow.
+# dict first: isinstance() stops at the common case before the slower abstract-class check.
 _MAPPINGS = (dict, abc.Mapping)
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
@@ -1908,7 +1908,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
 
     The format is detected from the content unless ``fmt`` names it; gzip is
     detected from the magic bytes; ``-`` reads standard input.  JSON grades
-    must be non-negative integers (SPEC.md); TREC and JSONL may hold negative
+    must be non-negative integers; TREC and JSONL may hold negative
     grades, which mark unjudged documents as in trec_eval.
     """
     with _opened(path) as inp:
@@ -2160,7 +2160,7 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
                  slices: Optional[Slices] = None, per_query: bool = False) -> dict:
-    """The report of a run: SPEC.md's keys, plus what the options asked for."""
+    """The report of a run: mean, unscored and the counts, plus what the options asked for."""
     report = {
         "abstention": result["abstention"],
         "dropped": result["dropped"],
@@ -2366,7 +2366,7 @@ FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 
 
 def _gate_lines(gate_report: dict) -> List[str]:
-    """The REGRESSION lines of SPEC.md, one per failed metric or floor."""
+    """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
     for metric, entry in gate_report["metrics"].items():
         if entry["verdict"] in ("missing", "regression"):
@@ -2881,7 +2881,7 @@ def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
 
 
 def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:
-    """The stderr lines: notes and warnings, then SPEC.md's REGRESSION lines."""
+    """The stderr lines: notes and warnings, then the REGRESSION lines."""
     lines = []
     if result["dropped"]:
         lines.append(f"rag_eval: note: dropped {len(result['dropped'])} run queries that the qrels lack")
