@@ -41,7 +41,7 @@ from __future__ import annotations
 __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
-    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "clopper_pearson", "compare_paired",
+    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
     "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
     "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
@@ -316,20 +316,56 @@ _BY_NAME: Dict[str, Measure] = {m.name: m for m in MEASURES}
 DEFAULT_MEASURES = tuple(m.name for m in MEASURES if m.default)
 
 
+def _spellings() -> Dict[str, str]:
+    """Lower-cased spelling before the cutoff -> measure: ours (``ndcg@``) and, from
+    the table's ``others``, each tool's (``ndcg_cut_``, ``nDCG@``, ``hit_rate@``,
+    ``ndcg_at_``...); trec_eval's ``-m`` form too (``ndcg_cut.``).  A name
+    without a cutoff (trec_eval's recip_rank) is another number: not a spelling."""
+    found = {}
+    for m in MEASURES:
+        found[f"{m.name}@"] = m.name
+        for tool, other in m.others.items():
+            other = other.split(" (")[0]
+            if other.endswith("k") and other[-2:-1] in ("@", "_"):
+                found[other[:-1].lower()] = m.name
+                if tool == "trec_eval" and other.endswith("_k"):
+                    found[other[:-2].lower() + "."] = m.name
+    return found
+
+
+_SPELLINGS = _spellings()
+
+
 def parse_metric(text: str) -> Tuple[str, int]:
     """Split a metric name into (measure, k); the inverse of ``format_metric``.
 
-    >>> parse_metric("ndcg@10")
-    ('ndcg', 10)
-    >>> format_metric(*parse_metric("ndcg@10"))
+    Other tools' spellings of the same number are accepted (``nDCG@10``,
+    ``ndcg_cut_10``, ``hit_rate@10``, ``RR@10``...; see ``explain()``); the
+    name printed back is always ours.
+
+    >>> parse_metric("ndcg@10"), parse_metric("ndcg_cut_10"), parse_metric("R@100")
+    (('ndcg', 10), ('ndcg', 10), ('recall', 100))
+    >>> format_metric(*parse_metric("nDCG@10"))
     'ndcg@10'
     """
-    name, sep, cutoff = text.partition("@")
+    stem = text.rstrip("0123456789")
+    cutoff = text[len(stem):]
+    name = _SPELLINGS.get(stem.lower())
     k = _whole(cutoff)
-    if not sep or name not in _BY_NAME or not k or cutoff != str(k):
+    if name is None or not k or cutoff != str(k):
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise RagEvalError(f"unknown metric {shown!r} (expected measure@k with a measure from {', '.join(_BY_NAME)})")
     return name, k
+
+
+def canonical_metric(text: str) -> str:
+    """A metric (or ``slice:metric``) in any spelling ``parse_metric`` takes, spelled ours.
+
+    >>> canonical_metric("NDCG@10"), canonical_metric("pricing:P_5")
+    ('ndcg@10', 'pricing:precision@5')
+    """
+    tag, sep, metric = text.rpartition(":")
+    return tag + sep + format_metric(*parse_metric(metric))
 
 
 def format_metric(name: str, k: int) -> str:
@@ -433,13 +469,24 @@ def _check_k(k) -> None:
         raise RagEvalError(f"k must be a positive integer, got {k!r}")
 
 
-def _check_measures(measures: Iterable[str]) -> List[str]:
+def _check_measures(measures: Iterable[str], cutoffs: List[int]) -> List[Tuple[str, int]]:
+    """The (measure, k) pairs asked for: a bare measure at every cutoff, ``measure@k`` (in any
+    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given."""
     names = list(measures)
-    unknown = [name for name in names if name not in _BY_NAME]
+    pairs, unknown = [], []
+    for text in names:
+        if text in _BY_NAME:
+            pairs += [(text, cutoff) for cutoff in cutoffs]
+            continue
+        try:
+            pairs.append(parse_metric(text))
+        except RagEvalError:
+            unknown.append(text)
     if unknown:
         listed = ", ".join(repr(name) for name in unknown)
         raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(_BY_NAME)})")
-    return list(dict.fromkeys(names))
+    order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
+    return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
 
 def _check_cutoffs(k) -> List[int]:
@@ -512,11 +559,12 @@ def evaluate(
 
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    single = _is_int(k)
-    cutoffs = _check_cutoffs(k)
-    names = _check_measures(DEFAULT_MEASURES if measures is None else measures)
-    if not names:
+    asked = list(DEFAULT_MEASURES if measures is None else measures)
+    single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
+    pairs = _check_measures(asked, _check_cutoffs(k))
+    if not pairs:
         raise RagEvalError("no measure chosen")
+    cutoffs = sorted({cutoff for _, cutoff in pairs})
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
@@ -537,7 +585,7 @@ def evaluate(
     depth = cutoffs[-1]
     # (per-query key, measure, cutoff) for every value of a query, in output order
     columns = [(name if single else format_metric(name, cutoff), _BY_NAME[name].compute, cutoff)
-               for cutoff in cutoffs for name in names]
+               for name, cutoff in pairs]
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
@@ -565,11 +613,8 @@ def evaluate(
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
     count = len(per_query)
-    mean = {}
-    for cutoff in cutoffs:
-        for name in names:
-            key = name if single else format_metric(name, cutoff)
-            mean[format_metric(name, cutoff)] = math.fsum(values[key] for values in per_query.values()) / count
+    mean = {format_metric(name, cutoff): math.fsum(values[key] for values in per_query.values()) / count
+            for key, (name, cutoff) in zip((key for key, _, _ in columns), pairs)}
     return {
         "k": k if single else cutoffs,
         "queries": count,
@@ -1139,9 +1184,9 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
         raise RagEvalError("per_query must map metric -> {query: value}", path)
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
-    _check_means(per_query, path, metrics=True, values=False)
+    names = _check_means(per_query, path, metrics=True, values=False)
     means = _check_means(data["mean"], path, metrics=True)
-    scores = {metric: _check_means(values, path, metric) for metric, values in per_query.items()}
+    scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
@@ -1161,7 +1206,13 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False, value
         if values and not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_brief(name)} must be a finite number, got {_brief(value)}",
                                path)
-    return {name: float(value) for name, value in table.items()} if values else {}
+    if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
+        names = [canonical_metric(name) for name in table]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise RagEvalError(f"{prefix}baseline names {twice[0]} twice (in two spellings)", path)
+        table = dict(zip(names, table.values()))
+    return {name: float(value) for name, value in table.items()} if values else dict.fromkeys(table, 0.0)
 
 
 def _is_metric_key(key: str) -> bool:
@@ -2437,8 +2488,10 @@ def explain() -> str:
     for m in MEASURES:
         names = "\n".join(f"    {tool:<12}{m.others[tool]}" for tool in tools)
         role = "reported by default" if m.default else f"reported with --measures {m.name}"
+        spellings = ", ".join(f"{stem}k" for stem, name in _SPELLINGS.items() if name == m.name)
         parts.append(f"{m.name}@k: {m.summary}\n  {m.definition}\n  ({role}; "
-                     f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}")
+                     f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}"
+                     f"\n  accepted spellings (any case): {spellings}")
     return "\n\n".join(parts + [RULES]) + "\n"
 
 
@@ -2523,7 +2576,10 @@ def _score_arg(text: str) -> float:
 
 
 def _measures_arg(text: str) -> List[str]:
-    return _check_measures(name.strip() for name in text.split(",") if name.strip())
+    """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    _check_measures(names, [1])
+    return list(dict.fromkeys(name if name in _BY_NAME else canonical_metric(name) for name in names))
 
 
 def _help_epilog() -> str:
@@ -2681,19 +2737,29 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     """Tolerances and floors from the command line, every name checked at once."""
     default = Tolerance(DEFAULT_MAX_DROP)
     tolerances = {}
-    for key, tolerance in args.max_drop:
+    max_drop = [(_spelled_ours(key), tolerance) for key, tolerance in args.max_drop]
+    for key, tolerance in max_drop:
         if key:
             tolerances[key] = tolerance
         else:
             default = tolerance
-    floors = {key: value for key, value in args.min}
-    problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in args.max_drop if key]
-    problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in args.min]
+    minimum = [(_spelled_ours(key), value) for key, value in args.min]
+    floors = dict(minimum)
+    problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
+    problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in minimum]
     problems = [problem for problem in problems if problem]
     if problems:
         raise RagEvalError("; ".join(problems))
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
                         args.largest_drops)
+
+
+def _spelled_ours(key: str) -> str:
+    """A tolerance's or floor's metric in our spelling; as given when it is none (``_name_problem`` says why)."""
+    try:
+        return canonical_metric(key) if key else key
+    except RagEvalError:
+        return key
 
 
 def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
@@ -2804,7 +2870,8 @@ def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only else None
     # One more than the largest cutoff: enough to see a tie across it.
-    run, any_judged = _read_run(path, args.run_format, max(args.k) + 1, keep, sep, judged)
+    deepest = max((cutoff for _, cutoff in _check_measures(args.measures, args.k)), default=1)
+    run, any_judged = _read_run(path, args.run_format, deepest + 1, keep, sep, judged)
     try:
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -2843,8 +2910,9 @@ def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qr
     if args.unjudged:
         # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
         sep = args.doc_id_sep
-        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
-        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
+        deepest = max(_conventions_record(result)["k"])
+        listed = read_run(args.run, args.run_format, depth=deepest, doc_id_sep=sep) if args.judged_only else run
+        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, deepest, sep)))
     if args.save_baseline:
         write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
     if args.update_baseline and passed:

@@ -1,0 +1,127 @@
+"""What a new user meets on the first day: the names they already type.
+
+Metric names in the spellings of trec_eval, ir_measures, ranx, BEIR and MTEB
+are accepted wherever a metric is named, and printed back in ours.
+"""
+
+import json
+import unittest
+
+import rag_eval
+from helpers_for_tests import TempDirMixin, run_main
+
+# Fixture means at k = 5, worked by hand: recall 2/3, success 2/3, mrr 0.5, ndcg 0.5095.
+FIXTURE_NDCG5 = (0.63991 + 0.0 + 0.88850) / 3
+
+
+class TestSpellings(unittest.TestCase):
+    def test_every_tool_spelling_of_the_table(self):
+        cases = {
+            # trec_eval, its -m form, ir_measures, ranx, BEIR, MTEB
+            "ndcg": ["ndcg@10", "ndcg_cut_10", "ndcg_cut.10", "nDCG@10", "NDCG@10", "ndcg_at_10", "ndcg_burges@10"],
+            "recall": ["recall@10", "recall_10", "recall.10", "R@10", "Recall@10", "recall_at_10"],
+            "success": ["success@10", "success_10", "Success@10", "hit_rate@10"],
+            "mrr": ["mrr@10", "RR@10", "MRR@10", "mrr_at_10"],
+            "precision": ["precision@10", "P_10", "P.10", "P@10", "precision_at_10"],
+            "ap": ["ap@10", "map_cut_10", "AP@10", "map@10", "MAP@10", "map_at_10"],
+            "judged": ["judged@10", "Judged@10"],
+        }
+        for measure, spellings in cases.items():
+            for spelling in spellings:
+                with self.subTest(spelling=spelling):
+                    self.assertEqual(rag_eval.parse_metric(spelling), (measure, 10))
+                    self.assertEqual(rag_eval.canonical_metric(spelling), f"{measure}@10")
+
+    def test_names_that_are_not_ours(self):
+        # recip_rank has no cutoff (another number); a zero or padded cutoff is no cutoff.
+        for text in ("recip_rank", "recip_rank@10", "ndcg@0", "ndcg@05", "ndcg", "ndcg_cut_", "foo@10", "ndcg@1x",
+                     "ndcg@\u00b9"):
+            with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, "unknown metric"):
+                rag_eval.parse_metric(text)
+
+    def test_ours_round_trip(self):
+        for m in rag_eval.MEASURES:
+            for k in (1, 10, 1000):
+                name = rag_eval.format_metric(m.name, k)
+                self.assertEqual(rag_eval.format_metric(*rag_eval.parse_metric(name)), name)
+
+    def test_slices_keep_their_tag(self):
+        self.assertEqual(rag_eval.canonical_metric("pricing:nDCG@5"), "pricing:ndcg@5")
+
+    def test_explain_lists_the_spellings(self):
+        text = rag_eval.explain()
+        for stem in ("ndcg_cut_k", "hit_rate@k", "r@k", "map_at_k"):
+            self.assertIn(stem, text)
+
+
+class TestMetricPairs(TempDirMixin, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.qrels = "fixtures/qrels.json"
+        self.run = "fixtures/run.json"
+
+    def means(self, *argv):
+        code, out, err = run_main([self.qrels, self.run, "--digits", "17", *argv])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        return json.loads(out)["mean"]
+
+    def test_pairs_are_computed_exactly(self):
+        # No cross product: nDCG@3 and R@5 are two numbers, not four.
+        means = self.means("--measures", "nDCG@3,R@5")
+        self.assertEqual(sorted(means), ["ndcg@3", "recall@5"])
+        self.assertAlmostEqual(means["recall@5"], 2 / 3, places=12)
+
+    def test_bare_measures_take_every_cutoff_and_pairs_their_own(self):
+        means = self.means("--k", "1,5", "--measures", "mrr,ndcg_cut_5")
+        self.assertEqual(sorted(means), ["mrr@1", "mrr@5", "ndcg@5"])
+        self.assertAlmostEqual(means["ndcg@5"], FIXTURE_NDCG5, places=4)
+        self.assertEqual(means["mrr@5"], 0.5)
+
+    def test_the_same_numbers_as_bare_measures(self):
+        self.assertEqual(self.means("--measures", "ndcg@5,recall@5,success@5,mrr@5"), self.means())
+
+    def test_library_pairs(self):
+        qrels = {"q1": {"a": 2, "b": 1}}
+        result = rag_eval.evaluate(qrels, {"q1": ["x", "a", "b"]}, k=5, measures=["RR@1", "recall@2"])
+        self.assertEqual(result["mean"], {"mrr@1": 0.0, "recall@2": 0.5})
+        self.assertEqual(result["k"], [1, 2])
+        self.assertEqual(result["per_query"]["q1"], {"mrr@1": 0.0, "recall@2": 0.5})
+
+    def test_an_unknown_name_is_still_refused(self):
+        code, out, err = run_main([self.qrels, self.run, "--measures", "ndcg@5,ndgc@5"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("unknown measure 'ndgc@5'", err)
+
+
+class TestSpellingsInTheGate(TempDirMixin, unittest.TestCase):
+    def test_flat_baseline_in_other_spellings(self):
+        # The shipped baseline (recall@5 0.70, success@5 0.6667, mrr@5 0.55, ndcg@5 0.52), spelled by other tools.
+        baseline = self.write("b.json", json.dumps({"R@5": 0.70, "success_5": 0.6667, "RR@5": 0.55, "NDCG@5": 0.52}))
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual([line.split(":")[0] for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION mrr@5", "REGRESSION recall@5"])
+        self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
+
+    def test_tolerances_and_floors_in_other_spellings(self):
+        # mrr@5 fell 0.05: allowed with RR@5=0.1; recall@5 fell 0.0333: allowed with recall_5=0.05.
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
+                                   "--max-drop", "RR@5=0.1", "--max-drop", "recall_5=0.05", "--min", "nDCG@5=0.6"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["metrics"]["mrr@5"]["allowed_drop"], 0.1)
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")
+        self.assertEqual(list(gate["floors"]), ["ndcg@5"])
+        self.assertEqual(gate["floors"]["ndcg@5"]["verdict"], "below floor")
+        self.assertAlmostEqual(gate["floors"]["ndcg@5"]["now"], FIXTURE_NDCG5, places=4)
+        self.assertIn("REGRESSION ndcg@5: floor 0.6000", err)
+
+    def test_one_metric_spelled_twice_is_refused(self):
+        baseline = self.write("b.json", json.dumps({"ndcg@5": 0.5, "ndcg_cut_5": 0.5}))
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("baseline names ndcg@5 twice", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
