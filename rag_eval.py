@@ -1248,10 +1248,7 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     now = _conventions_record(result)
     found = [f"{key}: baseline {baseline.conventions.get(key)!r}, now {value!r}"
              for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
-    # More cutoffs than the baseline's are fine; one it has and this run lacks is not.
-    lacking = sorted(set(baseline.conventions.get("k") or []) - set(now["k"]))
-    if lacking:
-        found.append(f"k: baseline {baseline.conventions.get('k')!r}, now {now['k']!r}")
+    # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
@@ -1437,7 +1434,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     a fall fails only when it also is significant, its Holm-corrected p below
     alpha and its interval below 0.  A floor fails whatever the baseline says.
     """
-    keys = [key for key in sorted(baseline.means) if ":" not in key] if baseline else []
+    keys = sorted(_gated_keys(result, baseline)) if baseline else []
     keys += sorted(key for key in settings.tolerances if ":" in key)
     targets = _targets(result, baseline, keys, slices) if baseline is not None else []
     for target in targets:
@@ -1461,10 +1458,23 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
+    if baseline is not None and baseline.conventions is not None:
+        report["new"] = sorted(set(result["mean"]) - set(baseline.means))
     report["passed"] = not any(
         entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
     ) and all(entry["verdict"] == "pass" for entry in report["floors"].values())
     return report
+
+
+def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
+    """The metrics a baseline gates.  A flat baseline gates all of its own: one
+    this run lacks is missing, a regression.  An extended baseline (it records
+    how it was made) gates what is asked now: a gate on part of it, at some of
+    its cutoffs or measures, compares just those; what it lacks is new."""
+    keys = [key for key in baseline.means if ":" not in key]
+    if baseline.conventions is None:
+        return keys
+    return [key for key in keys if key in result["mean"]]
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
@@ -2461,24 +2471,29 @@ def _github_escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _gate_warnings(gate_report: dict) -> List[str]:
-    """Say when a paired comparison cannot tell a drop from noise."""
-    lines = []
+def _gate_warnings(gate_report: dict) -> List[_Message]:
+    """Say when a paired comparison cannot tell a drop from noise: warnings under
+    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+    in_force = gate_report["rule"] == "significant"
+    kind = "warning" if in_force else "note"
+    fell = [metric for metric, entry in gate_report["metrics"].items()
+            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    found = []
+    if fell:
+        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
+                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
     coarse = []
     for metric, entry in gate_report["metrics"].items():
-        if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]:
-            differing = entry["worse"] + entry["improved"]
-            which = {0: "no query differs", 1: "only one query differs"}.get(differing, f"only {differing} queries differ")
-            lines.append(f"rag_eval: warning: {metric} fell, but {which}: "
-                         f"no outcome could reach p < {gate_report['alpha']:g} (unresolvable)")
         detectable = entry.get("min_detectable_drop")
         if detectable is not None and entry["allowed_drop"] < detectable:
             needed = entry["queries_needed"]
-            coarse.append(f"{metric} resolves {detectable:.4f}" + (f" (~{needed} queries would resolve {entry['allowed_drop']:.4f})" if needed else ""))
+            coarse.append(f"{metric} resolves {detectable:.4f}"
+                          + (f" (~{needed} queries would resolve {entry['allowed_drop']:.4f})" if needed else ""))
     if coarse:
-        lines.append(f"rag_eval: warning: tolerance finer than this test set resolves with {POWER:.0%} power, "
-                     "so the gate mostly measures noise: " + "; ".join(coarse))
-    return lines
+        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
+                              f"for {_count(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
+                              "; ".join(coarse), printed=in_force))
+    return found
 
 
 def explain() -> str:
@@ -2692,6 +2707,8 @@ def _build_parser():
     reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
     reports.add_argument("--unjudged", metavar="FILE",
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+    reports.add_argument("--quiet", action="store_true",
+                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
@@ -2815,11 +2832,13 @@ def _file_sha256(path: str) -> Optional[str]:
     return digest.hexdigest()
 
 
-def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str) -> str:
-    """--output: everything needed to say how the numbers were made."""
+def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str,
+                 messages: List[_Message]) -> str:
+    """--output: everything needed to say how the numbers were made, and every note and warning in full."""
     import platform
 
     full = dict(report)
+    full["notes"] = [str(message) for message in messages]
     full["per_query"] = _per_query_full_names(result)
     full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
     full["tool"] = f"rag_eval {__version__}"
@@ -2856,11 +2875,14 @@ def _run(args, argv: List[str]) -> int:
         baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
     gate_report = _gate_result(args, result, baseline, slices, fingerprint)
     intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+    messages = _messages(result, gate_report)
     report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                           per_query=args.per_query)
     passed = gate_report is None or gate_report["passed"]
-    _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed)
-    _print_report(args, report, result, passed)
+    _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, messages)
+    if args.update_baseline and passed:
+        messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")))
+    _print_report(args, report, messages)
     return EXIT_OK if passed else EXIT_REGRESSION
 
 
@@ -2901,10 +2923,10 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
 
 
 def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                 baseline: Optional[Baseline], passed: bool) -> None:
+                 baseline: Optional[Baseline], passed: bool, messages: List[_Message]) -> None:
     """Every file the options ask for; before anything is printed, so that a write that fails fails the run."""
     if args.output:
-        write_atomically(args.output, _full_output(args, argv, report, result, fingerprint))
+        write_atomically(args.output, _full_output(args, argv, report, result, fingerprint, messages))
     if args.junit:
         write_atomically(args.junit, _junit_xml(report))
     if args.unjudged:
@@ -2919,18 +2941,16 @@ def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qr
         write_atomically(args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None))
 
 
-def _print_report(args, report: dict, result: dict, passed: bool) -> None:
+def _print_report(args, report: dict, messages: List[_Message]) -> None:
     """The report on stdout; notes, warnings and REGRESSION lines on stderr (and GitHub's annotations)."""
     sys.stdout.write(FORMATTERS[args.format](report, args.digits))
     sys.stdout.flush()
-    gate_report = report.get("gate")
-    warnings, failures = _messages(result, gate_report, bool(gate_report and gate_report["qrels_changed"]))
-    if args.update_baseline and passed:
-        warnings.append(f"rag_eval: note: updated {args.baseline}" + (" (ratchet)" if args.ratchet else ""))
-    for line in warnings + failures:
+    shown = [] if args.quiet else [message for message in messages if message.printed]
+    failures = _gate_lines(report["gate"]) if "gate" in report else []
+    for line in [f"rag_eval: {message.kind}: {message.line}" for message in shown] + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, warnings, failures)
+        _github(report, args.digits, [message.line for message in shown if message.kind == "warning"], failures)
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
@@ -2948,25 +2968,43 @@ def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
                            "(are they about the same documents?)", source)
 
 
-def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:
-    """The stderr lines: notes and warnings, then the REGRESSION lines."""
-    lines = []
+class _Message(NamedTuple):
+    """A note or warning: one short line on stderr (unless --quiet), its details in the report's ``notes``."""
+
+    kind: str  # "note" or "warning"
+    line: str  # at most about 160 characters
+    detail: str = ""  # the rest, for the report
+    printed: bool = True  # False: only in the report (a rule that is not in force, a fact that needs no action)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.line}" + (f" ({self.detail})" if self.detail else "")
+
+
+def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
+    """What a reader should know beside the numbers, most consequential first."""
+    found = []
     if result["dropped"]:
-        lines.append(f"rag_eval: note: dropped {len(result['dropped'])} run queries that the qrels lack")
-    if qrels_changed:
-        lines.append("rag_eval: note: the qrels differ from the baseline's (--allow-qrels-change)")
+        found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
+    if gate_report is not None and gate_report["qrels_changed"]:
+        found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
+    if gate_report is not None and gate_report.get("new"):
+        found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
+                              + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
+    low = {metric: value for metric, value in result["judged"].items() if value < LOW_JUDGED}
+    if low and not result["conventions"]["judged_only"]:
+        shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
+        found.append(_Message("warning", f"few documents judged ({shares}{', ...' if len(low) > 2 else ''}): "
+                              "a real gain can look like a loss; label them (--unjudged) or use --judged-only",
+                              "unjudged documents count as non-relevant; "
+                              + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:
         counts = ", ".join(f"k={k}: {_count(n, 'query', 'queries')}" for k, n in tied.items())
-        lines.append(f"rag_eval: note: tied scores straddle a cutoff ({counts}); "
-                     "ties are broken by docid, descending, as trec_eval does")
-    for metric, value in result["judged"].items():
-        if value < LOW_JUDGED and not result["conventions"]["judged_only"]:
-            lines.append(f"rag_eval: warning: {metric} is {value:.2f}: unjudged documents count as non-relevant, "
-                         "so a real improvement can look like a regression; label them (--unjudged) or use --judged-only")
-    if gate_report is None:
-        return lines, []
-    return lines + _gate_warnings(gate_report), _gate_lines(gate_report)
+        found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
+                              "ties are broken by docid, descending, as trec_eval does"))
+    if gate_report is not None:
+        found += _gate_warnings(gate_report)
+    return found
 
 
 def _github(report: dict, digits: int, warnings: List[str], failures: List[str]) -> None:
@@ -2983,8 +3021,7 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
         except OSError as exc:
             _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
     for line in warnings:
-        if "warning:" in line:
-            _warn("::warning title=rag_eval::" + _github_escape(line.split("warning: ", 1)[1]))
+        _warn("::warning title=rag_eval::" + _github_escape(line))
     for line in failures:
         _warn("::error title=rag_eval::" + _github_escape(line))
 

@@ -123,5 +123,96 @@ class TestSpellingsInTheGate(TempDirMixin, unittest.TestCase):
         self.assertIn("baseline names ndcg@5 twice", err)
 
 
+class TestPartOfABaseline(TempDirMixin, unittest.TestCase):
+    """An extended baseline is gated at what is asked now; a flat one needs all of its metrics."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved = self.path("saved.json")
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "3,5", "--save-baseline",
+                                 self.saved], env={"SOURCE_DATE_EPOCH": "0"})
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+
+    def gate(self, *argv, code=rag_eval.EXIT_OK):
+        got, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved, *argv])
+        self.assertEqual(got, code, err)
+        return json.loads(out)["gate"], err
+
+    def test_one_cutoff_of_two(self):
+        gate, err = self.gate("--k", "5")
+        self.assertEqual(sorted(gate["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
+        self.assertEqual(gate["new"], [])
+        self.assertTrue(all(entry["verdict"] == "pass" for entry in gate["metrics"].values()))
+
+    def test_one_measure(self):
+        # not six "missing" regressions for the measures not asked for
+        gate, err = self.gate("--measures", "ndcg", "--k", "3,5")
+        self.assertEqual(sorted(gate["metrics"]), ["ndcg@3", "ndcg@5"])
+        self.assertNotIn("REGRESSION", err)
+
+    def test_what_the_baseline_lacks_is_new_and_not_gated(self):
+        gate, err = self.gate("--k", "5,10")
+        self.assertEqual(gate["new"], ["mrr@10", "ndcg@10", "recall@10", "success@10"])
+        self.assertNotIn("ndcg@10", gate["metrics"])
+        self.assertIn("rag_eval: note: not in the baseline, so not gated: mrr@10, ndcg@10, recall@10, success@10", err)
+
+    def test_conventions_still_refuse(self):
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved,
+                                   "--k", "5", "--gain", "linear"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("gain", err)
+
+    def test_a_flat_baseline_needs_all_of_its_metrics(self):
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
+                                   "--measures", "ndcg,mrr", "--max-drop", "0.1"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertIn("REGRESSION recall@5: baseline 0.7000, now missing", err)
+
+
+class TestQuiet(unittest.TestCase):
+    ARGV = ["fixtures/qrels.json", "fixtures/run.json"]
+
+    def test_a_pass_prints_each_warning_once_and_short(self):
+        code, _, err = run_main(self.ARGV + ["--k", "1,3,5,10"])
+        self.assertEqual(code, rag_eval.EXIT_OK)
+        lines = err.splitlines()
+        self.assertEqual(len(lines), 1, err)  # one judged@k warning for the four cutoffs
+        self.assertTrue(lines[0].startswith("rag_eval: warning: few documents judged (judged@1 0.33, "), lines[0])
+        self.assertLess(len(lines[0]), 160)
+
+    def test_quiet_keeps_only_regressions(self):
+        code, _, err = run_main(self.ARGV + ["--baseline", "baseline.json", "--quiet"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertEqual(err.splitlines(), ["REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+                                            "REGRESSION recall@5: baseline 0.7000, now 0.6667"])
+
+    def test_quiet_keeps_errors(self):
+        code, _, err = run_main(["fixtures/qrels.json", "missing.json", "--quiet"])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertEqual(err, "rag_eval: error: missing.json: no such file\n")
+
+    def test_a_rule_not_in_force_is_only_in_the_full_report(self):
+        # Under --gate drop, the paired test decides nothing: its "unresolvable" is a note in --output only.
+        import tempfile, os
+        with tempfile.TemporaryDirectory() as tmp:
+            saved, output = os.path.join(tmp, "saved.json"), os.path.join(tmp, "out.json")
+            run_main(self.ARGV + ["--save-baseline", saved])
+            run = os.path.join(tmp, "worse.json")
+            with open("fixtures/run.json") as f:
+                worse = json.load(f)
+            worse["q1"] = ["shipping#1"]  # q1 drops from a hit to a miss: one query differs
+            with open(run, "w") as f:
+                json.dump(worse, f)
+            code, _, err = run_main(["fixtures/qrels.json", run, "--baseline", saved, "--output", output])
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+            self.assertNotIn("unresolvable", err)
+            with open(output) as f:
+                notes = json.load(f)["notes"]
+            self.assertTrue(any(note.startswith("note: ") and "unresolvable" in note for note in notes), notes)
+            code, _, err = run_main(["fixtures/qrels.json", run, "--baseline", saved, "--gate", "significant"])
+            self.assertIn("rag_eval: warning: ", err)
+            self.assertIn("unresolvable", err)
+
+
 if __name__ == "__main__":
     unittest.main()

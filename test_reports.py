@@ -474,7 +474,8 @@ class TestGitHub(TempDirMixin, unittest.TestCase):
         # judged@5 = (2 + 0 + 3) / 15 = 0.33 < 0.5
         warned = [line for line in lines if line.startswith("::warning")]
         self.assertEqual(len(warned), 1, err)
-        self.assertTrue(warned[0].startswith(f"::warning title=rag_eval::judged@5 is {FIXTURE_JUDGED5:.2f}: "), warned[0])
+        self.assertTrue(warned[0].startswith(f"::warning title=rag_eval::few documents judged (judged@5 {FIXTURE_JUDGED5:.2f}): "),
+                        warned[0])
         # the plain lines are still there
         self.assertIn("REGRESSION mrr@5: baseline 0.5500, now 0.5000", lines)
 
