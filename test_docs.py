@@ -6,7 +6,8 @@
   measure changed in the code and not in the docs fails;
 * every measure name appears in the README's brief list, with its summary;
 * README.md stays a front door: at most 16 KiB;
-* every relative link in README.md and docs/*.md points at a file that exists;
+* every relative link in README.md and docs/*.md points at a file that exists
+  (and, for ``file.md#part``, at one of its headings);
 * the README keeps its two set-up commands verbatim (``.ci/run`` and CI run the
   test command it names).
 
@@ -50,6 +51,12 @@ def relative_links(text):
     prose = CODE_SPAN.sub("", FENCE.sub("", text))
     targets = INLINE_LINK.findall(prose) + REFERENCE_LINK.findall(prose)
     return [t for t in targets if not re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:|#|//", t)]
+
+
+def anchors(text):
+    """The anchors GitHub gives the headings of markdown ``text``: lower case, punctuation dropped, spaces to -."""
+    headings = re.findall(r"^#{1,6}\s+(.+?)\s*#*\s*$", FENCE.sub("", text), re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.lower()).replace(" ", "-") for h in headings}
 
 
 def markdown_files():
@@ -107,15 +114,20 @@ class LinksTest(unittest.TestCase):
             folder = os.path.dirname(path)
             for target in relative_links(read(path)):
                 with self.subTest(file=os.path.relpath(path, HERE), link=target):
-                    file_part = target.split("#", 1)[0]
-                    self.assertTrue(os.path.exists(os.path.join(folder, file_part)),
+                    file_part, _, anchor = target.partition("#")
+                    linked = os.path.join(folder, file_part)
+                    self.assertTrue(os.path.exists(linked),
                                     f"{os.path.relpath(path, HERE)} links to {target}, which does not exist")
+                    if anchor and linked.endswith(".md"):
+                        self.assertIn(anchor, anchors(read(linked)), f"{target}: no such heading")
 
     def test_links_are_found(self):
         # A link pattern that matched nothing would make the test above pass vacuously.
         self.assertIn("docs/measures.md", relative_links(read(README)))
         self.assertEqual(relative_links("see `[a](nowhere.md)` and [b](https://example.org) and [c](#top)"), [])
         self.assertEqual(relative_links("[a](x.md#part) and\n[ref]: ../y.md\n"), ["x.md#part", "../y.md"])
+        self.assertEqual(anchors("# Top\n## Differences from trec_eval, and others\n```\n# not a heading\n```\n"),
+                         {"top", "differences-from-trec_eval-and-others"})
 
 
 if __name__ == "__main__":
