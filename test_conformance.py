@@ -8,9 +8,9 @@ passes with the standard library alone.
 
 Part B (``TrecEvalGoldenTest``) needs no package: it reads trec_eval's own
 test collection and the outputs trec_eval printed for it
-(``../shared/conformance/trec_eval/`` beside the repository; skipped when the
-directory is absent) through ``rag_eval.read_qrels`` / ``rag_eval.read_run``
-and compares every measure the two tools share.
+(``conformance/trec_eval/`` in the repository, a copy of trec_eval's ``test/``
+folder; skipped when the directory is absent) through ``rag_eval.read_qrels`` /
+``rag_eval.read_run`` and compares every measure the two tools share.
 
 Name mapping (trec_eval -> rag_eval, nDCG with ``gain="linear"``):
 ``ndcg_cut_K`` -> ``ndcg@K``, ``recall_K`` -> ``recall@K``, ``P_K`` ->
@@ -53,7 +53,7 @@ except ImportError:  # the optional reference implementation
     pytrec_eval = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TREC_DIR = os.path.normpath(os.path.join(HERE, os.pardir, "shared", "conformance", "trec_eval"))
+TREC_DIR = os.path.join(HERE, "conformance", "trec_eval")
 
 # rag_eval measure -> trec_eval measure with a cutoff (``name_K``).
 TREC_NAME = {"ndcg": "ndcg_cut", "recall": "recall", "precision": "P", "ap": "map_cut", "success": "success"}
