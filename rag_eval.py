@@ -2263,14 +2263,10 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
 
 
 def _format_json(report: dict, digits: int) -> str:
-    """The report as one JSON object, keys sorted.  The means (and their
-    intervals) are rounded to ``digits`` for reading; everything else keeps
-    full precision for the scripts that read it."""
-    shown = dict(report)
-    shown["mean"] = {metric: round(value, digits) + 0.0 for metric, value in report["mean"].items()}
-    if "intervals" in report:
-        shown["intervals"] = {m: [round(bound, digits) + 0.0 for bound in pair] for m, pair in report["intervals"].items()}
-    return json.dumps(shown, sort_keys=True, indent=2) + "\n"
+    """The report as one JSON object, keys sorted, every number exact (the shortest
+    repr that reads back as the same float): scripts compare them, so no rounding
+    here; ``digits`` is for the formats people read."""
+    return json.dumps(report, sort_keys=True, indent=2) + "\n"
 
 
 def _shown(value, digits: int, missing: str = "-") -> str:

@@ -1237,14 +1237,14 @@ class TestIntervals(TempDirMixin, unittest.TestCase):
                 self.assertLess(low, high)
                 if metric.startswith("success@"):
                     k = int(metric.split("@")[1])
-                    self.assertAlmostEqual(mean, round(hits[k] / 200, 4))
-                    self.assertEqual([low, high], [round(x, 4) for x in rag_eval.clopper_pearson(hits[k], 200)])
+                    self.assertEqual(mean, hits[k] / 200)
+                    self.assertEqual([low, high], list(rag_eval.clopper_pearson(hits[k], 200)))
 
     def test_fixtures(self):
         report, _ = self.gate_report([QRELS, RUN, "--ci", "--resamples", R, "--digits", "6"], 0)
         self.assertEqual(set(report["intervals"]), set(FIXTURE_MEANS))
         # success@5: 2 of 3 queries
-        self.assertEqual(report["intervals"]["success@5"], [round(x, 6) for x in rag_eval.clopper_pearson(2, 3)])
+        self.assertEqual(report["intervals"]["success@5"], list(rag_eval.clopper_pearson(2, 3)))
         # mrr@5 takes 1/2, 0, 1: a bootstrap mean lies between 0 and 1
         low, high = report["intervals"]["mrr@5"]
         self.assertTrue(0 <= low <= 0.5 <= high <= 1, (low, high))

@@ -204,19 +204,23 @@ class TestJsonFormat(TempDirMixin, unittest.TestCase):
         report = json.loads(out, object_pairs_hook=lambda p: (pairs.append([k for k, _ in p]), dict(p))[1])
         for keys in pairs:  # every object, nested ones included
             self.assertEqual(keys, sorted(keys))
-        self.assertEqual(report["mean"], {m: round(v, 4) for m, v in FIXTURE_MEANS.items()})
+        self.assertEqual(report["mean"].keys(), FIXTURE_MEANS.keys())
+        for metric, value in FIXTURE_MEANS.items():
+            self.assertAlmostEqual(report["mean"][metric], value, places=4)  # FIXTURE_MEANS has nDCG to 5 decimals
+        self.assertEqual(report["mean"]["recall@5"], 2 / 3)  # exact: no rounding in JSON
         self.assertEqual(report["unscored"], ["q4"])
         self.assertNotIn("per_query", report)
         self.assertNotIn("gate", report)
         explicit, _ = self.ok([QRELS, RUN, "--format", "json"])
         self.assertEqual(explicit, out)
 
-    def test_means_equal_evaluate_rounded(self):
+    def test_means_equal_evaluate_exactly(self):
+        # JSON is the machine format: its means are evaluate()'s floats, whatever --digits says.
         result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
         for digits in ("2", "4", "6"):
             with self.subTest(digits=digits):
                 out, _ = self.ok([QRELS, RUN, "--digits", digits])
-                self.assertEqual(json.loads(out)["mean"], {m: round(v, int(digits)) for m, v in result["mean"].items()})
+                self.assertEqual(json.loads(out)["mean"], result["mean"])
 
     def test_per_query(self):
         out, _ = self.ok([QRELS, RUN, "--per-query"])
@@ -248,7 +252,8 @@ class TestJsonFormat(TempDirMixin, unittest.TestCase):
         for _ in range(60):
             mid = (low + high) / 2
             low, high = (mid, high) if 3 * mid**2 - 2 * mid**3 < 0.025 else (low, mid)
-        self.assertEqual(intervals["success@5"], [round(low, 4), round(0.975 ** (1 / 3), 4)])  # [0.0943, 0.9916]
+        self.assertAlmostEqual(intervals["success@5"][0], low, places=9)  # 0.0943
+        self.assertAlmostEqual(intervals["success@5"][1], 0.975 ** (1 / 3), places=9)  # 0.9916
         for metric in METRICS:
             lo, hi = intervals[metric]
             self.assertLessEqual(lo, round(FIXTURE_MEANS[metric], 4))
@@ -1070,7 +1075,7 @@ class TestUnjudged(TempDirMixin, unittest.TestCase):
         self.assertEqual(self.worklist([merged, RUN]), [])
         # q2 now finds sla-uptime#7 (grade 2) at 3: recall 1/2 (of sla-uptime#1, #7)
         # q1: refund-policy#2, #9, #3 all found: 3/3; q3: 3/3
-        self.assertAlmostEqual(json.loads(out)["mean"]["recall@5"], round((1 + 1 / 2 + 1) / 3, 4), places=12)
+        self.assertAlmostEqual(json.loads(out)["mean"]["recall@5"], (1 + 1 / 2 + 1) / 3, places=12)
 
     def test_judged_only_keeps_the_worklist(self):
         """BUG: with --judged-only, a TREC (or JSONL) run loses its unjudged documents
