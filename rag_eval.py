@@ -1,3 +1,8 @@
+# SPDX-License-Identifier: MIT
+# /// script
+# requires-python = ">=3.9"
+# dependencies = []
+# ///
 """Score a retrieval run against relevance judgments and gate CI on regressions.
 
 A RAG answer fails in three places: retrieval misses the evidence, ranking
@@ -53,6 +58,7 @@ __version__ = "0.1.0"
 import json
 import math
 import os
+import re
 import sys
 from collections import abc
 from contextlib import contextmanager
@@ -2266,7 +2272,7 @@ def _format_json(report: dict, digits: int) -> str:
     """The report as one JSON object, keys sorted, every number exact (the shortest
     repr that reads back as the same float): scripts compare them, so no rounding
     here; ``digits`` is for the formats people read."""
-    return json.dumps(report, sort_keys=True, indent=2) + "\n"
+    return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
 def _shown(value, digits: int, missing: str = "-") -> str:
@@ -2357,7 +2363,7 @@ def _format_table(report: dict, digits: int) -> str:
         parts.append(_aligned(_slice_rows(report, digits)))
     if "per_query" in report:
         parts.append(_aligned(_per_query_rows(report, digits)))
-    return "\n\n".join(parts) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
 
 
 def _markdown_table(rows: List[List[str]]) -> str:
@@ -2384,7 +2390,7 @@ def _format_markdown(report: dict, digits: int) -> str:
     if "per_query" in report:
         parts.append("<details><summary>Per query</summary>\n\n" + _markdown_table(_per_query_rows(report, digits))
                      + "\n\n</details>")
-    return "\n\n".join(parts) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
 
 
 def _format_csv(report: dict, digits: int) -> str:
@@ -2411,7 +2417,7 @@ def _format_csv(report: dict, digits: int) -> str:
         share = report["abstention"]["share"]
         if share is not None:
             writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
-    return out.getvalue()
+    return _neutralise_workflow_commands(out.getvalue())
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -2459,7 +2465,7 @@ def _junit_xml(report: dict) -> str:
             ElementTree.SubElement(case, "system-out").text = f"{entry['verdict']}: {detail}"
     suites = ElementTree.Element("testsuites", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)))
     suites.append(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(suites, encoding="unicode") + "\n"
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(ElementTree.tostring(suites, encoding="unicode"), "xml") + "\n"
 
 
 def _github_escape(text: str) -> str:
@@ -2490,6 +2496,139 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
                               f"for {_count(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
                               "; ".join(coarse), printed=in_force))
     return found
+
+
+# --- Workflow commands: what a CI runner must not obey, and what it should ---
+# GitHub's runner reads every line a step prints, stdout and stderr alike, and
+# src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
+# parsers of src/Runner.Common/ActionCommand.cs in turn:
+#   * TryParseV2: after message.TrimStart() the line starts with "::" and holds a
+#     second "::" ("::name key=value,...::data");
+#   * TryParse, the older form: message.IndexOf("##[") anywhere in the line, the
+#     name and "key=value;" properties up to the next "]", the data after it.
+# Either is a command when the name is registered (error, warning, notice,
+# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" in the
+# middle of a line turns every later command of the step off.  The runner splits
+# lines at "\n", "\r" and "\r\n" (.NET's ReadLine).  So no text an input controls
+# (ids, file names, JSON keys, slice names) may print a "#" before "[", nor a
+# line that opens, after white space, with "::".  Each output escapes them in
+# its own syntax, so that a reader of that format still gets the exact text
+# where the format allows: JSON "\u0023", XML "&#35;", a backslash elsewhere
+# (which markdown drops when it renders).
+_COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
+    "text": ("#\\[", "\\:"),
+    "json": ("\\u0023[", "\\u003a"),
+    "xml": ("&#35;[", "&#58;"),
+}
+_LINE_START_COLON = re.compile(r"(^|[\r\n])(\s*):(?=:)")  # \s holds .NET's white space, and more
+MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
+MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
+
+
+def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
+    r"""``text`` with nothing that a CI runner would take for a workflow command.
+
+    ``style`` is the syntax of the output: ``json`` (valid JSON stays valid and
+    decodes to the same values), ``xml`` (the same), or ``text``, where a
+    backslash goes before the ``[`` of ``#[`` and before a line's leading ``::``.
+
+    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz"))
+    b##\[stop-commands]zz
+    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged"))
+    ok
+      \::error::forged
+    >>> print(_neutralise_workflow_commands('{"id": "a##[notice]x"}', "json"))
+    {"id": "a#\u0023[notice]x"}
+    """
+    hash_escape, colon_escape = _COMMAND_ESCAPES[style]
+    if "#[" in text:
+        text = text.replace("#[", hash_escape)
+    if "::" in text:
+        text = _LINE_START_COLON.sub(lambda m: m.group(1) + m.group(2) + colon_escape, text)
+    return text
+
+
+def _github_property(value) -> str:
+    """Workflow command property escapes (the runner's UnescapeProperty): %, CR, LF, ':' and ','."""
+    return (str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            .replace(":", "%3A").replace(",", "%2C"))
+
+
+def _annotation(kind: str, message: str, **properties) -> str:
+    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``; the message is neutralised."""
+    fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
+    return (f"::{kind} " + ",".join(f"{key}={_github_property(value)}" for key, value in fields)
+            + "::" + _github_escape(_neutralise_workflow_commands(message)))
+
+
+def _annotations(kind: str, messages: List[str]) -> List[str]:
+    """At most MAX_ANNOTATIONS of a kind; past that, the last one says how many more the step summary lists."""
+    if len(messages) > MAX_ANNOTATIONS:
+        more = len(messages) - (MAX_ANNOTATIONS - 1)
+        messages = messages[:MAX_ANNOTATIONS - 1] + [f"{more} more {kind}s: see the step summary"]
+    return [_annotation(kind, message) for message in messages]
+
+
+def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str]) -> str:
+    """The markdown report for a step summary or a pull-request comment: what failed right under the
+    verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
+    heading, _, rest = _format_markdown(report, digits).partition("\n\n")
+    parts = [heading]
+    if failures:
+        parts.append("\n".join("- " + _neutralise_workflow_commands(line) for line in failures))
+    parts.append(rest.rstrip("\n"))
+    if warnings:
+        parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
+                     + "\n".join("- " + _neutralise_workflow_commands(line) for line in warnings) + "\n\n</details>")
+    return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
+
+
+def _cut_markdown(text: str, limit: int) -> str:
+    """``text`` if its UTF-8 fits in ``limit`` bytes; else cut at a line, an open <details> closed, with a note."""
+    data = text.encode("utf-8", "backslashreplace")
+    if len(data) <= limit:
+        return text
+    kept = data[:limit - 400].decode("utf-8", "ignore").rpartition("\n")[0]
+    closing = "\n\n</details>" if kept.count("<details>") > kept.count("</details>") else ""
+    cut = text.count("\n") - kept.count("\n")
+    return (kept + closing + f"\n\n*Cut here: {cut} more lines would pass GitHub's 1 MiB limit; "
+            "--output writes every query's scores.*\n")
+
+
+def _openmetrics_text(report: dict) -> str:
+    """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
+
+    GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
+    A gated slice is a ``slice`` label; label values escape backslash, quote and newline.
+    """
+    def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
+        shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+                         for key, text in labels)
+        return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
+
+    def family(name: str, what: str, samples: List[str]) -> List[str]:
+        return [f"# TYPE {name} gauge", f"# HELP {name} {what}"] + samples if samples else []
+
+    def labels(key: str) -> List[Tuple[str, str]]:
+        tag, _, metric = key.rpartition(":")
+        return [("metric", metric)] + ([("slice", tag)] if tag else [])
+
+    lines = family("rag_eval_mean", "Mean of the measure over the scored queries.",
+                   [sample("rag_eval_mean", [("metric", m)], v) for m, v in sorted(report["mean"].items())])
+    lines += family("rag_eval_slice_mean", "Mean of the measure over the scored queries of a slice.",
+                    [sample("rag_eval_slice_mean", [("slice", tag), ("metric", m)], v)
+                     for tag, entry in sorted((report.get("slices") or {}).items())
+                     for m, v in sorted(entry["mean"].items()) if v is not None])
+    gate_report = report.get("gate")
+    if gate_report is not None:
+        entries = sorted(gate_report["metrics"].items())
+        lines += family("rag_eval_baseline", "The baseline's mean of the measure.",
+                        [sample("rag_eval_baseline", labels(key), e["baseline"]) for key, e in entries])
+        lines += family("rag_eval_delta", "Mean now minus the baseline's mean.",
+                        [sample("rag_eval_delta", labels(key), e["delta"]) for key, e in entries if e["delta"] is not None])
+        lines += family("rag_eval_passed", "1 when the gate passed, 0 when it failed.",
+                        [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
+    return "\n".join(lines + ["# EOF"]) + "\n"
 
 
 def explain() -> str:
@@ -2701,6 +2840,8 @@ def _build_parser():
     reports.add_argument("--output", metavar="FILE",
                          help="write the full result (per-query scores, conventions, versions, input sha256s)")
     reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    reports.add_argument("--metrics-file", metavar="FILE",
+                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
     reports.add_argument("--unjudged", metavar="FILE",
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
     reports.add_argument("--quiet", action="store_true",
@@ -2712,7 +2853,7 @@ def _build_parser():
 
 
 def _warn(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    sys.stderr.write(_neutralise_workflow_commands(message) + "\n")
 
 
 def _check_options(args) -> None:
@@ -2730,7 +2871,8 @@ def _check_options(args) -> None:
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
-               ("--junit", args.junit), ("--unjudged", args.unjudged)) if path is not None]
+               ("--junit", args.junit), ("--unjudged", args.unjudged), ("--metrics-file", args.metrics_file))
+               if path is not None]
     for option, path in outputs:
         if not path:
             raise RagEvalError(f"{option}: expected a file name, got ''")
@@ -2925,6 +3067,8 @@ def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qr
         write_atomically(args.output, _full_output(args, argv, report, result, fingerprint, messages))
     if args.junit:
         write_atomically(args.junit, _junit_xml(report))
+    if args.metrics_file:
+        write_atomically(args.metrics_file, _openmetrics_text(report))
     if args.unjudged:
         # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
         sep = args.doc_id_sep
@@ -2941,12 +3085,12 @@ def _print_report(args, report: dict, messages: List[_Message]) -> None:
     """The report on stdout; notes, warnings and REGRESSION lines on stderr (and GitHub's annotations)."""
     sys.stdout.write(FORMATTERS[args.format](report, args.digits))
     sys.stdout.flush()
-    shown = [] if args.quiet else [message for message in messages if message.printed]
+    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
     failures = _gate_lines(report["gate"]) if "gate" in report else []
-    for line in [f"rag_eval: {message.kind}: {message.line}" for message in shown] + failures:
+    for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, [message.line for message in shown if message.kind == "warning"], failures)
+        _github(report, args.digits, shown, failures)
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
@@ -3009,17 +3153,20 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
     The runner reads workflow commands from both output streams; stderr keeps
     stdout parseable.
     """
+    _append_step_summary(_step_summary(report, digits, warnings, failures))
+    notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
+    for line in _annotations("warning", notices) + _annotations("error", failures):
+        sys.stderr.write(line + "\n")  # not _warn: these are the commands the runner must obey
+
+
+def _append_step_summary(text: str) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
             with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(_format_markdown(report, digits) + "\n")
+                out.write(text + "\n")
         except OSError as exc:
             _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
-    for line in warnings:
-        _warn("::warning title=rag_eval::" + _github_escape(line))
-    for line in failures:
-        _warn("::error title=rag_eval::" + _github_escape(line))
 
 
 # === Entry point ===

@@ -466,9 +466,17 @@ class TestGitHub(TempDirMixin, unittest.TestCase):
         env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary}
         markdown, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "markdown"], expected_code=1)
         first, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
-        self.assertEqual(self.read(summary).decode("utf-8"), markdown + "\n")
+        # the markdown report, what failed right under its verdict line, the notes and warnings last
+        heading, _, tables = markdown.partition("\n\n")
+        failing = ("- REGRESSION mrr@5: baseline 0.5500, now 0.5000\n"
+                   "- REGRESSION recall@5: baseline 0.7000, now 0.6667")
+        written = self.read(summary).decode("utf-8")
+        self.assertTrue(written.startswith(heading + "\n\n" + failing + "\n\n" + tables.rstrip("\n") + "\n\n"
+                                           "<details><summary>Notes and warnings (1)</summary>\n\n- rag_eval: warning: few documents judged (judged@5"),
+                        written)
+        self.assertTrue(written.endswith("\n\n</details>\n\n"), written)
         second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
-        self.assertEqual(self.read(summary).decode("utf-8"), (markdown + "\n") * 2)  # appended, not replaced
+        self.assertEqual(self.read(summary).decode("utf-8"), written * 2)  # appended, not replaced
         self.assertEqual(first, second)
         json.loads(first)  # stdout stays the parseable report
         lines = err.splitlines()

@@ -1,0 +1,300 @@
+# SPDX-License-Identifier: MIT
+"""The driver of the rag_eval GitHub Action (``action.yml``): its inputs in, its outputs out.
+
+The Action's one step runs ``python action.py``.  The inputs arrive as
+environment variables, never pasted into a shell script:
+
+==================  ===========================================================
+``RAG_EVAL_QRELS``  the judgments file
+``RAG_EVAL_RUN``    the run to score
+``RAG_EVAL_BASELINE``  the baseline to gate against; empty: score only
+``RAG_EVAL_K``      the cutoffs (``5`` or ``1,5,10``)
+``RAG_EVAL_ARGS``   more options, split as a POSIX shell splits them (shlex):
+                    any number of lines, quotes, paths with spaces
+``RAG_EVAL_COMMENT``  ``true``: the summary as one pull-request comment,
+                    updated in place on later runs
+``RAG_EVAL_TOKEN``  the token that comment is posted with
+==================  ===========================================================
+
+It runs ``rag_eval.main()`` in this process, appends the markdown summary to
+the step summary, writes the step outputs (``GITHUB_OUTPUT``) and exits with
+rag_eval's exit code: 0 pass, 1 regression, 2 error (3, inconclusive, is
+reserved for a later release).  The comment never changes the exit code.
+Standard library only, like rag_eval.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import sys
+import tempfile
+import uuid
+from typing import Dict, List, Mapping, Optional, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # this Action's rag_eval.py, not an installed one
+import rag_eval  # noqa: E402
+
+VERDICTS = {rag_eval.EXIT_OK: "pass", rag_eval.EXIT_REGRESSION: "regression", rag_eval.EXIT_ERROR: "error"}
+# Exit code 3 will be "inconclusive" (a gate that found too little evidence either way); until it
+# exists, any code but 0 and 1 is an error.
+MARKER = "<!-- rag_eval -->"  # first line of the one comment this Action keeps on a pull request
+MAX_COMMENT = 65536  # characters GitHub accepts in a comment body
+MAX_PAGES = 20  # of 100 comments each, searched for the marker
+TIMEOUT = 20  # seconds per API request
+
+
+# === Inputs ===
+
+
+def action_argv(env: Mapping[str, str], report: str) -> List[str]:
+    """rag_eval's command line from the inputs; ``report`` is the --output file unless ``args`` names one.
+
+    ``args`` is split by ``shlex``, as a POSIX shell would: newlines separate
+    like spaces, quotes group, a backslash escapes (write Windows paths with
+    ``/`` or in single quotes).  Options in ``args`` come last, so they win.
+    Raises ``ValueError`` for an unfinished quote.
+    """
+    argv = [env.get("RAG_EVAL_QRELS", ""), env.get("RAG_EVAL_RUN", ""), "--k", env.get("RAG_EVAL_K") or "5",
+            "--format", "table", "--output", report]
+    if env.get("RAG_EVAL_BASELINE"):
+        argv += ["--baseline", env["RAG_EVAL_BASELINE"]]
+    return argv + shlex.split(env.get("RAG_EVAL_ARGS", ""))
+
+
+def report_path(argv: List[str]) -> str:
+    """The file the full result goes to: the last --output (argparse keeps the last)."""
+    path = ""
+    for i, arg in enumerate(argv):
+        if arg == "--output" and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif arg.startswith("--output="):
+            path = arg[len("--output="):]
+    return path
+
+
+# === Running rag_eval ===
+
+
+class _Tee(io.TextIOBase):
+    """Writes through to a stream and keeps a copy: the driver reads rag_eval's error line."""
+
+    def __init__(self, stream):
+        self.stream, self.parts = stream, []
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        self.parts.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def run_rag_eval(argv: List[str], summary: str) -> Tuple[int, str]:
+    """rag_eval.main(argv) with its step summary going to ``summary``; the exit code and its stderr."""
+    saved_env, saved_err = os.environ.get("GITHUB_STEP_SUMMARY"), sys.stderr
+    os.environ["GITHUB_STEP_SUMMARY"] = summary
+    sys.stderr = tee = _Tee(saved_err)
+    try:
+        code = rag_eval.main(argv)
+    finally:
+        sys.stderr = saved_err
+        if saved_env is None:
+            os.environ.pop("GITHUB_STEP_SUMMARY", None)
+        else:
+            os.environ["GITHUB_STEP_SUMMARY"] = saved_env
+    return code, "".join(tee.parts)
+
+
+def error_location(message: str, argv: List[str]) -> Tuple[Optional[str], Optional[int]]:
+    """The input file (and line) an error message starts with, for the annotation to point at."""
+    files = sorted({arg for arg in argv if arg and not arg.startswith("-") and os.path.isfile(arg)},
+                   key=len, reverse=True)
+    for path in files:
+        if message.startswith(path + ":"):
+            line = re.match(r"(\d+):", message[len(path) + 1:])
+            return path, int(line.group(1)) if line else None
+    return None, None
+
+
+def report_error(message: str, argv: List[str], summary: str) -> None:
+    """Exit 2 on the pull request: one error annotation naming the file and the fix, and a summary section."""
+    path, line = error_location(message, argv)
+    sys.stderr.write(rag_eval._annotation("error", message, file=path, line=line) + "\n")
+    with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
+        out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n"
+                  f"{rag_eval._neutralise_workflow_commands(message)}\n\n"
+                  "Nothing was gated: fix the file or the option named above, then run again.\n")
+
+
+# === Outputs ===
+
+
+def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
+    means = {}
+    if report and os.path.isfile(report):
+        try:
+            with open(report, encoding="utf-8") as handle:
+                means = json.load(handle).get("mean", {})
+        except (OSError, ValueError, AttributeError):
+            means = {}
+    return {
+        "passed": "true" if code == rag_eval.EXIT_OK else "false",
+        "exit-code": str(code),
+        "verdict": VERDICTS.get(code, "error"),
+        "report": report if report and os.path.isfile(report) else "",
+        "summary": summary,
+        "means": json.dumps(means, sort_keys=True),
+    }
+
+
+def write_outputs(path: str, outputs: Mapping[str, str]) -> None:
+    """GITHUB_OUTPUT's multi-line form, ``name<<DELIMITER``, with a random delimiter no value holds."""
+    with open(path, "a", encoding="utf-8") as out:
+        for name, value in outputs.items():
+            delimiter = "rag_eval_" + uuid.uuid4().hex
+            while delimiter in value:
+                delimiter = "rag_eval_" + uuid.uuid4().hex
+            out.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+
+
+# === The pull-request comment ===
+
+
+def pull_request_number(event_path: Optional[str]) -> Optional[int]:
+    """The pull request of this run, from the event payload; None on a push or a schedule."""
+    if not event_path:
+        return None
+    try:
+        with open(event_path, encoding="utf-8") as handle:
+            event = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(event, dict):
+        return None
+    number = (event.get("pull_request") or {}).get("number")
+    if number is None and (event.get("issue") or {}).get("pull_request"):
+        number = event["issue"].get("number")
+    return number if isinstance(number, int) and not isinstance(number, bool) else None
+
+
+def _api(method: str, url: str, token: str, body: Optional[dict] = None):
+    import urllib.request
+
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Accept": "application/vnd.github+json",
+                                              "Authorization": f"Bearer {token}",
+                                              "Content-Type": "application/json",
+                                              "User-Agent": f"rag_eval/{rag_eval.__version__}",
+                                              "X-GitHub-Api-Version": "2022-11-28"})
+    with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
+        return json.loads(response.read().decode("utf-8") or "null")
+
+
+def comment_body(summary_text: str) -> str:
+    body = MARKER + "\n" + summary_text
+    if len(body) > MAX_COMMENT:
+        note = "\n\n*Cut to fit a comment; the job's step summary has the rest.*\n"
+        body = body[:MAX_COMMENT - len(note) - 20].rpartition("\n")[0]
+        if body.count("<details>") > body.count("</details>"):
+            body += "\n\n</details>"
+        body += note
+    return body
+
+
+def post_comment(summary_text: str, env: Mapping[str, str]) -> str:
+    """Create or update this Action's one comment on the pull request; what happened, in a few words.
+
+    A 403 or 404 (a fork's read-only token, no ``pull-requests: write``) is a
+    notice; any other failure a warning.  Neither changes the exit code.
+    """
+    import urllib.error
+
+    number = pull_request_number(env.get("GITHUB_EVENT_PATH"))
+    api, repo, token = env.get("GITHUB_API_URL", ""), env.get("GITHUB_REPOSITORY", ""), env.get("RAG_EVAL_TOKEN", "")
+    if number is None:
+        return notice("no comment: this run is not for a pull request")
+    if not (api and repo and token):
+        return notice("no comment: GITHUB_API_URL, GITHUB_REPOSITORY or the token input is empty")
+    base = f"{api.rstrip('/')}/repos/{repo}"
+    body = {"body": comment_body(summary_text)}
+    try:
+        existing = None
+        for page in range(1, MAX_PAGES + 1):
+            comments = _api("GET", f"{base}/issues/{number}/comments?per_page=100&page={page}", token)
+            if not isinstance(comments, list):
+                break
+            existing = next((c for c in comments if isinstance(c, dict) and str(c.get("body", "")).startswith(MARKER)),
+                            None)
+            if existing is not None or len(comments) < 100:
+                break
+        if existing is not None:
+            _api("PATCH", f"{base}/issues/comments/{existing['id']}", token, body)
+            return "updated"
+        _api("POST", f"{base}/issues/{number}/comments", token, body)
+        return "created"
+    except urllib.error.HTTPError as exc:
+        if exc.code in (403, 404):
+            return notice(f"no comment (HTTP {exc.code}): a pull request from a fork, or a job without "
+                          "'permissions: pull-requests: write'; the step summary has the report")
+        return warning(f"no comment: the API answered HTTP {exc.code}")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return warning(f"no comment: {exc}")
+
+
+def notice(message: str) -> str:
+    sys.stdout.write(rag_eval._annotation("notice", message) + "\n")
+    return message
+
+
+def warning(message: str) -> str:
+    sys.stdout.write(rag_eval._annotation("warning", message) + "\n")
+    return message
+
+
+# === Entry point ===
+
+
+def main(env: Optional[Mapping[str, str]] = None) -> int:
+    """The Action: run rag_eval on the inputs, publish the summary and outputs; rag_eval's exit code."""
+    env = os.environ if env is None else env
+    folder = tempfile.mkdtemp(prefix="rag_eval-", dir=env.get("RUNNER_TEMP") or None)
+    summary = os.path.join(folder, "summary.md")
+    open(summary, "w").close()
+    try:
+        argv = action_argv(env, os.path.join(folder, "report.json"))
+    except ValueError as exc:
+        argv = []
+        message = f"args: {exc} (the args input is split like a POSIX shell command line)"
+        sys.stderr.write(f"rag_eval: error: {message}\n")
+        code = rag_eval.EXIT_ERROR
+    else:
+        code, err = run_rag_eval(argv, summary)
+        errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
+        message = errors[-1] if errors else f"rag_eval exited {code}"
+    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION):
+        report_error(message, argv, summary)
+    with open(summary, encoding="utf-8", errors="replace") as handle:
+        summary_text = handle.read()
+    if env.get("GITHUB_STEP_SUMMARY"):
+        try:
+            with open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
+                out.write(summary_text)
+        except OSError as exc:
+            warning(f"cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
+    if env.get("GITHUB_OUTPUT"):
+        write_outputs(env["GITHUB_OUTPUT"], outputs_of(code, report_path(argv), summary))
+    if env.get("RAG_EVAL_COMMENT", "").strip().lower() == "true":
+        post_comment(summary_text, env)
+    return code
+
+
+if __name__ == "__main__":
+    for stream in (sys.stdout, sys.stderr):  # an id a Windows console cannot encode is shown escaped
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+    sys.exit(main())
