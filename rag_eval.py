@@ -2226,7 +2226,8 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 
 def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
-                 slices: Optional[Slices] = None, per_query: bool = False) -> dict:
+                 slices: Optional[Slices] = None, per_query: bool = False,
+                 baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
     """The report of a run: mean, unscored and the counts, plus what the options asked for."""
     report = {
         "abstention": result["abstention"],
@@ -2240,6 +2241,10 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     }
     if per_query:
         report["per_query"] = _per_query_full_names(result)
+        if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
+            report["per_query_baseline"] = {metric: dict(sorted(scores.items()))
+                                            for metric, scores in sorted(baseline_per_query.items())
+                                            if metric in result["mean"]}
     if gate_report is not None:
         report["gate"] = gate_report
     if intervals is not None:
@@ -2287,6 +2292,39 @@ def _count(number: int, one: str, many: str) -> str:
     return f"{number} {one if number == 1 else many}"
 
 
+def _metric_order(key: str) -> tuple:
+    """Metrics in the measure table's order, then by cutoff as a number (mrr@5 before mrr@10); slices after."""
+    tag, _, metric = key.rpartition(":")
+    try:
+        name, k = parse_metric(metric)
+    except RagEvalError:
+        return (tag, len(MEASURES), 0, metric)
+    return (tag, [m.name for m in MEASURES].index(name), k, "")
+
+
+def _natural_order(text: str) -> tuple:
+    """Ids as people read them: q2 before q10 (digits compare as numbers, ties by the text itself)."""
+    parts, digits = [], ""
+    for char in text + "\0":
+        if char.isascii() and char.isdigit():
+            digits += char
+            continue
+        if digits:
+            parts.append((0, int(digits), ""))
+            digits = ""
+        parts.append((1, 0, char))
+    return (tuple(parts), text)
+
+
+def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
+    """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
+    verdicts = [entry.get("verdict")] if entry else []
+    if floor is not None:
+        verdicts.append("floor met" if floor["verdict"] == "pass" else f"below floor {floor['min']:g}")
+    failing = [v for v in verdicts if v in ("missing", "regression") or (v or "").startswith("below floor")]
+    return "; ".join(failing or [v for v in verdicts if v])
+
+
 def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
     """Header and one row per metric (and gated slice): the table, markdown and csv summaries."""
     gate_entries = report.get("gate", {}).get("metrics", {})
@@ -2298,7 +2336,7 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     if gate_entries or floors:
         header += ["baseline", "delta", "allowed drop", "p (Holm)", "verdict"]
     rows = [header]
-    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors)):
+    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
         row = [metric, _shown(mean, digits, missing)]
         if intervals is not None:
@@ -2306,11 +2344,9 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
             row += [_shown(low, digits, missing), _shown(high, digits, missing)]
         if gate_entries or floors:
             entry = gate_entries.get(metric, {})
-            verdicts = [entry.get("verdict")] + ([f"floor {floors[metric]['min']:g}: {floors[metric]['verdict']}"]
-                                                 if metric in floors else [])
             row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing),
                     _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_holm"), digits, missing),
-                    "; ".join(v for v in verdicts if v) or missing]
+                    _verdict_cell(entry, floors.get(metric)) or missing]
         rows.append(row)
     return rows
 
@@ -2325,18 +2361,41 @@ def _abstention_line(report: dict) -> Optional[str]:
 
 def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     slices = report.get("slices") or {}
-    metrics = sorted(report["mean"])
+    metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
-    for tag, entry in slices.items():
+    for tag, entry in sorted(slices.items(), key=lambda item: _natural_order(item[0])):
         rows.append([tag, str(entry["queries"])] + [_shown(entry["mean"].get(m), digits) for m in metrics])
     return rows
 
 
 def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
+    """One row per query, in natural order; with a baseline's per-query scores,
+    one row per (query, metric) with the baseline, now and the delta."""
     table = report.get("per_query") or {}
-    metrics = sorted(report["mean"])
-    return [["query"] + metrics] + [[qid] + [_shown(values.get(m), digits) for m in metrics]
-                                     for qid, values in table.items()]
+    metrics = sorted(report["mean"], key=_metric_order)
+    queries = sorted(table, key=_natural_order)
+    before = report.get("per_query_baseline")
+    if not before:
+        return [["query"] + metrics] + [[qid] + [_shown(table[qid].get(m), digits) for m in metrics] for qid in queries]
+    rows = [["query", "metric", "baseline", "now", "delta"]]
+    for qid in queries:
+        for metric in metrics:
+            was, now = before.get(metric, {}).get(qid), table[qid].get(metric)
+            delta = None if was is None or now is None else now - was
+            rows.append([qid, metric, _shown(was, digits), _shown(now, digits), _shown(delta, digits)])
+    return rows
+
+
+def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
+    """Per failing metric: how many queries got worse and the largest drops."""
+    lines = []
+    for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
+        if entry["verdict"] != "pass" and entry.get("largest_drops"):
+            drops = ", ".join(f"{quoted(qid)} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
+            lines.append(f"{metric}: {_count(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
+                         f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
+                                                       if entry["hit_to_miss"] else ""))
+    return lines
 
 
 def _aligned(rows: List[List[str]]) -> str:
@@ -2349,13 +2408,16 @@ def _verdict_line(report: dict) -> str:
     if gate_report is None:
         return f"scored {report['queries']} queries"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
-                     if entry["verdict"] in ("missing", "regression", "below floor")})
+                     if entry["verdict"] in ("missing", "regression", "below floor")}, key=_metric_order)
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored"
 
 
 def _format_table(report: dict, digits: int) -> str:
     parts = [_verdict_line(report), _aligned(_metric_rows(report, digits))]
+    drops = _drop_lines(report, digits, str)
+    if drops:
+        parts.append("\n".join(drops))
     line = _abstention_line(report)
     if line:
         parts.append(line)
@@ -2376,12 +2438,9 @@ def _markdown_table(rows: List[List[str]]) -> str:
 def _format_markdown(report: dict, digits: int) -> str:
     """Ready to paste into a pull-request comment or a GitHub step summary."""
     parts = [f"### rag_eval: {_verdict_line(report)}", _markdown_table(_metric_rows(report, digits))]
-    for metric, entry in report.get("gate", {}).get("metrics", {}).items():
-        if entry["verdict"] != "pass" and entry.get("largest_drops"):
-            drops = ", ".join(f"`{qid}` ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
-            parts.append(f"**{metric}**: {_count(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
-                         f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
-                                                       if entry["hit_to_miss"] else ""))
+    for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
+        metric, _, rest = line.partition(": ")
+        parts.append(f"**{metric}**: {rest}")
     line = _abstention_line(report)
     if line:
         parts.append(line[0].upper() + line[1:])
@@ -2403,8 +2462,9 @@ def _format_csv(report: dict, digits: int) -> str:
     writer = csv.writer(out, lineterminator="\r\n")
     if "per_query" in report:
         writer.writerow(["query", "metric", "value"])
-        for qid, values in report["per_query"].items():
-            writer.writerows([qid, metric, _shown(value, digits)] for metric, value in values.items())
+        for qid in sorted(report["per_query"], key=_natural_order):
+            values = report["per_query"][qid]
+            writer.writerows([qid, metric, _shown(values[metric], digits)] for metric in sorted(values, key=_metric_order))
         abstained = set(report["abstention"]["abstained"])
         writer.writerows([qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"])
     else:
@@ -3015,7 +3075,7 @@ def _run(args, argv: List[str]) -> int:
     intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
     messages = _messages(result, gate_report)
     report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
-                          per_query=args.per_query)
+                          per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
     passed = gate_report is None or gate_report["passed"]
     _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, messages)
     if args.update_baseline and passed:

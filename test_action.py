@@ -268,7 +268,7 @@ class TestActionStep(ActionRun):
             self.assertEqual(self.read(outputs["summary"]), summary)
             self.assertIn("- REGRESSION mrr@5: baseline 0.5500, now 0.5000", summary)
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
-            self.assertIn("FAIL (2: mrr@5, recall@5)", out)  # --format table on the log
+            self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
 
     def test_without_baseline_it_passes(self):
         for bash in self.each_bash():

@@ -214,5 +214,46 @@ class TestQuiet(unittest.TestCase):
             self.assertIn("unresolvable", err)
 
 
+class TestWordsThatCannotBeMisread(TempDirMixin, unittest.TestCase):
+    def test_metrics_in_table_order_and_by_cutoff_number(self):
+        code, out, _ = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "10,5", "--format", "table"])
+        names = [line.split()[0] for line in out.split("\n\n")[1].splitlines()[1:]]
+        self.assertEqual(names, ["recall@5", "recall@10", "success@5", "success@10", "mrr@5", "mrr@10",
+                                 "ndcg@5", "ndcg@10"])
+
+    def test_query_ids_in_natural_order(self):
+        qrels = self.write("q.json", json.dumps({f"q{n}": {"d": 1} for n in (1, 2, 10, 100)}))
+        run = self.write("r.json", json.dumps({f"q{n}": ["d"] for n in (1, 2, 10, 100)}))
+        for fmt in ("table", "csv"):
+            code, out, err = run_main([qrels, run, "--per-query", "--format", fmt, "--measures", "mrr"])
+            self.assertEqual(code, 0, err)
+            ids = [line.split(",")[0].split()[0] for line in out.splitlines() if line[:2] in ("q1", "q2")]
+            self.assertEqual(ids, ["q1", "q2", "q10", "q100"], fmt)
+        code, out, _ = run_main([qrels, run, "--per-query"])
+        self.assertEqual(list(json.loads(out)["per_query"]), ["q1", "q10", "q100", "q2"])  # JSON keeps sorted keys
+
+    def test_a_missed_floor_reads_as_a_failure(self):
+        for fmt in ("table", "markdown", "csv"):
+            code, out, _ = run_main(["fixtures/qrels.json", "fixtures/run.json", "--min", "ndcg@5=0.9",
+                                     "--format", fmt])
+            self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+            self.assertIn("below floor 0.9", out, fmt)
+            self.assertNotIn("pass", out.split("ndcg@5", 2)[-1].splitlines()[0], fmt)
+
+    def test_the_table_shows_what_regressed(self):
+        saved = self.path("saved.json")
+        run_main(["fixtures/qrels.json", "fixtures/run.json", "--save-baseline", saved])
+        with open("fixtures/run.json") as f:
+            worse = json.load(f)
+        worse["q3"] = ["scim#2"] + worse["q3"]  # q3's first relevant chunk moves from rank 1 to 2
+        run = self.write("worse.json", json.dumps(worse))
+        code, out, err = run_main(["fixtures/qrels.json", run, "--baseline", saved, "--format", "table",
+                                   "--per-query"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertIn("mrr@5: 1 query worse, 0 better; largest drops q3 (-0.5000)", out)
+        rows = [line.split() for line in out.splitlines() if line.startswith("q3 ")]
+        self.assertIn(["q3", "mrr@5", "1.0000", "0.5000", "-0.5000"], rows)
+
+
 if __name__ == "__main__":
     unittest.main()

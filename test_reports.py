@@ -53,6 +53,7 @@ FIXTURE_PER_QUERY = {  # qid -> metric -> value
     "q3": {"mrr@5": 1 / 1, "ndcg@5": Q3_NDCG5, "recall@5": 3 / 3, "success@5": 1.0},
 }
 METRICS = ("mrr@5", "ndcg@5", "recall@5", "success@5")
+SHOWN = ("recall@5", "success@5", "mrr@5", "ndcg@5")  # the human formats list metrics in the measure table's order
 FIXTURE_MEANS = {m: sum(FIXTURE_PER_QUERY[q][m] for q in FIXTURE_PER_QUERY) / 3 for m in METRICS}
 # The shipped baseline: {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
 SHIPPED = {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
@@ -270,16 +271,16 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
         self.assertEqual(blocks[0], "scored 3 queries")
         rows = aligned_rows(blocks[1])
         self.assertEqual(rows[0], ["metric", "mean"])
-        self.assertEqual(rows[1:], [[m, shown(FIXTURE_MEANS[m])] for m in METRICS])
+        self.assertEqual(rows[1:], [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
         # recall 2/3 -> 0.6667; success 2/3; mrr (1/2 + 0 + 1) / 3 = 0.5; ndcg -> 0.5095
-        self.assertEqual([row[1] for row in rows[1:]], ["0.5000", "0.5095", "0.6667", "0.6667"])
+        self.assertEqual([row[1] for row in rows[1:]], ["0.6667", "0.6667", "0.5000", "0.5095"])
         # q4 is the one unanswerable query and the run answered it
         self.assertIn("abstention: 0 of 1 unanswerable queries got no answer (0%)", blocks)
 
     def test_with_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "table"], expected_code=1)
         blocks = table_blocks(out)
-        self.assertEqual(blocks[0], "FAIL (2: mrr@5, recall@5), rule 'drop', 3 queries scored")
+        self.assertEqual(blocks[0], "FAIL (2: recall@5, mrr@5), rule 'drop', 3 queries scored")
         rows = aligned_rows(blocks[1])
         self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (Holm)", "verdict"])
         table = by_first_cell(rows)
@@ -304,10 +305,10 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
         per_query = [aligned_rows(block) for block in table_blocks(out) if block.startswith("query")]
         self.assertEqual(len(per_query), 1, out)
         rows = per_query[0]
-        self.assertEqual(rows[0], ["query"] + list(METRICS))
-        self.assertEqual(rows[1:], [[qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in METRICS]
+        self.assertEqual(rows[0], ["query"] + list(SHOWN))
+        self.assertEqual(rows[1:], [[qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in SHOWN]
                                     for qid in ("q1", "q2", "q3")])
-        self.assertEqual(rows[1][2], "0.6399")  # q1 nDCG (3/log2 3 + 1/log2 5) / (3 + 1/log2 3)
+        self.assertEqual(rows[1][4], "0.6399")  # q1 nDCG (3/log2 3 + 1/log2 5) / (3 + 1/log2 3)
 
     def test_ci_columns(self):
         out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "table", "--ci", "--resamples", R],
@@ -326,7 +327,7 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
     def test_digits(self):
         out, _ = self.ok([QRELS, RUN, "--format", "table", "--digits", "2"])
         rows = aligned_rows(table_blocks(out)[1])
-        self.assertEqual([row[1] for row in rows[1:]], ["0.50", "0.51", "0.67", "0.67"])
+        self.assertEqual([row[1] for row in rows[1:]], ["0.67", "0.67", "0.50", "0.51"])  # recall, success, mrr, ndcg
 
     def test_headline_names_every_failed_metric(self):
         """BUG: a passing floor on a metric hides that metric's regression from the headline.
@@ -345,7 +346,7 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
                 headline = out.split("\n", 1)[0]
                 match = re.fullmatch(re.escape(prefix) + r"FAIL \((\d+): ([^)]*)\), .*", headline)
                 self.assertIsNotNone(match, headline)
-                self.assertEqual(match.group(2).split(", "), ["mrr@5", "recall@5"], headline)
+                self.assertEqual(match.group(2).split(", "), ["recall@5", "mrr@5"], headline)
                 self.assertEqual(match.group(1), "2", headline)
 
 
@@ -358,12 +359,12 @@ class TestMarkdownFormat(TempDirMixin, unittest.TestCase):
         self.assertEqual(out.split("\n", 1)[0], "### rag_eval: scored 3 queries")
         tables = markdown_tables(out)
         self.assertEqual(len(tables), 1)
-        self.assertEqual(tables[0], [["metric", "mean"]] + [[m, shown(FIXTURE_MEANS[m])] for m in METRICS])
+        self.assertEqual(tables[0], [["metric", "mean"]] + [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
         self.assertIn("Abstention: 0 of 1 unanswerable queries got no answer (0%)", out.rstrip("\n").split("\n\n"))
 
     def test_with_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "markdown"], expected_code=1)
-        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: FAIL (2: mrr@5, recall@5), rule 'drop', 3 queries scored")
+        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: FAIL (2: recall@5, mrr@5), rule 'drop', 3 queries scored")
         (rows,) = markdown_tables(out)
         self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (Holm)", "verdict"])
         table = by_first_cell(rows)
@@ -378,8 +379,8 @@ class TestMarkdownFormat(TempDirMixin, unittest.TestCase):
         self.assertEqual(len(tables), 2)
         self.assertEqual(tables[0][0], ["metric", "mean", "95% low", "95% high"])
         self.assertEqual(by_first_cell(tables[0])["success@5"]["95% low"], "0.0943")
-        self.assertEqual(tables[1], [["query"] + list(METRICS)] + [
-            [qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in METRICS] for qid in ("q1", "q2", "q3")])
+        self.assertEqual(tables[1], [["query"] + list(SHOWN)] + [
+            [qid] + [shown(FIXTURE_PER_QUERY[qid][m]) for m in SHOWN] for qid in ("q1", "q2", "q3")])
         self.assertIn("<details><summary>Per query</summary>", out)
         self.assertIn("</details>", out)
 
@@ -387,7 +388,7 @@ class TestMarkdownFormat(TempDirMixin, unittest.TestCase):
         slices = self.write("slices.json", {"q1": "ops|sre", "q3": "ops|sre"})
         out, _ = self.ok([QRELS, RUN, "--format", "markdown", "--slices", slices])
         tables = markdown_tables(out)  # checks every row has the header's cell count
-        self.assertEqual(tables[1][0], ["slice", "queries"] + list(METRICS))
+        self.assertEqual(tables[1][0], ["slice", "queries"] + list(SHOWN))
         # recall of q1 and q3: (1 + 1) / 2
         self.assertEqual(tables[1][1][:2], ["ops|sre", "2"])
         self.assertEqual(by_first_cell(tables[1])["ops|sre"]["recall@5"], "1.0000")
@@ -725,8 +726,8 @@ class TestSlices(TempDirMixin, unittest.TestCase):
         self.assertEqual(len(md), 1, markdown)
         for name, rows in (("table", blocks[0]), ("markdown", md[0])):
             with self.subTest(format=name):
-                self.assertEqual(rows[0], ["slice", "queries"] + list(METRICS))
-                self.assertEqual(rows[1:], [[tag, str(entry["queries"])] + [shown(entry["mean"][m]) for m in METRICS]
+                self.assertEqual(rows[0], ["slice", "queries"] + list(SHOWN))
+                self.assertEqual(rows[1:], [[tag, str(entry["queries"])] + [shown(entry["mean"][m]) for m in SHOWN]
                                             for tag, entry in sorted(expected.items())])
 
     def test_flat_baseline_gates_a_named_slice(self):
@@ -797,7 +798,7 @@ class TestSlices(TempDirMixin, unittest.TestCase):
                            ("csv", list(csv.reader(io.StringIO(csv_text))))):
             with self.subTest(format=name):
                 row = by_first_cell(rows)["pricing:recall@5"]
-                self.assertEqual(row["verdict"], "floor 0.6: below floor")
+                self.assertEqual(row["verdict"], "below floor 0.6")
                 self.assertEqual(row["mean"], "0.5000")  # (1 + 0) / 2
 
     def test_slice_without_scored_query(self):
