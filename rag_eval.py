@@ -82,6 +82,9 @@ FORMATS = ("auto", "json", "jsonl", "trec")
 MAX_GRADE = 2**31 - 1  # trec_eval reads grades into a C long; beyond that, a float loses them
 MAX_EXP_GRADE = 100  # 2**grade - 1 overflows a float past 1023; far beyond any real label
 LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artefact
+# A run with results for fewer of the scored queries looks truncated (the retriever died): the
+# command line refuses it unless --allow-partial-run.  Half: a real run skips a few, not most.
+MIN_COVERAGE = 0.5
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
@@ -626,6 +629,7 @@ def evaluate(
         "queries": count,
         "unscored": unscored,
         "skipped": skipped,
+        "missing": [qid for qid in per_query if qid not in run],  # scored queries the run has no entry for
         "dropped": unknown,
         "mean": mean,
         "per_query": per_query,
@@ -2236,6 +2240,7 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
         "mean": dict(result["mean"]),
         "queries": result["queries"],
         "skipped": result["skipped"],
+        "missing": result["missing"],
         "ties": result["ties"],
         "unscored": result["unscored"],
     }
@@ -2405,12 +2410,14 @@ def _aligned(rows: List[List[str]]) -> str:
 
 def _verdict_line(report: dict) -> str:
     gate_report = report.get("gate")
+    missing = len(report.get("missing", ()))
+    coverage = f" (the run has no results for {missing})" if missing else ""
     if gate_report is None:
-        return f"scored {report['queries']} queries"
+        return f"scored {report['queries']} queries{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in ("missing", "regression", "below floor")}, key=_metric_order)
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
-    return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored"
+    return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
 
 
 def _format_table(report: dict, digits: int) -> str:
@@ -2880,6 +2887,9 @@ def _build_parser():
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
     parser.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
+    parser.add_argument("--allow-partial-run", action="store_true",
+                        help=f"score a run that has results for fewer than {round(MIN_COVERAGE * 100)}%% of the scored queries "
+                             "(default: an input error, as a truncated run would be)")
     parser.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
     parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
@@ -3097,7 +3107,7 @@ def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
-        _check_evaluated(result, path, any_judged)
+        _check_evaluated(result, path, any_judged, args.allow_partial_run)
     except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
         files = {"qrels": args.qrels, "run": path}
         if exc.source in files:
@@ -3153,7 +3163,7 @@ def _print_report(args, report: dict, messages: List[_Message]) -> None:
         _github(report, args.digits, shown, failures)
 
 
-def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
+def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool) -> None:
     """A gate must not pass on a run that was never really evaluated.
 
     evaluate() scores such a run 0 everywhere, as a library should; the
@@ -3166,6 +3176,11 @@ def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
     if not any_judged:
         raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
                            "(are they about the same documents?)", source)
+    answered = result["queries"] - len(result["missing"])
+    if answered < result["queries"] * MIN_COVERAGE and not allow_partial:
+        raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
+                           f"(first missing: {_brief(result['missing'][0])}): a truncated run? "
+                           "--allow-partial-run scores it anyway, the missing ones as 0", source)
 
 
 class _Message(NamedTuple):
@@ -3183,6 +3198,10 @@ class _Message(NamedTuple):
 def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     """What a reader should know beside the numbers, most consequential first."""
     found = []
+    if result["missing"]:
+        found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
+                              f"scored queries (first: {_brief(result['missing'][0])}); they score 0",
+                              "missing: " + ", ".join(result["missing"][:20])))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if gate_report is not None and gate_report["qrels_changed"]:

@@ -255,5 +255,38 @@ class TestWordsThatCannotBeMisread(TempDirMixin, unittest.TestCase):
         self.assertIn(["q3", "mrr@5", "1.0000", "0.5000", "-0.5000"], rows)
 
 
+class TestCoverage(TempDirMixin, unittest.TestCase):
+    """A run with results for few of the scored queries (q1, q2, q3) looks truncated."""
+
+    def test_a_truncated_run_is_refused(self):
+        run = self.write("one.trec", "q1 Q0 refund-policy#2 1 18.1 x\n")
+        code, out, err = run_main(["fixtures/qrels.json", run, "--format", "table"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("the run has results for only 1 of 3 scored queries (first missing: 'q2')", err)
+        self.assertIn("--allow-partial-run", err)
+
+    def test_allowed_it_is_scored_and_the_count_reported_everywhere(self):
+        run = self.write("one.trec", "q1 Q0 refund-policy#2 1 18.1 x\n")
+        code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run"])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertEqual(json.loads(out)["missing"], ["q2", "q3"])
+        self.assertIn("rag_eval: warning: the run has no results for 2 of 3 scored queries (first: 'q2'); they score 0",
+                      err)
+        code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run", "--format", "table"])
+        self.assertTrue(out.startswith("scored 3 queries (the run has no results for 2)\n"), out)
+
+    def test_half_is_enough(self):
+        # two of three scored queries answered: above the threshold, scored with a warning
+        run = self.write("two.trec", "q1 Q0 refund-policy#2 1 18.1 x\nq3 Q0 sso-setup#5 1 1 x\n")
+        code, out, err = run_main(["fixtures/qrels.json", run])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertEqual(json.loads(out)["missing"], ["q2"])
+
+    def test_the_library_reports_and_does_not_refuse(self):
+        result = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}, {"q1": ["a"]}, 5)
+        self.assertEqual(result["missing"], ["q2", "q3"])
+        self.assertEqual(result["mean"]["recall@5"], 1 / 3)
+
+
 if __name__ == "__main__":
     unittest.main()

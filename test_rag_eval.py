@@ -1244,7 +1244,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
     def test_unknown_run_query(self):
         run = self.write("run9.json", '{"q1": ["refund-policy#2"],\n "q9": ["x"]}')
         self.assert_error([self.qrels, run], ["'q9'"])
-        code, out, err = run_main([self.qrels, run, "--drop-unknown-queries"])
+        code, out, err = run_main([self.qrels, run, "--drop-unknown-queries", "--allow-partial-run"])
         self.assertEqual(code, 0, err)
         report = json.loads(out)
         self.assertEqual(report["dropped"], ["q9"])
