@@ -587,8 +587,8 @@ def evaluate(
     unknown = sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
-            f"{len(unknown)} run queries are not in the qrels (first: {unknown[0]!r}); "
-            "drop them with --drop-unknown-queries",
+            f"{len(unknown)} run queries are not in the qrels (first: {_brief(unknown[0])}; the qrels have "
+            f"{_brief(min(qrels))}); drop them with --drop-unknown-queries",
             "run",
         )
     depth = cutoffs[-1]
@@ -2741,6 +2741,9 @@ def _amount(text: str) -> Tolerance:
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
+    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
+        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {text!r} "
+                           f"(did you mean {text}%?)")
     return Tolerance(value / 100 if relative else value, relative)
 
 
@@ -2847,8 +2850,9 @@ def _build_parser():
                         help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
     parser.add_argument("run", metavar="RUN", nargs="?",
                         help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
-    parser.add_argument("--k", type=typed(_cutoffs_arg), default=[DEFAULT_K], metavar="K[,K...]",
-                        help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K})")
+    parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
+                        help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
+                             "repeated, the cutoffs add up")
     parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
                         help="measures to report: " + ", ".join(_BY_NAME))
     gating = parser.add_argument_group("gate")
@@ -2929,6 +2933,7 @@ def _warn(message: str) -> None:
 def _check_options(args) -> None:
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
