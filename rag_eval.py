@@ -79,6 +79,8 @@ LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artef
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
+CLIP = 16  # characters of any one input value that an error message quotes
+MAX_ERROR_LINE = 300  # characters of an error line, whatever it quotes
 
 
 # The conventions every measure shares, for --help and --explain.
@@ -327,9 +329,11 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name, sep, cutoff = text.partition("@")
     k = _whole(cutoff)
     if not sep or name not in _BY_NAME or not k or cutoff != str(k):
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise RagEvalError(f"unknown metric {shown!r} (expected measure@k with a measure from {', '.join(_BY_NAME)})")
+        raise RagEvalError(f"unknown metric {_brief(text)} {_METRIC_HINT}")
     return name, k
+
+
+_METRIC_HINT = f"(expected measure@k with a measure from {', '.join(_BY_NAME)})"
 
 
 def format_metric(name: str, k: int) -> str:
@@ -430,14 +434,14 @@ def judged_at_k(ranking, grades, k, **conventions) -> float:
 
 def _check_k(k) -> None:
     if not _is_int(k) or k < 1:
-        raise RagEvalError(f"k must be a positive integer, got {k!r}")
+        raise RagEvalError(f"k must be a positive integer, got {_brief(k)}")
 
 
 def _check_measures(measures: Iterable[str]) -> List[str]:
     names = list(measures)
     unknown = [name for name in names if name not in _BY_NAME]
     if unknown:
-        listed = ", ".join(repr(name) for name in unknown)
+        listed = ", ".join(_brief(name) for name in unknown)
         raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(_BY_NAME)})")
     return list(dict.fromkeys(names))
 
@@ -448,7 +452,7 @@ def _check_cutoffs(k) -> List[int]:
     elif isinstance(k, (list, tuple, set, frozenset, range)) and k:
         cutoffs = list(k)
     else:
-        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {k!r}")
+        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {_brief(k)}")
     for cutoff in cutoffs:
         _check_k(cutoff)
     return sorted(set(cutoffs))
@@ -465,13 +469,13 @@ def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
 
 def _check_conventions(conv: Conventions) -> None:
     if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
-        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {conv.doc_id_sep!r}")
+        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_brief(conv.doc_id_sep)}")
     if conv.judged_only not in (True, False):
-        raise RagEvalError(f"judged_only must be true or false, got {conv.judged_only!r}")
+        raise RagEvalError(f"judged_only must be true or false, got {_brief(conv.judged_only)}")
     if conv.gain not in GAINS:
-        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {conv.gain!r}")
+        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {_brief(conv.gain)}")
     if not _is_int(conv.min_grade) or conv.min_grade < 1:
-        raise RagEvalError(f"min grade must be a positive integer, got {conv.min_grade!r}")
+        raise RagEvalError(f"min grade must be a positive integer, got {_brief(conv.min_grade)}")
 
 
 def evaluate(
@@ -525,12 +529,12 @@ def evaluate(
         qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {abstain_below!r}")
+        raise RagEvalError(f"abstain_below must be a finite number, got {_brief(abstain_below)}")
 
     unknown = sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
-            f"{len(unknown)} run queries are not in the qrels (first: {unknown[0]!r}); "
+            f"{len(unknown)} run queries are not in the qrels (first: {_brief(unknown[0])}); "
             "drop them with --drop-unknown-queries",
             "run",
         )
@@ -704,17 +708,17 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
+                    raise RagEvalError(f"query {_brief(qid)}: ranking must be a list of strings, found {_kind(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
+                    raise RagEvalError(f"query {_brief(qid)}, document {_brief(docid)}: score must be a finite number, got {_brief(score)}", source)
         else:
             raise RagEvalError(
-                f"query {qid!r}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
+                f"query {_brief(qid)}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
                 source,
             )
 
@@ -1130,7 +1134,7 @@ def read_baseline(path: str) -> Baseline:
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline's record, checked part by part."""
     if data["format"] != BASELINE_FORMAT:
-        raise RagEvalError(f"unknown baseline format {data['format']!r} (expected {BASELINE_FORMAT!r})", path)
+        raise RagEvalError(f"unknown baseline format {_brief(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
@@ -1195,12 +1199,12 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     if baseline.conventions is None:
         return []
     now = _conventions_record(result)
-    found = [f"{key}: baseline {baseline.conventions.get(key)!r}, now {value!r}"
+    found = [f"{key}: baseline {_brief(baseline.conventions.get(key))}, now {_brief(value)}"
              for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
     # More cutoffs than the baseline's are fine; one it has and this run lacks is not.
     lacking = sorted(set(baseline.conventions.get("k") or []) - set(now["k"]))
     if lacking:
-        found.append(f"k: baseline {baseline.conventions.get('k')!r}, now {now['k']!r}")
+        found.append(f"k: baseline {_brief(baseline.conventions.get('k'))}, now {_brief(now['k'])}")
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
@@ -1306,7 +1310,7 @@ def regressions(
     {'mrr@5': (0.5, None), 'recall@5': (0.7, 0.6)}
     """
     if not _is_finite(max_drop) or max_drop < 0:
-        raise RagEvalError(f"max drop must be a non-negative number, got {max_drop!r}")
+        raise RagEvalError(f"max drop must be a non-negative number, got {_brief(max_drop)}")
     found = {}
     for metric in sorted(baseline_means):
         was, now = baseline_means[metric], current_means.get(metric)
@@ -1723,7 +1727,7 @@ def _unique_keys(pairs):
         seen = set()
         for key, _ in pairs:
             if key in seen:
-                raise RagEvalError(f"duplicated key {key!r} in a JSON object")
+                raise RagEvalError(f"duplicated key {_brief(key)} in a JSON object")
             seen.add(key)
     return result
 
@@ -1809,10 +1813,18 @@ def _all_finite(numbers: Iterable[float]) -> bool:
         return False
 
 
+def _clip(text: str) -> str:
+    """At most CLIP characters of ``text``, an ellipsis after them when cut."""
+    return text if len(text) <= CLIP else text[:CLIP] + "..."
+
+
 def _brief(value) -> str:
-    """repr() of a value, cut short: an error line stays one readable line."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+    """repr() of at most CLIP characters of a value: an error line stays one
+    short line, and a file read by mistake (a symlinked run) shows no more
+    than that of its content."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= CLIP else repr(value[:CLIP]) + "..."
+    return _clip(repr(value))
 
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
@@ -1825,7 +1837,7 @@ def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, l
     """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
-        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {docs[docid]} and {grade}", source, lineno)
+        raise RagEvalError(f"conflicting judgments for {_brief(qid)}/{_brief(docid)}: {docs[docid]} and {grade}", source, lineno)
 
 
 def _without_negative(qrels: Qrels) -> Qrels:
@@ -1884,10 +1896,10 @@ def _grade(text: str, source: str, lineno: int) -> int:
     """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
     if not (digits.isascii() and digits.isdigit()):
-        raise RagEvalError(f"grade must be an integer, got {text[:40]!r}", source, lineno)
+        raise RagEvalError(f"grade must be an integer, got {_brief(text)}", source, lineno)
     value = _whole(digits, digits=10)
     if value is None or value > MAX_GRADE:
-        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {text[:40]}", source, lineno)
+        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {_clip(text)}", source, lineno)
     return sign * value
 
 
@@ -1898,7 +1910,7 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_brief(grade)}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -1984,9 +1996,9 @@ def _score(text: str, source: str, lineno: int) -> float:
     try:
         score = float(text)
     except ValueError:
-        raise RagEvalError(f"score must be a number, got {text!r}", source, lineno) from None
+        raise RagEvalError(f"score must be a number, got {_brief(text)}", source, lineno) from None
     if not math.isfinite(score):
-        raise RagEvalError(f"score must be a finite number, got {text!r}", source, lineno)
+        raise RagEvalError(f"score must be a finite number, got {_brief(text)}", source, lineno)
     return score
 
 
@@ -2102,7 +2114,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     the command line refuses it.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
-        raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
+        raise RagEvalError(f"depth must be a positive integer, got {_brief(depth)}")
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
@@ -2461,8 +2473,7 @@ def _number(text: str) -> Optional[float]:
 def _cutoffs_arg(text: str) -> List[int]:
     parts = [_whole(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {shown!r}")
+        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_brief(text)}")
     return sorted(set(parts))
 
 
@@ -2470,7 +2481,7 @@ def _amount(text: str) -> Tolerance:
     relative = text.endswith("%")
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
-        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_brief(text)}")
     return Tolerance(value / 100 if relative else value, relative)
 
 
@@ -2478,7 +2489,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
-        raise RagEvalError(f"expected METRIC=X or X, got {text!r}")
+        raise RagEvalError(f"expected METRIC=X or X, got {_brief(text)}")
     return metric, _amount(amount)
 
 
@@ -2486,7 +2497,7 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     metric, sep, amount = text.partition("=")
     value = _number(amount)
     if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {text!r}")
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_brief(text)}")
     return metric, value
 
 
@@ -2496,7 +2507,7 @@ def _whole_arg(low: int, high: Optional[int] = None):
         if value is None or value < low or (high is not None and value > high):
             span = f"an integer from {low} to {high}" if high is not None else (
                 "a positive integer" if low == 1 else f"an integer >= {low}")
-            raise RagEvalError(f"expected {span}, got {text!r}")
+            raise RagEvalError(f"expected {span}, got {_brief(text)}")
         return value
 
     return parse
@@ -2505,7 +2516,7 @@ def _whole_arg(low: int, high: Optional[int] = None):
 def _alpha_arg(text: str) -> float:
     value = _number(text)
     if value is None or not 0 < value < 1:
-        raise RagEvalError(f"expected a number between 0 and 1, got {text!r}")
+        raise RagEvalError(f"expected a number between 0 and 1, got {_brief(text)}")
     return value
 
 
@@ -2518,7 +2529,7 @@ def _separator_arg(text: str) -> str:
 def _score_arg(text: str) -> float:
     value = _number(text)
     if value is None:
-        raise RagEvalError(f"expected a finite number, got {text!r}")
+        raise RagEvalError(f"expected a finite number, got {_brief(text)}")
     return value
 
 
@@ -2636,6 +2647,9 @@ def _build_parser():
     reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
     reports.add_argument("--unjudged", metavar="FILE",
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+    parser.add_argument("--no-symlinks", action="store_true",
+                        help="refuse an input whose path, as written, passes through a symbolic link "
+                             "(a pull request can commit one that points at any readable file)")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
@@ -2652,6 +2666,10 @@ def _check_options(args) -> None:
     inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
+    if args.no_symlinks:
+        for path in inputs:
+            if path != "-" and _symlink_in(path):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
     if args.run == "-" and args.judged_only and args.unjudged:
@@ -2673,6 +2691,18 @@ def _check_options(args) -> None:
         raise RagEvalError("two outputs name the same file")
 
 
+def _symlink_in(path: str) -> bool:
+    """Whether the path, as written, is a symbolic link or has one among its folders."""
+    while path and path not in (os.sep, os.curdir, os.pardir):
+        if os.path.islink(path):
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return False
+
+
 def _same_file(first: str, second: str) -> bool:
     return os.path.realpath(first) == os.path.realpath(second)
 
@@ -2691,7 +2721,8 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in args.min]
     problems = [problem for problem in problems if problem]
     if problems:
-        raise RagEvalError("; ".join(problems))
+        hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
+        raise RagEvalError("; ".join(problems) + hint)
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
                         args.largest_drops)
 
@@ -2702,15 +2733,15 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     tag, _, metric = key.rpartition(":")
     try:
         parse_metric(metric)
-    except RagEvalError as exc:
-        return f"{option}: {exc}"
+    except RagEvalError:
+        return f"{option}: unknown metric {_brief(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
     if metric not in result["mean"]:
         return f"{option}: {metric} is not computed by this run (see --measures and --k)"
     if tag and tag not in members:
-        return f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)")
+        return f"{option}: no slice named {_brief(tag)}" + ("" if slices else " (see --slices)")
     if tag and not any(qid in result["per_query"] for qid in members[tag]):
-        return f"{option}: slice {tag!r} has no scored query"
+        return f"{option}: slice {_brief(tag)} has no scored query"
     if option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
         return f"--max-drop: {key} is not in the baseline, so nothing would be gated"
     if option == "--max-drop" and baseline is None:
@@ -2933,8 +2964,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
-        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
-        _warn(f"rag_eval: error: {message}")
+        _warn(_error_line(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
@@ -2944,6 +2974,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+
+
+def _error_line(exc: BaseException) -> str:
+    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE characters."""
+    line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
+    return line if len(line) <= MAX_ERROR_LINE else line[:MAX_ERROR_LINE - 3] + "..."
 
 
 def console_main() -> None:
