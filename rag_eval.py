@@ -1993,7 +1993,10 @@ class _TopsByQuery(dict):
 
 
 def _score(text: str, source: str, lineno: int) -> float:
+    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10)."""
     try:
+        if "_" in text:
+            raise ValueError(text)
         score = float(text)
     except ValueError:
         raise RagEvalError(f"score must be a number, got {_brief(text)}", source, lineno) from None
@@ -2045,7 +2048,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue
-            if not math.isfinite(score):
+            # float() takes '1_0' for 10; checked here, past the floor, to keep the hot path short.
+            if not math.isfinite(score) or b"_" in fields[4]:
                 _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
             docid = fields[2]
             if as_text:
@@ -2349,7 +2353,7 @@ def _format_csv(report: dict, digits: int) -> str:
 
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    writer = csv.writer(out, lineterminator="\r\n")
+    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
     if "per_query" in report:
         writer.writerow(["query", "metric", "value"])
         for qid, values in report["per_query"].items():
@@ -2367,6 +2371,31 @@ def _format_csv(report: dict, digits: int) -> str:
         if share is not None:
             writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
     return out.getvalue()
+
+
+# A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe_cell(text: str) -> str:
+    """A text cell that opens like a formula, prefixed with ' so that a spreadsheet shows it as text."""
+    if text.startswith(_FORMULA_START) and _number(text) is None:
+        return "'" + text
+    return text
+
+
+class _SafeCells:
+    """A csv writer whose every cell passes through ``_safe_cell``."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def writerow(self, row) -> None:
+        self.writer.writerow([_safe_cell(cell) for cell in row])
+
+    def writerows(self, rows) -> None:
+        for row in rows:
+            self.writerow(row)
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -2842,6 +2871,7 @@ def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
         _check_evaluated(result, path, any_judged)
+        _check_not_qrels(run, judged, path)
     except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
         files = {"qrels": args.qrels, "run": path}
         if exc.source in files:
@@ -2909,6 +2939,26 @@ def _check_evaluated(result: dict, path: str, any_judged: bool) -> None:
     if not any_judged:
         raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
                            "(are they about the same documents?)", source)
+
+
+def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
+    """Refuse a run that is a copy of the judgments: every document judged, every score its integer grade.
+
+    Such a run scores near 1.0 and passes any gate; it comes from giving the
+    qrels file (JSON, or JSONL with a ``score`` field) as the run.
+    """
+    documents = 0
+    for qid, entry in run.items():
+        grades = qrels.get(qid)
+        if not isinstance(entry, _MAPPINGS) or grades is None:
+            return
+        for docid, score in entry.items():
+            if type(score) is not int or grades.get(docid) != score:  # a real run's scores are floats
+                return
+        documents += len(entry)
+    if documents > 1:
+        raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its grade "
+                           "(was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
 
 
 def _messages(result: dict, gate_report: Optional[dict], qrels_changed: bool) -> Tuple[List[str], List[str]]:

@@ -121,5 +121,64 @@ class TestNoSymlinks(TempDirMixin, unittest.TestCase):
         self.assertEqual(run_main([QRELS, RUN, "--no-symlinks", "--baseline", BASELINE])[0], rag_eval.EXIT_REGRESSION)
 
 
+class TestSmallThings(TempDirMixin, unittest.TestCase):
+    """Item 10: TREC scores as trec_eval reads them, a qrels file given as the run, CSV formulas."""
+
+    def test_a_trec_score_with_an_underscore_is_not_a_number(self):
+        for score in ("1_0", "0_5", "1e1_0"):
+            with self.subTest(score):
+                run = self.write("run.trec", f"q1 Q0 refund-policy#2 1 {score} t\nq1 Q0 shipping#1 2 0.5 t\n")
+                line = self.assert_error([QRELS, run], [f"{run}:1:"])
+                self.assertTrue(line.endswith(f"score must be a number, got {score!r}"), line)
+        self.assertEqual(run_main([QRELS, self.write("ok.trec", "q1 Q0 refund-policy#2 1 10 t\n")])[0], 0)
+
+    def test_an_underscore_in_a_document_id_is_fine(self):
+        run = self.write("run.trec", "q1 Q0 refund_policy_2 1 1.5 t\nq1 Q0 refund-policy#2 2 0.5 t\n")
+        self.assertEqual(run_main([QRELS, run])[0], 0)
+
+    def test_the_qrels_given_as_the_run_are_refused(self):
+        line = self.assert_error([QRELS, QRELS], [QRELS, "copy of the qrels"])
+        copy = self.write("copy.json", self.read(QRELS))  # another file, the same judgments
+        self.assert_error([QRELS, copy], ["copy of the qrels"])
+        self.assert_error([QRELS, QRELS, "--judged-only", "--baseline", BASELINE], ["copy of the qrels"])
+        self.assertIn("was the qrels file given as the run?", line)
+
+    def test_float_scores_equal_to_grades_are_a_run(self):
+        run = self.write("run.json", {"q1": {"refund-policy#2": 2.0, "refund-policy#3": 1.0}})
+        self.assertEqual(run_main([QRELS, run])[0], 0)
+        one = self.write("one.json", {"q1": {"refund-policy#2": 2}})  # a single document proves nothing
+        self.assertEqual(run_main([QRELS, one])[0], 0)
+
+    def test_csv_text_cells_cannot_run_as_formulas(self):
+        qrels = self.write("qrels.json", {"=HYPERLINK(1)": {"a": 1}, "+cmd": {"a": 1}, "-2+3": {"a": 1},
+                                          "@SUM(A1)": {"a": 1}, "\tx": {"a": 1}, "\rx": {"a": 1}, "-7": {"a": 1},
+                                          "plain": {"a": 1}})
+        run = self.write("run.json", {qid: ["b", "a"] for qid in json.load(open(qrels))})
+        code, out, err = run_main([qrels, run, "--format", "csv", "--per-query"])
+        self.assertEqual(code, 0, err)
+        import csv
+        import io
+
+        cells = {row[0] for row in list(csv.reader(io.StringIO(out)))[1:]}
+        self.assertEqual(cells, {"'=HYPERLINK(1)", "'+cmd", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "-7", "plain"})
+
+    def test_csv_negative_numbers_stay_numbers(self):
+        baseline = self.write("baseline.json", {"recall@5": 0.9, "mrr@5": 0.4})
+        code, out, err = run_main([QRELS, RUN, "--format", "csv", "--baseline", baseline, "--max-drop", "0.5"])
+        self.assertEqual(code, 0, err)
+        import csv
+        import io
+
+        rows = {row[0]: row for row in csv.reader(io.StringIO(out))}
+        self.assertEqual(rows["recall@5"][3], "-0.2333")  # 2/3 - 0.9: a number, unprefixed
+        self.assertNotIn("'", out)
+
+    def test_slice_names_are_neutralised_too(self):
+        slices = self.write("slices.json", {"q1": "=evil", "q2": "=evil", "q3": "ok"})
+        code, out, err = run_main([QRELS, RUN, "--format", "csv", "--slices", slices])
+        self.assertEqual(code, 0, err)
+        self.assertIn("'=evil:recall@5", out)
+
+
 if __name__ == "__main__":
     unittest.main()
