@@ -32,14 +32,16 @@ Public functions
 (1.0, 1)
 
 Exit codes of the command line: 0 scored and no regression, 1 at least one
-regression, 2 bad usage or bad input, 130 interrupted (Ctrl-C), 141 standard
-output closed early.
+regression, 2 bad usage, bad input or a failure to deliver (a full disk, a
+closed stdout, memory), 130 interrupted (Ctrl-C), 141 standard output closed
+early, 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "FORMATTERS",
+    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
+    "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "clopper_pearson", "compare_paired",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
@@ -50,12 +52,15 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+import io
 import json
 import math
 import os
+import stat
 import sys
 from collections import abc
 from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import chain
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -67,6 +72,7 @@ EXIT_REGRESSION = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 DEFAULT_K = 5
 DEFAULT_MAX_DROP = 0.02
@@ -1259,35 +1265,98 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     return table
 
 
-def write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one, even if
-    the process is killed mid-write.
+    the process is killed mid-write.  Only a regular file is ever replaced: a
+    symbolic link is followed and its target rewritten (the link stays), and
+    a device, FIFO, socket or folder is refused.  With ``commit=False`` the
+    complete temporary file is left in place and ``(temporary, target)``
+    returned: a caller writing several files renames each once all are
+    written (``os.replace``), or removes them all.
     """
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(path))
+    target = _output_target(path)
+    folder, name = os.path.split(target)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        # 60 characters of the name (240 bytes at most in UTF-8) keep the temporary name within NAME_MAX.
+        handle, temporary = tempfile.mkstemp(prefix=f".{name[:60]}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
     try:
-        os.chmod(temporary, _file_mode(path))  # mkstemp makes it private (0600)
+        os.chmod(temporary, _file_mode(target))  # mkstemp makes it private (0600)
         # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException as exc:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        if not commit:
+            return temporary, target
+        os.replace(temporary, target)
+    except BaseException as exc:  # a signal or Ctrl-C too: no temporary file stays behind
+        _remove(temporary)
         if isinstance(exc, OSError):
             raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
         raise
+    return None
+
+
+def _output_target(path: str) -> str:
+    """The file that writing ``path`` replaces: ``path`` with its symbolic links resolved.
+
+    It must be a regular file, or not exist yet: replacing ``/dev/null`` or a
+    FIFO with a regular file would break whatever else uses it.
+    """
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return target  # a new file (a missing folder fails when the file is made)
+    if not stat.S_ISREG(mode):
+        raise RagEvalError("not a regular file (a device, FIFO, socket or folder): only regular files are "
+                           "written, never replaced", path)
+    return target
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _stage(files: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Write every ``(path, text)`` to its temporary file: ``(temporary, target)`` pairs for ``_commit``.
+
+    A failure (or a signal) removes the temporary files already written.
+    """
+    staged: List[Tuple[str, str]] = []
+    try:
+        for path, text in files:
+            staged.append(write_atomically(path, text, commit=False))
+    except BaseException:
+        _discard(staged)
+        raise
+    return staged
+
+
+def _commit(staged: List[Tuple[str, str]]) -> None:
+    """Rename each staged file over its target, taking it off the list once done."""
+    while staged:
+        temporary, target = staged[0]
+        try:
+            os.replace(temporary, target)
+        except OSError as exc:
+            raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
+        staged.pop(0)
+
+
+def _discard(staged: List[Tuple[str, str]]) -> None:
+    for temporary, _ in staged:
+        _remove(temporary)
+    staged.clear()
 
 
 def _file_mode(path: str) -> int:
@@ -1298,6 +1367,65 @@ def _file_mode(path: str) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+@contextmanager
+def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
+    """Hold an advisory lock on ``.NAME.lock`` beside the file ``path`` names (none for None).
+
+    Two ``--update-baseline`` runs on one baseline take turns: each reads the
+    baseline under the lock, so a ratchet never loses the other's update.
+    The holder removes the lock file before it lets go; a waiter that then
+    gets the lock of a removed file tries again on the new one.  POSIX only
+    (``fcntl.flock``); elsewhere updates are not serialised.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    import time
+
+    folder, name = os.path.split(os.path.realpath(path))
+    lock_path = os.path.join(folder, f".{name[:200]}.lock")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+        except OSError as exc:
+            raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        taken = _flock(fcntl, handle, lock_path)
+        if taken and _identity(lock_path) == _identity_of(handle):
+            break  # locked, and still the file at that name
+        os.close(handle)
+        if not taken and time.monotonic() >= deadline:
+            raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was still "
+                               f"held after {timeout:g} s (see --lock-timeout)", path)
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        _remove(lock_path)  # before the lock goes, so that no one locks a file about to vanish
+        os.close(handle)  # closing releases the lock
+
+
+def _flock(fcntl, handle: int, lock_path: str) -> bool:
+    """Take the lock without waiting: True if taken."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        os.close(handle)
+        raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+    return True
+
+
+def _identity_of(handle: int) -> Tuple[int, int]:
+    found = os.fstat(handle)
+    return found.st_dev, found.st_ino
 
 
 def regressions(
@@ -1492,11 +1620,17 @@ class _Input(NamedTuple):
     first_line: int  # the number of the line ``head`` starts in
 
 
+# While the command line writes --output: path -> sha256 of each input's bytes,
+# hashed as they are read (a FIFO or <(...) cannot be read twice).  Unset, reading costs nothing more.
+_INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
+
+
 @contextmanager
 def _opened(path: str) -> Iterator[_Input]:
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = "<stdin>" if path == "-" else path
-    raw = _open_binary(path, source)
+    digests = _INPUT_SHA256.get()
+    raw = _open_binary(path, source, hashed=digests is not None)
     stream = raw
     try:
         if _read_magic(raw, source) == _GZIP_MAGIC:
@@ -1504,21 +1638,51 @@ def _opened(path: str) -> Iterator[_Input]:
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
+        if digests is not None:
+            while _read_block(raw, source):  # what the reader left unread (gzip's trailer) is hashed too
+                pass
+            digests[path] = raw.raw.digest.hexdigest()
     finally:
         if path != "-":
             stream.close()
             raw.close()
 
 
-def _open_binary(path: str, source: str):
+class _Hashing(io.RawIOBase):
+    """A raw stream that feeds every byte it reads to a sha256."""
+
+    def __init__(self, stream):
+        import hashlib
+
+        super().__init__()
+        self.stream, self.digest = stream, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.stream.readinto(buffer)
+        if count:
+            self.digest.update(memoryview(buffer)[:count])
+        return count
+
+    def close(self) -> None:
+        if self.stream is not getattr(sys.stdin, "buffer", None):
+            self.stream.close()
+        super().close()
+
+
+def _open_binary(path: str, source: str, hashed: bool = False):
     try:
         if path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
-            return sys.stdin.buffer
-        if os.path.isdir(path):
-            raise RagEvalError("is a directory, expected a file", source)
-        return open(path, "rb")
+            stream = sys.stdin.buffer
+        else:
+            if os.path.isdir(path):
+                raise RagEvalError("is a directory, expected a file", source)
+            stream = open(path, "rb", buffering=0 if hashed else -1)
+        return io.BufferedReader(_Hashing(stream), READ_BLOCK) if hashed else stream
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
@@ -2349,7 +2513,6 @@ def _format_markdown(report: dict, digits: int) -> str:
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
     import csv
-    import io
 
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
@@ -2582,6 +2745,11 @@ def _help_epilog() -> str:
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
+            f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
+            "",
+            "Exit 1 means a regression and nothing else: a closed or full stdout, memory, a",
+            "lock or a file that cannot be written are exit 2.  Files are written only after",
+            "the report reached stdout, all or nothing.",
         ]
     )
 
@@ -2676,6 +2844,9 @@ def _build_parser():
     reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
     reports.add_argument("--unjudged", metavar="FILE",
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+    gating.add_argument("--lock-timeout", type=typed(_whole_arg(0)), default=60, metavar="SECONDS",
+                        help="with --update-baseline: how long to wait for another run updating the same "
+                             "baseline (default 60)")
     parser.add_argument("--no-symlinks", action="store_true",
                         help="refuse an input whose path, as written, passes through a symbolic link "
                              "(a pull request can commit one that points at any readable file)")
@@ -2686,7 +2857,16 @@ def _build_parser():
 
 
 def _warn(message: str) -> None:
-    sys.stderr.write(message + "\n")
+    """One line on stderr; dropped when stderr is closed or full (the exit code still tells)."""
+    if sys.stderr is None:  # started with stderr closed (2>&-)
+        return
+    try:
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    except OSError:  # a full disk (2>/dev/full), or gone: nowhere left to say it
+        _silence(sys.stderr)
+    except ValueError:  # closed by the embedding program
+        pass
 
 
 def _check_options(args) -> None:
@@ -2701,8 +2881,6 @@ def _check_options(args) -> None:
                 raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
-    if args.run == "-" and args.judged_only and args.unjudged:
-        raise RagEvalError("--unjudged with --judged-only reads the run twice; standard input cannot be read again")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
@@ -2712,12 +2890,29 @@ def _check_options(args) -> None:
     for option, path in outputs:
         if not path:
             raise RagEvalError(f"{option}: expected a file name, got ''")
+    # By path (for files not made yet) and by identity (a hard link, or a folder reached two ways).
+    input_files = {_identity(source) for source in inputs} - {None}
     for option, path in outputs:
-        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-"):
+        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-") \
+                or _identity(path) in input_files:
             raise RagEvalError(f"{option} would overwrite an input" + (
                 "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
-    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs):
+        _output_target(path)  # a device, FIFO or socket is refused before anything is read
+    if args.update_baseline:
+        _output_target(args.baseline)
+    identities = [_identity(path) for _, path in outputs]
+    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
+            len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
+
+
+def _identity(path: str) -> Optional[Tuple[int, int]]:
+    """(device, inode) of an existing file (standard input's for -), else None."""
+    try:
+        found = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
+    except (OSError, AttributeError, ValueError):  # no such file; no stdin, or one without a descriptor
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _symlink_in(path: str) -> bool:
@@ -2796,20 +2991,7 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _file_sha256(path: str) -> Optional[str]:
-    """sha256 of a file as it lies on disk; None for standard input, which cannot be read twice."""
-    import hashlib
-
-    if path == "-":
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(READ_BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str) -> str:
+def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str]) -> str:
     """--output: everything needed to say how the numbers were made."""
     import platform
 
@@ -2819,7 +3001,7 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
-    full["inputs"] = {role: {"path": path, "sha256": _file_sha256(path)}
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
                       for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
                                          ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
@@ -2833,38 +3015,90 @@ def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _run(args, argv: List[str]) -> int:
-    """The command line's job, step by step: read, score, gate, write the files, print."""
+    """The command line's job, step by step: read, score, gate, then deliver.
+
+    Every text is made before anything is delivered; the files are written
+    to temporary files, the report goes to stdout, the files are renamed into
+    place (all or nothing), then the lines go to stderr.  A run that fails
+    leaves no file of its own behind, and no baseline is rewritten unless the
+    report was delivered.
+    """
     if args.explain:
-        sys.stdout.write(explain())
+        _deliver(explain())
         return EXIT_OK
     _check_options(args)
-    baseline = read_baseline(args.baseline) if args.baseline else None
-    slices = read_slices(args.slices) if args.slices else None
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    result, run = _score_file(args, qrels, args.run)
-    # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
-    needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
-    fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
-    if args.baseline_run:
-        old, _ = _score_file(args, qrels, args.baseline_run)
-        baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
-    gate_report = _gate_result(args, result, baseline, slices, fingerprint)
-    intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-    report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
-                          per_query=args.per_query)
-    passed = gate_report is None or gate_report["passed"]
-    _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed)
-    _print_report(args, report, result, passed)
+    if sys.stdout is None:
+        raise RagEvalError("standard output is closed: the report would go nowhere")
+    # Updates of one baseline take turns, and each reads the baseline under the lock.
+    with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
+        digests: Dict[str, str] = {}
+        hashing = _INPUT_SHA256.set(digests if args.output else None)
+        try:
+            baseline = read_baseline(args.baseline) if args.baseline else None
+            slices = read_slices(args.slices) if args.slices else None
+            qrels = read_qrels(args.qrels, args.qrels_format)
+            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
+            # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
+            needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
+            fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
+            if args.baseline_run:
+                old, _ = _score_file(args, qrels, args.baseline_run)
+                baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+        finally:
+            _INPUT_SHA256.reset(hashing)
+        gate_report = _gate_result(args, result, baseline, slices, fingerprint)
+        intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+        report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
+                              per_query=args.per_query)
+        passed = gate_report is None or gate_report["passed"]
+        text = FORMATTERS[args.format](report, args.digits)
+        # Every file is written to its temporary first (a missing folder or a full disk fails here,
+        # with nothing printed), then the report goes out, and only then are the files renamed into place.
+        staged = _stage(_file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests))
+        try:
+            _deliver(text)
+            _commit(staged)
+        finally:
+            _discard(staged)  # what was not renamed: the run failed, or was interrupted
+    _print_messages(args, report, result, passed)
     return EXIT_OK if passed else EXIT_REGRESSION
 
 
-def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
-    """Read one run as the options say and score it; refuse a run that nothing was evaluated on."""
+def _deliver(text: str) -> None:
+    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _silence(sys.stdout)  # or the interpreter's own flush at exit fails again (exit 120)
+        raise RagEvalError(f"cannot write the report to standard output: {exc.strerror or exc}") from None
+
+
+def _silence(stream) -> None:
+    """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except (OSError, AttributeError, ValueError):  # not a real file (a test's StringIO), or already gone
+        pass
+
+
+def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
+    """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
+
+    With ``whole``, the run is kept unfiltered and uncut (evaluate applies
+    --judged-only itself), so that --unjudged lists from the same single read
+    what --judged-only filtered out: a FIFO or standard input is read once.
+    """
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
-    keep = judged_filter(judged, args.min_grade) if args.judged_only else None
+    keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
     # One more than the largest cutoff: enough to see a tie across it.
-    run, any_judged = _read_run(path, args.run_format, max(args.k) + 1, keep, sep, judged)
+    depth = None if whole else max(args.k) + 1
+    run, any_judged = _read_run(path, args.run_format, depth, keep, sep, judged)
     try:
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -2894,28 +3128,27 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     return gate_report
 
 
-def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                 baseline: Optional[Baseline], passed: bool) -> None:
-    """Every file the options ask for; before anything is printed, so that a write that fails fails the run."""
+def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
+                baseline: Optional[Baseline], passed: bool, digests: Dict[str, str]) -> List[Tuple[str, str]]:
+    """``(path, text)`` of every file the options ask for, made before anything is written."""
+    files = []
     if args.output:
-        write_atomically(args.output, _full_output(args, argv, report, result, fingerprint))
+        files.append((args.output, _full_output(args, argv, report, result, fingerprint, digests)))
     if args.junit:
-        write_atomically(args.junit, _junit_xml(report))
+        files.append((args.junit, _junit_xml(report)))
     if args.unjudged:
-        # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
-        sep = args.doc_id_sep
-        listed = read_run(args.run, args.run_format, depth=max(args.k), doc_id_sep=sep) if args.judged_only else run
-        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, max(args.k), sep)))
+        # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
+        rows = unjudged_documents(qrels, run, max(args.k), args.doc_id_sep)
+        files.append((args.unjudged, _unjudged_text(rows)))
     if args.save_baseline:
-        write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
+        files.append((args.save_baseline, _baseline_text(result, fingerprint)))
     if args.update_baseline and passed:
-        write_atomically(args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None)))
+    return files
 
 
-def _print_report(args, report: dict, result: dict, passed: bool) -> None:
-    """The report on stdout; notes, warnings and REGRESSION lines on stderr (and GitHub's annotations)."""
-    sys.stdout.write(FORMATTERS[args.format](report, args.digits))
-    sys.stdout.flush()
+def _print_messages(args, report: dict, result: dict, passed: bool) -> None:
+    """Notes, warnings and REGRESSION lines on stderr (and GitHub's annotations), once the report is out."""
     gate_report = report.get("gate")
     warnings, failures = _messages(result, gate_report, bool(gate_report and gate_report["qrels_changed"]))
     if args.update_baseline and passed:
@@ -3019,11 +3252,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
         return EXIT_INTERRUPTED
+    except _Terminated:
+        _warn("rag_eval: terminated")
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # The reader went away (``| head``): silence the final flush at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
+    except MemoryError:
+        _warn("rag_eval: error: out of memory")
+        return EXIT_ERROR
+    except OSError as exc:  # a failure of the machine (a stream, a disk) met outside the readers and writers
+        _warn(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
+        return EXIT_ERROR
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process runs, so that its cleanup (temporary files) runs too."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
 
 
 def _error_line(exc: BaseException) -> str:
@@ -3039,7 +3288,24 @@ def console_main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    sys.exit(main())
+    import signal
+
+    # The entry point alone handles SIGTERM (a CI cancelling the job): importers' handlers are theirs.
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        code = main()
+    except Exception:  # a bug: its traceback, then exit 2, never 1 (which means "regression")
+        if sys.stderr is not None:
+            import traceback
+
+            try:
+                traceback.print_exc()
+            except OSError:
+                _silence(sys.stderr)
+        code = EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.exit(code)
 
 
 if __name__ == "__main__":
