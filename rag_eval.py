@@ -1155,7 +1155,16 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
+    for metric, values in scores.items():
+        if metric in means and not _reproduces(means[metric], values):
+            raise RagEvalError(f"corrupt: the per-query scores of {_brief(metric)} do not average to its mean "
+                               f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
+
+
+def _reproduces(mean: float, values: Mapping[str, float]) -> bool:
+    """Whether per-query scores average to a stored mean, within float noise (1e-9, relative)."""
+    return bool(values) and math.isclose(math.fsum(values.values()) / len(values), mean, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
@@ -3079,11 +3088,16 @@ def _deliver(text: str) -> None:
 def _silence(stream) -> None:
     """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
     try:
+        descriptor = stream.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, stream.fileno())
-        os.close(devnull)
     except (OSError, AttributeError, ValueError):  # not a real file (a test's StringIO), or already gone
+        return
+    try:
+        os.dup2(devnull, descriptor)
+    except (OSError, TypeError):
         pass
+    finally:
+        os.close(devnull)
 
 
 def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
@@ -3123,6 +3137,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     settings = _gate_settings(args, result, slices, baseline)
     if baseline is None and not settings.floors:
         return None
+    if settings.rule == "significant" and baseline is not None:
+        _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
     return gate_report
@@ -3147,6 +3163,20 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     return files
 
 
+def _check_same_queries(baseline: Baseline, result: dict) -> None:
+    """``--gate significant`` tests the drop it gates only when both sides hold the same queries.
+
+    With other judgments (--allow-qrels-change) a mean may cover 30 queries
+    and the paired test the 5 that both sides share: a drop of 0.83 then
+    passed as "not significant".  Refused instead.
+    """
+    now = set(result["per_query"])
+    for metric, before in sorted((baseline.per_query or {}).items()):
+        if metric in baseline.means and metric in result["mean"] and set(before) != now:
+            shared = len(now & set(before))
+            raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
+                               f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
+                               "drop of the means; use --gate drop, or save a baseline on these judgments")
 def _print_messages(args, report: dict, result: dict, passed: bool) -> None:
     """Notes, warnings and REGRESSION lines on stderr (and GitHub's annotations), once the report is out."""
     gate_report = report.get("gate")
