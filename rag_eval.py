@@ -37,14 +37,16 @@ Public functions
 (1.0, 1)
 
 Exit codes of the command line: 0 scored and no regression, 1 at least one
-regression, 2 bad usage or bad input, 130 interrupted (Ctrl-C), 141 standard
-output closed early.
+regression, 2 bad usage, bad input or a failure to deliver (a full disk, a
+closed stdout, memory), 130 interrupted (Ctrl-C), 141 standard output closed
+early, 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "FORMATTERS",
+    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
+    "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
@@ -55,13 +57,16 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
+import io
 import json
 import math
 import os
 import re
+import stat
 import sys
 from collections import abc
 from contextlib import contextmanager
+from contextvars import ContextVar
 from itertools import chain
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -73,6 +78,7 @@ EXIT_REGRESSION = 1
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 DEFAULT_K = 5
 DEFAULT_MAX_DROP = 0.02
@@ -88,6 +94,8 @@ MIN_COVERAGE = 0.5
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
 DROP_EPSILON = 1e-12
+CLIP = 16  # characters of any one input value that an error message quotes
+MAX_ERROR_LINE = 300  # characters of an error line, whatever it quotes
 
 
 # The conventions every measure shares, for --help and --explain.
@@ -362,9 +370,11 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name = _SPELLINGS.get(stem.lower())
     k = _whole(cutoff)
     if name is None or not k or cutoff != str(k):
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise RagEvalError(f"unknown metric {shown!r} (expected measure@k with a measure from {', '.join(_BY_NAME)})")
+        raise RagEvalError(f"unknown metric {_brief(text)} {_METRIC_HINT}")
     return name, k
+
+
+_METRIC_HINT = f"(expected measure@k with a measure from {', '.join(_BY_NAME)})"
 
 
 def canonical_metric(text: str) -> str:
@@ -475,7 +485,7 @@ def judged_at_k(ranking, grades, k, **conventions) -> float:
 
 def _check_k(k) -> None:
     if not _is_int(k) or k < 1:
-        raise RagEvalError(f"k must be a positive integer, got {k!r}")
+        raise RagEvalError(f"k must be a positive integer, got {_brief(k)}")
 
 
 def _check_measures(measures: Iterable[str], cutoffs: List[int]) -> List[Tuple[str, int]]:
@@ -492,7 +502,7 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int]) -> List[Tuple[s
         except RagEvalError:
             unknown.append(text)
     if unknown:
-        listed = ", ".join(repr(name) for name in unknown)
+        listed = ", ".join(_brief(name) for name in unknown)
         raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(_BY_NAME)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
@@ -504,7 +514,7 @@ def _check_cutoffs(k) -> List[int]:
     elif isinstance(k, (list, tuple, set, frozenset, range)) and k:
         cutoffs = list(k)
     else:
-        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {k!r}")
+        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {_brief(k)}")
     for cutoff in cutoffs:
         _check_k(cutoff)
     return sorted(set(cutoffs))
@@ -521,13 +531,13 @@ def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
 
 def _check_conventions(conv: Conventions) -> None:
     if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
-        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {conv.doc_id_sep!r}")
+        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_brief(conv.doc_id_sep)}")
     if conv.judged_only not in (True, False):
-        raise RagEvalError(f"judged_only must be true or false, got {conv.judged_only!r}")
+        raise RagEvalError(f"judged_only must be true or false, got {_brief(conv.judged_only)}")
     if conv.gain not in GAINS:
-        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {conv.gain!r}")
+        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {_brief(conv.gain)}")
     if not _is_int(conv.min_grade) or conv.min_grade < 1:
-        raise RagEvalError(f"min grade must be a positive integer, got {conv.min_grade!r}")
+        raise RagEvalError(f"min grade must be a positive integer, got {_brief(conv.min_grade)}")
 
 
 def evaluate(
@@ -582,7 +592,7 @@ def evaluate(
         qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {abstain_below!r}")
+        raise RagEvalError(f"abstain_below must be a finite number, got {_brief(abstain_below)}")
 
     unknown = sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
@@ -759,17 +769,17 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {qid!r}: ranking must be a list of strings, found {_kind(docid)}", source)
+                    raise RagEvalError(f"query {_brief(qid)}: ranking must be a list of strings, found {_kind(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {qid!r}, document {docid!r}: score must be a finite number, got {_brief(score)}", source)
+                    raise RagEvalError(f"query {_brief(qid)}, document {_brief(docid)}: score must be a finite number, got {_brief(score)}", source)
         else:
             raise RagEvalError(
-                f"query {qid!r}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
+                f"query {_brief(qid)}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
                 source,
             )
 
@@ -1185,7 +1195,7 @@ def read_baseline(path: str) -> Baseline:
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline's record, checked part by part."""
     if data["format"] != BASELINE_FORMAT:
-        raise RagEvalError(f"unknown baseline format {data['format']!r} (expected {BASELINE_FORMAT!r})", path)
+        raise RagEvalError(f"unknown baseline format {_brief(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
@@ -1200,7 +1210,16 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
+    for metric, values in scores.items():
+        if metric in means and not _reproduces(means[metric], values):
+            raise RagEvalError(f"corrupt: the per-query scores of {_brief(metric)} do not average to its mean "
+                               f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
+
+
+def _reproduces(mean: float, values: Mapping[str, float]) -> bool:
+    """Whether per-query scores average to a stored mean, within float noise (1e-9, relative)."""
+    return bool(values) and math.isclose(math.fsum(values.values()) / len(values), mean, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
@@ -1256,7 +1275,7 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     if baseline.conventions is None:
         return []
     now = _conventions_record(result)
-    found = [f"{key}: baseline {baseline.conventions.get(key)!r}, now {value!r}"
+    found = [f"{key}: baseline {_brief(baseline.conventions.get(key))}, now {_brief(value)}"
              for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
     # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
     if baseline.qrels_sha256 != qrels_sha256:
@@ -1313,35 +1332,98 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     return table
 
 
-def write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one, even if
-    the process is killed mid-write.
+    the process is killed mid-write.  Only a regular file is ever replaced: a
+    symbolic link is followed and its target rewritten (the link stays), and
+    a device, FIFO, socket or folder is refused.  With ``commit=False`` the
+    complete temporary file is left in place and ``(temporary, target)``
+    returned: a caller writing several files renames each once all are
+    written (``os.replace``), or removes them all.
     """
     import tempfile
 
-    folder = os.path.dirname(os.path.abspath(path))
+    target = _output_target(path)
+    folder, name = os.path.split(target)
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+        # 60 characters of the name (240 bytes at most in UTF-8) keep the temporary name within NAME_MAX.
+        handle, temporary = tempfile.mkstemp(prefix=f".{name[:60]}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
     try:
-        os.chmod(temporary, _file_mode(path))  # mkstemp makes it private (0600)
+        os.chmod(temporary, _file_mode(target))  # mkstemp makes it private (0600)
         # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
-        os.replace(temporary, path)
-    except BaseException as exc:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        if not commit:
+            return temporary, target
+        os.replace(temporary, target)
+    except BaseException as exc:  # a signal or Ctrl-C too: no temporary file stays behind
+        _remove(temporary)
         if isinstance(exc, OSError):
             raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
         raise
+    return None
+
+
+def _output_target(path: str) -> str:
+    """The file that writing ``path`` replaces: ``path`` with its symbolic links resolved.
+
+    It must be a regular file, or not exist yet: replacing ``/dev/null`` or a
+    FIFO with a regular file would break whatever else uses it.
+    """
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except OSError:
+        return target  # a new file (a missing folder fails when the file is made)
+    if not stat.S_ISREG(mode):
+        raise RagEvalError("not a regular file (a device, FIFO, socket or folder): only regular files are "
+                           "written, never replaced", path)
+    return target
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _stage(files: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
+    """Write every ``(path, text)`` to its temporary file: ``(temporary, target)`` pairs for ``_commit``.
+
+    A failure (or a signal) removes the temporary files already written.
+    """
+    staged: List[Tuple[str, str]] = []
+    try:
+        for path, text in files:
+            staged.append(write_atomically(path, text, commit=False))
+    except BaseException:
+        _discard(staged)
+        raise
+    return staged
+
+
+def _commit(staged: List[Tuple[str, str]]) -> None:
+    """Rename each staged file over its target, taking it off the list once done."""
+    while staged:
+        temporary, target = staged[0]
+        try:
+            os.replace(temporary, target)
+        except OSError as exc:
+            raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
+        staged.pop(0)
+
+
+def _discard(staged: List[Tuple[str, str]]) -> None:
+    for temporary, _ in staged:
+        _remove(temporary)
+    staged.clear()
 
 
 def _file_mode(path: str) -> int:
@@ -1354,6 +1436,65 @@ def _file_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+@contextmanager
+def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
+    """Hold an advisory lock on ``.NAME.lock`` beside the file ``path`` names (none for None).
+
+    Two ``--update-baseline`` runs on one baseline take turns: each reads the
+    baseline under the lock, so a ratchet never loses the other's update.
+    The holder removes the lock file before it lets go; a waiter that then
+    gets the lock of a removed file tries again on the new one.  POSIX only
+    (``fcntl.flock``); elsewhere updates are not serialised.
+    """
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    import time
+
+    folder, name = os.path.split(os.path.realpath(path))
+    lock_path = os.path.join(folder, f".{name[:200]}.lock")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+        except OSError as exc:
+            raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        taken = _flock(fcntl, handle, lock_path)
+        if taken and _identity(lock_path) == _identity_of(handle):
+            break  # locked, and still the file at that name
+        os.close(handle)
+        if not taken and time.monotonic() >= deadline:
+            raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was still "
+                               f"held after {timeout:g} s (see --lock-timeout)", path)
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        _remove(lock_path)  # before the lock goes, so that no one locks a file about to vanish
+        os.close(handle)  # closing releases the lock
+
+
+def _flock(fcntl, handle: int, lock_path: str) -> bool:
+    """Take the lock without waiting: True if taken."""
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    except OSError as exc:
+        os.close(handle)
+        raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+    return True
+
+
+def _identity_of(handle: int) -> Tuple[int, int]:
+    found = os.fstat(handle)
+    return found.st_dev, found.st_ino
+
+
 def regressions(
     current_means: Mapping[str, float], baseline_means: Mapping[str, float], max_drop: float = DEFAULT_MAX_DROP
 ) -> Dict[str, Tuple[float, Optional[float]]]:
@@ -1364,7 +1505,7 @@ def regressions(
     {'mrr@5': (0.5, None), 'recall@5': (0.7, 0.6)}
     """
     if not _is_finite(max_drop) or max_drop < 0:
-        raise RagEvalError(f"max drop must be a non-negative number, got {max_drop!r}")
+        raise RagEvalError(f"max drop must be a non-negative number, got {_brief(max_drop)}")
     found = {}
     for metric in sorted(baseline_means):
         was, now = baseline_means[metric], current_means.get(metric)
@@ -1559,11 +1700,17 @@ class _Input(NamedTuple):
     first_line: int  # the number of the line ``head`` starts in
 
 
+# While the command line writes --output: path -> sha256 of each input's bytes,
+# hashed as they are read (a FIFO or <(...) cannot be read twice).  Unset, reading costs nothing more.
+_INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
+
+
 @contextmanager
 def _opened(path: str) -> Iterator[_Input]:
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = "<stdin>" if path == "-" else path
-    raw = _open_binary(path, source)
+    digests = _INPUT_SHA256.get()
+    raw = _open_binary(path, source, hashed=digests is not None)
     stream = raw
     try:
         if _read_magic(raw, source) == _GZIP_MAGIC:
@@ -1571,21 +1718,51 @@ def _opened(path: str) -> Iterator[_Input]:
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
+        if digests is not None:
+            while _read_block(raw, source):  # what the reader left unread (gzip's trailer) is hashed too
+                pass
+            digests[path] = raw.raw.digest.hexdigest()
     finally:
         if path != "-":
             stream.close()
             raw.close()
 
 
-def _open_binary(path: str, source: str):
+class _Hashing(io.RawIOBase):
+    """A raw stream that feeds every byte it reads to a sha256."""
+
+    def __init__(self, stream):
+        import hashlib
+
+        super().__init__()
+        self.stream, self.digest = stream, hashlib.sha256()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.stream.readinto(buffer)
+        if count:
+            self.digest.update(memoryview(buffer)[:count])
+        return count
+
+    def close(self) -> None:
+        if self.stream is not getattr(sys.stdin, "buffer", None):
+            self.stream.close()
+        super().close()
+
+
+def _open_binary(path: str, source: str, hashed: bool = False):
     try:
         if path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
-            return sys.stdin.buffer
-        if os.path.isdir(path):
-            raise RagEvalError("is a directory, expected a file", source)
-        return open(path, "rb")
+            stream = sys.stdin.buffer
+        else:
+            if os.path.isdir(path):
+                raise RagEvalError("is a directory, expected a file", source)
+            stream = open(path, "rb", buffering=0 if hashed else -1)
+        return io.BufferedReader(_Hashing(stream), READ_BLOCK) if hashed else stream
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
@@ -1794,7 +1971,7 @@ def _unique_keys(pairs):
         seen = set()
         for key, _ in pairs:
             if key in seen:
-                raise RagEvalError(f"duplicated key {key!r} in a JSON object")
+                raise RagEvalError(f"duplicated key {_brief(key)} in a JSON object")
             seen.add(key)
     return result
 
@@ -1880,10 +2057,18 @@ def _all_finite(numbers: Iterable[float]) -> bool:
         return False
 
 
+def _clip(text: str) -> str:
+    """At most CLIP characters of ``text``, an ellipsis after them when cut."""
+    return text if len(text) <= CLIP else text[:CLIP] + "..."
+
+
 def _brief(value) -> str:
-    """repr() of a value, cut short: an error line stays one readable line."""
-    shown = repr(value)
-    return shown if len(shown) <= 40 else shown[:37] + "..."
+    """repr() of at most CLIP characters of a value: an error line stays one
+    short line, and a file read by mistake (a symlinked run) shows no more
+    than that of its content."""
+    if isinstance(value, str):
+        return repr(value) if len(value) <= CLIP else repr(value[:CLIP]) + "..."
+    return _clip(repr(value))
 
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
@@ -1896,7 +2081,7 @@ def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, l
     """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
-        raise RagEvalError(f"conflicting judgments for {qid!r}/{docid!r}: {docs[docid]} and {grade}", source, lineno)
+        raise RagEvalError(f"conflicting judgments for {_brief(qid)}/{_brief(docid)}: {docs[docid]} and {grade}", source, lineno)
 
 
 def _without_negative(qrels: Qrels) -> Qrels:
@@ -1955,10 +2140,10 @@ def _grade(text: str, source: str, lineno: int) -> int:
     """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
     if not (digits.isascii() and digits.isdigit()):
-        raise RagEvalError(f"grade must be an integer, got {text[:40]!r}", source, lineno)
+        raise RagEvalError(f"grade must be an integer, got {_brief(text)}", source, lineno)
     value = _whole(digits, digits=10)
     if value is None or value > MAX_GRADE:
-        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {text[:40]}", source, lineno)
+        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {_clip(text)}", source, lineno)
     return sign * value
 
 
@@ -1969,7 +2154,7 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {grade!r}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_brief(grade)}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -2052,12 +2237,15 @@ class _TopsByQuery(dict):
 
 
 def _score(text: str, source: str, lineno: int) -> float:
+    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10)."""
     try:
+        if "_" in text:
+            raise ValueError(text)
         score = float(text)
     except ValueError:
-        raise RagEvalError(f"score must be a number, got {text!r}", source, lineno) from None
+        raise RagEvalError(f"score must be a number, got {_brief(text)}", source, lineno) from None
     if not math.isfinite(score):
-        raise RagEvalError(f"score must be a finite number, got {text!r}", source, lineno)
+        raise RagEvalError(f"score must be a finite number, got {_brief(text)}", source, lineno)
     return score
 
 
@@ -2104,7 +2292,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue
-            if not math.isfinite(score):
+            # float() takes '1_0' for 10; checked here, past the floor, to keep the hot path short.
+            if not math.isfinite(score) or b"_" in fields[4]:
                 _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
             docid = fields[2]
             if as_text:
@@ -2173,7 +2362,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     the command line refuses it.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
-        raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
+        raise RagEvalError(f"depth must be a positive integer, got {_brief(depth)}")
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
@@ -2462,11 +2651,10 @@ def _format_markdown(report: dict, digits: int) -> str:
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
     import csv
-    import io
 
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    writer = csv.writer(out, lineterminator="\r\n")
+    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
     if "per_query" in report:
         writer.writerow(["query", "metric", "value"])
         for qid in sorted(report["per_query"], key=_natural_order):
@@ -2485,6 +2673,31 @@ def _format_csv(report: dict, digits: int) -> str:
         if share is not None:
             writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
     return _neutralise_workflow_commands(out.getvalue())
+
+
+# A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _safe_cell(text: str) -> str:
+    """A text cell that opens like a formula, prefixed with ' so that a spreadsheet shows it as text."""
+    if text.startswith(_FORMULA_START) and _number(text) is None:
+        return "'" + text
+    return text
+
+
+class _SafeCells:
+    """A csv writer whose every cell passes through ``_safe_cell``."""
+
+    def __init__(self, writer):
+        self.writer = writer
+
+    def writerow(self, row) -> None:
+        self.writer.writerow([_safe_cell(cell) for cell in row])
+
+    def writerows(self, rows) -> None:
+        for row in rows:
+            self.writerow(row)
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -2731,8 +2944,7 @@ def _number(text: str) -> Optional[float]:
 def _cutoffs_arg(text: str) -> List[int]:
     parts = [_whole(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {shown!r}")
+        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_brief(text)}")
     return sorted(set(parts))
 
 
@@ -2740,10 +2952,10 @@ def _amount(text: str) -> Tolerance:
     relative = text.endswith("%")
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
-        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {text!r}")
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_brief(text)}")
     if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {text!r} "
-                           f"(did you mean {text}%?)")
+        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {_brief(text)} "
+                           f"(did you mean {_clip(text)}%?)")
     return Tolerance(value / 100 if relative else value, relative)
 
 
@@ -2751,7 +2963,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
-        raise RagEvalError(f"expected METRIC=X or X, got {text!r}")
+        raise RagEvalError(f"expected METRIC=X or X, got {_brief(text)}")
     return metric, _amount(amount)
 
 
@@ -2759,7 +2971,7 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     metric, sep, amount = text.partition("=")
     value = _number(amount)
     if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {text!r}")
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_brief(text)}")
     return metric, value
 
 
@@ -2769,7 +2981,7 @@ def _whole_arg(low: int, high: Optional[int] = None):
         if value is None or value < low or (high is not None and value > high):
             span = f"an integer from {low} to {high}" if high is not None else (
                 "a positive integer" if low == 1 else f"an integer >= {low}")
-            raise RagEvalError(f"expected {span}, got {text!r}")
+            raise RagEvalError(f"expected {span}, got {_brief(text)}")
         return value
 
     return parse
@@ -2778,7 +2990,7 @@ def _whole_arg(low: int, high: Optional[int] = None):
 def _alpha_arg(text: str) -> float:
     value = _number(text)
     if value is None or not 0 < value < 1:
-        raise RagEvalError(f"expected a number between 0 and 1, got {text!r}")
+        raise RagEvalError(f"expected a number between 0 and 1, got {_brief(text)}")
     return value
 
 
@@ -2791,7 +3003,7 @@ def _separator_arg(text: str) -> str:
 def _score_arg(text: str) -> float:
     value = _number(text)
     if value is None:
-        raise RagEvalError(f"expected a finite number, got {text!r}")
+        raise RagEvalError(f"expected a finite number, got {_brief(text)}")
     return value
 
 
@@ -2818,6 +3030,11 @@ def _help_epilog() -> str:
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
+            f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
+            "",
+            "Exit 1 means a regression and nothing else: a closed or full stdout, memory, a",
+            "lock or a file that cannot be written are exit 2.  Files are written only after",
+            "the report reached stdout, all or nothing.",
         ]
     )
 
@@ -2920,14 +3137,33 @@ def _build_parser():
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
     reports.add_argument("--quiet", action="store_true",
                          help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    gating.add_argument("--lock-timeout", type=typed(_whole_arg(0)), default=60, metavar="SECONDS",
+                        help="with --update-baseline: how long to wait for another run updating the same "
+                             "baseline (default 60)")
+    parser.add_argument("--no-symlinks", action="store_true",
+                        help="refuse an input whose path, as written, passes through a symbolic link "
+                             "(a pull request can commit one that points at any readable file)")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
 
-def _warn(message: str) -> None:
-    sys.stderr.write(_neutralise_workflow_commands(message) + "\n")
+def _warn(message: str, command: bool = False) -> None:
+    """One line on stderr; dropped when stderr is closed or full (the exit code still tells).
+
+    The line is neutralised (no workflow command can hide in it) unless it
+    is one of the tool's own ``command``s, whose text was neutralised already.
+    """
+    if sys.stderr is None:  # started with stderr closed (2>&-)
+        return
+    try:
+        sys.stderr.write((message if command else _neutralise_workflow_commands(message)) + "\n")
+        sys.stderr.flush()
+    except OSError:  # a full disk (2>/dev/full), or gone: nowhere left to say it
+        _silence(sys.stderr)
+    except ValueError:  # closed by the embedding program
+        pass
 
 
 def _check_options(args) -> None:
@@ -2937,10 +3173,12 @@ def _check_options(args) -> None:
     inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
+    if args.no_symlinks:
+        for path in inputs:
+            if path != "-" and _symlink_in(path):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
-    if args.run == "-" and args.judged_only and args.unjudged:
-        raise RagEvalError("--unjudged with --judged-only reads the run twice; standard input cannot be read again")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
@@ -2951,12 +3189,41 @@ def _check_options(args) -> None:
     for option, path in outputs:
         if not path:
             raise RagEvalError(f"{option}: expected a file name, got ''")
+    # By path (for files not made yet) and by identity (a hard link, or a folder reached two ways).
+    input_files = {_identity(source) for source in inputs} - {None}
     for option, path in outputs:
-        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-"):
+        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-") \
+                or _identity(path) in input_files:
             raise RagEvalError(f"{option} would overwrite an input" + (
                 "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
-    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs):
+        _output_target(path)  # a device, FIFO or socket is refused before anything is read
+    if args.update_baseline:
+        _output_target(args.baseline)
+    identities = [_identity(path) for _, path in outputs]
+    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
+            len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
+
+
+def _identity(path: str) -> Optional[Tuple[int, int]]:
+    """(device, inode) of an existing file (standard input's for -), else None."""
+    try:
+        found = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
+    except (OSError, AttributeError, ValueError):  # no such file; no stdin, or one without a descriptor
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _symlink_in(path: str) -> bool:
+    """Whether the path, as written, is a symbolic link or has one among its folders."""
+    while path and path not in (os.sep, os.curdir, os.pardir):
+        if os.path.islink(path):
+            return True
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return False
 
 
 def _same_file(first: str, second: str) -> bool:
@@ -2979,7 +3246,8 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in minimum]
     problems = [problem for problem in problems if problem]
     if problems:
-        raise RagEvalError("; ".join(problems))
+        hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
+        raise RagEvalError("; ".join(problems) + hint)
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
                         args.largest_drops)
 
@@ -2998,15 +3266,15 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     tag, _, metric = key.rpartition(":")
     try:
         parse_metric(metric)
-    except RagEvalError as exc:
-        return f"{option}: {exc}"
+    except RagEvalError:
+        return f"{option}: unknown metric {_brief(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
     if metric not in result["mean"]:
         return f"{option}: {metric} is not computed by this run (see --measures and --k)"
     if tag and tag not in members:
-        return f"{option}: no slice named {tag!r}" + ("" if slices else " (see --slices)")
+        return f"{option}: no slice named {_brief(tag)}" + ("" if slices else " (see --slices)")
     if tag and not any(qid in result["per_query"] for qid in members[tag]):
-        return f"{option}: slice {tag!r} has no scored query"
+        return f"{option}: slice {_brief(tag)} has no scored query"
     if option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
         return f"--max-drop: {key} is not in the baseline, so nothing would be gated"
     if option == "--max-drop" and baseline is None:
@@ -3032,20 +3300,7 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _file_sha256(path: str) -> Optional[str]:
-    """sha256 of a file as it lies on disk; None for standard input, which cannot be read twice."""
-    import hashlib
-
-    if path == "-":
-        return None
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(READ_BLOCK), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str,
+def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str],
                  messages: List[_Message]) -> str:
     """--output: everything needed to say how the numbers were made, and every note and warning in full."""
     import platform
@@ -3057,7 +3312,7 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
-    full["inputs"] = {role: {"path": path, "sha256": _file_sha256(path)}
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
                       for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
                                          ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
@@ -3071,48 +3326,106 @@ def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _run(args, argv: List[str]) -> int:
-    """The command line's job, step by step: read, score, gate, write the files, print."""
+    """The command line's job, step by step: read, score, gate, then deliver.
+
+    Every text is made before anything is delivered; the files are written
+    to temporary files, the report goes to stdout, the files are renamed into
+    place (all or nothing), then the lines go to stderr.  A run that fails
+    leaves no file of its own behind, and no baseline is rewritten unless the
+    report was delivered.
+    """
     if args.explain:
-        sys.stdout.write(explain())
+        _deliver(explain())
         return EXIT_OK
     _check_options(args)
-    baseline = read_baseline(args.baseline) if args.baseline else None
-    slices = read_slices(args.slices) if args.slices else None
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    result, run = _score_file(args, qrels, args.run)
-    # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
-    needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
-    fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
-    if args.baseline_run:
-        old, _ = _score_file(args, qrels, args.baseline_run)
-        baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
-    gate_report = _gate_result(args, result, baseline, slices, fingerprint)
-    intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-    messages = _messages(result, gate_report)
-    report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
-                          per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
-    passed = gate_report is None or gate_report["passed"]
-    _write_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, messages)
+    if sys.stdout is None:
+        raise RagEvalError("standard output is closed: the report would go nowhere")
+    # Updates of one baseline take turns, and each reads the baseline under the lock.
+    with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
+        digests: Dict[str, str] = {}
+        hashing = _INPUT_SHA256.set(digests if args.output else None)
+        try:
+            baseline = read_baseline(args.baseline) if args.baseline else None
+            slices = read_slices(args.slices) if args.slices else None
+            qrels = read_qrels(args.qrels, args.qrels_format)
+            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
+            # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
+            needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
+            fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
+            if args.baseline_run:
+                old, _ = _score_file(args, qrels, args.baseline_run)
+                baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+        finally:
+            _INPUT_SHA256.reset(hashing)
+        gate_report = _gate_result(args, result, baseline, slices, fingerprint)
+        intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+        messages = _messages(result, gate_report)
+        report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
+                              per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
+        passed = gate_report is None or gate_report["passed"]
+        text = FORMATTERS[args.format](report, args.digits)
+        # Every file is written to its temporary first (a missing folder or a full disk fails here,
+        # with nothing printed), then the report goes out, and only then are the files renamed into place.
+        staged = _stage(_file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
+                                    messages))
+        try:
+            _deliver(text)
+            _commit(staged)
+        finally:
+            _discard(staged)  # what was not renamed: the run failed, or was interrupted
     if args.update_baseline and passed:
         messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")))
-    _print_report(args, report, messages)
+    _print_messages(args, report, messages)
     return EXIT_OK if passed else EXIT_REGRESSION
 
 
-def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
-    """Read one run as the options say and score it; refuse a run that nothing was evaluated on."""
+def _deliver(text: str) -> None:
+    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _silence(sys.stdout)  # or the interpreter's own flush at exit fails again (exit 120)
+        raise RagEvalError(f"cannot write the report to standard output: {exc.strerror or exc}") from None
+
+
+def _silence(stream) -> None:
+    """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
+    try:
+        descriptor = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (OSError, AttributeError, ValueError):  # not a real file (a test's StringIO), or already gone
+        return
+    try:
+        os.dup2(devnull, descriptor)
+    except (OSError, TypeError):
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
+    """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
+
+    With ``whole``, the run is kept unfiltered and uncut (evaluate applies
+    --judged-only itself), so that --unjudged lists from the same single read
+    what --judged-only filtered out: a FIFO or standard input is read once.
+    """
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
-    keep = judged_filter(judged, args.min_grade) if args.judged_only else None
+    keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
     # One more than the largest cutoff: enough to see a tie across it.
     deepest = max((cutoff for _, cutoff in _check_measures(args.measures, args.k)), default=1)
-    run, any_judged = _read_run(path, args.run_format, deepest + 1, keep, sep, judged)
+    run, any_judged = _read_run(path, args.run_format, None if whole else deepest + 1, keep, sep, judged)
     try:
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
         _check_evaluated(result, path, any_judged, args.allow_partial_run)
+        _check_not_qrels(run, judged, path)
     except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
         files = {"qrels": args.qrels, "run": path}
         if exc.source in files:
@@ -3130,36 +3443,53 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     settings = _gate_settings(args, result, slices, baseline)
     if baseline is None and not settings.floors:
         return None
+    if settings.rule == "significant" and baseline is not None:
+        _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
     return gate_report
 
 
-def _write_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                 baseline: Optional[Baseline], passed: bool, messages: List[_Message]) -> None:
-    """Every file the options ask for; before anything is printed, so that a write that fails fails the run."""
+def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
+                baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
+                messages: List[_Message]) -> List[Tuple[str, str]]:
+    """``(path, text)`` of every file the options ask for, made before anything is written."""
+    files = []
     if args.output:
-        write_atomically(args.output, _full_output(args, argv, report, result, fingerprint, messages))
+        files.append((args.output, _full_output(args, argv, report, result, fingerprint, digests, messages)))
     if args.junit:
-        write_atomically(args.junit, _junit_xml(report))
+        files.append((args.junit, _junit_xml(report)))
     if args.metrics_file:
-        write_atomically(args.metrics_file, _openmetrics_text(report))
+        files.append((args.metrics_file, _openmetrics_text(report)))
     if args.unjudged:
-        # --judged-only filtered the run while reading it; the worklist needs what it filtered out.
-        sep = args.doc_id_sep
-        deepest = max(_conventions_record(result)["k"])
-        listed = read_run(args.run, args.run_format, depth=deepest, doc_id_sep=sep) if args.judged_only else run
-        write_atomically(args.unjudged, _unjudged_text(unjudged_documents(qrels, listed, deepest, sep)))
+        # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
+        rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
+        files.append((args.unjudged, _unjudged_text(rows)))
     if args.save_baseline:
-        write_atomically(args.save_baseline, _baseline_text(result, fingerprint))
+        files.append((args.save_baseline, _baseline_text(result, fingerprint)))
     if args.update_baseline and passed:
-        write_atomically(args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None)))
+    return files
 
 
-def _print_report(args, report: dict, messages: List[_Message]) -> None:
-    """The report on stdout; notes, warnings and REGRESSION lines on stderr (and GitHub's annotations)."""
-    sys.stdout.write(FORMATTERS[args.format](report, args.digits))
-    sys.stdout.flush()
+def _check_same_queries(baseline: Baseline, result: dict) -> None:
+    """``--gate significant`` tests the drop it gates only when both sides hold the same queries.
+
+    With other judgments (--allow-qrels-change) a mean may cover 30 queries
+    and the paired test the 5 that both sides share: a drop of 0.83 then
+    passed as "not significant".  Refused instead.
+    """
+    now = set(result["per_query"])
+    for metric, before in sorted((baseline.per_query or {}).items()):
+        if metric in baseline.means and metric in result["mean"] and set(before) != now:
+            shared = len(now & set(before))
+            raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
+                               f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
+                               "drop of the means; use --gate drop, or save a baseline on these judgments")
+
+
+def _print_messages(args, report: dict, messages: List[_Message]) -> None:
+    """Notes, warnings and REGRESSION lines on stderr (and GitHub's annotations), once the report is out."""
     shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
     failures = _gate_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
@@ -3186,6 +3516,26 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
         raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
                            f"(first missing: {_brief(result['missing'][0])}): a truncated run? "
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
+
+
+def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
+    """Refuse a run that is a copy of the judgments: every document judged, every score its integer grade.
+
+    Such a run scores near 1.0 and passes any gate; it comes from giving the
+    qrels file (JSON, or JSONL with a ``score`` field) as the run.
+    """
+    documents = 0
+    for qid, entry in run.items():
+        grades = qrels.get(qid)
+        if not isinstance(entry, _MAPPINGS) or grades is None:
+            return
+        for docid, score in entry.items():
+            if type(score) is not int or grades.get(docid) != score:  # a real run's scores are floats
+                return
+        documents += len(entry)
+    if documents > 1:
+        raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its grade "
+                           "(was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
 
 
 class _Message(NamedTuple):
@@ -3240,7 +3590,7 @@ def _github(report: dict, digits: int, warnings: List[str], failures: List[str])
     _append_step_summary(_step_summary(report, digits, warnings, failures))
     notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
     for line in _annotations("warning", notices) + _annotations("error", failures):
-        sys.stderr.write(line + "\n")  # not _warn: these are the commands the runner must obey
+        _warn(line, command=True)  # the commands the runner must obey
 
 
 def _append_step_summary(text: str) -> None:
@@ -3265,17 +3615,38 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
-        message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
-        _warn(f"rag_eval: error: {message}")
+        _warn(_error_line(exc))
         return EXIT_ERROR
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
         return EXIT_INTERRUPTED
+    except _Terminated:
+        _warn("rag_eval: terminated")
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # The reader went away (``| head``): silence the final flush at exit.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
+    except MemoryError:
+        _warn("rag_eval: error: out of memory")
+        return EXIT_ERROR
+    except OSError as exc:  # a failure of the machine (a stream, a disk) met outside the readers and writers
+        _warn(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
+        return EXIT_ERROR
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process runs, so that its cleanup (temporary files) runs too."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
+
+
+def _error_line(exc: BaseException) -> str:
+    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE characters."""
+    line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
+    return line if len(line) <= MAX_ERROR_LINE else line[:MAX_ERROR_LINE - 3] + "..."
 
 
 def console_main() -> None:
@@ -3285,7 +3656,24 @@ def console_main() -> None:
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    sys.exit(main())
+    import signal
+
+    # The entry point alone handles SIGTERM (a CI cancelling the job): importers' handlers are theirs.
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        code = main()
+    except Exception:  # a bug: its traceback, then exit 2, never 1 (which means "regression")
+        if sys.stderr is not None:
+            import traceback
+
+            try:
+                traceback.print_exc()
+            except OSError:
+                _silence(sys.stderr)
+        code = EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

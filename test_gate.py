@@ -1316,9 +1316,16 @@ class TestReviewRegressions(TempDirMixin, unittest.TestCase):
             with self.subTest(k=bad):
                 self.assert_error([QRELS, RUN, "--baseline", path], ["conventions.k"])
 
-    def test_unjudged_with_judged_only_cannot_reread_stdin(self):
-        self.assert_error([QRELS, "-", "--judged-only", "--unjudged", self.path("w.jsonl")], ["standard input"])
-        self.assertFalse(os.path.exists(self.path("w.jsonl")))
+    def test_unjudged_with_judged_only_reads_stdin_once(self):
+        # Issue 11 (item 6): the run is read once, so standard input works as a file does.
+        from_file = self.path("file.jsonl")
+        self.assertEqual(run_main([QRELS, RUN, "--judged-only", "--unjudged", from_file])[0], 0)
+        stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(self.read(RUN))))
+        with mock.patch.object(sys, "stdin", stdin):
+            code, out, err = run_main([QRELS, "-", "--judged-only", "--unjudged", self.path("w.jsonl")])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.read(self.path("w.jsonl")), self.read(from_file))
+        self.assertTrue(self.read(from_file))
 
     def test_abstain_below_needs_scores(self):
         # q4 has no relevant document; a ranked list has no score to compare with the threshold

@@ -1,0 +1,643 @@
+"""Hardening, second round (issue 11): what a pull request's author or a CI
+configuration can do to the command line, and what it must do in return.
+
+Each TestCase is one item of the issue.  Real processes (``python3 rag_eval.py
+...``) are used where the interpreter's own handling of closed or full streams,
+signals or a second process is what is tested; every other test calls
+``rag_eval.main`` in-process.
+"""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import unittest
+
+import rag_eval
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
+
+REPO = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(REPO, "rag_eval.py")
+QRELS = os.path.join(REPO, "fixtures", "qrels.json")
+RUN = os.path.join(REPO, "fixtures", "run.json")
+BASELINE = os.path.join(REPO, "baseline.json")
+TIME_BOX = 60  # seconds a child process may take before the test fails instead of hanging
+POSIX = os.name == "posix"
+# A secret as a pull request could point a symlinked run at: base64, 40 characters.
+TOKEN = "Z2hwX3NlY3JldHRva2VuMTIzNDU2Nzg5MGFiY2Rl"
+
+CHILD_ENV = {key: value for key, value in os.environ.items()
+             if not key.startswith(("GITHUB_", "RAG_EVAL_")) and key not in ("PYTHONPATH", "SOURCE_DATE_EPOCH")}
+CHILD_ENV["PYTHONIOENCODING"] = "utf-8"
+CHILD_ENV["PYTHONDONTWRITEBYTECODE"] = "1"
+
+
+def run_process(argv, **options):
+    """``python3 rag_eval.py argv`` from the repository root: (exit code, stdout, stderr) as text."""
+    options.setdefault("stdout", subprocess.PIPE)
+    options.setdefault("stderr", subprocess.PIPE)
+    done = subprocess.run([sys.executable, SCRIPT] + [str(arg) for arg in argv], cwd=REPO, env=CHILD_ENV,
+                          stdin=subprocess.DEVNULL, timeout=TIME_BOX, **options)
+    decode = (lambda data: data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or ""))
+    return done.returncode, decode(done.stdout), decode(done.stderr)
+
+
+def leaks(line, secret, clip=rag_eval.CLIP):
+    """Whether ``line`` holds more than ``clip`` consecutive characters of ``secret``."""
+    return any(secret[start:start + clip + 1] in line for start in range(len(secret) - clip))
+
+
+class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
+    """Item 3: an error line quotes at most CLIP characters of any one input value, and stays short."""
+
+    def test_a_symlinked_run_shows_at_most_16_characters_of_its_target(self):
+        shapes = {
+            "score": f"q1 Q0 doc 1 {TOKEN} tag\n",  # the score field of a TREC line
+            "query": json.dumps({TOKEN: ["doc"]}),  # a query the qrels lack
+            "key": '{"q1": ["a"], "%s": 1, "%s": 2}' % (TOKEN, TOKEN),  # a duplicated key
+            "grade": f"q1 0 doc {TOKEN}\n",  # as qrels: a grade
+            "jsonl": json.dumps({"query_id": "q1", "doc_id": "d", "score": TOKEN}) + "\n",
+        }
+        for name, content in shapes.items():
+            with self.subTest(name):
+                secret = self.write(f"secret_{name}", content)
+                link = self.path(f"run_{name}.json")
+                os.symlink(secret, link)
+                argv = [link, RUN] if name == "grade" else [QRELS, link]
+                line = self.assert_error(argv)
+                self.assertFalse(leaks(line, TOKEN), line)
+                self.assertIn(TOKEN[:rag_eval.CLIP], line)  # clipped, not hidden: the start still says what it was
+                self.assertIn("...", line)
+
+    def test_every_error_line_stays_under_the_limit(self):
+        huge = "x" * 1_000_000
+        baseline = self.write("baseline.json", {
+            "format": "rag_eval-baseline/1", "mean": {"recall@5": 0.5}, "per_query": {"recall@5": {"q1": 0.5}},
+            "qrels_sha256": huge, "conventions": {"k": [5], "gain": huge, "min_grade": 1, "judged_only": False,
+                                                  "doc_id_sep": None, "ties": huge}})
+        line = self.assert_error([QRELS, RUN, "--baseline", baseline])
+        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertNotIn("x" * (rag_eval.CLIP + 1), line)
+        long_name = self.path("n" * 200)
+        line = self.assert_error([os.path.join(long_name, "m" * 200), RUN])
+        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertTrue(line.endswith("..."))
+
+    def test_short_values_are_quoted_whole(self):
+        line = self.assert_error([QRELS, self.write("run.trec", "q1 Q0 d 1 high tag\n")])
+        self.assertTrue(line.endswith("score must be a number, got 'high'"), line)
+
+    def test_a_huge_gzipped_input_gives_one_short_line(self):
+        import gzip
+
+        run = self.path("run.json.gz")
+        with gzip.open(run, "wb") as out:  # one JSON key of 20 MB: a few KB gzipped
+            out.write(b'{"q1": ["a"], "' + b"k" * 20_000_000 + b'": ["b"]}')
+        line = self.assert_error([QRELS, run])
+        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+
+
+@unittest.skipUnless(POSIX, "symbolic links")
+class TestNoSymlinks(TempDirMixin, unittest.TestCase):
+    """Item 3: --no-symlinks refuses an input that is, or passes through, a symbolic link."""
+
+    def test_a_symlinked_input_is_refused(self):
+        link = self.path("run.json")
+        os.symlink(RUN, link)
+        self.assertEqual(run_main([QRELS, link])[0], rag_eval.EXIT_OK)  # followed by default
+        line = self.assert_error([QRELS, link, "--no-symlinks"], [link, "--no-symlinks"])
+        self.assertIn("symbolic link", line)
+
+    def test_a_symlinked_folder_is_refused(self):
+        os.symlink(os.path.dirname(RUN), self.path("fixtures"))
+        self.assert_error([QRELS, os.path.join(self.path("fixtures"), "run.json"), "--no-symlinks"], ["symbolic link"])
+        baseline = os.path.join(self.path("fixtures"), "..", "fixtures", "qrels.json")
+        self.assert_error([QRELS, RUN, "--baseline", baseline, "--no-symlinks"], ["symbolic link"])
+
+    def test_plain_files_pass(self):
+        self.assertEqual(run_main([QRELS, RUN, "--no-symlinks", "--baseline", BASELINE])[0], rag_eval.EXIT_REGRESSION)
+
+
+class TestSmallThings(TempDirMixin, unittest.TestCase):
+    """Item 10: TREC scores as trec_eval reads them, a qrels file given as the run, CSV formulas."""
+
+    def test_a_trec_score_with_an_underscore_is_not_a_number(self):
+        for score in ("1_0", "0_5", "1e1_0"):
+            with self.subTest(score):
+                run = self.write("run.trec", f"q1 Q0 refund-policy#2 1 {score} t\nq1 Q0 shipping#1 2 0.5 t\n")
+                line = self.assert_error([QRELS, run], [f"{run}:1:"])
+                self.assertTrue(line.endswith(f"score must be a number, got {score!r}"), line)
+        self.assertEqual(run_main([QRELS, self.write("ok.trec", "q1 Q0 refund-policy#2 1 10 t\n"),
+                                   "--allow-partial-run"])[0], 0)
+
+    def test_an_underscore_in_a_document_id_is_fine(self):
+        run = self.write("run.trec", "q1 Q0 refund_policy_2 1 1.5 t\nq1 Q0 refund-policy#2 2 0.5 t\n")
+        self.assertEqual(run_main([QRELS, run, "--allow-partial-run"])[0], 0)
+
+    def test_the_qrels_given_as_the_run_are_refused(self):
+        line = self.assert_error([QRELS, QRELS], [QRELS, "copy of the qrels"])
+        copy = self.write("copy.json", self.read(QRELS))  # another file, the same judgments
+        self.assert_error([QRELS, copy], ["copy of the qrels"])
+        self.assert_error([QRELS, QRELS, "--judged-only", "--baseline", BASELINE], ["copy of the qrels"])
+        self.assertIn("was the qrels file given as the run?", line)
+
+    def test_float_scores_equal_to_grades_are_a_run(self):
+        run = self.write("run.json", {"q1": {"refund-policy#2": 2.0, "refund-policy#3": 1.0}})
+        self.assertEqual(run_main([QRELS, run, "--allow-partial-run"])[0], 0)
+        one = self.write("one.json", {"q1": {"refund-policy#2": 2}})  # a single document proves nothing
+        self.assertEqual(run_main([QRELS, one, "--allow-partial-run"])[0], 0)
+
+    def test_csv_text_cells_cannot_run_as_formulas(self):
+        qrels = self.write("qrels.json", {"=HYPERLINK(1)": {"a": 1}, "+cmd": {"a": 1}, "-2+3": {"a": 1},
+                                          "@SUM(A1)": {"a": 1}, "\tx": {"a": 1}, "\rx": {"a": 1}, "-7": {"a": 1},
+                                          "plain": {"a": 1}})
+        run = self.write("run.json", {qid: ["b", "a"] for qid in json.loads(self.read(qrels))})
+        code, out, err = run_main([qrels, run, "--format", "csv", "--per-query"])
+        self.assertEqual(code, 0, err)
+        import csv
+        import io
+
+        cells = {row[0] for row in list(csv.reader(io.StringIO(out)))[1:]}
+        self.assertEqual(cells, {"'=HYPERLINK(1)", "'+cmd", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "-7", "plain"})
+
+    def test_csv_negative_numbers_stay_numbers(self):
+        baseline = self.write("baseline.json", {"recall@5": 0.9, "mrr@5": 0.4})
+        code, out, err = run_main([QRELS, RUN, "--format", "csv", "--baseline", baseline, "--max-drop", "0.5"])
+        self.assertEqual(code, 0, err)
+        import csv
+        import io
+
+        rows = {row[0]: row for row in csv.reader(io.StringIO(out))}
+        self.assertEqual(rows["recall@5"][3], "-0.2333")  # 2/3 - 0.9: a number, unprefixed
+        self.assertNotIn("'", out)
+
+    def test_slice_names_are_neutralised_too(self):
+        slices = self.write("slices.json", {"q1": "=evil", "q2": "=evil", "q3": "ok"})
+        code, out, err = run_main([QRELS, RUN, "--format", "csv", "--slices", slices])
+        self.assertEqual(code, 0, err)
+        self.assertIn("'=evil:recall@5", out)
+
+
+def sha256_of(path):
+    import hashlib
+
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def shell(command, timeout=TIME_BOX):
+    """Run a POSIX shell command from the repository root: (exit code, stdout, stderr) as text."""
+    done = subprocess.run(["sh", "-c", command], cwd=REPO, env=CHILD_ENV, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+
+
+def quoted(*words):
+    import shlex
+
+    return " ".join(shlex.quote(str(word)) for word in words)
+
+
+@unittest.skipUnless(POSIX, "devices, FIFOs and symbolic links")
+class TestOutputsReplaceOnlyRegularFiles(TempDirMixin, unittest.TestCase):
+    """Item 1: an output never replaces a device, FIFO, socket or symbolic link; a link is written through."""
+
+    def test_a_device_is_refused_and_kept(self):
+        for option in ("--junit", "--output", "--save-baseline", "--unjudged"):
+            with self.subTest(option):
+                self.assert_error([QRELS, RUN, option, os.devnull], [os.devnull, "not a regular file"])
+                self.assertTrue(stat.S_ISCHR(os.stat(os.devnull).st_mode))
+
+    def test_a_fifo_is_refused_without_opening_it(self):
+        fifo = self.path("fifo")
+        os.mkfifo(fifo)
+        self.assert_error([QRELS, RUN, "--output", fifo], [fifo, "not a regular file"])  # opening it would block
+        self.assertTrue(stat.S_ISFIFO(os.stat(fifo).st_mode))
+
+    def test_a_symlink_to_a_device_is_refused_and_kept(self):
+        link = self.path("out.json")
+        os.symlink(os.devnull, link)
+        self.assert_error([QRELS, RUN, "--output", link], ["not a regular file"])
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(os.readlink(link), os.devnull)
+
+    def test_a_symlink_to_a_regular_file_is_written_through(self):
+        target = self.write("real.xml", "old")
+        link = self.path("report.xml")
+        os.symlink(target, link)
+        code, out, err = run_main([QRELS, RUN, "--junit", link])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(os.path.islink(link))
+        self.assertIn(b"<testsuites", self.read(target))
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["real.xml", "report.xml"])
+
+    def test_a_symlinked_baseline_is_updated_at_its_target(self):
+        os.mkdir(self.path("store"))
+        target = os.path.join(self.path("store"), "baseline.json")
+        with open(target, "wb") as out:
+            out.write(self.read(BASELINE))
+        link = self.path("baseline.json")
+        os.symlink(target, link)
+        code, out, err = run_main([QRELS, RUN, "--baseline", link, "--update-baseline", "--max-drop", "0.5"])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(os.path.islink(link))
+        self.assertEqual(rag_eval.read_baseline(target).qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(os.listdir(self.path("store")), ["baseline.json"])  # no temporary, no lock file left
+
+    def test_a_baseline_that_is_a_device_is_not_updated(self):
+        self.assert_error([QRELS, RUN, "--baseline", os.devnull, "--update-baseline"], ["not a regular file"])
+
+
+@unittest.skipUnless(POSIX, "hard and symbolic links")
+class TestOutputEqualToAnInputByIdentity(TempDirMixin, unittest.TestCase):
+    """Item 2: an output is compared with every input by (device, inode), not only by path."""
+
+    def setUp(self):
+        super().setUp()
+        self.qrels = self.write("qrels.json", self.read(QRELS))
+
+    def test_a_hard_link_of_an_input_is_refused(self):
+        alias = self.path("alias.json")
+        os.link(self.qrels, alias)
+        before = self.read(self.qrels)
+        for option in ("--save-baseline", "--output", "--junit", "--unjudged"):
+            with self.subTest(option):
+                self.assert_error([self.qrels, RUN, option, alias], [alias, "would overwrite an input"])
+        self.assertEqual(self.read(self.qrels), before)
+
+    def test_a_folder_reached_another_way_is_refused(self):
+        os.symlink(self.tmp, self.path("alias"))
+        through = os.path.join(self.path("alias"), "qrels.json")
+        self.assert_error([self.qrels, RUN, "--save-baseline", through], ["would overwrite an input"])
+
+    def test_two_outputs_that_are_one_file_are_refused(self):
+        first = self.write("a.json", "{}")
+        os.link(first, self.path("b.json"))
+        self.assert_error([QRELS, RUN, "--output", first, "--junit", self.path("b.json")], ["two outputs"])
+
+    def test_a_new_file_is_fine(self):
+        code, out, err = run_main([self.qrels, RUN, "--save-baseline", self.path("new.json")])
+        self.assertEqual(code, 0, err)
+
+
+@unittest.skipUnless(POSIX, "sh, /dev/full")
+class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
+    """Item 4: a closed or full stream, memory, a vanished input: never exit 1, never a traceback."""
+
+    def setUp(self):
+        super().setUp()
+        self.baseline = self.write("baseline.json", self.read(BASELINE))
+
+    def update(self, *extra):
+        return quoted(SCRIPT, QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.5",
+                      "--junit", self.path("junit.xml"), *extra)
+
+    def assert_nothing_written(self):
+        self.assertEqual(self.read(self.baseline), self.read(BASELINE))
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
+
+    def test_closed_stdout(self):
+        code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >&-")
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertEqual(err, "rag_eval: error: standard output is closed: the report would go nowhere\n")
+        self.assert_nothing_written()
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_stdout_on_a_full_disk(self):
+        code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >/dev/full")
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertEqual(err.splitlines(), ["rag_eval: error: cannot write the report to standard output: "
+                                            "No space left on device"])
+        self.assert_nothing_written()
+
+    def test_closed_stderr(self):
+        for extra, expected in ((("--max-drop", "0.5"), 0), ((), 1)):
+            with self.subTest(expected=expected):
+                command = quoted(sys.executable, SCRIPT, QRELS, RUN, "--baseline", BASELINE, *extra)
+                code, out, err = shell(f"{command} 2>&-")
+                self.assertEqual(code, expected)
+                self.assertEqual(json.loads(out)["queries"], 3)
+
+    @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
+    def test_stderr_on_a_full_disk(self):
+        for extra, expected in ((("--max-drop", "0.5"), 0), ((), 1)):
+            with self.subTest(expected=expected):
+                command = quoted(sys.executable, SCRIPT, QRELS, RUN, "--baseline", BASELINE, *extra)
+                code, out, err = shell(f"{command} 2>/dev/full")
+                self.assertEqual(code, expected)
+                self.assertEqual(json.loads(out)["queries"], 3)
+
+    def test_closed_stderr_with_an_error_is_exit_2(self):
+        code, out, err = shell(f"{quoted(sys.executable, SCRIPT, QRELS, self.path('none.json'))} 2>&-")
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+
+    def test_the_update_still_happens_with_stderr_closed(self):
+        code, out, err = shell(f"{quoted(sys.executable)} {self.update()} 2>&-")
+        self.assertEqual(code, 0)
+        self.assertNotEqual(self.read(self.baseline), self.read(BASELINE))
+
+    def test_out_of_memory(self):
+        from unittest import mock
+
+        with mock.patch.object(rag_eval, "build_report", side_effect=MemoryError):
+            line = self.assert_error([QRELS, RUN, "--baseline", self.baseline, "--update-baseline",
+                                      "--junit", self.path("junit.xml")])
+        self.assertEqual(line, "rag_eval: error: out of memory")
+        self.assert_nothing_written()
+
+    def test_an_input_deleted_after_reading_is_still_hashed(self):
+        from unittest import mock
+
+        run = self.write("run.json", self.read(RUN))
+        expected = sha256_of(run)
+        fingerprint = rag_eval.qrels_fingerprint
+
+        def delete_then_fingerprint(qrels):  # called once every input is read
+            os.unlink(run)
+            return fingerprint(qrels)
+
+        with mock.patch.object(rag_eval, "qrels_fingerprint", side_effect=delete_then_fingerprint):
+            code, out, err = run_main([QRELS, run, "--output", self.path("full.json")])
+        self.assertEqual(code, 0, err)
+        with open(self.path("full.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle)["inputs"]["run"]["sha256"], expected)
+
+    def test_a_bug_is_exit_2_with_its_traceback(self):
+        child = ("import sys; sys.path.insert(0, sys.argv[1]); import rag_eval\n"
+                 "rag_eval.build_report = lambda *a, **k: 1 / 0\n"
+                 "sys.argv = ['rag_eval', sys.argv[2], sys.argv[3]]; rag_eval.console_main()\n")
+        done = subprocess.run([sys.executable, "-c", child, REPO, QRELS, RUN], env=CHILD_ENV, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=TIME_BOX)
+        self.assertEqual(done.returncode, rag_eval.EXIT_ERROR)
+        self.assertIn(b"ZeroDivisionError", done.stderr)
+
+
+class TestAllOrNothing(TempDirMixin, unittest.TestCase):
+    """Item 5: a run that fails leaves none of its files behind, and no JUnit report that passes."""
+
+    def test_a_failing_output_leaves_no_junit(self):
+        junit, unjudged = self.path("junit.xml"), self.path("unjudged.jsonl")
+        missing = self.path("no/such/folder/full.json")
+        self.assert_error([QRELS, RUN, "--junit", junit, "--unjudged", unjudged, "--output", missing], [missing])
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_a_failure_while_staging_leaves_nothing(self):
+        from unittest import mock
+
+        real = rag_eval.write_atomically
+        calls = []
+
+        def second_fails(path, text, commit=True):
+            calls.append(path)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(path, text, commit)
+
+        with mock.patch.object(rag_eval, "write_atomically", side_effect=second_fails):
+            code, out, err = run_main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("full.json"),
+                                       "--save-baseline", self.path("saved.json")])
+        self.assertEqual(code, rag_eval.EXIT_INTERRUPTED)
+        self.assertEqual(out, "")
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_a_report_that_cannot_be_delivered_writes_nothing(self):
+        from unittest import mock
+        import errno
+
+        failing = mock.Mock()
+        failing.write.side_effect = OSError(errno.ENOSPC, "No space left on device")
+        with mock.patch.object(sys, "stdout", failing):
+            code = rag_eval.main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("o.json")])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_every_file_is_written_when_all_goes_well(self):
+        names = {"--junit": "junit.xml", "--output": "full.json", "--save-baseline": "saved.json",
+                 "--unjudged": "unjudged.jsonl"}
+        argv = [QRELS, RUN] + [part for option, name in names.items() for part in (option, self.path(name))]
+        code, out, err = run_main(argv)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted(names.values()))
+
+
+@unittest.skipUnless(POSIX, "FIFOs")
+class TestEachInputReadOnce(TempDirMixin, unittest.TestCase):
+    """Item 6: a FIFO (or <(...)) is read once; --output records the sha256 of the bytes read."""
+
+    def feed(self, fifo, data):
+        def write():
+            with open(fifo, "wb") as out:
+                out.write(data)
+
+        thread = threading.Thread(target=write, daemon=True)
+        thread.start()
+        return thread
+
+    def run_fifo(self, data, *options):
+        fifo = self.path("run.fifo")
+        os.mkfifo(fifo)
+        thread = self.feed(fifo, data)
+        try:
+            result = run_process([QRELS, fifo, *options])
+        finally:
+            if thread.is_alive():  # the child never opened it: open the reading end so the writer ends
+                with open(fifo, "rb") as drain:
+                    drain.read()
+            thread.join()
+        os.unlink(fifo)
+        return result
+
+    def test_output_hashes_a_fifo_as_read(self):
+        import hashlib
+
+        data = self.read(RUN)
+        code, out, err = self.run_fifo(data, "--output", self.path("full.json"))
+        self.assertEqual(code, 0, err)
+        with open(self.path("full.json"), encoding="utf-8") as handle:
+            inputs = json.load(handle)["inputs"]
+        self.assertEqual(inputs["run"]["sha256"], hashlib.sha256(data).hexdigest())
+        self.assertEqual(inputs["qrels"]["sha256"], sha256_of(QRELS))
+
+    def test_unjudged_with_judged_only_reads_a_fifo_once(self):
+        code, out, err = run_process([QRELS, RUN, "--judged-only", "--unjudged", self.path("expected.jsonl")])
+        self.assertEqual(code, 0, err)
+        code, out, err = self.run_fifo(self.read(RUN), "--judged-only", "--unjudged", self.path("got.jsonl"))
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.read(self.path("got.jsonl")), self.read(self.path("expected.jsonl")))
+        self.assertTrue(self.read(self.path("got.jsonl")))
+
+    def test_a_gzipped_input_is_hashed_as_its_file(self):
+        import gzip
+
+        run = self.path("run.json.gz")
+        with gzip.open(run, "wb") as out:
+            out.write(self.read(RUN))
+        code, out, err = run_main([QRELS, run, "--output", self.path("full.json")])
+        self.assertEqual(code, 0, err)
+        with open(self.path("full.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle)["inputs"]["run"]["sha256"], sha256_of(run))
+
+    def test_unjudged_with_judged_only_lists_what_the_filter_drops(self):
+        # q1's top 5: shipping#1 (unjudged), refund-policy#2, refund-policy#9 (unjudged), refund-policy#3, returns-faq#1
+        code, out, err = run_main([QRELS, RUN, "--judged-only", "--unjudged", self.path("w.jsonl")])
+        self.assertEqual(code, 0, err)
+        with open(self.path("w.jsonl"), encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle]
+        self.assertIn({"query_id": "q1", "doc_id": "shipping#1", "rank": 1, "relevance": -1}, rows)
+
+
+@unittest.skipUnless(POSIX and hasattr(os, "fork"), "fcntl.flock")
+class TestConcurrentUpdates(TempDirMixin, unittest.TestCase):
+    """Item 7: two --update-baseline --ratchet runs on one baseline take turns and lose nothing."""
+
+    def hold_lock(self, baseline):
+        import fcntl
+
+        handle = os.open(os.path.join(os.path.dirname(baseline), "." + os.path.basename(baseline) + ".lock"),
+                         os.O_RDWR | os.O_CREAT)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return handle
+
+    def test_two_ratchets_at_once_keep_both_improvements(self):
+        import time
+
+        baseline = self.write("baseline.json", {"recall@5": 0.1, "mrr@5": 0.1})
+        # A: the fixtures (recall 2/3, mrr 1/2).  B: recall (1/2 + 0 + 1/2) / 3 = 1/3, mrr (1 + 0 + 1) / 3 = 2/3.
+        run_b = self.write("run_b.json", {"q1": ["refund-policy#2"], "q2": [], "q3": ["sso-setup#5"]})
+        handle = self.hold_lock(baseline)
+        children = []
+        try:
+            for run in (RUN, run_b):
+                children.append(subprocess.Popen(
+                    [sys.executable, SCRIPT, QRELS, run, "--baseline", baseline, "--update-baseline", "--ratchet",
+                     "--max-drop", "1", "--lock-timeout", str(TIME_BOX)],
+                    cwd=REPO, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE))
+            time.sleep(0.5)  # lets both reach the lock (the test passes either way if the lock works)
+        finally:
+            os.close(handle)
+        for child in children:
+            _, err = child.communicate(timeout=TIME_BOX)
+            self.assertEqual(child.returncode, 0, err)
+        means = rag_eval.read_baseline(baseline).means
+        self.assertAlmostEqual(means["recall@5"], 2 / 3, places=12)
+        self.assertAlmostEqual(means["mrr@5"], 2 / 3, places=12)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["baseline.json", "run_b.json"])
+
+    def test_a_held_lock_times_out_with_a_clear_message(self):
+        baseline = self.write("baseline.json", self.read(BASELINE))
+        handle = self.hold_lock(baseline)
+        try:
+            line = self.assert_error([QRELS, RUN, "--baseline", baseline, "--update-baseline", "--lock-timeout", "0"])
+        finally:
+            os.close(handle)
+        self.assertIn("another rag_eval is updating this baseline", line)
+        self.assertEqual(self.read(baseline), self.read(BASELINE))
+
+    def test_no_lock_without_an_update(self):
+        baseline = self.write("baseline.json", self.read(BASELINE))
+        handle = self.hold_lock(baseline)
+        try:
+            self.assertEqual(run_main([QRELS, RUN, "--baseline", baseline, "--lock-timeout", "0"])[0], 1)
+        finally:
+            os.close(handle)
+
+
+@unittest.skipUnless(POSIX, "signals")
+class TestSignalsAndNames(TempDirMixin, unittest.TestCase):
+    """Item 8: no temporary file after SIGTERM or Ctrl-C mid-write; 250-byte names; no handler left installed."""
+
+    CHILD = ("import os, sys, time\n"
+             "sys.path.insert(0, sys.argv[1])\n"
+             "import rag_eval\n"
+             "def stall(fd):\n"
+             "    sys.stderr.write('writing\\n'); sys.stderr.flush(); time.sleep(60)\n"
+             "os.fsync = stall\n"
+             "sys.argv = ['rag_eval'] + sys.argv[2:]\n"
+             "rag_eval.console_main()\n")
+
+    def interrupt(self, signum):
+        target = self.write("baseline.json", self.read(BASELINE))
+        child = subprocess.Popen([sys.executable, "-c", self.CHILD, REPO, QRELS, RUN, "--baseline", target,
+                                  "--update-baseline", "--max-drop", "0.5"], env=CHILD_ENV, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            self.assertEqual(child.stderr.readline(), b"writing\n")
+            child.send_signal(signum)
+            out, err = child.communicate(timeout=TIME_BOX)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.communicate()
+        self.assertEqual(self.read(target), self.read(BASELINE))
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])  # no .baseline.json.XXXX.tmp, no lock file
+        self.assertEqual(out, b"")
+        return child.returncode, err.decode()
+
+    def test_sigterm_mid_write(self):
+        code, err = self.interrupt(signal.SIGTERM)
+        self.assertEqual((code, err), (rag_eval.EXIT_TERMINATED, "rag_eval: terminated\n"))
+
+    def test_ctrl_c_mid_write(self):
+        code, err = self.interrupt(signal.SIGINT)
+        self.assertEqual((code, err), (rag_eval.EXIT_INTERRUPTED, "rag_eval: interrupted\n"))
+
+    def test_a_250_byte_output_name(self):
+        name = self.path("o" * 245 + ".json")
+        code, out, err = run_main([QRELS, RUN, "--output", name])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(os.listdir(self.tmp), [os.path.basename(name)])
+
+    def test_the_library_installs_no_handler(self):
+        before = signal.getsignal(signal.SIGTERM)
+        self.assertEqual(run_main([QRELS, RUN])[0], 0)
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)
+        from unittest import mock
+
+        import contextlib
+        import io
+
+        with mock.patch.object(sys, "argv", ["rag_eval", "--version"]), self.assertRaises(SystemExit), \
+                contextlib.redirect_stdout(io.StringIO()):
+            rag_eval.console_main()
+        self.assertIs(signal.getsignal(signal.SIGTERM), before)  # the entry point restores it
+
+
+class TestSignificantGateTestsWhatItGates(TempDirMixin, unittest.TestCase):
+    """Item 9: the paired test and the drop cover the same queries; a baseline must reproduce its means."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved = self.path("saved.json")
+        code, out, err = run_main([QRELS, RUN, "--save-baseline", self.saved])
+        self.assertEqual(code, 0, err)
+
+    def test_other_queries_are_refused(self):
+        qrels = json.loads(self.read(QRELS))
+        qrels.update({f"new{i}": {f"doc{i}": 2} for i in range(25)})  # 25 queries more, all missed: a big drop
+        changed = self.write("qrels.json", qrels)
+        line = self.assert_error([changed, RUN, "--baseline", self.saved, "--gate", "significant",
+                                  "--allow-qrels-change", "--allow-partial-run"], ["--gate significant", "3 queries", "28"])
+        self.assertIn("3 of them shared", line)
+        code, out, err = run_main([changed, RUN, "--baseline", self.saved, "--allow-qrels-change", "--allow-partial-run"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)  # the drop rule still gates it
+
+    def test_same_queries_still_gate(self):
+        code, out, err = run_main([QRELS, RUN, "--baseline", self.saved, "--gate", "significant"])
+        self.assertEqual(code, 0, err)
+
+    def test_a_baseline_whose_scores_miss_its_means_is_corrupt(self):
+        data = json.loads(self.read(self.saved))
+        data["mean"]["recall@5"] = 0.9  # the per-query scores average to 2/3
+        corrupt = self.write("corrupt.json", data)
+        line = self.assert_error([QRELS, RUN, "--baseline", corrupt], [corrupt, "corrupt", "recall@5"])
+        self.assertIn("do not average to its mean", line)
+        data["mean"]["recall@5"] = 2 / 3 + 1e-12  # float noise is no corruption
+        self.assertEqual(run_main([QRELS, RUN, "--baseline", self.write("noise.json", data)])[0], 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
