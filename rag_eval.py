@@ -1348,6 +1348,7 @@ def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tupl
     target = _output_target(path)
     folder, name = os.path.split(target)
     try:
+        os.makedirs(folder, exist_ok=True)  # --junit reports/junit.xml makes reports/
         # 60 characters of the name (240 bytes at most in UTF-8) keep the temporary name within NAME_MAX.
         handle, temporary = tempfile.mkstemp(prefix=f".{name[:60]}.", suffix=".tmp", dir=folder)
     except OSError as exc:
@@ -1380,7 +1381,7 @@ def _output_target(path: str) -> str:
     try:
         mode = os.stat(target).st_mode
     except OSError:
-        return target  # a new file (a missing folder fails when the file is made)
+        return target  # a new file (its folder is made if missing)
     if not stat.S_ISREG(mode):
         raise RagEvalError("not a regular file (a device, FIFO, socket or folder): only regular files are "
                            "written, never replaced", path)
@@ -3373,8 +3374,13 @@ def _run(args, argv: List[str]) -> int:
             _commit(staged)
         finally:
             _discard(staged)  # what was not renamed: the run failed, or was interrupted
-    if args.update_baseline and passed:
-        messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")))
+    written = [path for path, option in ((args.output, "output"), (args.junit, "junit"), (args.metrics_file, "metrics"),
+                                         (args.unjudged, "unjudged"), (args.save_baseline, "baseline")) if path]
+    if written:
+        messages.append(_Message("note", f"wrote {', '.join(written)}"))
+    if args.update_baseline:
+        messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")
+                                 if passed else f"the gate failed, so {args.baseline} was not changed"))
     _print_messages(args, report, messages)
     return EXIT_OK if passed else EXIT_REGRESSION
 
@@ -3609,13 +3615,15 @@ def _append_step_summary(text: str) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    args = None
     try:
         args = _build_parser().parse_args(argv)
         return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
-        _warn(_error_line(exc))
+        left_alone = f"{args.baseline} was not changed" if args is not None and args.update_baseline else ""
+        _warn(_error_line(exc, left_alone))
         return EXIT_ERROR
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
@@ -3643,10 +3651,13 @@ def _terminate(signum, frame):
     raise _Terminated()
 
 
-def _error_line(exc: BaseException) -> str:
-    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE characters."""
+def _error_line(exc: BaseException, after: str = "") -> str:
+    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE
+    characters, ``after`` (what was left alone) kept whole at its end."""
     line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
-    return line if len(line) <= MAX_ERROR_LINE else line[:MAX_ERROR_LINE - 3] + "..."
+    tail = f" ({after})" if after else ""
+    room = MAX_ERROR_LINE - len(tail)
+    return (line if len(line) <= room else line[:room - 3] + "...") + tail
 
 
 def console_main() -> None:

@@ -288,5 +288,29 @@ class TestCoverage(TempDirMixin, unittest.TestCase):
         self.assertEqual(result["mean"]["recall@5"], 1 / 3)
 
 
+class TestFilesNamed(TempDirMixin, unittest.TestCase):
+    def test_folders_are_made_and_files_named(self):
+        junit, metrics = self.path("reports/ci/junit.xml"), self.path("reports/metrics.txt")
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--junit", junit,
+                                 "--metrics-file", metrics])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertIn(f"rag_eval: note: wrote {junit}, {metrics}", err)
+        with open(junit) as f:
+            self.assertIn("<testsuites", f.read())
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--junit", junit, "--quiet"])
+        self.assertEqual(err, "")
+
+    def test_a_failed_update_says_the_baseline_was_left_alone(self):
+        baseline = self.write("b.json", open("baseline.json").read())
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline,
+                                 "--update-baseline"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        self.assertIn(f"rag_eval: note: the gate failed, so {baseline} was not changed", err)
+        with open(baseline) as f, open("baseline.json") as g:
+            self.assertEqual(f.read(), g.read())
+        code, _, err = run_main(["fixtures/qrels.json", "missing.json", "--baseline", baseline, "--update-baseline"])
+        self.assertEqual(err, f"rag_eval: error: missing.json: no such file ({baseline} was not changed)\n")
+
+
 if __name__ == "__main__":
     unittest.main()

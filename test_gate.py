@@ -646,11 +646,17 @@ class TestBaselines(TempDirMixin, unittest.TestCase):
                 self.assertEqual(self.read(target), before)
 
     def test_save_baseline_into_a_missing_folder(self):
+        # the folders are made, and the file named in a note
         target = self.path("no/such/dir/b.json")
         code, out, err = run_main([QRELS, RUN, "--save-baseline", target])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertEqual(rag_eval.read_baseline(target).means.keys(), json.loads(out)["mean"].keys())
+        self.assertIn(f"rag_eval: note: wrote {target}", err)
+        # a folder that cannot be made (a file is in the way) is an error line
+        blocked = self.path("no/such/dir/b.json/c.json")
+        code, out, err = run_main([QRELS, RUN, "--save-baseline", blocked])
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
-        lines = err.splitlines()
-        self.assertTrue(lines[-1].startswith(ERROR_PREFIX + target), err)
+        self.assertTrue(err.splitlines()[-1].startswith(ERROR_PREFIX + blocked), err)
         self.assertNotIn("Traceback", err)
 
     def in_tmp(self, argv, stdin=b""):

@@ -302,7 +302,8 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
     def test_closed_stdout(self):
         code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >&-")
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
-        self.assertEqual(err, "rag_eval: error: standard output is closed: the report would go nowhere\n")
+        self.assertEqual(err, "rag_eval: error: standard output is closed: the report would go nowhere "
+                              f"({self.path('baseline.json')} was not changed)\n")
         self.assert_nothing_written()
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
@@ -310,7 +311,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
         code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >/dev/full")
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
         self.assertEqual(err.splitlines(), ["rag_eval: error: cannot write the report to standard output: "
-                                            "No space left on device"])
+                                            f"No space left on device ({self.path('baseline.json')} was not changed)"])
         self.assert_nothing_written()
 
     def test_closed_stderr(self):
@@ -380,9 +381,10 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
 
     def test_a_failing_output_leaves_no_junit(self):
         junit, unjudged = self.path("junit.xml"), self.path("unjudged.jsonl")
-        missing = self.path("no/such/folder/full.json")
+        self.write("in-the-way", "a file, where the output's folder would be")
+        missing = self.path("in-the-way/full.json")
         self.assert_error([QRELS, RUN, "--junit", junit, "--unjudged", unjudged, "--output", missing], [missing])
-        self.assertEqual(os.listdir(self.tmp), [])
+        self.assertEqual(os.listdir(self.tmp), ["in-the-way"])
 
     def test_a_failure_while_staging_leaves_nothing(self):
         from unittest import mock

@@ -644,7 +644,8 @@ class TestFullOutput(TempDirMixin, unittest.TestCase):
         self.assertEqual(json.loads(self.read(output))["unscored"], ["q4"])
 
     def test_unwritable_output_prints_nothing(self):
-        missing = self.path("no/such/dir/full.json")
+        self.write("in-the-way", "a file, where the output's folder would be")
+        missing = self.path("in-the-way/full.json")
         self.assert_error([QRELS, RUN, "--output", missing], names=[missing, "cannot write"])
 
     def test_outputs_never_overwrite_an_input(self):
