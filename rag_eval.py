@@ -2134,7 +2134,8 @@ def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno:
     if width is None and len(fields) in (3, 4):
         return len(fields)
     layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}", source, lineno)
+    swapped = "; is this a run? the order is QRELS RUN" if len(fields) == 6 and width is None else ""
+    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{swapped}", source, lineno)
 
 
 def _grade(text: str, source: str, lineno: int) -> int:
@@ -2275,7 +2276,9 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if not fields or fields[0][:1] == b"#":
                     continue  # blank, or a comment, as trec_eval reads them
                 # The first line equal to this one is this one, or it would have failed first.
-                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}",
+                first_row = qid is None and len(fields) in (3, 4)  # the run's first line looks like a judgment
+                swapped = "; is this a qrels file? the order is QRELS RUN" if first_row else ""
+                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                    inp.source, first + lines.index(line))
             if fields[0] != qid:
                 if fields[0][:1] == b"#":
@@ -3430,7 +3433,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
-        _check_evaluated(result, path, any_judged, args.allow_partial_run)
+        _check_evaluated(result, path, any_judged, args.allow_partial_run,
+                         "" if any_judged or sep else _separator_hint(run, judged))
         _check_not_qrels(run, judged, path)
     except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
         files = {"qrels": args.qrels, "run": path}
@@ -3504,7 +3508,7 @@ def _print_messages(args, report: dict, messages: List[_Message]) -> None:
         _github(report, args.digits, shown, failures)
 
 
-def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool) -> None:
+def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
     """A gate must not pass on a run that was never really evaluated.
 
     evaluate() scores such a run 0 everywhere, as a library should; the
@@ -3516,12 +3520,25 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
         raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
     if not any_judged:
         raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
-                           "(are they about the same documents?)", source)
+                           f"({id_hint or 'are they about the same documents?'})", source)
     answered = result["queries"] - len(result["missing"])
     if answered < result["queries"] * MIN_COVERAGE and not allow_partial:
         raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
                            f"(first missing: {_brief(result['missing'][0])}): a truncated run? "
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
+
+
+# Separators of chunk ids seen in the wild: "guide#3", "guide::3", "guide_3", "guide-3", "guide/3", "guide|3".
+_SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
+
+
+def _separator_hint(run: Run, qrels: Qrels) -> str:
+    """When chunk ids meet document ids: the --doc-id-sep that would make them match, as advice; else ""."""
+    sample = [(qid, docid) for qid, entry in list(run.items())[:200] for docid in list(entry)[:50]]
+    for sep in _SEPARATORS:
+        if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
+            return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
+    return ""
 
 
 def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:

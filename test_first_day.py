@@ -312,5 +312,46 @@ class TestFilesNamed(TempDirMixin, unittest.TestCase):
         self.assertEqual(err, f"rag_eval: error: missing.json: no such file ({baseline} was not changed)\n")
 
 
+class TestHints(TempDirMixin, unittest.TestCase):
+    def test_swapped_arguments(self):
+        qrels = self.write("qrels.txt", "q1 0 d1 1\n")
+        run = self.write("run.trec", "q1 Q0 d1 1 2.0 r\n")
+        code, _, err = run_main([run, qrels])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertEqual(err, f"rag_eval: error: {run}:1: expected 4 fields (qid iter docid grade), got 6; "
+                              "is this a run? the order is QRELS RUN\n")
+        code, _, err = run_main([qrels, qrels])
+        self.assertIn("got 4; is this a qrels file? the order is QRELS RUN", err)
+
+    def test_chunk_ids_against_document_ids(self):
+        run = self.write("docs.json", json.dumps({"q1": ["refund-policy"], "q2": ["sla-uptime"], "q3": ["sso-setup"]}))
+        code, _, err = run_main(["fixtures/qrels.json", run])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("--doc-id-sep '#' would make them meet", err)
+        code, out, err = run_main(["fixtures/qrels.json", run, "--doc-id-sep", "#"])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertEqual(json.loads(out)["mean"]["success@5"], 1.0)
+
+    def test_ids_that_share_nothing_get_no_hint(self):
+        run = self.write("other.json", json.dumps({"q1": ["zzz"], "q2": ["yyy"], "q3": ["xxx"]}))
+        code, _, err = run_main(["fixtures/qrels.json", run])
+        self.assertIn("(are they about the same documents?)", err)
+
+    def test_max_drop_as_a_percentage(self):
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
+                                 "--max-drop", "5"])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertIn("(did you mean 5%?)", err)
+
+    def test_repeated_k_adds_up(self):
+        code, out, _ = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "3", "--k", "1,5"])
+        self.assertEqual(json.loads(out)["k"], [1, 3, 5])
+
+    def test_query_ids_that_differ_by_a_prefix(self):
+        run = self.write("run.json", json.dumps({"query-q1": ["refund-policy#2"]}))
+        code, _, err = run_main(["fixtures/qrels.json", run])
+        self.assertIn("(first: 'query-q1'; the qrels have 'q1')", err)
+
+
 if __name__ == "__main__":
     unittest.main()
