@@ -19,7 +19,7 @@ Name mapping (trec_eval -> rag_eval, nDCG with ``gain="linear"``):
 within K, ``-l N`` -> ``min_grade=N``, ``-J`` -> ``judged_only=True``,
 ``-M N`` -> ``read_run(path, depth=N)``.
 
-Semantic differences that are by design (SPEC.md), not bugs:
+Semantic differences that are by design, not bugs:
 
 * a query whose qrels hold no relevant document is not scored by rag_eval
   (``result["unscored"]``); trec_eval scores it 0 on every shared measure;
@@ -27,9 +27,10 @@ Semantic differences that are by design (SPEC.md), not bugs:
   trec_eval omits it unless ``-c``;
 * rag_eval refuses run queries that the qrels lack unless
   ``drop_unknown_queries=True``; trec_eval ignores them;
-* trec_eval keeps run scores as C ``float`` (32 bits), rag_eval as Python
-  floats (64 bits): two scores that differ only beyond float32 precision tie
-  in trec_eval (and the docid decides) but not in rag_eval.  The random cases
+* pytrec_eval (like trec_eval 9; trec_eval 10 keeps doubles) stores run
+  scores as C ``float`` (32 bits), rag_eval as Python floats (64 bits): two
+  scores that differ only beyond float32 precision tie in pytrec_eval (and
+  the docid decides) but not in rag_eval.  The random cases
   use scores that float32 represents in the same order, and
   ``test_float32_is_the_only_score_difference`` pins the difference down.
 """
@@ -41,7 +42,6 @@ import re
 import struct
 import sys
 import tempfile
-import time
 import unittest
 from unittest import mock
 
@@ -245,17 +245,14 @@ class RandomCrossCheckTest(unittest.TestCase):
         return compared
 
     def test_random_cases(self):
-        start = time.perf_counter()
         compared = 0
         with tempfile.TemporaryDirectory() as directory:
             for seed in range(RANDOM_CASES):
                 compared += self.evaluate_case(seed, directory)
-        elapsed = time.perf_counter() - start
         self.assertGreater(compared, RANDOM_CASES * 10)  # the comparison really happened
-        self.assertLess(elapsed, 60, "the random cross-check should stay well under a minute")
 
     def test_float32_is_the_only_score_difference(self):
-        # trec_eval stores run scores as 32-bit floats: 1.0 and 1.0 + 1e-12 tie
+        # pytrec_eval stores run scores as 32-bit floats: 1.0 and 1.0 + 1e-12 tie
         # there, and the docid decides; rag_eval compares the Python floats.
         # Minimal repro of the difference (by design, not a bug):
         #   qrels {"q": {"b": 1, "a": 0}}, run {"q": {"b": 1.0, "a": 1.0 + 1e-12}}
