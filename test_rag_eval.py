@@ -438,6 +438,134 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
 
 
 
+class TestTheLastLine(TempDirMixin, unittest.TestCase):
+    """The last line of a line-based file counts, whether or not a line end follows it.
+
+    Each file below ends in a line that holds a query of its own (a reader
+    that dropped the last line would lose the query) and, in the second form,
+    one more document of a query seen before (it would lose a document).
+    Every form is read with LF and with CRLF line ends, with the last line
+    terminated or not, gzipped or not, and with read blocks from 1 byte (the
+    lines then come from the readline that completes each block) to the
+    default: a line is the same wherever the blocks fall.
+    """
+
+    BLOCKS = (1, 5, 64, rag_eval.READ_BLOCK)
+    # (query, document, grade or score); the last row is the one a careless reader drops
+    ROWS = [("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1), ("q2", "sla-uptime#1", 2)]
+    LAST_ROWS = {"a query of its own": ("q9", "last#doc", 1), "a query seen before": ("q1", "last#doc", 1)}
+
+    @staticmethod
+    def qrels_lines(rows, layout):
+        if layout == "trec":
+            return [f"{q} 0 {d} {g}" for q, d, g in rows]
+        if layout == "beir":
+            return ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t{g}" for q, d, g in rows]
+        if layout == "beir, no header":
+            return [f"{q}\t{d}\t{g}" for q, d, g in rows]
+        return [json.dumps({"query_id": q, "doc_id": d, "relevance": g}) for q, d, g in rows]
+
+    @staticmethod
+    def run_lines(rows, layout):
+        if layout == "trec":
+            return [f"{q} Q0 {d} {n} {10 - n} tag" for n, (q, d, _) in enumerate(rows, 1)]
+        if layout == "jsonl scored":
+            return [json.dumps({"query_id": q, "doc_id": d, "score": 10 - n}) for n, (q, d, _) in enumerate(rows, 1)]
+        return [json.dumps({"query_id": q, "doc_id": d}) for q, d, _ in rows]  # jsonl, file order ranks
+
+    @staticmethod
+    def expected_qrels(rows):
+        qrels = {}
+        for q, d, g in rows:
+            qrels.setdefault(q, {})[d] = g
+        return qrels
+
+    @staticmethod
+    def expected_run(rows, layout):
+        run = {}
+        for n, (q, d, _) in enumerate(rows, 1):
+            if layout == "jsonl":
+                run.setdefault(q, []).append(d)
+            else:
+                run.setdefault(q, {})[d] = float(10 - n)
+        return run
+
+    def forms(self, lines):
+        """(label, bytes): LF or CRLF, the last line terminated or not, plain or gzipped."""
+        for eol in ("\n", "\r\n"):
+            for terminated in (True, False):
+                text = eol.join(lines) + (eol if terminated else "")
+                data = text.encode("utf-8")
+                for gz in (False, True):
+                    label = f"{'CRLF' if eol == chr(13) + chr(10) else 'LF'}, last line " \
+                            f"{'terminated' if terminated else 'unterminated'}{', gzipped' if gz else ''}"
+                    yield label, gzip.compress(data, mtime=0) if gz else data
+
+    files = 0
+
+    def check(self, reader, lines, expected, **options):
+        for label, data in self.forms(lines):
+            self.files += 1
+            path = self.write(f"input{self.files}", data)  # a new name: truncating a file costs more than a new one
+            for block in self.BLOCKS:
+                with self.subTest(form=label, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+                    self.assertEqual(reader(path, **options), expected)
+
+    def test_qrels(self):
+        for layout in ("trec", "beir", "beir, no header", "jsonl"):
+            for where, last in self.LAST_ROWS.items():
+                rows = self.ROWS + [last]
+                with self.subTest(layout=layout, last=where):
+                    self.check(rag_eval.read_qrels, self.qrels_lines(rows, layout), self.expected_qrels(rows))
+
+    def test_runs(self):
+        for layout in ("trec", "jsonl scored", "jsonl"):
+            for where, last in self.LAST_ROWS.items():
+                rows = self.ROWS + [last]
+                with self.subTest(layout=layout, last=where):
+                    self.check(rag_eval.read_run, self.run_lines(rows, layout), self.expected_run(rows, layout))
+                    # streamed with a depth, as the command line reads runs
+                    self.check(rag_eval.read_run, self.run_lines(rows, layout), self.expected_run(rows, layout),
+                               depth=5)
+
+    def test_a_file_of_one_unterminated_line(self):
+        row = [("q1", "only#1", 2)]
+        for layout in ("trec", "beir, no header", "jsonl"):
+            with self.subTest(qrels=layout):
+                self.check(rag_eval.read_qrels, self.qrels_lines(row, layout), self.expected_qrels(row))
+        for layout in ("trec", "jsonl scored", "jsonl"):
+            with self.subTest(run=layout):
+                self.check(rag_eval.read_run, self.run_lines(row, layout), self.expected_run(row, layout))
+
+    def test_a_last_line_of_blanks_or_a_comment_adds_nothing(self):
+        rows = self.ROWS
+        for tail in ("   ", "\t", "# a comment, unterminated"):
+            for layout in ("trec", "beir"):
+                with self.subTest(qrels=layout, tail=tail):
+                    self.check(rag_eval.read_qrels, self.qrels_lines(rows, layout) + [tail], self.expected_qrels(rows))
+            with self.subTest(run="trec", tail=tail):
+                self.check(rag_eval.read_run, self.run_lines(rows, "trec") + [tail], self.expected_run(rows, "trec"))
+
+    def test_the_command_line_scores_the_last_line(self):
+        # q2's only judgment and its only retrieved document are both on an unterminated last line:
+        # q1 finds its document at rank 2, q2 at rank 1, so mrr@5 = (1/2 + 1) / 2 and recall@5 = 1.
+        qrels = {"trec": "q1 0 a 1\r\nq2 0 b 1", "beir": "query-id\tcorpus-id\tscore\nq1\ta\t1\nq2\tb\t1",
+                 "jsonl": '{"query_id": "q1", "doc_id": "a", "relevance": 1}\n'
+                          '{"query_id": "q2", "doc_id": "b", "relevance": 1}'}
+        runs = {"trec": "q1 Q0 x 1 2 t\nq1 Q0 a 2 1 t\r\nq2 Q0 b 1 1 t",
+                "jsonl": '{"query_id": "q1", "doc_id": "x"}\n{"query_id": "q1", "doc_id": "a"}\r\n'
+                         '{"query_id": "q2", "doc_id": "b"}'}
+        for qrels_layout, qrels_text in qrels.items():
+            for run_layout, run_text in runs.items():
+                with self.subTest(qrels=qrels_layout, run=run_layout):
+                    code, out, err = run_main([self.write("q.txt", qrels_text), self.write("r.txt", run_text)])
+                    self.assertEqual(code, 0, err)
+                    report = json.loads(out)
+                    self.assertEqual(report["queries"], 2, out)
+                    self.assertEqual(report["mean"]["mrr@5"], (1 / 2 + 1) / 2, out)
+                    self.assertEqual(report["mean"]["recall@5"], 1.0, out)
+
+
 class TestLineFormatErrors(TempDirMixin, unittest.TestCase):
     """Errors in line-based files name the file and the line: ``path:line: what``."""
 
