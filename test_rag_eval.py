@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -413,6 +414,22 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
                             rag_eval.read_run(path)
                     else:
                         self.assertIn(filler, rag_eval.read_run(path)["q1"])
+
+    def test_a_line_too_long_is_named_by_its_number(self):
+        # In-process, with a small MAX_LINE, what test_bad_inputs.HugeInputs checks with 300 MB lines
+        # (RAG_EVAL_FULL=1): the lines before are read, the long one is refused by its own number,
+        # whether a line end follows it or not.
+        trec = "q1 Q0 refund-policy#2 1 2.0 t\nq1 Q0 shipping#1 2 1.0 t\n" + "x" * 300
+        jsonl = ('{"query_id": "q1", "doc_id": "refund-policy#2", "relevance": 2}\n{"query_id": "q1", "doc_id": "'
+                 + "x" * 300 + '", "relevance": 1}\n')
+        for reader, text, line in ((rag_eval.read_run, trec, 3), (rag_eval.read_qrels, jsonl, 2),
+                                   (rag_eval.read_run, trec + "\n" + trec, 3)):
+            path = self.write("long.txt", text)
+            for block in (1, 7, 64, 150):  # blocks below MAX_LINE, as in rag_eval
+                with self.subTest(reader=reader.__name__, line=line, block=block), \
+                        mock.patch.object(rag_eval, "MAX_LINE", 200), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                        self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(path)}:{line}: line longer than \\d+ MiB$"):
+                    reader(path)
 
     def test_an_earlier_line_error_beats_a_later_bad_byte(self):
         # Bytes are checked a block at a time; an error on an earlier line of the same block still comes first.
