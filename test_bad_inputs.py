@@ -6,7 +6,7 @@ bad option; ``accepted`` for inputs that must score), what it is paired with,
 the expected exit code and the expected stderr line (exact, or a regex).  Every
 case runs through ``rag_eval.main`` in-process; those marked ``subprocess``
 also run as a real process (``python rag_eval.py ...`` from the repository
-root).  For an error the contract is SPEC.md's: exit 2, nothing on stdout,
+root).  For an error the contract is the tool's: exit 2, nothing on stdout,
 exactly one stderr line naming the file (and the line, for line-based
 formats), no traceback, no input modified, no file written.
 
@@ -17,8 +17,9 @@ nested 100,000 deep.  Each runs in a child process whose peak RSS is measured
 (``resource.getrusage(RUSAGE_CHILDREN)`` in a wrapper process) and must stay
 under ``MEMORY_BUDGET_MB``.
 
-Cases with a ``bug`` field expose a defect found while writing this file: they
-fail until it is fixed (no ``expectedFailure``, on purpose).
+Cases with a ``fixed_bug`` field guard a defect found while writing this file
+(all fixed): the field says what the bug did, and a failure of the case quotes
+it.
 
 Environment:
   RAG_EVAL_FULL=1   also run the generated inputs that take seconds each (CI does)
@@ -255,8 +256,8 @@ class CorpusCase(unittest.TestCase):
 
     def describe(self, case):
         note = f"case {case['id']}: {case.get('why', '')}"
-        if "bug" in case:
-            note += f"\nKNOWN DEFECT: {case['bug']}"
+        if "fixed_bug" in case:
+            note += f"\nthis case guards a fixed bug, which gave {case['fixed_bug']}"
         return note
 
     def run_case(self, case, argv):
@@ -363,8 +364,9 @@ class CarriageReturnOnly(unittest.TestCase):
     """Classic Mac line ends: three TREC lines separated by CR alone.
 
     Either they are three lines (recall@5 = 1.0), or the file is refused with a
-    located error.  Reading them as one line and ignoring "fields after the
-    sixth" scores one document of three and exits 0: a wrong number that passes.
+    located error (what rag_eval does now).  Guards a fixed bug: the lines were
+    read as one, "fields after the sixth" ignored, so one document of three
+    was scored and the run exited 0, a wrong number that passed.
     """
 
     def test_cr_only_trec_run_is_not_silently_truncated(self):
@@ -376,7 +378,7 @@ class CarriageReturnOnly(unittest.TestCase):
             mean = json.loads(out)["mean"]
             # refund-policy#3 (grade 1), refund-policy#2 (grade 2), shipping#1 (unjudged)
             self.assertEqual(mean["recall@5"], 1.0,
-                             "KNOWN DEFECT: CR-only lines are read as one line; fields after the sixth are "
+                             "the fixed bug is back: CR-only lines read as one line, fields after the sixth "
                              f"ignored, so only the first document counts (exit 0): {mean}")
             self.assertAlmostEqual(mean["ndcg@5"], (1 + 3 / math.log2(3)) / (3 + 1 / math.log2(3)), places=9)
         else:

@@ -6,9 +6,11 @@ in ``rag_eval.MEASURES``, several cutoffs, gain exp and linear, min grade 1 and
 2, judged_only on and off:
 
 * every value lies in [0, 1] and agrees with a plain re-implementation of
-  SPEC.md (``reference_values``); the per-measure functions agree with
-  ``evaluate``; ``evaluate`` raises ValueError exactly when SPEC.md / the
-  commit "Gate never passes by accident" say it must;
+  the measures' definitions (``reference_values``: top k = the first k unique
+  ids, the ideal nDCG ranking from every judged document); the per-measure
+  functions agree with ``evaluate``; ``evaluate`` raises ValueError exactly
+  when it must (a run query missing from the qrels; no query with a relevant
+  document, so that a gate never passes by accident);
 * the order of queries, of qrels entries, of run entries and (for scored runs)
   of TREC / JSONL lines changes nothing, exactly;
 * recall@k and success@k never decrease as k grows;
@@ -173,7 +175,7 @@ def cutoff_list(k):
     return [k] if isinstance(k, int) else sorted(set(k))
 
 
-# === A plain re-implementation of SPEC.md ===
+# === A plain re-implementation of the measures' definitions ===
 
 
 def unique_ranking(entry, grades, judged_only):
@@ -190,7 +192,7 @@ def unique_ranking(entry, grades, judged_only):
 
 
 def reference_values(entry, grades, k, gain, min_grade, judged_only):
-    """Every measure of one query at cutoff k, straight from SPEC.md and the measure table."""
+    """Every measure of one query at cutoff k, straight from the definitions (the measures' docstrings)."""
     top = unique_ranking(entry, grades, judged_only)[:k]
 
     def gain_of(grade):

@@ -35,7 +35,7 @@ QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
 
-# The fixtures, worked by hand (SPEC.md), k = 5.
+# The fixtures, worked by hand, k = 5.
 # q1 grades: refund-policy#2 = 2, refund-policy#3 = 1
 #    run:    shipping#1 (unjudged), refund-policy#2 (2), refund-policy#9 (unjudged),
 #            refund-policy#3 (1), returns-faq#1 (unjudged)
@@ -640,6 +640,12 @@ class TestLineFormatErrors(TempDirMixin, unittest.TestCase):
             ("2 fields", head + "q1 d2\n", 3, ["expected 4 fields"]),
             ("conflicting grades", head + "q1 0 d1 2\n", 3, ["conflicting", "'d1'"]),
             ("beir grade 1.5", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t1.5\n", 3, ["grade"]),
+            # BEIR's header is a header on the first line only: further down it is a judgment that lost a
+            # field (TREC), or two files joined (BEIR), never a line to skip.
+            ("beir header in a trec file", head + "query-id\tcorpus-id\tscore\nq1 0 d2 1\n", 3,
+             ["expected 4 fields", "got 3"]),
+            ("beir header again", "query-id\tcorpus-id\tscore\nq1\td1\t1\nquery-id\tcorpus-id\tscore\nq1\td2\t1\n", 3,
+             ["grade must be an integer", "'score'"]),
             ("not UTF-8", head + "q1 0 d\xff 1\n", 3, ["UTF-8"]),
         ]:
             with self.subTest(label):
@@ -956,7 +962,7 @@ class TestEvaluation(unittest.TestCase):
         for metric, value in FIXTURE_MEANS.items():
             with self.subTest(metric=metric):
                 self.assertAlmostEqual(result["mean"][metric], value, places=15)
-        # SPEC.md's rounded figures
+        # the rounded figures of the worked example (q1 nDCG 0.63991, q3 0.88850; means to 4 places)
         self.assertEqual(round(result["per_query"]["q1"]["ndcg"], 5), 0.63991)
         self.assertEqual(round(result["per_query"]["q3"]["ndcg"], 5), 0.88850)
         self.assertEqual({m: round(v, 4) for m, v in result["mean"].items()},
@@ -1394,7 +1400,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
         self.assertTrue(any(line.startswith("rag_eval: note:") for line in err.splitlines()), err)
 
     def test_evaluation_errors_name_the_file(self):
-        """SPEC.md: bad input produces one line that names the file."""
+        """Bad input exits 2 with no traceback and one stderr line that names the file."""
         run9 = self.write("run9.json", '{"q1": ["refund-policy#2"],\n "q9": ["x"]}')
         zero = self.write("zero.json", '{"q1": {"refund-policy#2": 0}}')
         for label, argv, name in [
