@@ -400,6 +400,26 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
                     self.assertRaisesRegex(rag_eval.RagEvalError, f":{41 + (1 << 17)}: a line ends in a lone carriage"):
                 rag_eval.read_run(path)
 
+    def test_a_lone_cr_wherever_the_block_ends(self):
+        # A block is checked after the readline that completes its last line: a lone CR in that
+        # completed part is found as surely as one in the block proper.
+        good = "".join(f"q{n % 4} Q0 d{n} 1 {n} r\n" for n in range(40))
+        for role, reader, bad in (("run", rag_eval.read_run, "q1 Q0 d41 41 1.0 tag\rmore\n"),
+                                  ("qrels", rag_eval.read_qrels, "q1 0 d41\r 1\n"),
+                                  ("jsonl", rag_eval.read_qrels, '{"query_id": "q1", "doc_id": "d\r", "relevance": 1}\n')):
+            if role == "qrels":
+                lines = "".join(f"q{n % 4} 0 d{n} 1\n" for n in range(40))
+            elif role == "jsonl":
+                lines = "".join(json.dumps({"query_id": f"q{n % 4}", "doc_id": f"d{n}", "relevance": 1}) + "\n"
+                                for n in range(40))
+            else:
+                lines = good
+            path = self.write(f"cr-{role}.txt", lines + bad + lines)
+            for block in (1, 5, 64, 1 << 17):
+                with self.subTest(role=role, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                        self.assertRaisesRegex(rag_eval.RagEvalError, ":41: a line ends in a lone carriage return"):
+                    reader(path)
+
     def test_the_longest_line_wherever_it_starts(self):
         # MAX_LINE bytes are allowed, one more is not, wherever the line falls in a block or part.
         for shift in range(0, 200, 23):
