@@ -355,9 +355,12 @@ class CorpusHygiene(unittest.TestCase):
         self.assertLess(size, CORPUS_BUDGET)
 
     def test_manifest_regexes_compile(self):
-        for case in CASES:
-            if "stderr_re" in case:
-                re.compile(case["stderr_re"].replace("{file}", re.escape(case.get("file", ""))))
+        patterns = [case["stderr_re"].replace("{file}", re.escape(case.get("file", ""))) for case in CASES
+                    if "stderr_re" in case]
+        self.assertGreater(len(patterns), 10, "the manifest lost its regex cases")
+        for pattern in patterns:
+            with self.subTest(pattern=pattern):
+                re.compile(pattern)  # raises re.error on a bad one
 
 
 class CarriageReturnOnly(unittest.TestCase):

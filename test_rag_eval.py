@@ -302,6 +302,8 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
         path = self.write("run.trec", "".join(lines))
         full = rag_eval.read_run(path)
         shallow = rag_eval.read_run(path, depth=3)
+        self.assertEqual(sorted(shallow), sorted(full))  # every query, so the loop below checks all 12
+        self.assertEqual(len(full), 12)
         for qid, scores in shallow.items():
             with self.subTest(qid=qid):
                 self.assertEqual(len(scores), 3)
@@ -1541,9 +1543,10 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         try:
-            wait_until_reading_stdin(proc.pid)
+            if not wait_until_reading_stdin(proc):
+                self.skipTest("cannot see the child block reading its standard input (needs Linux's /proc)")
             proc.send_signal(signal.SIGINT)
-            out, err = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=60)  # a hang guard: the child exits at once on SIGINT
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -1571,28 +1574,33 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
         self.assertIn(rag_eval.__version__, proc.stdout.decode())
 
 
-def wait_until_reading_stdin(pid, timeout=20.0):
-    """Wait until the process blocks reading its standard input.
+def wait_until_reading_stdin(proc):
+    """Wait until the process blocks reading its standard input (or ends); return False if that cannot be seen.
 
     Linux shows a process's current system call in /proc/PID/syscall: the
     number (read is 0 on x86-64, 63 on arm64 and riscv, 3 on i386 and arm)
-    and then its arguments, the first being the file descriptor.  Elsewhere,
-    give the interpreter a generous second and a half to start.
+    and then its arguments, the first being the file descriptor.  There is no
+    deadline to meet: a loaded machine only makes the wait longer.  A child that
+    ends first gives True: the caller's assertions then judge how it ended.
+    Elsewhere (no /proc) the answer is False.  A hang guard alone bounds the
+    wait: a child not seen reading after 10 minutes is reported as unseen (the
+    caller skips), never as a failure.
     """
     reads = {"0", "63", "3"}
-    deadline = time.monotonic() + timeout
     seen = 0
-    while time.monotonic() < deadline:
+    for _ in range(30000):  # 30,000 polls of 20 ms: the hang guard
+        if proc.poll() is not None:
+            return True
         try:
-            with open(f"/proc/{pid}/syscall") as f:
+            with open(f"/proc/{proc.pid}/syscall") as f:
                 fields = f.read().split()
         except OSError:
-            time.sleep(1.5)
-            return
+            return False
         seen = seen + 1 if fields[:2] in ([r, "0x0"] for r in reads) else 0
         if seen >= 3:  # the same blocking read, three polls in a row
-            return
+            return True
         time.sleep(0.02)
+    return False
 
 
 if __name__ == "__main__":
