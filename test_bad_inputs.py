@@ -189,12 +189,12 @@ def snapshot(argv):
     return files, folders
 
 
-def write_gzip_bomb(path, unit, total, prefix=b"", suffix=b""):
+def write_gzip_bomb(path, unit, total, prefix=b"", suffix=b"", block_bytes=16 << 20):
     """A valid gzip file of ``prefix + unit * n + suffix`` (about ``total`` bytes inflated), written
-    streaming: one 16 MiB block is deflated once, ended by a full flush so that its bytes can be
+    streaming: one block of ``block_bytes`` (16 MiB) is deflated once, ended by a full flush so that its bytes can be
     repeated verbatim; the CRC of the repetitions is computed without reading them (``crc32_of_repeats``).
     3 GiB of zeros take 3 MB on disk."""
-    block = unit * max(1, (16 << 20) // len(unit))
+    block = unit * max(1, block_bytes // len(unit))
     repeats = max(1, total // len(block))
     deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
     with open(path, "wb") as out:
@@ -462,10 +462,10 @@ class BombWriter(unittest.TestCase):
     def test_a_small_bomb_inflates_to_what_it_says(self):
         with tempfile.TemporaryDirectory() as folder:
             path = os.path.join(folder, "bomb.gz")
-            size = write_gzip_bomb(path, b"ab\n", 40 << 20, prefix=b"head\n", suffix=b"tail")
+            size = write_gzip_bomb(path, b"ab\n", 40 << 10, prefix=b"head\n", suffix=b"tail", block_bytes=16 << 10)
             with open(path, "rb") as handle:
                 data = gzip.decompress(handle.read())  # checks the CRC and the size in the trailer
-        block = b"ab\n" * ((16 << 20) // 3)
+        block = b"ab\n" * ((16 << 10) // 3)
         self.assertEqual(size, len(data))
         self.assertEqual(data, b"head\n" + block * 2 + b"tail")
 
