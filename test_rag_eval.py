@@ -753,6 +753,36 @@ class TestNormalising(unittest.TestCase):
         self.assertEqual(json.loads(out)["ties"], {"1": 1, "2": 0})
         self.assertTrue(any(line.startswith("rag_eval: note:") and "tie" in line for line in err.splitlines()), err)
 
+    def test_a_tie_across_the_largest_cutoff_survives_streaming(self):
+        # The command line streams TREC and JSONL runs keeping one document more than the largest k,
+        # so that a tie across that k is still seen: b, a tie at 1.0 (across k = 1); d, e, f tie at
+        # 0.5 (across k = 4 and k = 5).  Every form gives what evaluate() gives on the whole run.
+        scores = {"a": 1.0, "b": 1.0, "c": 0.7, "d": 0.5, "e": 0.5, "f": 0.5, "g": 0.1}
+        qrels = {"q1": {"a": 1, "e": 2}}
+        lines = [("q1", doc, score) for doc, score in scores.items()]
+        with tempfile.TemporaryDirectory() as tmp:
+            qpath = os.path.join(tmp, "q.json")
+            with open(qpath, "w") as f:
+                json.dump(qrels, f)
+            forms = {"json": json.dumps({"q1": scores}),
+                     "trec": "".join(f"{q} Q0 {d} 0 {s} t\n" for q, d, s in lines),
+                     "jsonl": "".join(json.dumps({"query_id": q, "doc_id": d, "score": s}) + "\n" for q, d, s in lines)}
+            for k, ties in (("1", {"1": 1}), ("4", {"4": 1}), ("5", {"5": 1}), ("1,2", {"1": 1, "2": 0})):
+                cutoffs = [int(c) for c in k.split(",")]
+                whole = rag_eval.evaluate(qrels, {"q1": scores}, cutoffs if len(cutoffs) > 1 else cutoffs[0])
+                self.assertEqual(whole["ties"], ties, k)
+                for form, text in forms.items():
+                    rpath = os.path.join(tmp, f"r.{form}")
+                    with open(rpath, "w") as f:
+                        f.write(text)
+                    with self.subTest(k=k, form=form):
+                        code, out, err = run_main([qpath, rpath, "--k", k, "--per-query"])
+                        self.assertEqual(code, 0, err)
+                        report = json.loads(out)
+                        self.assertEqual(report["ties"], ties)
+                        self.assertEqual(report["per_query"]["q1"],
+                                         rag_eval.build_report(whole, per_query=True)["per_query"]["q1"])
+
     def test_duplicates_count_once_at_first_position(self):
         # x, a, x, b -> unique x, a, b: b is at rank 3, not 4
         grades = {"a": 1, "b": 1}
