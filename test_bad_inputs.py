@@ -627,7 +627,7 @@ class HugeInputs(unittest.TestCase):
         """Hundreds of thousands of queries (2 million with RAG_EVAL_HUGE=1), TREC qrels and run:
         every query scored, means exact.  Even queries find their relevant document at rank 1, odd
         ones at rank 2 (an unjudged document first)."""
-        count = 2_000_000 if HUGE else (20_000 if QUICK else 200_000)
+        count = 2_000_000 if HUGE else (10_000 if QUICK else 200_000)
         qrels, run = self.path("many.qrels"), self.path("many.run")
         with open(qrels, "w") as out:
             for start in range(0, count, 10000):
