@@ -843,7 +843,8 @@ class TestAtomicWrite(TempDirMixin, unittest.TestCase):
             "sys.path.insert(0, sys.argv[1])\n"
             "import rag_eval\n"
             "def stall(fd):\n"
-            "    sys.stdout.write('writing\\n'); sys.stdout.flush(); time.sleep(60)\n"
+            "    sys.stdout.write('writing\\n'); sys.stdout.flush()\n"
+            "    while True: time.sleep(3600)  # until killed: no clock decides when the kill must come\n"
             "os.fsync = stall\n"
             "rag_eval.write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
         )

@@ -10,8 +10,8 @@ discount ``log2(1 + rank)``, k = 5 unless said.
 
 ``rag_eval.main`` runs in-process with GITHUB_ACTIONS and GITHUB_STEP_SUMMARY
 removed from the environment (CI may itself run on GitHub), except where a
-test sets them.  A test that fails on purpose exposes a bug found while
-writing this file; its docstring says which.
+test sets them.  A test that guards a bug found while writing this file
+(all fixed since) says in its docstring what the bug did.
 
 Run with ``python3 -m unittest test_reports`` from the repository root;
 standard library only.
@@ -40,7 +40,7 @@ BASELINE = os.path.join(REPO, "baseline.json")
 R = "200"  # resamples for --ci and paired gates: small, so the suite stays fast
 TOOLS = ("trec_eval", "ir_measures", "ranx", "BEIR", "MTEB")
 
-# === The fixtures, k = 5 (SPEC.md) ===
+# === The fixtures, k = 5, worked by hand ===
 # q1 grades: refund-policy#2 = 2 (rank 2), refund-policy#3 = 1 (rank 4)
 # q2 grades: sla-uptime#1 = 2, never retrieved
 # q3 grades: sso-setup#5 = 2 (rank 1), okta-guide#1 = 1 (rank 2), sso-setup#4 = 2 (rank 5)
@@ -330,13 +330,13 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
         self.assertEqual([row[1] for row in rows[1:]], ["0.67", "0.67", "0.50", "0.51"])  # recall, success, mrr, ndcg
 
     def test_headline_names_every_failed_metric(self):
-        """BUG: a passing floor on a metric hides that metric's regression from the headline.
+        """A passing floor on a metric never hides that metric's regression from the headline.
 
-        _verdict_line merges gate["metrics"] and gate["floors"] into one dict keyed
-        by metric, so the floor's "pass" overwrites recall@5's "regression":
-        rag_eval.py fixtures/qrels.json fixtures/run.json --baseline baseline.json
-        --min recall@5=0.5 --format table  ->  "FAIL (1: mrr@5), ..." although
-        recall@5 regressed (the table row says so, and exit 1 is right).
+        Guards a fixed bug: _verdict_line merged gate["metrics"] and gate["floors"]
+        into one dict keyed by metric, so the floor's "pass" overwrote recall@5's
+        "regression": rag_eval.py fixtures/qrels.json fixtures/run.json --baseline
+        baseline.json --min recall@5=0.5 --format table printed "FAIL (1: mrr@5),
+        ..." although recall@5 regressed (the table row said so, and exit 1 was right).
         """
         # recall@5 = 2/3 >= floor 0.5 (passes) but fell 0.0333 > 0.02 below the baseline (regression)
         argv = [QRELS, RUN, "--baseline", BASELINE, "--min", "recall@5=0.5"]
@@ -439,11 +439,11 @@ class TestCsvFormat(TempDirMixin, unittest.TestCase):
         self.assertEqual(by_first_cell(rows)["success@5"]["95% high"], "0.9916")  # 0.975 ** (1/3)
 
     def test_slices_are_in_the_csv_report(self):
-        """BUG: --format csv leaves the slices out ("every report then adds the means per slice").
+        """--format csv holds the slices ("every report then adds the means per slice").
 
-        rag_eval.py QRELS RUN --slices S --format csv prints the same rows as
-        without --slices; _format_csv never reads report["slices"].  The test
-        accepts any layout that puts the slice, the metric and the mean in one row.
+        Guards a fixed bug: rag_eval.py QRELS RUN --slices S --format csv printed
+        the same rows as without --slices; _format_csv never read report["slices"].
+        The test accepts any layout that puts the slice, the metric and the mean in one row.
         """
         slices = self.write("slices.json", {"q1": "billing", "q2": ["billing", "sla"], "q3": "sso"})
         rows = self.rows([QRELS, RUN, "--slices", slices])
@@ -783,12 +783,13 @@ class TestSlices(TempDirMixin, unittest.TestCase):
         self.assertIn("REGRESSION pricing:recall@5: floor 0.6000, now 0.5000", err.splitlines())
 
     def test_slice_floor_shows_its_mean(self):
-        """BUG: a floor on a slice prints its mean as '-' in table, markdown and csv.
+        """A floor on a slice shows the slice's mean in table, markdown and csv.
 
-        rag_eval.py QRELS NEW --slices S --min pricing:recall@5=0.6 --format table
-        prints "pricing:recall@5  -  ...  floor 0.6: below floor": _metric_rows
-        takes the mean from report["mean"] or gate["metrics"], never from
-        gate["floors"][key]["now"] (0.5 here, present in the JSON report).
+        Guards a fixed bug: rag_eval.py QRELS NEW --slices S --min
+        pricing:recall@5=0.6 --format table printed "pricing:recall@5  -  ...
+        floor 0.6: below floor": _metric_rows took the mean from report["mean"] or
+        gate["metrics"], never from gate["floors"][key]["now"] (0.5 here, present
+        in the JSON report).
         """
         qrels, _, new, slices = self.slice_files()
         argv = [qrels, new, "--slices", slices, "--min", "pricing:recall@5=0.6"]
@@ -1088,14 +1089,15 @@ class TestUnjudged(TempDirMixin, unittest.TestCase):
         self.assertAlmostEqual(json.loads(out)["mean"]["recall@5"], (1 + 1 / 2 + 1) / 3, places=12)
 
     def test_judged_only_keeps_the_worklist(self):
-        """BUG: with --judged-only, a TREC (or JSONL) run loses its unjudged documents
-        before --unjudged sees them, so the worklist holds only the unanswerable queries.
+        """With --judged-only, --unjudged still lists the unjudged documents of a TREC (or JSONL) run.
 
-        rag_eval.py fixtures/qrels.json run.trec --judged-only --unjudged todo.jsonl
-        writes 4 rows (q4 only); the same run as JSON writes all 14.  _run passes
-        read_run's keep filter (judged documents only) and then hands the filtered
-        run to unjudged_documents.  The warning itself suggests "label them
-        (--unjudged) or use --judged-only".
+        Guards a fixed bug: the run lost its unjudged documents before --unjudged
+        saw them, so the worklist held only the unanswerable queries: rag_eval.py
+        fixtures/qrels.json run.trec --judged-only --unjudged todo.jsonl wrote 4
+        rows (q4 only); the same run as JSON wrote all 14.  _run passed read_run's
+        keep filter (judged documents only) and then handed the filtered run to
+        unjudged_documents.  The warning itself suggests "label them (--unjudged)
+        or use --judged-only".
         """
         trec = self.trec_run("run.trec", json.loads(self.read(RUN)))
         for path in (RUN, trec):

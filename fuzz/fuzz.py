@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzzing harness of rag_eval: its parsers and its command line.
 
-The contract under test (the issue, and SPEC.md): whatever the input, the
+The contract under test (the fuzzing issue): whatever the input, the
 only acceptable outcomes are a result, or exit 2 with one line on stderr.
 The tool must never crash, hang, write where it was not asked, or exit 0 when
 it could not really evaluate.
@@ -75,7 +75,7 @@ import rag_eval  # noqa: E402  (after the path is set)
 
 ROLES = ("qrels", "run", "baseline", "slices")
 ERROR_PREFIX = "rag_eval: error: "
-# Lines that exit 0 or 1 may print on stderr (SPEC.md and rag_eval's notes, warnings, annotations).
+# Lines that exit 0 or 1 may print on stderr (REGRESSION lines, and rag_eval's notes, warnings, annotations).
 OK_STDERR_PREFIXES = ("rag_eval: note: ", "rag_eval: warning: ", "REGRESSION ", "::warning ", "::error ")
 OUTPUT_OPTIONS = ("--output", "--junit", "--unjudged", "--save-baseline")
 DEFAULT_BUDGET = 5.0
