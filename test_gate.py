@@ -63,6 +63,7 @@ FIXTURE_MEANS = {metric: sum(values.values()) / 3 for metric, values in FIXTURE_
 # The shipped baseline: {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
 # Falls: recall 0.70 - 2/3 = 0.0333, mrr 0.55 - 1/2 = 0.05, ndcg 0.52 - 0.5095 = 0.0105,
 # success 0.6667 - 2/3 = 0.00003.
+MANY = 250  # queries: above it, rag_eval once switched to a second bootstrap; sizes around it stay tested
 
 
 # === Helpers ===
@@ -272,7 +273,7 @@ class TestSignFlipTest(unittest.TestCase):
 
 class TestBootstrapInterval(unittest.TestCase):
     def test_constant_data(self):
-        above = rag_eval.ORDINARY_BOOTSTRAP_MAX + 50  # the double-or-nothing path
+        above = MANY + 50
         for c in (0.25, 1.0, -0.5, 0.125):
             for n in (1, 5, above):
                 with self.subTest(c=c, n=n):
@@ -285,14 +286,14 @@ class TestBootstrapInterval(unittest.TestCase):
         # Through the command line: gating a run of > ORDINARY_BOOTSTRAP_MAX
         # queries against its own extended baseline crashes (see
         # TestPairedGate.test_identical_large_run_against_its_own_baseline).
-        n = rag_eval.ORDINARY_BOOTSTRAP_MAX + 1
+        n = MANY + 1
         self.assertEqual(tuple(rag_eval.bootstrap_interval([0.0] * n, 100, random.Random(0))), (0.0, 0.0))
 
     def test_constant_data_that_is_not_a_multiple_of_a_power_of_two(self):
         # Doubtful: the interval is computed in units of 1/FIXED_ONE and never
         # mapped back, so constant data 1/3 gives [0.33333333302, 0.33333333302],
         # which does not contain the mean 1/3 (off by up to 1 / (2 FIXED_ONE)).
-        for n in (5, rag_eval.ORDINARY_BOOTSTRAP_MAX + 50):
+        for n in (5, MANY + 50):
             with self.subTest(n=n):
                 low, high = rag_eval.bootstrap_interval([1 / 3] * n, 100, random.Random(0))
                 self.assertLessEqual(low, statistics.fmean([1 / 3] * n))
@@ -300,7 +301,7 @@ class TestBootstrapInterval(unittest.TestCase):
 
     def test_contains_the_mean(self):
         rng = random.Random(8)
-        for n in (2, 3, 10, 50, rag_eval.ORDINARY_BOOTSTRAP_MAX + 10):
+        for n in (2, 3, 10, 50, MANY + 10):
             values = [rng.choice([0.0, 0.25, 0.5, 1.0]) for _ in range(n)]
             if len(set(values)) == 1:
                 values[0] = 1.0 - values[0]
@@ -319,7 +320,7 @@ class TestBootstrapInterval(unittest.TestCase):
         # or two.  Allowed: 10% of the width (30 seeds gave at most 7%).
         rng = random.Random(4)
         resamples = 4000
-        for n in (8, 40, rag_eval.ORDINARY_BOOTSTRAP_MAX):
+        for n in (8, 40, MANY):
             values = [rng.choice([0.0, 1 / 3, 0.5, 1.0, 0.25]) for _ in range(n)]
             ours = rag_eval.bootstrap_interval(values, resamples, random.Random(1))
             theirs = textbook_bootstrap(values, resamples, random.Random(2))
@@ -329,15 +330,15 @@ class TestBootstrapInterval(unittest.TestCase):
                 self.assertLess(abs(ours[1] - theirs[1]), 0.1 * width)
 
     def test_large_n_agrees_with_normal_theory(self):
-        # n = 3000 > ORDINARY_BOOTSTRAP_MAX: the double-or-nothing bootstrap.
+        # n = 3000, with many zeros: the zeros' coin flips still weigh in.
         # Normal theory: mean +- 1.96 sd / sqrt(n); agreement within 10% of the width.
         class NoChoices(random.Random):  # proves that the ordinary bootstrap is not used
             def choices(self, *args, **kwargs):
-                raise AssertionError("ordinary bootstrap used above ORDINARY_BOOTSTRAP_MAX")
+                raise AssertionError("the ordinary bootstrap is used")
 
         rng = random.Random(9)
         n = 3000
-        self.assertGreater(n, rag_eval.ORDINARY_BOOTSTRAP_MAX)
+        self.assertGreater(n, MANY)
         cases = {
             "normal(0.5, 0.2)": [rng.gauss(0.5, 0.2) for _ in range(n)],
             "0/1 with p = 0.3 (zeros)": [1.0 if rng.random() < 0.3 else 0.0 for _ in range(n)],
@@ -353,7 +354,7 @@ class TestBootstrapInterval(unittest.TestCase):
 
     def test_deterministic_given_the_seed(self):
         rng = random.Random(6)
-        for n in (30, rag_eval.ORDINARY_BOOTSTRAP_MAX + 30):
+        for n in (30, MANY + 30):
             values = [rng.random() for _ in range(n)]
             with self.subTest(n=n):
                 first = rag_eval.bootstrap_interval(values, 300, random.Random(7))
@@ -1149,9 +1150,9 @@ class TestPairedGate(unittest.TestCase):
 
     def test_identical_large_run_against_its_own_baseline(self):
         # Regression: see TestBootstrapInterval.test_all_zero_data_above_the_ordinary_bootstrap_limit.
-        # More queries than ORDINARY_BOOTSTRAP_MAX, every delta 0: IndexError.
+        # More queries than MANY, every delta 0: IndexError.
         with tempfile.TemporaryDirectory() as tmp:
-            qrels, run = synthetic(rag_eval.ORDINARY_BOOTSTRAP_MAX + 10)
+            qrels, run = synthetic(MANY + 10)
             qrels_path, run_path = os.path.join(tmp, "qrels.json"), os.path.join(tmp, "run.json")
             saved = os.path.join(tmp, "saved.json")
             for path, data in ((qrels_path, qrels), (run_path, run)):
