@@ -874,25 +874,27 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     """P(X <= successes) for X ~ Binomial(trials, p), as a sum of pmf terms.
 
     Summed over the tail below the mean (the other one by X -> trials - X),
-    where the terms fall as they leave it: the sum stops when they vanish, so
-    it costs some sqrt(trials) terms, and log-space first terms do not
-    overflow at any size.
+    where the terms fall the faster the farther they are: those beyond 12
+    standard deviations (below 1e-30 of the first) are left out, so a sum
+    costs at most some 12 sqrt(trials) / 2 terms, and the first term, taken
+    in logs, does not overflow at any size.
     """
+    from itertools import accumulate, islice, repeat
+    from operator import mul, truediv
+
     if successes < 0 or p >= 1.0:
         return 0.0
     if successes >= trials or p <= 0.0:
         return 1.0
     if successes >= trials * p:
         return 1.0 - _binomial_at_most(trials - successes - 1, trials, 1.0 - p)
-    log_pmf = (math.lgamma(trials + 1) - math.lgamma(successes + 1) - math.lgamma(trials - successes + 1)
-               + successes * math.log(p) + (trials - successes) * math.log1p(-p))
-    terms = [math.exp(log_pmf)]
-    odds = (1.0 - p) / p
-    for i in range(successes, 0, -1):  # pmf(i - 1) = pmf(i) * i / (trials - i + 1) * (1 - p) / p
-        terms.append(terms[-1] * i / (trials - i + 1) * odds)
-        if terms[-1] < 1e-17 * terms[0]:
-            break
-    return math.fsum(terms)
+    first = math.exp(math.lgamma(trials + 1) - math.lgamma(successes + 1) - math.lgamma(trials - successes + 1)
+                     + successes * math.log(p) + (trials - successes) * math.log1p(-p))
+    # pmf(i - 1) = pmf(i) * i / (trials - i + 1) * (1 - p) / p, from i = successes down
+    ratios = map(mul, map(truediv, range(successes, 0, -1), range(trials - successes + 1, trials + 1)),
+                 repeat((1.0 - p) / p))
+    terms = int(12 * math.sqrt(trials * p * (1.0 - p))) + 30
+    return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
 
 def _binomial_p_at(successes: int, trials: int, probability: float) -> float:
