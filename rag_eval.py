@@ -702,9 +702,10 @@ def _check_run(run, source: str = "run") -> None:
 
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded
-# random.Random, and floats are added only by math.fsum (exactly rounded,
-# so order-free; sum() of floats changed in Python 3.12): the same inputs
-# give the same bytes out on every Python.
+# random.Random, and floats are summed by math.fsum (exactly rounded, so
+# order-free) or one addition at a time, never by sum(), which became
+# compensated in Python 3.12: the same inputs give the same bytes out on
+# every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -847,10 +848,10 @@ def bootstrap_interval(
     double-or-nothing weights 0 or 2 of Owen & Eckles (2012) on the
     distances.  The resampled means vary exactly as the ordinary
     bootstrap's, by sum((value - mean)**2) / n**2, at every n (the
-    double-or-nothing mean, sum kept / number kept, is far wider below 50
-    values); the interval is symmetric where the ordinary one follows the
-    skew.  One random bit per value: the sign-flip test's resampling, one
-    table lookup per eight values where drawing n values costs n.
+    double-or-nothing mean of the kept values is a quarter wider at n = 8);
+    the interval is symmetric where the ordinary one follows the skew.  One
+    random bit per value: the sign-flip test's resampling, one table lookup
+    per eight values where drawing n values costs n.
 
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
@@ -860,14 +861,10 @@ def bootstrap_interval(
     values = list(values)
     if not values:
         raise RagEvalError("no values to bootstrap")
-    # Resample the distances from the first value, then add it back: constant values give exactly [value, value].
-    origin = values[0]
-    distances = [value - origin for value in values]
-    if not any(distances):
-        return Interval(origin, origin)
-    low, high = _bootstrap_from_halves(distances, _random_halves(distances, resamples, rng or random.Random(DEFAULT_SEED)),
-                                       confidence)
-    return Interval(origin + low, origin + high)
+    if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
+        return Interval(values[0], values[0])
+    halves = _random_halves(values, resamples, rng or random.Random(DEFAULT_SEED))
+    return _bootstrap_from_halves(values, halves, confidence)
 
 
 def _binomial_at_most(successes: int, trials: int, p: float) -> float:
@@ -875,9 +872,9 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
 
     Summed over the tail below the mean (the other one by X -> trials - X),
     where the terms fall the faster the farther they are: those beyond 12
-    standard deviations (below 1e-30 of the first) are left out, so a sum
-    costs at most some 12 sqrt(trials) / 2 terms, and the first term, taken
-    in logs, does not overflow at any size.
+    standard deviations (below 1e-30 of the largest) are left out, so a sum
+    costs at most 6 sqrt(trials) + 30 terms, and the first term, taken in
+    logs, does not overflow at any size.
     """
     from itertools import accumulate, islice, repeat
     from operator import mul, truediv
