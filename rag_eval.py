@@ -779,15 +779,17 @@ def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float
     return halves
 
 
-def _extreme_from(deltas: List[float]) -> float:
-    """A flipped sum at least this large in size is as extreme as sum(deltas): |sum| less the tie tolerance."""
-    return abs(math.fsum(deltas)) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
+def _count_as_extreme(deltas: List[float], kept_sums: Iterable[float]) -> int:
+    """How many sign patterns are as extreme as the observed one, each given by the sum of the
+    deltas whose sign it keeps: |total - 2 * kept| >= |total|, ties (within TIE_TOLERANCE) included."""
+    total = math.fsum(deltas)
+    extreme = abs(total) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
+    return sum(1 for kept in kept_sums if abs(total - 2 * kept) >= extreme)
 
 
 def _sampled_p(deltas: List[float], halves: List[Tuple[float, int]]) -> float:
     """The sampled sign-flip p: (1 + resamples as extreme) / (1 + resamples), never 0."""
-    total, extreme = math.fsum(deltas), _extreme_from(deltas)
-    return (1 + sum(1 for kept, _ in halves if abs(total - 2 * kept) >= extreme)) / (1 + len(halves))
+    return (1 + _count_as_extreme(deltas, (kept for kept, _ in halves))) / (1 + len(halves))
 
 
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
@@ -810,11 +812,8 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
-    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:
-        # Flipping the signs of a subset S turns the sum into total - 2 * sum(S).
-        total, extreme = math.fsum(nonzero), _extreme_from(nonzero)
-        subset_sums = _subset_sums(nonzero)
-        return sum(1 for subtotal in subset_sums if abs(total - 2 * subtotal) >= extreme) / len(subset_sums), True
+    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: keep the signs of each subset in turn
+        return _count_as_extreme(nonzero, _subset_sums(nonzero)) / 2 ** len(nonzero), True
     return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
 
 
