@@ -315,12 +315,13 @@ class TestBootstrapInterval(unittest.TestCase):
         # Different seeds on each side: they agree within Monte Carlo error.  The
         # 2.5% quantile of R bootstrap means has standard error about
         # sqrt(0.025 * 0.975 / R) / density(1.96), some 1% of the interval width
-        # at R = 4000; with few values the bootstrap means also sit on a lattice
-        # (n = 8: steps of 1/96, 2% of the width) and a quantile may move a step
-        # or two.  Allowed: 10% of the width (30 seeds gave at most 7%).
+        # at R = 4000, and rag_eval's interval is symmetric where the textbook's
+        # follows the skew of the data.  Allowed: 10% of the width (30 seeds gave
+        # at most 5.5%).  With fewer values the two methods differ more (n = 8:
+        # up to 18% of the width): see test_few_values_match_every_sign_pattern.
         rng = random.Random(4)
         resamples = 4000
-        for n in (8, 40, MANY):
+        for n in (40, MANY):
             values = [rng.choice([0.0, 1 / 3, 0.5, 1.0, 0.25]) for _ in range(n)]
             ours = rag_eval.bootstrap_interval(values, resamples, random.Random(1))
             theirs = textbook_bootstrap(values, resamples, random.Random(2))
@@ -328,6 +329,29 @@ class TestBootstrapInterval(unittest.TestCase):
             with self.subTest(n=n, ours=ours, textbook=theirs):
                 self.assertLess(abs(ours[0] - theirs[0]), 0.1 * width)
                 self.assertLess(abs(ours[1] - theirs[1]), 0.1 * width)
+
+    def test_few_values_match_every_sign_pattern(self):
+        # n = 8: the resampled mean is mean + sum(s_i (x_i - mean)) / n for random
+        # signs s (Rademacher weights), so its distribution is that of the 2**8
+        # equally likely patterns, enumerated here exactly.  rag_eval's sampled
+        # 2.5% point must be a pattern's mean with at most 2.5% + 1% of the
+        # patterns below it and at least 2.5% - 1% at or below it (1% is 4
+        # standard errors of a share 0.025 estimated from 4000 resamples), and
+        # likewise its 97.5% point.
+        rng = random.Random(4)
+        for trial in range(10):
+            values = [rng.choice([0.0, 1 / 3, 0.5, 1.0, 0.25]) for _ in range(8)]
+            mean = Fraction(math.fsum(values)) / 8
+            means = [float(mean + sum(s * (Fraction(x) - mean) for s, x in zip(signs, values)) / 8)
+                     for signs in itertools.product((1, -1), repeat=8)]
+            ours = rag_eval.bootstrap_interval(values, 4000, random.Random(trial))
+            for point, share in zip(ours, (0.025, 0.975)):
+                below = sum(1 for m in means if m < point - 1e-12) / 256
+                at_or_below = sum(1 for m in means if m <= point + 1e-12) / 256
+                with self.subTest(values=values, point=point, share=share):
+                    self.assertTrue(any(abs(m - point) <= 1e-12 for m in means))
+                    self.assertLessEqual(below, share + 0.01)
+                    self.assertGreaterEqual(at_or_below, share - 0.01)
 
     def test_large_n_agrees_with_normal_theory(self):
         # n = 3000, with many zeros: the zeros' coin flips still weigh in.
