@@ -244,8 +244,8 @@ class TestSignFlipTest(unittest.TestCase):
 
     def test_matches_enumeration_with_thirds(self):
         # Regression: per-query values such as 1/3 and 2/3 (recall with 3 relevant
-        # documents, RR at rank 3) are rounded to multiples of 1/FIXED_ONE, and
-        # the rounding errors of the observed sum and of a flipped sum differ,
+        # documents, RR at rank 3) were rounded to a fixed-point grid (since
+        # removed), and the rounding errors of the observed sum and of a flipped sum differ,
         # so exact ties are lost.  Deltas 2/3, 2/3, -1/3, -1/3, -1/3 (sum 1/3):
         # every pattern's sum is an odd number of thirds, so |sum| >= 1/3 always
         # and p = 1; rag_eval says 0.625.
@@ -280,19 +280,19 @@ class TestBootstrapInterval(unittest.TestCase):
                     self.assertEqual(tuple(rag_eval.bootstrap_interval([c] * n, 200, random.Random(0))), (c, c))
 
     def test_all_zero_data_above_the_ordinary_bootstrap_limit(self):
-        # Regression: with more than ORDINARY_BOOTSTRAP_MAX values that are all 0 there
+        # Regression: with more than 250 values (then another bootstrap) that are all 0 there
         # is no nonzero value, _random_halves gets an empty list and
         # ``chosen[-1] &= last_bits`` raises IndexError on the empty bytearray.
-        # Through the command line: gating a run of > ORDINARY_BOOTSTRAP_MAX
+        # Through the command line: gating a run of > 250
         # queries against its own extended baseline crashes (see
         # TestPairedGate.test_identical_large_run_against_its_own_baseline).
         n = MANY + 1
         self.assertEqual(tuple(rag_eval.bootstrap_interval([0.0] * n, 100, random.Random(0))), (0.0, 0.0))
 
     def test_constant_data_that_is_not_a_multiple_of_a_power_of_two(self):
-        # Doubtful: the interval is computed in units of 1/FIXED_ONE and never
-        # mapped back, so constant data 1/3 gives [0.33333333302, 0.33333333302],
-        # which does not contain the mean 1/3 (off by up to 1 / (2 FIXED_ONE)).
+        # Doubtful: the interval was computed on a fixed-point grid of 2**-30 (since
+        # removed) and never mapped back, so constant data 1/3 gave
+        # [0.33333333302, 0.33333333302], which does not contain the mean 1/3.
         for n in (5, MANY + 50):
             with self.subTest(n=n):
                 low, high = rag_eval.bootstrap_interval([1 / 3] * n, 100, random.Random(0))
