@@ -770,11 +770,9 @@ def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float
     nonzero = len(ordered) - ordered.count(0.0)
     tables = [array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, nonzero, 8)]
     blocks = (len(ordered) + 7) // 8
-    last_bits = (1 << (len(ordered) % 8 or 8)) - 1  # the last block may hold fewer than eight
     halves = []
     for _ in range(resamples):
-        chosen = bytearray(rng.randbytes(blocks))
-        chosen[-1] &= last_bits
+        chosen = rng.getrandbits(len(ordered)).to_bytes(blocks, "little")  # bit i keeps value i
         halves.append((math.fsum(map(getitem, tables, chosen)), sum(chosen.translate(_BITS_SET))))
     return halves
 
