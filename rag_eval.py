@@ -714,8 +714,8 @@ CONFIDENCE = 0.95
 POWER = 0.80
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties
-# it: 1/3 + 1/3 and 2/3, or 1 - 1/3 and 2/3, differ in floats by rounding
-# only, and a tie counts as extreme.  Rounding is some 1e-16 of that scale.
+# it, and a tie counts as extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two
+# floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 
