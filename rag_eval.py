@@ -752,12 +752,12 @@ def _subset_sums(values: List[float]) -> List[float]:
 
 
 def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float, int]]:
-    """For each resample, keep each value with probability 1/2: (sum kept, number kept).
+    """For each resample a random half, each value in it with chance 1/2: (its sum, its size).
 
-    The one resampling of this section: the kept half keeps its sign, the
-    rest is flipped, so sum(signs * values) = sum(values) - 2 * sum kept.
-    The sign-flip test flips the signs of the deltas, the bootstrap those
-    of the values' distances from their mean.
+    The one resampling of this section: the half has its signs flipped, so
+    sum(signs * values) = sum(values) - 2 * sum(half).  The sign-flip test
+    flips the signs of the deltas, the bootstrap those of the values'
+    distances from their mean.
 
     It is the hot loop, so eight values share a table of their 256 subset
     sums and one random byte picks a subset: a resample costs one lookup per
@@ -772,22 +772,22 @@ def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float
     blocks = (len(ordered) + 7) // 8
     halves = []
     for _ in range(resamples):
-        chosen = rng.getrandbits(len(ordered)).to_bytes(blocks, "little")  # bit i keeps value i
+        chosen = rng.getrandbits(len(ordered)).to_bytes(blocks, "little")  # bit i puts value i in the half
         halves.append((math.fsum(map(getitem, tables, chosen)), sum(chosen.translate(_BITS_SET))))
     return halves
 
 
-def _count_as_extreme(deltas: List[float], kept_sums: Iterable[float]) -> int:
+def _count_as_extreme(deltas: List[float], flipped_sums: Iterable[float]) -> int:
     """How many sign patterns are as extreme as the observed one, each given by the sum of the
-    deltas whose sign it keeps: |total - 2 * kept| >= |total|, ties (within TIE_TOLERANCE) included."""
+    deltas it flips: |total - 2 * flipped| >= |total|, ties (within TIE_TOLERANCE) included."""
     total = math.fsum(deltas)
     extreme = abs(total) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
-    return sum(1 for kept in kept_sums if abs(total - 2 * kept) >= extreme)
+    return sum(1 for flipped in flipped_sums if abs(total - 2 * flipped) >= extreme)
 
 
 def _sampled_p(deltas: List[float], halves: List[Tuple[float, int]]) -> float:
     """The sampled sign-flip p: (1 + resamples as extreme) / (1 + resamples), never 0."""
-    return (1 + _count_as_extreme(deltas, (kept for kept, _ in halves))) / (1 + len(halves))
+    return (1 + _count_as_extreme(deltas, (half for half, _ in halves))) / (1 + len(halves))
 
 
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
@@ -810,7 +810,7 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
-    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: keep the signs of each subset in turn
+    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
         return _count_as_extreme(nonzero, _subset_sums(nonzero)) / 2 ** len(nonzero), True
     return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
 
@@ -830,8 +830,8 @@ def _bootstrap_from_halves(values: List[float], halves: List[Tuple[float, int]],
     """The percentile interval of mean + sum(signs * (values - mean)) / n, a random half of the signs flipped."""
     n, total = len(values), math.fsum(values)
     mean = total / n
-    # The kept half keeps its sign: sum(signs * values) = total - 2 * kept, sum(signs) = n - 2 * count.
-    means = [mean + ((total - 2 * kept) - mean * (n - 2 * count)) / n for kept, count in halves]
+    # The half is flipped: sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size.
+    means = [mean + ((total - 2 * half) - mean * (n - 2 * size)) / n for half, size in halves]
     return _percentile_interval(means, confidence) if means else Interval(mean, mean)
 
 
