@@ -786,7 +786,10 @@ def _check_run(run, source: str = "run") -> None:
 
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded
-# random.Random, so the same inputs give the same bytes out on every Python.
+# random.Random, and floats are summed by math.fsum (exactly rounded, so
+# order-free) or one addition at a time, never by sum(), which became
+# compensated in Python 3.12: the same inputs give the same bytes out on
+# every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -794,13 +797,11 @@ DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
-ORDINARY_BOOTSTRAP_MAX = 250  # above this many queries, the double-or-nothing bootstrap
-# Resampled values are summed as whole multiples of 2**-30.  Sums of up to
-# 2**22 of them stay below 2**53, where floats hold integers exactly, so the
-# results do not depend on the float summation order (which changed in Python
-# 3.12).  Values such as 1/3 land between grid points: a sum of n of them may
-# be off by n/2 units, and comparisons allow for that.
-FIXED_ONE = 1 << 30
+# A flipped sum within this share of sum(|deltas|) of the observed one ties
+# it, and a tie counts as extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two
+# floats.  Rounding errors are some 1e-16 of that scale.
+TIE_TOLERANCE = 1e-9
+_BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 
 
 class Interval(NamedTuple):
@@ -826,44 +827,51 @@ class PairedComparison(NamedTuple):
     spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
 
 
-def _fixed(value: float) -> int:
-    return round(value * FIXED_ONE)
+def _subset_sums(values: List[float]) -> List[float]:
+    """The sum of every subset of ``values``: entry s sums the values whose bit is set in s."""
+    sums = [0.0]
+    for value in values:
+        sums += [subtotal + value for subtotal in sums]
+    return sums
 
 
-def _random_halves(values: List[int], resamples: int, rng) -> Iterator[Tuple[float, bytearray]]:
-    """For each resample, keep each value with probability 1/2: yield (sum kept, choice bits).
+def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float, int]]:
+    """For each resample a random half, each value in it with chance 1/2: (its sum, its size).
 
-    ``values`` must not be empty: an empty table has no byte to choose with.
+    The one resampling of this section: the half has its signs flipped, so
+    sum(signs * values) = sum(values) - 2 * sum(half).  The sign-flip test
+    flips the signs of the deltas, the bootstrap those of the values'
+    distances from their mean.
 
-    Eight values share a table of their 256 subset sums, so a resample costs
-    one lookup per eight values, with one random byte choosing each subset.
-    The tables are arrays of floats holding whole numbers (see FIXED_ONE):
-    compact, so lookups stay in the processor's cache, and exact.
+    It is the hot loop, so eight values share a table of their 256 subset
+    sums and one random byte picks a subset: a resample costs one lookup per
+    eight values.  Zeros go last and need no table, only their random bits.
     """
     from array import array
     from operator import getitem
 
-    tables = []
-    for start in range(0, len(values), 8):
-        table = [0]
-        for value in values[start:start + 8]:
-            table += [subtotal + value for subtotal in table]
-        tables.append(array("d", table))
-    last_bits = (1 << (len(values) % 8 or 8)) - 1  # the last block may hold fewer than eight
+    ordered = [value for value in values if value] + [value for value in values if not value]
+    nonzero = len(ordered) - ordered.count(0.0)
+    tables = [array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, nonzero, 8)]
+    blocks = (len(ordered) + 7) // 8
+    halves = []
     for _ in range(resamples):
-        chosen = bytearray(rng.randbytes(len(tables)))
-        chosen[-1] &= last_bits
-        yield sum(map(getitem, tables, chosen)), chosen
+        chosen = rng.getrandbits(len(ordered)).to_bytes(blocks, "little")  # bit i puts value i in the half
+        halves.append((math.fsum(map(getitem, tables, chosen)), sum(chosen.translate(_BITS_SET))))
+    return halves
 
 
-_POPCOUNT = bytes(bin(byte).count("1") for byte in range(256))
+def _count_as_extreme(deltas: List[float], flipped_sums: Iterable[float]) -> int:
+    """How many sign patterns are as extreme as the observed one, each given by the sum of the
+    deltas it flips: |total - 2 * flipped| >= |total|, ties (within TIE_TOLERANCE) included."""
+    total = math.fsum(deltas)
+    extreme = abs(total) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
+    return sum(1 for flipped in flipped_sums if abs(total - 2 * flipped) >= extreme)
 
 
-def _heads(coins: int, rng) -> int:
-    """How many of ``coins`` fair coin flips come up heads: a Binomial(coins, 1/2) draw."""
-    whole, extra = divmod(coins, 8)
-    heads = sum(rng.randbytes(whole).translate(_POPCOUNT))
-    return heads + (_POPCOUNT[rng.getrandbits(extra)] if extra else 0)
+def _sampled_p(deltas: List[float], halves: List[Tuple[float, int]]) -> float:
+    """The sampled sign-flip p: (1 + resamples as extreme) / (1 + resamples), never 0."""
+    return (1 + _count_as_extreme(deltas, (half for half, _ in halves))) / (1 + len(halves))
 
 
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
@@ -871,42 +879,60 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
 
     Under the null hypothesis each query's difference is as likely to have the
     other sign (Fisher's randomization test; Smucker, Allan & Carterette 2007
-    recommend it for IR).  With few differing queries every sign pattern is
-    enumerated and p is exact; otherwise ``resamples`` random patterns give
-    p = (1 + as extreme) / (1 + resamples), never 0.
+    recommend it for IR).  With up to EXACT_SIGN_FLIP_MAX differing queries
+    every sign pattern is enumerated and p is exact; otherwise ``resamples``
+    random patterns (random halves flipped) give p = (1 + as extreme) /
+    (1 + resamples), never 0.  A pattern within TIE_TOLERANCE of the observed
+    sum ties it and counts as extreme.
 
     >>> sign_flip_test([0.5, 0.5, 0.5])  # 2 of the 8 patterns are as extreme
     (0.25, True)
     """
     import random
 
-    nonzero = [q for q in map(_fixed, deltas) if q]
+    deltas = list(deltas)
+    nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
-    total = sum(nonzero)
-    # As extreme as observed, up to the grid's rounding: 1/3 + 1/3 ties 2/3 here as it does in arithmetic.
-    threshold = abs(total) - len(nonzero)
-    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:
-        subtotals = [0]
-        for value in nonzero:
-            subtotals += [subtotal + value for subtotal in subtotals]
-        # Flipping the signs of a subset S turns the sum into total - 2 * sum(S).
-        extreme = sum(1 for subtotal in subtotals if abs(total - 2 * subtotal) >= threshold)
-        return extreme / len(subtotals), True
-    rng = rng or random.Random(DEFAULT_SEED)
-    extreme = sum(1 for flipped, _ in _random_halves(nonzero, resamples, rng) if abs(total - 2 * flipped) >= threshold)
-    return (1 + extreme) / (1 + resamples), False
+    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
+        return _count_as_extreme(nonzero, _subset_sums(nonzero)) / 2 ** len(nonzero), True
+    return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
+
+
+def _percentile_interval(means: List[float], confidence: float = CONFIDENCE) -> Interval:
+    """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
+    means = sorted(means)
+    tail = (1 - confidence) / 2
+
+    def at_rank(share: float) -> float:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
+        return means[min(len(means), max(1, math.ceil(share * len(means) - 1e-9))) - 1]
+
+    return Interval(at_rank(tail), at_rank(1 - tail))
+
+
+def _bootstrap_from_halves(values: List[float], halves: List[Tuple[float, int]], confidence: float) -> Interval:
+    """The percentile interval of mean + sum(signs * (values - mean)) / n, a random half of the signs flipped."""
+    n, total = len(values), math.fsum(values)
+    mean = total / n
+    # The half is flipped: sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size.
+    means = [mean + ((total - 2 * half) - mean * (n - 2 * size)) / n for half, size in halves]
+    return _percentile_interval(means, confidence) if means else Interval(mean, mean)
 
 
 def bootstrap_interval(
     values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None, confidence: float = CONFIDENCE
 ) -> Interval:
-    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993).
+    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993, ch. 13).
 
-    Up to ORDINARY_BOOTSTRAP_MAX values each resample draws n values with
-    replacement.  Above it, the double-or-nothing bootstrap (Owen & Eckles
-    2012) weights each value 0 or 2 with probability 1/2, the same mean and
-    variance of weights at an eighth of the cost.
+    Each resample gives every value's distance from the mean a random sign:
+    the wild bootstrap with Rademacher weights (Liu 1988; Mammen 1993), the
+    double-or-nothing weights 0 or 2 of Owen & Eckles (2012) on the
+    distances.  The resampled means vary exactly as the ordinary
+    bootstrap's, by sum((value - mean)**2) / n**2, at every n (the
+    double-or-nothing mean of the kept values is a quarter wider at n = 8);
+    the interval is symmetric where the ordinary one follows the skew.  One
+    random bit per value: the sign-flip test's resampling, one table lookup
+    per eight values where drawing n values costs n.
 
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
@@ -914,100 +940,47 @@ def bootstrap_interval(
     import random
 
     values = list(values)
-    n = len(values)
-    if n == 0:
+    if not values:
         raise RagEvalError("no values to bootstrap")
-    # Resample the distances from the first value, then add it back: constant
-    # values give exactly [value, value], and the grid only rounds the spread.
-    origin = values[0]
-    fixed = [_fixed(value - origin) for value in values]
-    rng = rng or random.Random(DEFAULT_SEED)
-    if not any(fixed):
-        return Interval(origin, origin)
-    if n <= ORDINARY_BOOTSTRAP_MAX:
-        means = [sum(rng.choices(fixed, k=n)) / n for _ in range(resamples)]
-    else:
-        nonzero = [q for q in fixed if q]
-        means = [mean for _, mean in _double_or_nothing(nonzero, n - len(nonzero), resamples, rng)]
-    low, high = _percentiles(means, confidence)
-    return Interval(origin + low, origin + high)
+    if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
+        return Interval(values[0], values[0])
+    halves = _random_halves(values, resamples, rng or random.Random(DEFAULT_SEED))
+    return _bootstrap_from_halves(values, halves, confidence)
 
 
-def _double_or_nothing(nonzero: List[int], zeros: int, resamples: int, rng) -> Iterator[Tuple[float, float]]:
-    """Random halves of the values (the zeros only flip coins): yield (sum kept, mean kept) in grid units."""
-    for kept_sum, chosen in _random_halves(nonzero, resamples, rng):
-        kept = sum(chosen.translate(_POPCOUNT)) + _heads(zeros, rng)
-        if kept:  # an empty half (chance 2**-n) has no mean
-            yield kept_sum, kept_sum / kept
+def _binomial_at_most(successes: int, trials: int, p: float) -> float:
+    """P(X <= successes) for X ~ Binomial(trials, p), as a sum of pmf terms.
 
-
-def _percentiles(means: List[float], confidence: float) -> Tuple[float, float]:
-    """The percentile interval of resampled means given in grid units, as values."""
-    means.sort()
-    tail = (1 - confidence) / 2
-    low = means[max(0, math.ceil(tail * len(means)) - 1)]
-    high = means[min(len(means) - 1, math.ceil((1 - tail) * len(means)) - 1)]
-    return low / FIXED_ONE, high / FIXED_ONE
-
-
-def _paired_resampling(deltas: List[float], resamples: int, rng) -> Tuple[float, bool, Interval]:
-    """The sign-flip p-value (and whether exact) and the bootstrap interval of one metric's deltas.
-
-    With many queries, both resample random halves: a half S of the changed
-    queries gives the flipped statistic total - 2 * sum(S) and, with a coin
-    flipped for each unchanged query, the double-or-nothing mean.  One pass
-    then serves both, at half the cost; each uses every resample just as it
-    would alone.
+    Summed over the tail below the mean (the other one by X -> trials - X),
+    where the terms fall the faster the farther they are: those beyond 12
+    standard deviations (below 1e-30 of the largest) are left out, so a sum
+    costs at most 6 sqrt(trials) + 30 terms, and the first term, taken in
+    logs, does not overflow at any size.
     """
-    fixed = [_fixed(delta) for delta in deltas]
-    nonzero = [q for q in fixed if q]
-    if len(nonzero) <= EXACT_SIGN_FLIP_MAX or len(fixed) <= ORDINARY_BOOTSTRAP_MAX:
-        p_value, exact = sign_flip_test(deltas, resamples, rng)
-        return p_value, exact, bootstrap_interval(deltas, resamples, rng)
-    total = sum(nonzero)
-    threshold = abs(total) - len(nonzero)  # as in sign_flip_test: ties up to the grid's rounding
-    extreme = 0
-    means = []
-    for kept_sum, mean in _double_or_nothing(nonzero, len(fixed) - len(nonzero), resamples, rng):
-        extreme += abs(total - 2 * kept_sum) >= threshold
-        means.append(mean)
-    return (1 + extreme) / (1 + resamples), False, Interval(*_percentiles(means, CONFIDENCE))
+    from itertools import accumulate, islice, repeat
+    from operator import mul, truediv
 
-
-def _regularized_beta(x: float, a: float, b: float) -> float:
-    """I_x(a, b), by the continued fraction evaluated with Lentz's method."""
-    if x <= 0.0:
+    if successes < 0 or p >= 1.0:
         return 0.0
-    if x >= 1.0:
+    if successes >= trials or p <= 0.0:
         return 1.0
-    if x > (a + 1) / (a + b + 2):  # the fraction converges fast only on this side
-        return 1.0 - _regularized_beta(1.0 - x, b, a)
-    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    fraction = d
-    for m in range(1, 10_000):
-        for numerator in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            fraction *= c * d
-        if abs(c * d - 1.0) < 1e-15:
-            break
-    return math.exp(log_front) * fraction / a
+    if successes >= trials * p:
+        return 1.0 - _binomial_at_most(trials - successes - 1, trials, 1.0 - p)
+    first = math.exp(math.lgamma(trials + 1) - math.lgamma(successes + 1) - math.lgamma(trials - successes + 1)
+                     + successes * math.log(p) + (trials - successes) * math.log1p(-p))
+    # pmf(i - 1) = pmf(i) * i / (trials - i + 1) * (1 - p) / p, from i = successes down
+    ratios = map(mul, map(truediv, range(successes, 0, -1), range(trials - successes + 1, trials + 1)),
+                 repeat((1.0 - p) / p))
+    terms = int(12 * math.sqrt(trials * p * (1.0 - p))) + 30
+    return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
 
-def _beta_quantile(p: float, a: float, b: float) -> float:
-    """The x with I_x(a, b) = p, by bisection (I is increasing in x)."""
+def _binomial_p_at(successes: int, trials: int, probability: float) -> float:
+    """The p with P(X <= successes) = probability, X ~ Binomial(trials, p), by bisection (it falls as p grows)."""
     low, high = 0.0, 1.0
-    for _ in range(100):
+    for _ in range(64):
         middle = (low + high) / 2
-        if _regularized_beta(middle, a, b) < p:
+        if _binomial_at_most(successes, trials, middle) > probability:
             low = middle
         else:
             high = middle
@@ -1017,14 +990,17 @@ def _beta_quantile(p: float, a: float, b: float) -> float:
 def clopper_pearson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
     """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
 
+    low solves P(X >= successes | low) = tail and high P(X <= successes | high)
+    = tail, tail = (1 - confidence) / 2, from exact binomial tails.
+
     >>> [round(x, 4) for x in clopper_pearson(5, 10)]
     [0.1871, 0.8129]
     """
     if trials < 1 or not 0 <= successes <= trials:
         raise RagEvalError(f"clopper_pearson needs 0 <= successes <= trials >= 1, got {successes}/{trials}")
     tail = (1 - confidence) / 2
-    low = 0.0 if successes == 0 else _beta_quantile(tail, successes, trials - successes + 1)
-    high = 1.0 if successes == trials else _beta_quantile(1 - tail, successes + 1, trials - successes)
+    low = 0.0 if successes == 0 else _binomial_p_at(successes - 1, trials, 1 - tail)
+    high = 1.0 if successes == trials else _binomial_p_at(successes, trials, tail)
     return Interval(low, high)
 
 
@@ -1085,14 +1061,6 @@ def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_
     return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
 
 
-def _smallest_p(differing: int, resamples: int) -> float:
-    """The smallest p-value the sign-flip test can give: 2 of the 2**n patterns,
-    or one sampled pattern in resamples + 1."""
-    if differing <= EXACT_SIGN_FLIP_MAX:
-        return 2.0 ** (1 - differing) if differing else 1.0
-    return 1 / (1 + resamples)
-
-
 def compare_paired(
     metric: str,
     before: Mapping[str, float],
@@ -1110,23 +1078,24 @@ def compare_paired(
     if not common:
         raise RagEvalError(f"{metric}: no query is scored on both sides")
     deltas = [after[qid] - before[qid] for qid in common]
-    signs = [_fixed(delta) for delta in deltas]
-    differing = sum(1 for q in signs if q)
+    differing = sum(1 for delta in deltas if delta)
     # One generator per metric, seeded by its name: adding a metric changes no other's numbers.
-    rng = random.Random(f"rag_eval:{seed}:{metric}")
-    p_value, exact, interval = _paired_resampling(deltas, resamples, rng)
-    drops = sorted((delta, qid) for qid, delta, q in zip(common, deltas, signs) if q < 0)
+    # One pass of random halves serves the test (unless exact) and the interval.
+    halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}")) if differing else []
+    p_value, exact = sign_flip_test(deltas) if differing <= EXACT_SIGN_FLIP_MAX else (_sampled_p(deltas, halves), False)
+    drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
     return PairedComparison(
         metric=metric,
         queries=len(common),
         mean_delta=math.fsum(deltas) / len(common),
-        improved=sum(1 for q in signs if q > 0),
-        worse=sum(1 for q in signs if q < 0),
+        improved=sum(1 for delta in deltas if delta > 0),
+        worse=len(drops),
         same=len(common) - differing,
         p_value=p_value,
         exact=exact,
-        unresolvable=_smallest_p(differing, resamples) > alpha,
-        interval=interval,
+        # the smallest p there could be: 2 of the 2**n patterns, or 1 in resamples + 1
+        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + resamples)) > alpha,
+        interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
         spread=_standard_deviation(deltas),

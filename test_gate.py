@@ -63,6 +63,7 @@ FIXTURE_MEANS = {metric: sum(values.values()) / 3 for metric, values in FIXTURE_
 # The shipped baseline: {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
 # Falls: recall 0.70 - 2/3 = 0.0333, mrr 0.55 - 1/2 = 0.05, ndcg 0.52 - 0.5095 = 0.0105,
 # success 0.6667 - 2/3 = 0.00003.
+MANY = 250  # queries: above it, rag_eval once switched to a second bootstrap; sizes around it stay tested
 
 
 # === Helpers ===
@@ -243,8 +244,8 @@ class TestSignFlipTest(unittest.TestCase):
 
     def test_matches_enumeration_with_thirds(self):
         # Regression: per-query values such as 1/3 and 2/3 (recall with 3 relevant
-        # documents, RR at rank 3) are rounded to multiples of 1/FIXED_ONE, and
-        # the rounding errors of the observed sum and of a flipped sum differ,
+        # documents, RR at rank 3) were rounded to a fixed-point grid (since
+        # removed), and the rounding errors of the observed sum and of a flipped sum differ,
         # so exact ties are lost.  Deltas 2/3, 2/3, -1/3, -1/3, -1/3 (sum 1/3):
         # every pattern's sum is an odd number of thirds, so |sum| >= 1/3 always
         # and p = 1; rag_eval says 0.625.
@@ -272,27 +273,27 @@ class TestSignFlipTest(unittest.TestCase):
 
 class TestBootstrapInterval(unittest.TestCase):
     def test_constant_data(self):
-        above = rag_eval.ORDINARY_BOOTSTRAP_MAX + 50  # the double-or-nothing path
+        above = MANY + 50
         for c in (0.25, 1.0, -0.5, 0.125):
             for n in (1, 5, above):
                 with self.subTest(c=c, n=n):
                     self.assertEqual(tuple(rag_eval.bootstrap_interval([c] * n, 200, random.Random(0))), (c, c))
 
     def test_all_zero_data_above_the_ordinary_bootstrap_limit(self):
-        # Regression: with more than ORDINARY_BOOTSTRAP_MAX values that are all 0 there
+        # Regression: with more than 250 values (then another bootstrap) that are all 0 there
         # is no nonzero value, _random_halves gets an empty list and
         # ``chosen[-1] &= last_bits`` raises IndexError on the empty bytearray.
-        # Through the command line: gating a run of > ORDINARY_BOOTSTRAP_MAX
+        # Through the command line: gating a run of > 250
         # queries against its own extended baseline crashes (see
         # TestPairedGate.test_identical_large_run_against_its_own_baseline).
-        n = rag_eval.ORDINARY_BOOTSTRAP_MAX + 1
+        n = MANY + 1
         self.assertEqual(tuple(rag_eval.bootstrap_interval([0.0] * n, 100, random.Random(0))), (0.0, 0.0))
 
     def test_constant_data_that_is_not_a_multiple_of_a_power_of_two(self):
-        # Doubtful: the interval is computed in units of 1/FIXED_ONE and never
-        # mapped back, so constant data 1/3 gives [0.33333333302, 0.33333333302],
-        # which does not contain the mean 1/3 (off by up to 1 / (2 FIXED_ONE)).
-        for n in (5, rag_eval.ORDINARY_BOOTSTRAP_MAX + 50):
+        # Doubtful: the interval was computed on a fixed-point grid of 2**-30 (since
+        # removed) and never mapped back, so constant data 1/3 gave
+        # [0.33333333302, 0.33333333302], which does not contain the mean 1/3.
+        for n in (5, MANY + 50):
             with self.subTest(n=n):
                 low, high = rag_eval.bootstrap_interval([1 / 3] * n, 100, random.Random(0))
                 self.assertLessEqual(low, statistics.fmean([1 / 3] * n))
@@ -300,7 +301,7 @@ class TestBootstrapInterval(unittest.TestCase):
 
     def test_contains_the_mean(self):
         rng = random.Random(8)
-        for n in (2, 3, 10, 50, rag_eval.ORDINARY_BOOTSTRAP_MAX + 10):
+        for n in (2, 3, 10, 50, MANY + 10):
             values = [rng.choice([0.0, 0.25, 0.5, 1.0]) for _ in range(n)]
             if len(set(values)) == 1:
                 values[0] = 1.0 - values[0]
@@ -314,12 +315,13 @@ class TestBootstrapInterval(unittest.TestCase):
         # Different seeds on each side: they agree within Monte Carlo error.  The
         # 2.5% quantile of R bootstrap means has standard error about
         # sqrt(0.025 * 0.975 / R) / density(1.96), some 1% of the interval width
-        # at R = 4000; with few values the bootstrap means also sit on a lattice
-        # (n = 8: steps of 1/96, 2% of the width) and a quantile may move a step
-        # or two.  Allowed: 10% of the width (30 seeds gave at most 7%).
+        # at R = 4000, and rag_eval's interval is symmetric where the textbook's
+        # follows the skew of the data.  Allowed: 10% of the width (30 seeds gave
+        # at most 5.5%).  With fewer values the two methods differ more (n = 8:
+        # up to 18% of the width): see test_few_values_match_every_sign_pattern.
         rng = random.Random(4)
         resamples = 4000
-        for n in (8, 40, rag_eval.ORDINARY_BOOTSTRAP_MAX):
+        for n in (40, MANY):
             values = [rng.choice([0.0, 1 / 3, 0.5, 1.0, 0.25]) for _ in range(n)]
             ours = rag_eval.bootstrap_interval(values, resamples, random.Random(1))
             theirs = textbook_bootstrap(values, resamples, random.Random(2))
@@ -328,16 +330,39 @@ class TestBootstrapInterval(unittest.TestCase):
                 self.assertLess(abs(ours[0] - theirs[0]), 0.1 * width)
                 self.assertLess(abs(ours[1] - theirs[1]), 0.1 * width)
 
+    def test_few_values_match_every_sign_pattern(self):
+        # n = 8: the resampled mean is mean + sum(s_i (x_i - mean)) / n for random
+        # signs s (Rademacher weights), so its distribution is that of the 2**8
+        # equally likely patterns, enumerated here exactly.  rag_eval's sampled
+        # 2.5% point must be a pattern's mean with at most 2.5% + 1% of the
+        # patterns below it and at least 2.5% - 1% at or below it (1% is 4
+        # standard errors of a share 0.025 estimated from 4000 resamples), and
+        # likewise its 97.5% point.
+        rng = random.Random(4)
+        for trial in range(10):
+            values = [rng.choice([0.0, 1 / 3, 0.5, 1.0, 0.25]) for _ in range(8)]
+            mean = Fraction(math.fsum(values)) / 8
+            means = [float(mean + sum(s * (Fraction(x) - mean) for s, x in zip(signs, values)) / 8)
+                     for signs in itertools.product((1, -1), repeat=8)]
+            ours = rag_eval.bootstrap_interval(values, 4000, random.Random(trial))
+            for point, share in zip(ours, (0.025, 0.975)):
+                below = sum(1 for m in means if m < point - 1e-12) / 256
+                at_or_below = sum(1 for m in means if m <= point + 1e-12) / 256
+                with self.subTest(values=values, point=point, share=share):
+                    self.assertTrue(any(abs(m - point) <= 1e-12 for m in means))
+                    self.assertLessEqual(below, share + 0.01)
+                    self.assertGreaterEqual(at_or_below, share - 0.01)
+
     def test_large_n_agrees_with_normal_theory(self):
-        # n = 3000 > ORDINARY_BOOTSTRAP_MAX: the double-or-nothing bootstrap.
+        # n = 3000, with many zeros: the zeros' coin flips still weigh in.
         # Normal theory: mean +- 1.96 sd / sqrt(n); agreement within 10% of the width.
         class NoChoices(random.Random):  # proves that the ordinary bootstrap is not used
             def choices(self, *args, **kwargs):
-                raise AssertionError("ordinary bootstrap used above ORDINARY_BOOTSTRAP_MAX")
+                raise AssertionError("the ordinary bootstrap is used")
 
         rng = random.Random(9)
         n = 3000
-        self.assertGreater(n, rag_eval.ORDINARY_BOOTSTRAP_MAX)
+        self.assertGreater(n, MANY)
         cases = {
             "normal(0.5, 0.2)": [rng.gauss(0.5, 0.2) for _ in range(n)],
             "0/1 with p = 0.3 (zeros)": [1.0 if rng.random() < 0.3 else 0.0 for _ in range(n)],
@@ -353,7 +378,7 @@ class TestBootstrapInterval(unittest.TestCase):
 
     def test_deterministic_given_the_seed(self):
         rng = random.Random(6)
-        for n in (30, rag_eval.ORDINARY_BOOTSTRAP_MAX + 30):
+        for n in (30, MANY + 30):
             values = [rng.random() for _ in range(n)]
             with self.subTest(n=n):
                 first = rag_eval.bootstrap_interval(values, 300, random.Random(7))
@@ -1156,9 +1181,9 @@ class TestPairedGate(unittest.TestCase):
 
     def test_identical_large_run_against_its_own_baseline(self):
         # Regression: see TestBootstrapInterval.test_all_zero_data_above_the_ordinary_bootstrap_limit.
-        # More queries than ORDINARY_BOOTSTRAP_MAX, every delta 0: IndexError.
+        # More queries than MANY, every delta 0: IndexError.
         with tempfile.TemporaryDirectory() as tmp:
-            qrels, run = synthetic(rag_eval.ORDINARY_BOOTSTRAP_MAX + 10)
+            qrels, run = synthetic(MANY + 10)
             qrels_path, run_path = os.path.join(tmp, "qrels.json"), os.path.join(tmp, "run.json")
             saved = os.path.join(tmp, "saved.json")
             for path, data in ((qrels_path, qrels), (run_path, run)):

@@ -1,0 +1,223 @@
+"""Tests of the statistics of rag_eval.py that pin its guarantees: p never 0,
+ties counted when floats round them apart, the percentile ranks, the two
+halves of ``--gate significant``, Clopper-Pearson at large n.
+
+Each test names the bug it kills.  Expected values are worked by hand or
+computed independently (exact rationals, binomial tails from ``math.comb``,
+the plain Python of the method); seeds are fixed, the clock is never read.
+
+Run with ``python3 -m unittest test_stats`` from the repository root.
+"""
+
+import itertools
+import math
+import random
+import unittest
+from fractions import Fraction
+
+import rag_eval
+
+THIRD = 1 / 3
+
+
+def brute_force_p(numerators):
+    """Two-sided sign-flip p of integer deltas, by every sign pattern."""
+    observed = abs(sum(numerators))
+    extreme = sum(1 for signs in itertools.product((1, -1), repeat=len(numerators))
+                  if abs(sum(s * m for s, m in zip(signs, numerators))) >= observed)
+    return Fraction(extreme, 2 ** len(numerators))
+
+
+def thirds_as_measures_give_them(numerators):
+    """Deltas of m thirds as after - before of per-query values in thirds (0, 1/3, 2/3, 1):
+    1 - 2/3 and 2/3 - 1/3 both mean 1/3, and are two different floats."""
+    pairs = {m: [(b + m, b) for b in range(4) if 0 <= b + m <= 3] for m in range(-3, 4)}
+    deltas = []
+    for index, m in enumerate(numerators):
+        after, before = pairs[m][index % len(pairs[m])]
+        deltas.append(after / 3 - before / 3)
+    return deltas
+
+
+class TestSampledPIsNeverZero(unittest.TestCase):
+    """Kills: the sampled p computed as extreme / resamples (0 when no sample is as extreme)."""
+
+    def test_sign_flip_test(self):
+        # 40 deltas of +1/2: only 2 of 2**40 patterns are as extreme, so no sample
+        # of 200 hits one and p is its smallest value, 1 / (1 + 200).
+        self.assertEqual(rag_eval.sign_flip_test([0.5] * 40, 200, random.Random(0)), (1 / 201, False))
+
+    def test_compare_paired(self):
+        before = {f"q{i:02d}": 1.0 for i in range(40)}
+        after = {qid: 0.5 for qid in before}
+        comparison = rag_eval.compare_paired("mrr@5", before, after, resamples=300)
+        self.assertEqual((comparison.p_value, comparison.exact), (1 / 301, False))
+
+    def test_compare_paired_tests_with_the_metrics_generator(self):
+        # One resampling serves the test and the interval: the p of compare_paired
+        # is sign_flip_test's with the generator seeded by the metric's name.
+        rng = random.Random(31)
+        before = {f"q{i:02d}": rng.choice([0.0, 0.25, 0.5, 1.0]) for i in range(60)}
+        after = {qid: rng.choice([0.0, 0.25, 0.5, 1.0]) for qid in before}
+        comparison = rag_eval.compare_paired("recall@5", before, after, resamples=500, seed=9)
+        deltas = [after[qid] - before[qid] for qid in sorted(before)]
+        expected = rag_eval.sign_flip_test(deltas, 500, random.Random("rag_eval:9:recall@5"))
+        self.assertEqual((comparison.p_value, comparison.exact), expected)
+
+
+class TestTiesSurviveRounding(unittest.TestCase):
+    """Kills: a flipped sum that equals the observed one in arithmetic but not in
+    floats (1 - 2/3 against 2/3 - 1/3) counted as less extreme."""
+
+    def test_floats_really_differ(self):
+        self.assertNotEqual(1 - 2 / 3, 2 / 3 - 1 / 3)  # the premise: the same third, two floats
+
+    def test_exact_enumeration(self):
+        rng = random.Random(13)
+        wrong = []
+        for n in range(1, 12):
+            for _ in range(15):
+                numerators = [rng.randint(-3, 3) for _ in range(n)]
+                p, exact = rag_eval.sign_flip_test(thirds_as_measures_give_them(numerators))
+                if not exact or Fraction(p) != brute_force_p(numerators):
+                    wrong.append((numerators, p, float(brute_force_p(numerators))))
+        self.assertEqual(wrong, [], "(deltas in thirds, rag_eval's p, enumerated p)")
+
+    def test_sampled_every_pattern_ties_or_exceeds(self):
+        # 25 deltas of +-1/3, 13 up and 12 down (observed sum 1/3): any sign pattern
+        # sums to an odd number of thirds, so |sum| >= 1/3 always and p = 1 exactly,
+        # (1 + R) / (1 + R), even though the floats of 1/3 differ.
+        numerators = [1] * 13 + [-1] * 12
+        deltas = thirds_as_measures_give_them(numerators)
+        self.assertGreater(len(set(map(abs, deltas))), 1)
+        self.assertEqual(rag_eval.sign_flip_test(deltas, 400, random.Random(2)), (1.0, False))
+        before = {f"q{i:02d}": 0.5 for i in range(len(deltas))}
+        after = {qid: 0.5 + delta for qid, delta in zip(sorted(before), deltas)}
+        self.assertEqual(rag_eval.compare_paired("recall@5", before, after, resamples=400).p_value, 1.0)
+
+    def test_a_near_tie_that_is_not_one_is_not_counted(self):
+        # [1, 1, 1 - 1e-6] flipped to [1, 1, -(1 - 1e-6)] is 1 + 1e-6, short of
+        # the observed 3 - 1e-6; only +++ and --- are as extreme: 2 of 8.
+        self.assertEqual(rag_eval.sign_flip_test([1.0, 1.0, 1 - 1e-6]), (0.25, True))
+
+
+class TestPercentileRanks(unittest.TestCase):
+    """Kills: the low percentile index off by one (ceil(tail R) instead of ceil(tail R) - 1)."""
+
+    def test_ranks_of_known_means(self):
+        # The ceil(0.025 R)-th and ceil(0.975 R)-th smallest of R means 1..R:
+        for resamples, low, high in [
+            (40, 1, 39),  # 0.025 * 40 = 1, 0.975 * 40 = 39
+            (200, 5, 195),
+            (1000, 25, 975),
+            (10_000, 250, 9750),  # 0.025 * 10_000 is 250.00000000000023 in floats: still rank 250
+            (10, 1, 10),  # ceil(0.25) = 1, ceil(9.75) = 10
+            (1, 1, 1),
+        ]:
+            means = list(range(1, resamples + 1))
+            random.Random(resamples).shuffle(means)
+            with self.subTest(resamples=resamples):
+                self.assertEqual(tuple(rag_eval._percentile_interval(means, 0.95)), (low, high))
+        means = list(range(1, 101))
+        self.assertEqual(tuple(rag_eval._percentile_interval(means, 0.90)), (5, 95))
+
+    def test_bootstrap_of_two_values(self):
+        # Values 0 and 1 (mean 1/2, distances -+1/2): each resample's mean is
+        # 1/2 + (s1 * -1/2 + s2 * 1/2) / 2, that is 0, 1/2 or 1 with chances 1/4,
+        # 1/2, 1/4: at R = 10_000 the 250th smallest is 0 and the 9750th is 1.
+        self.assertEqual(tuple(rag_eval.bootstrap_interval([0.0, 1.0], 10_000, random.Random(4))), (0.0, 1.0))
+
+
+class TestBootstrapIsTheWildBootstrap(unittest.TestCase):
+    """The interval is the percentile interval of mean + sum(signs * (values - mean)) / n:
+    checked by enumerating every sign pattern for a few values (no sampling at all)."""
+
+    def test_distribution_by_enumeration(self):
+        values = [0.0, 0.25, 1.0, 1.0]  # mean 9/16; distances -9/16, -5/16, 7/16, 7/16
+        mean = Fraction(9, 16)
+        outcomes = sorted(mean + sum(s * (Fraction(v) - mean) for s, v in zip(signs, values)) / len(values)
+                          for signs in itertools.product((1, -1), repeat=len(values)))
+        # 16 equally likely means; 50,000 resamples put some 3,125 on each, so the
+        # 2.5% and 97.5% points are the smallest and largest pattern's means.
+        low, high = rag_eval.bootstrap_interval(values, 50_000, random.Random(5))
+        self.assertEqual((Fraction(low), Fraction(high)), (outcomes[0], outcomes[-1]))
+        # 9/16 -+ (9 + 5 + 7 + 7) / 16 / 4 = 9/16 -+ 7/16
+        self.assertEqual((outcomes[0], outcomes[-1]), (Fraction(1, 8), Fraction(1)))
+
+
+class TestSignificantGate(unittest.TestCase):
+    """Kills: rule significant failing a fall on its p alone, without the interval below 0."""
+
+    @staticmethod
+    def judge(deltas):
+        """Gate recall@5 on 6 queries that fell by ``deltas`` from 1.0, rule significant, tolerance 0."""
+        qids = [f"q{i}" for i in range(len(deltas))]
+        now = {qid: 1.0 + delta for qid, delta in zip(qids, deltas)}
+        result = {"k": 5, "mean": {"recall@5": math.fsum(now.values()) / len(now)},
+                  "per_query": {qid: {"recall": value} for qid, value in now.items()}}
+        baseline = rag_eval.Baseline({"recall@5": 1.0}, {"recall@5": {qid: 1.0 for qid in qids}})
+        settings = rag_eval.GateSettings(rule="significant", default=rag_eval.Tolerance(0.0), resamples=2000)
+        return rag_eval.gate(result, baseline, settings)["metrics"]["recall@5"]
+
+    def test_small_p_and_interval_below_zero_fails(self):
+        # Six falls of 1/2: exact p = 2 / 2**6 (only ++++++ and ------ reach |3|);
+        # every distance from the mean is 0, so the interval is [-1/2, -1/2].
+        entry = self.judge([-0.5] * 6)
+        self.assertEqual((entry["p_value"], entry["p_holm"], entry["exact"]), (2 / 64, 2 / 64, True))
+        self.assertEqual(entry["interval"], [-0.5, -0.5])
+        self.assertEqual(entry["verdict"], "regression")
+
+    def test_small_p_but_interval_reaching_zero_is_not_significant(self):
+        # Five falls of 0.01 and one of 0.99 (sum -1.04): only the two patterns with
+        # one sign throughout reach |1.04|, so p = 2/64 < 0.05 again.  But the mean,
+        # -1.04/6, rests on one query: distances 1.04/6 - 0.01 (five) and
+        # 1.04/6 - 0.99.  A resampled mean is mean + (s * 0.8167 + 0.1633 * (t1 +
+        # ... + t5)) / 6 for random signs s, t: the largest takes s = +1 and all t
+        # +1 (chance 1/64 = 1.6%), the next s = +1 and four t +1 (5/64 more), so
+        # the 97.5% point is mean + (0.8167 + 3 * 0.1633) / 6 = +0.044, above 0.
+        entry = self.judge([-0.01] * 5 + [-0.99])
+        self.assertEqual((entry["p_value"], entry["exact"]), (2 / 64, True))
+        self.assertLess(entry["p_holm"], 0.05)
+        mean = -1.04 / 6
+        self.assertAlmostEqual(entry["interval"][1], mean + ((mean + 0.99) + 3 * (-0.01 - mean)) / 6, places=12)
+        self.assertGreater(entry["interval"][1], 0)
+        self.assertEqual(entry["verdict"], "not significant")
+
+    def test_rule_drop_fails_both(self):
+        for deltas in ([-0.5] * 6, [-0.01] * 5 + [-0.99]):
+            with self.subTest(deltas=deltas):
+                qids = [f"q{i}" for i in range(6)]
+                result = {"k": 5, "mean": {"recall@5": 1.0 + math.fsum(deltas) / 6},
+                          "per_query": {qid: {"recall": 1.0 + d} for qid, d in zip(qids, deltas)}}
+                baseline = rag_eval.Baseline({"recall@5": 1.0}, {"recall@5": {qid: 1.0 for qid in qids}})
+                settings = rag_eval.GateSettings(rule="drop", default=rag_eval.Tolerance(0.0), resamples=200)
+                self.assertEqual(rag_eval.gate(result, baseline, settings)["metrics"]["recall@5"]["verdict"],
+                                 "regression")
+
+
+class TestClopperPearsonAtLargeN(unittest.TestCase):
+    """Kills: binomial tails that overflow (math.comb(n, i) * p**i as floats) or cost O(n) at large n."""
+
+    def test_defining_property_with_few_successes(self):
+        n = 100_000
+        for x in (1, 3, 20):
+            low, high = rag_eval.clopper_pearson(x, n)
+            at_most = lambda m, p: math.fsum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(m + 1))
+            with self.subTest(x=x):
+                self.assertAlmostEqual(1 - at_most(x - 1, low), 0.025, delta=1e-9)  # P(X >= x | low)
+                self.assertAlmostEqual(at_most(x, high), 0.025, delta=1e-9)  # P(X <= x | high)
+                # and the mirror image: n - x successes
+                mirror = rag_eval.clopper_pearson(n - x, n)
+                self.assertAlmostEqual(mirror.low, 1 - high, delta=1e-12)
+                self.assertAlmostEqual(mirror.high, 1 - low, delta=1e-12)
+
+    def test_half_of_a_million_is_near_normal_theory(self):
+        # x = n/2: symmetric about 1/2, half-width close to 1.96 * sqrt(1/4 / n).
+        n = 1_000_000
+        low, high = rag_eval.clopper_pearson(n // 2, n)
+        self.assertAlmostEqual(low + high, 1.0, delta=1e-12)
+        self.assertAlmostEqual(high - 0.5, 1.959964 * math.sqrt(0.25 / n), delta=2e-6)
+
+
+if __name__ == "__main__":
+    unittest.main()
