@@ -1002,6 +1002,10 @@ def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> L
     """Add ``[start, end)`` to disjoint intervals sorted by start; return its parts that were not in them."""
     first = bisect_right(ends, start)  # the first interval that ends after start
     last = bisect_left(starts, end, first)  # the intervals first .. last - 1 overlap [start, end)
+    if first == last:  # it touches none: the common case, since the chunks of one chunking do not overlap
+        starts.insert(first, start)
+        ends.insert(first, end)
+        return [(start, end)]
     new, at = [], start
     for low, high in zip(starts[first:last], ends[first:last]):
         if low > at:
@@ -1009,9 +1013,7 @@ def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> L
         at = max(at, high)
     if at < end:
         new.append((at, end))
-    if first < last:
-        start, end = min(start, starts[first]), max(end, ends[last - 1])
-    starts[first:last], ends[first:last] = [start], [end]
+    starts[first:last], ends[first:last] = [min(start, starts[first])], [max(end, ends[last - 1])]
     return new
 
 
@@ -1040,9 +1042,14 @@ def _evidence(spans: Tuple[Span, ...], located: List[Location], conv: Convention
     covered, retrieved, hits = [], [], []
     chars = relevant_chars = 0
     for rank, (doc, start, end) in enumerate(located, 1):
-        starts, ends = union.setdefault(doc, ([], []))
+        held = union.get(doc)
+        if held is None:  # the query's first chunk of this document: nothing to merge with
+            union[doc] = ([start], [end])
+            pieces = [(start, end)]
+        else:
+            pieces = _add_interval(held[0], held[1], start, end)
         d = documents.get(doc)
-        for low, high in _add_interval(starts, ends, start, end):
+        for low, high in pieces:
             chars += high - low
             if d is None:
                 continue
