@@ -64,6 +64,7 @@ import os
 import re
 import stat
 import sys
+from bisect import bisect_left, bisect_right
 from collections import abc
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -367,11 +368,30 @@ def parse_metric(text: str) -> Tuple[str, int]:
     """
     stem = text.rstrip("0123456789")
     cutoff = text[len(stem):]
-    name = _SPELLINGS.get(stem.lower())
+    level = DOC_LEVEL if stem.lower().startswith(DOC_LEVEL) else ""
+    name = _SPELLINGS.get(stem[len(level):].lower())
+    name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _whole(cutoff)
     if name is None or not k or cutoff != str(k):
         raise RagEvalError(f"unknown metric {_brief(text)} {_METRIC_HINT}")
-    return name, k
+    return level + name, k
+
+
+# With evidence judgments, "doc.ndcg@10" is ndcg@10 of the documents the spans lie in (see evaluate_spans).
+DOC_LEVEL = "doc."
+
+
+def _measure_named(name: str):
+    """The row of a measure name, with or without its level (``doc.ndcg``): from MEASURES, else
+    from SPAN_MEASURES (a measure of evidence spans only, such as iou)."""
+    name = name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name
+    return _BY_NAME.get(name) or _SPAN_BY_NAME[name]
+
+
+def _measure_place(name: str) -> int:
+    """Where a measure comes in reports: the table's order, then the evidence-only measures."""
+    row = _measure_named(name)
+    return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
 
 
 _METRIC_HINT = f"(expected measure@k with a measure from {', '.join(_BY_NAME)})"
@@ -488,22 +508,28 @@ def _check_k(k) -> None:
         raise RagEvalError(f"k must be a positive integer, got {_brief(k)}")
 
 
-def _check_measures(measures: Iterable[str], cutoffs: List[int]) -> List[Tuple[str, int]]:
+def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional[Mapping] = None) -> List[Tuple[str, int]]:
     """The (measure, k) pairs asked for: a bare measure at every cutoff, ``measure@k`` (in any
-    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given."""
+    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given.
+    ``table``: the measures allowed (default: MEASURES)."""
+    table = _BY_NAME if table is None else table
     names = list(measures)
     pairs, unknown = [], []
     for text in names:
-        if text in _BY_NAME:
+        if text in table:
             pairs += [(text, cutoff) for cutoff in cutoffs]
             continue
         try:
-            pairs.append(parse_metric(text))
+            pair = parse_metric(text)
         except RagEvalError:
+            pair = ("", 0)
+        if pair[0] in table:  # a level ("doc.") is not asked for: evidence judgments report both
+            pairs.append(pair)
+        else:
             unknown.append(text)
     if unknown:
         listed = ", ".join(_brief(name) for name in unknown)
-        raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(_BY_NAME)})")
+        raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(table)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
@@ -782,6 +808,679 @@ def _check_run(run, source: str = "run") -> None:
                 f"query {_brief(qid)}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
                 source,
             )
+
+
+# === Evidence spans ===
+# Judgments on a document's characters rather than on chunk ids, so that they
+# survive re-chunking.  A span is (doc_id, start, end), end exclusive, as in
+# Python's text[start:end]; the run's chunks are located the same way, by the
+# run's own rows or by a chunk map (--chunks).  The measures read, per query,
+# the rank at which each span became covered and the characters retrieved.
+
+DEFAULT_MIN_OVERLAP = 0.5
+Location = Tuple[str, int, int]  # (doc_id, start, end) of a chunk
+
+
+class Span(NamedTuple):
+    """One evidence judgment: ``doc_id``'s characters ``[start, end)``, a grade, maybe the quoted text."""
+
+    doc_id: str
+    start: int
+    end: int
+    grade: int
+    text: Optional[str] = None
+
+
+class SpanQrels(dict):
+    """Evidence judgments: query id -> its spans, a tuple of ``Span`` sorted by document, start, end.
+
+    ``read_qrels`` returns one for JSONL rows that carry ``start`` and ``end``.
+    """
+
+
+class LabelCheck(NamedTuple):
+    """The spans checked against a corpus: ``fixed`` holds the qrels with moved spans re-anchored."""
+
+    fixed: SpanQrels
+    rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, "valid" | "moved" | "orphaned", what was found)
+
+
+def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
+    start, end = row.get("start"), row.get("end")
+    if not (_is_int(start) and _is_int(end) and 0 <= start < end):
+        raise RagEvalError(f"start and end must be integers with 0 <= start < end, got {_brief(start)} and "
+                           f"{_brief(end)}", source, lineno)
+    return start, end
+
+
+def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
+    """JSONL rows ``query_id, doc_id, start, end, grade[, text]``, every row with offsets."""
+    found: Dict[str, Dict[Location, Span]] = {}
+    for lineno, row in rows:
+        if "start" not in row and "end" not in row:
+            raise RagEvalError("this row has no start and end, and the rows before it do: evidence judgments "
+                               "need them on every row", source, lineno)
+        qid = _row_id(row, _JSONL_QUERY, "query id", source, lineno)
+        span = _span_of(row, _row_id(row, _JSONL_DOC, "document id", source, lineno), source, lineno)
+        old = found.setdefault(qid, {}).setdefault(span[:3], span)
+        if old.grade != span.grade:
+            raise RagEvalError(f"conflicting judgments for {_brief(qid)}/{_brief(span.doc_id)} "
+                               f"[{span.start}, {span.end}): {old.grade} and {span.grade}", source, lineno)
+    return SpanQrels({qid: tuple(sorted(spans.values())) for qid, spans in found.items()})
+
+
+def _span_of(row: dict, doc_id: str, source: str, lineno: int) -> Span:
+    start, end = _offsets(row, source, lineno)
+    grade = _row_field(row, _JSONL_GRADE, "grade", source, lineno)
+    if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+        raise RagEvalError(f"grade must be a non-negative integer, got {_brief(grade)}", source, lineno)
+    text = row.get("text")
+    if text is not None and (not isinstance(text, str) or not text):
+        raise RagEvalError(f"text must be the quoted evidence, a non-empty string, got {_brief(text)}", source, lineno)
+    return Span(doc_id, start, end, grade, text)
+
+
+def read_chunks(path: str) -> Dict[str, Location]:
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end)."""
+    chunks: Dict[str, Location] = {}
+    with _opened(path) as inp:
+        for lineno, row in _jsonl_rows(inp):
+            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
+            where = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
+            if chunks.setdefault(chunk, where) != where:
+                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+    return chunks
+
+
+def read_located_run(path: str, fmt: str = "auto") -> Tuple[Run, Dict[str, Location]]:
+    """A run and where the run itself locates its chunks.
+
+    JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
+    their chunk (``doc_id`` is then the document); rows without ``chunk_id``
+    name the chunk in ``doc_id`` and leave it to a chunk map, as TREC and
+    JSON runs do.  Rows with scores rank by score (ties by chunk id,
+    descending), rows without by file order.
+    """
+    with _opened(path) as inp:
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "jsonl":
+            return _located_rows(inp)
+        if fmt == "trec":
+            return _trec_run(inp, None, None, None, None)[0], {}
+        run = _parse_json(inp, "run")
+        _check_run(run, inp.source)
+        return run, {}
+
+
+def _located_rows(inp: _Input) -> Tuple[Run, Dict[str, Location]]:
+    scores: Dict[str, Dict[str, float]] = {}
+    lists: Dict[str, List[str]] = {}
+    where: Dict[str, Location] = {}
+    for lineno, row in _jsonl_rows(inp):
+        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+        if "chunk_id" in row:
+            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
+            located = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
+            if where.setdefault(chunk, located) != located:
+                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+        else:
+            chunk = _row_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
+        if (scores and "score" not in row) or (lists and "score" in row):
+            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+        if "score" not in row:
+            lists.setdefault(qid, []).append(chunk)
+            continue
+        score = row["score"]
+        if not _is_finite(score):
+            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
+        held = scores.setdefault(qid, {})
+        held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
+    return lists or scores, where
+
+
+def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
+                    source: str = "run", map_source: str = "chunks") -> Dict[str, Location]:
+    """Where every chunk of the run lies: the run's own location or the chunk map's (they must agree)."""
+    chunk_map = chunk_map or {}
+    found: Dict[str, Location] = {}
+    for qid, entry in run.items():
+        for chunk in entry:
+            if chunk in found:
+                continue
+            mine, mapped = in_run.get(chunk), chunk_map.get(chunk)
+            if mine is None and mapped is None:
+                hint = "" if chunk_map else " (give a chunk map with --chunks, or locate chunks in the run's rows)"
+                raise RagEvalError(f"query {_brief(qid)}: chunk {_brief(chunk)} is not in the chunk map{hint}", source)
+            if mine is not None and mapped is not None and mine != mapped:
+                raise RagEvalError(f"chunk {_brief(chunk)}: the run locates it at {_brief(mine)}, the chunk map "
+                                   f"at {_brief(mapped)}", map_source)
+            found[chunk] = mine or mapped
+    return found
+
+
+# --- Normalising one query: spans against ranked chunks ---
+
+
+class Evidence(NamedTuple):
+    """One query's spans against its ranked chunks: all that an evidence measure may read.
+
+    ``covered`` lists ``(rank, gain, relevant)`` for each span of positive
+    grade that became covered within the depth, at the rank where it did;
+    ``retrieved[r - 1]`` counts the characters of the union of the top r
+    chunks and ``hits[r - 1]`` those of them inside a relevant span.
+    """
+
+    covered: List[Tuple[int, float, bool]]
+    ideal: List[float]
+    num_relevant: int
+    retrieved: List[int]
+    hits: List[int]
+    relevant_chars: int
+
+
+class _DocumentSpans:
+    """The spans of positive grade of one query in one document, by start, and the relevant characters."""
+
+    __slots__ = ("starts", "ends", "need", "gains", "relevant", "got", "longest", "relevant_starts", "relevant_ends")
+
+    def __init__(self, spans: List[Span], conv: Conventions, min_overlap: Tuple[int, int]):
+        numerator, denominator = min_overlap
+        self.starts = [s.start for s in spans]
+        self.ends = [s.end for s in spans]
+        self.need = [-(-numerator * (s.end - s.start) // denominator) for s in spans]  # ceil, in integers
+        self.gains = [_gain(s.grade, conv.gain) for s in spans]
+        self.relevant = [s.grade >= conv.min_grade for s in spans]
+        self.got = [0] * len(spans)
+        self.longest = max(e - s for s, e in zip(self.starts, self.ends))
+        self.relevant_starts, self.relevant_ends = [], []
+        for start, end, relevant in zip(self.starts, self.ends, self.relevant):
+            if relevant:
+                _add_interval(self.relevant_starts, self.relevant_ends, start, end)
+
+
+def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> List[Tuple[int, int]]:
+    """Add ``[start, end)`` to disjoint intervals sorted by start; return its parts that were not in them."""
+    first = bisect_right(ends, start)  # the first interval that ends after start
+    last = bisect_left(starts, end, first)  # the intervals first .. last - 1 overlap [start, end)
+    if first == last:  # it touches none: the common case, since the chunks of one chunking do not overlap
+        starts.insert(first, start)
+        ends.insert(first, end)
+        return [(start, end)]
+    new, at = [], start
+    for low, high in zip(starts[first:last], ends[first:last]):
+        if low > at:
+            new.append((at, low))
+        at = max(at, high)
+    if at < end:
+        new.append((at, end))
+    starts[first:last], ends[first:last] = [min(start, starts[first])], [max(end, ends[last - 1])]
+    return new
+
+
+def _overlap(starts: List[int], ends: List[int], start: int, end: int) -> int:
+    """Characters that ``[start, end)`` shares with disjoint sorted intervals."""
+    total = 0
+    for i in range(bisect_right(ends, start), len(starts)):
+        if starts[i] >= end:
+            break
+        total += min(end, ends[i]) - max(start, starts[i])
+    return total
+
+
+def _evidence(spans: Tuple[Span, ...], located: List[Location], conv: Conventions,
+              min_overlap: Tuple[int, int]) -> Evidence:
+    """Walk the ranked chunks once: each adds the characters no better chunk retrieved.
+
+    Only those new characters can cover more of a span, so a span's covered
+    share is a sum, and the spans a piece can touch are found by bisection
+    (a span starting more than the document's longest span before the piece
+    ends before it).  Cost: the chunks times log(spans), not chunks x spans.
+    """
+    documents = {doc: _DocumentSpans(group, conv, min_overlap)
+                 for doc, group in _by_document(s for s in spans if s.grade > 0)}
+    union: Dict[str, Tuple[List[int], List[int]]] = {}
+    covered, retrieved, hits = [], [], []
+    chars = relevant_chars = 0
+    for rank, (doc, start, end) in enumerate(located, 1):
+        held = union.get(doc)
+        if held is None:  # the query's first chunk of this document: nothing to merge with
+            union[doc] = ([start], [end])
+            pieces = [(start, end)]
+        else:
+            pieces = _add_interval(held[0], held[1], start, end)
+        d = documents.get(doc)
+        for low, high in pieces:
+            chars += high - low
+            if d is None:
+                continue
+            relevant_chars += _overlap(d.relevant_starts, d.relevant_ends, low, high)
+            for i in range(bisect_right(d.starts, low - d.longest), bisect_left(d.starts, high)):
+                if d.ends[i] > low and d.got[i] < d.need[i]:
+                    d.got[i] += min(high, d.ends[i]) - max(low, d.starts[i])
+                    if d.got[i] >= d.need[i]:
+                        covered.append((rank, d.gains[i], d.relevant[i]))
+        retrieved.append(chars)
+        hits.append(relevant_chars)
+    relevant = [s for s in spans if s.grade >= conv.min_grade]
+    return Evidence(covered, sorted((_gain(s.grade, conv.gain) for s in spans if s.grade > 0), reverse=True),
+                    len(relevant), retrieved, hits, _union_length(relevant))
+
+
+def _by_document(spans: Iterable[Span]) -> Iterator[Tuple[str, List[Span]]]:
+    """Spans sorted by document, grouped: (doc_id, its spans by start)."""
+    from itertools import groupby
+
+    return ((doc, list(group)) for doc, group in groupby(spans, key=lambda s: s.doc_id))
+
+
+def _union_length(spans: List[Span]) -> int:
+    total = 0
+    for _, group in _by_document(spans):
+        starts: List[int] = []
+        ends: List[int] = []
+        total += sum(high - low for s in group for low, high in _add_interval(starts, ends, s.start, s.end))
+    return total
+
+
+# --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
+
+
+def _span_recall(q: Evidence, k: int) -> float:
+    return sum(1 for rank, _, relevant in q.covered if relevant and rank <= k) / q.num_relevant if q.num_relevant else 0.0
+
+
+def _span_success(q: Evidence, k: int) -> float:
+    return 1.0 if any(relevant and rank <= k for rank, _, relevant in q.covered) else 0.0
+
+
+def _span_reciprocal_rank(q: Evidence, k: int) -> float:
+    first = min((rank for rank, _, relevant in q.covered if relevant), default=k + 1)
+    return 1.0 / first if first <= k else 0.0
+
+
+def _span_ndcg(q: Evidence, k: int) -> float:
+    ideal = _dcg(q.ideal[:k])
+    if ideal <= 0:
+        return 0.0
+    found = math.fsum(gain / math.log2(rank + 1) for rank, gain, _ in q.covered if rank <= k and gain)
+    return min(1.0, found / ideal)  # one chunk covering several spans can earn more than the ideal's one per rank
+
+
+def _characters_at(q: Evidence, k: int) -> Tuple[int, int]:
+    depth = min(k, len(q.retrieved))
+    return (q.retrieved[depth - 1], q.hits[depth - 1]) if depth else (0, 0)
+
+
+def _span_precision(q: Evidence, k: int) -> float:
+    chars, hits = _characters_at(q, k)
+    return hits / chars if chars else 0.0
+
+
+def _span_iou(q: Evidence, k: int) -> float:
+    chars, hits = _characters_at(q, k)
+    together = chars + q.relevant_chars - hits
+    return hits / together if together else 0.0
+
+
+class SpanMeasure(NamedTuple):
+    """A measure on evidence spans: a measure of ``MEASURES`` under its name (the same number
+    when every chunk is one span), or one of spans only (iou)."""
+
+    name: str
+    compute: Callable[[Evidence, int], float]
+    definition: str
+    binary: bool = False  # every per-query value is 0 or 1
+
+
+SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
+    SpanMeasure("recall", _span_recall, "relevant spans covered by the union of the top k chunks / relevant spans "
+                "of the query.  A span is covered when the characters it shares with the union reach "
+                "--min-overlap of its length (default 0.5), however many chunks hold them."),
+    SpanMeasure("success", _span_success, "1 if the union of the top k chunks covers a relevant span, else 0.", True),
+    SpanMeasure("mrr", _span_reciprocal_rank, "1 / the first rank r at which the union of the top r chunks covers a "
+                "relevant span, 0 if none within k."),
+    SpanMeasure("ndcg", _span_ndcg, "each span's gain counts once, discounted at the rank where it became covered; "
+                "the ideal ranks every judged span once, best grades first.  Capped at 1: one large chunk covering "
+                "several spans at rank 1 can exceed the ideal."),
+    SpanMeasure("precision", _span_precision, "characters of the union of the top k chunks inside a relevant span / "
+                "characters of that union (0 if nothing was retrieved): what large chunks cost."),
+    SpanMeasure("iou", _span_iou, "characters retrieved and relevant / characters retrieved or relevant, over the "
+                "top k chunks' union and the relevant spans' union."),
+)
+_SPAN_BY_NAME: Dict[str, SpanMeasure] = {m.name: m for m in SPAN_MEASURES}
+_ALL_MEASURES = dict.fromkeys([*_BY_NAME, *_SPAN_BY_NAME])  # what --measures takes
+_SPELLINGS.update((f"{m.name}@", m.name) for m in SPAN_MEASURES if m.name not in _BY_NAME)  # iou@k parses
+
+
+def _of_spans_only(text: str) -> bool:
+    """Whether a measure (``iou``) or metric (``iou@5``) exists on evidence spans only."""
+    try:
+        name = text if text in _ALL_MEASURES else parse_metric(text)[0]
+    except RagEvalError:
+        return False
+    return name not in _BY_NAME
+DEFAULT_SPAN_MEASURES = tuple(m.name for m in SPAN_MEASURES)
+SPAN_RULES = f"""\
+Evidence judgments (JSONL qrels rows with start and end) score the characters
+the top k chunks retrieve; the same metrics of their documents are reported as
+{DOC_LEVEL}MEASURE@k (a document judged by its best span, ranked at its best
+chunk's place).  When every chunk is exactly one span and spans do not overlap,
+recall, success, mrr and ndcg equal the id-based numbers; precision and iou do
+when every span has the same length (precision: and k chunks were retrieved)."""
+
+
+def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
+    """``min_overlap`` as an exact fraction of its decimal spelling (0.1 is 1/10, not a float's 0.1000...0555)."""
+    from fractions import Fraction
+
+    if not _is_finite(min_overlap) or not 0 < min_overlap <= 1:
+        raise RagEvalError(f"min overlap must be a fraction in (0, 1], got {_brief(min_overlap)}")
+    ratio = Fraction(repr(float(min_overlap)))
+    return ratio.numerator, ratio.denominator
+
+
+def _check_span_qrels(qrels) -> None:
+    if not isinstance(qrels, _MAPPINGS) or not all(isinstance(spans, (tuple, list)) for spans in qrels.values()):
+        raise RagEvalError("expected evidence judgments: query -> list of Span", "qrels")
+    for qid, spans in qrels.items():
+        _string_id(qid, "query id", "qrels")
+        for span in spans:
+            if not isinstance(span, Span) or not isinstance(span.doc_id, str) \
+                    or not (_is_int(span.start) and _is_int(span.end) and 0 <= span.start < span.end) \
+                    or not (_is_int(span.grade) and 0 <= span.grade <= MAX_GRADE):
+                raise RagEvalError(f"query {_brief(qid)}: expected a Span(doc_id, start, end, grade) with "
+                                   f"0 <= start < end, got {_brief(span)}", "qrels")
+
+
+def evaluate_spans(
+    qrels: Mapping[str, Tuple[Span, ...]],
+    run: Run,
+    chunks: Mapping[str, Location],
+    k: Union[int, Iterable[int]] = DEFAULT_K,
+    *,
+    measures: Optional[Iterable[str]] = None,
+    gain: str = "exp",
+    min_grade: int = 1,
+    min_overlap: float = DEFAULT_MIN_OVERLAP,
+    drop_unknown_queries: bool = False,
+    abstain_below: Optional[float] = None,
+) -> dict:
+    """Score a run of chunks against evidence spans, and the same run's documents.
+
+    ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start,
+    end).  Returns what ``evaluate`` returns; ``mean`` holds the evidence
+    metrics (``recall@5``, definitions in ``SPAN_MEASURES``) and the
+    document metrics (``doc.recall@5``: a document judged by its best span's
+    grade, ranked at its best chunk's place).  Measures without an evidence
+    definition (ap, judged) are reported at the document level only.
+
+    >>> spans = SpanQrels({"q": (Span("d", 0, 10, 2),)})
+    >>> located = {"c1": ("d", 0, 6), "c2": ("d", 6, 20)}
+    >>> result = evaluate_spans(spans, {"q": ["c2", "c1"]}, located, k=1, measures=["recall", "precision"])
+    >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
+    (0.0, 0.2857142857142857, 1.0)
+    """
+    asked = list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    cutoffs = _check_cutoffs(k)
+    pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
+    single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
+    on_documents = [text for text in asked if (text if text in _ALL_MEASURES else parse_metric(text)[0]) in _BY_NAME]
+    _check_span_qrels(qrels)
+    _check_run(run)
+    ratio = _min_overlap_ratio(min_overlap)
+    rankings = {qid: _ranking(entry) for qid, entry in run.items()}
+    missing = next((chunk for ranking in rankings.values() for chunk in ranking if chunk not in chunks), None)
+    if missing is not None:
+        raise RagEvalError(f"chunk {_brief(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
+    documents = {qid: {} for qid in qrels}
+    for qid, spans in qrels.items():
+        for span in spans:
+            documents[qid][span.doc_id] = max(span.grade, documents[qid].get(span.doc_id, span.grade))
+    doc_run = {qid: list(dict.fromkeys(chunks[chunk][0] for chunk in ranking)) for qid, ranking in rankings.items()}
+    # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
+    # (Asked for iou alone, it scores success too, to check; and drops it.)
+    docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
+                    drop_unknown_queries=drop_unknown_queries)
+    conv = Conventions(gain, min_grade)
+    pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
+    depth = max(cutoffs)
+    ties = dict.fromkeys(cutoffs, 0)
+    per_query: Dict[str, Dict[str, float]] = {}
+    for qid in docs["per_query"]:
+        entry = run.get(qid, [])
+        ranking = rankings.get(qid, [])
+        q = _evidence(qrels[qid], [chunks[chunk] for chunk in ranking[:depth]], conv, ratio)
+        for cutoff in _tied_at(entry, ranking, cutoffs):
+            ties[cutoff] += 1
+        values = {name if single else format_metric(name, cutoff): _SPAN_BY_NAME[name].compute(q, cutoff)
+                  for name, cutoff in pairs}
+        values.update((DOC_LEVEL + key, value) for key, value in docs["per_query"][qid].items() if on_documents)
+        per_query[qid] = values
+    count = len(per_query)
+    mean = {format_metric(name, cutoff): math.fsum(v[name if single else format_metric(name, cutoff)]
+                                                   for v in per_query.values()) / count for name, cutoff in pairs}
+    mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
+    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): n for c, n in ties.items()}, judged={},
+                abstention=_abstention(docs["unscored"], run, abstain_below),
+                conventions=dict(conv._asdict(), min_overlap=float(min_overlap)))
+
+
+# --- Labels against the corpus, and migrating chunk labels ---
+
+
+def read_corpus(path: str) -> Dict[str, str]:
+    """The documents' text: JSONL rows ``doc_id, text``."""
+    corpus: Dict[str, str] = {}
+    with _opened(path) as inp:
+        for lineno, row in _jsonl_rows(inp):
+            doc = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+            text = _row_field(row, ("text",), "text", inp.source, lineno)
+            if not isinstance(text, str):
+                raise RagEvalError(f"text must be a string, got {_kind(text)}", inp.source, lineno)
+            if corpus.setdefault(doc, text) is not text:
+                raise RagEvalError(f"document {_brief(doc)} appears twice", inp.source, lineno)
+    return corpus
+
+
+def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> LabelCheck:
+    """Check every span against its document's text.
+
+    Valid: inside its document and, when it quotes ``text``, equal to the
+    document's characters at ``[start, end)``.  Moved: the quoted text is
+    elsewhere, exactly once, in the same document; the fixed qrels hold it
+    there.  Orphaned: its document is not in the corpus, it lies past the
+    document's end without quoting text, or its text is found nowhere or
+    more than once (an ambiguous place is no place).
+    """
+    rows, fixed = [], SpanQrels()
+    for qid in sorted(qrels):
+        kept = {}
+        for span in qrels[qid]:
+            status, found, span_now = _label_status(span, corpus.get(span.doc_id))
+            rows.append((qid, span, status, found))
+            kept.setdefault(span_now[:3], span_now)
+        fixed[qid] = tuple(sorted(kept.values()))
+    return LabelCheck(fixed, rows)
+
+
+def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
+    if text is None:
+        return "orphaned", "document not in the corpus", span
+    if span.text is None:
+        inside = span.end <= len(text)
+        return ("valid", "", span) if inside else ("orphaned", f"past the end ({len(text)} characters)", span)
+    if text[span.start:span.end] == span.text:
+        return "valid", "", span
+    first = text.find(span.text)
+    if first < 0:
+        return "orphaned", "quoted text not found", span
+    if text.find(span.text, first + 1) >= 0:
+        return "orphaned", "quoted text found more than once", span
+    moved = span._replace(start=first, end=first + len(span.text))
+    return "moved", f"now [{moved.start}, {moved.end})", moved
+
+
+def labels_table(check: LabelCheck) -> str:
+    """Valid, moved and orphaned spans per query, then one line per span that is not valid."""
+    counts: Dict[str, Dict[str, int]] = {}
+    for qid, _, status, _ in check.rows:
+        counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
+    rows = [["query", "valid", "moved", "orphaned"]]
+    rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
+    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
+    details = [f"{status} {qid} {span.doc_id} [{span.start}, {span.end}): {found}"
+               for qid, span, status, found in check.rows if status != "valid"]
+    return _aligned(rows) + "\n" + "".join(line + "\n" for line in details)
+
+
+def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
+    """Evidence qrels as JSONL rows, by query then document and start."""
+    lines = []
+    for qid in sorted(qrels):
+        for span in qrels[qid]:
+            row = {"query_id": qid, "doc_id": span.doc_id, "start": span.start, "end": span.end, "grade": span.grade}
+            if span.text is not None:
+                row["text"] = span.text
+            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    return "".join(lines)
+
+
+def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
+    """Chunk-id judgments made on a chunking become evidence spans: each judged chunk, at its
+    offsets, with its grade.  A chunk the map lacks is an error; two chunks at the same
+    offsets must agree on their grade."""
+    spans = SpanQrels()
+    for qid in sorted(qrels):
+        kept: Dict[Location, Span] = {}
+        for chunk, grade in sorted(qrels[qid].items()):
+            if chunk not in chunks:
+                raise RagEvalError(f"query {_brief(qid)}: judged chunk {_brief(chunk)} is not in the chunk map", "chunks")
+            span = kept.setdefault(chunks[chunk], Span(*chunks[chunk], grade))
+            if span.grade != grade:
+                raise RagEvalError(f"query {_brief(qid)}: chunks at {_brief(chunks[chunk])} are judged "
+                                   f"{span.grade} and {grade}", "qrels")
+        spans[qid] = tuple(sorted(kept.values()))
+    return spans
+
+
+# --- The command line's evidence jobs (the options are read in _build_parser) ---
+
+
+def _min_overlap_arg(text: str) -> float:
+    value = _number(text)
+    if value is None or not 0 < value <= 1:
+        raise RagEvalError(f"expected a fraction in (0, 1], such as 0.5, got {_brief(text)}")
+    return value
+
+
+def _span_options(group, typed) -> None:
+    group.add_argument("--chunks", metavar="FILE",
+                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
+                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
+    group.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
+                       help=f"a chunk covers a span when they share X of the span's characters (default "
+                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
+    group.add_argument("--corpus", metavar="FILE",
+                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
+                            "a gate refuses orphaned labels")
+    group.add_argument("--check-labels", action="store_true",
+                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
+                            "(1 when any label is orphaned)")
+    group.add_argument("--fix-labels", metavar="OUT",
+                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
+    group.add_argument("--to-spans", metavar="OUT",
+                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
+                            "offsets), then exit")
+
+
+def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
+    """``_score_file`` for evidence judgments: locate the run's chunks, check the labels, score."""
+    if not isinstance(qrels, SpanQrels):
+        raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
+                           "with start and end)", args.qrels)
+    for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
+                          ("--unjudged", args.unjudged)):
+        if given:
+            raise RagEvalError(f"{option} does not apply to evidence judgments (the {DOC_LEVEL}* metrics score "
+                               "their documents)")
+    labels = None
+    if args.corpus:
+        check = check_labels(qrels, read_corpus(args.corpus))
+        orphaned = [row for row in check.rows if row[2] == "orphaned"]
+        if orphaned:
+            qid, span, _, found = orphaned[0]
+            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_brief(qid)}, "
+                               f"{_brief(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+                               args.qrels)
+        qrels = check.fixed
+        labels = {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+    run, in_run = read_located_run(path, args.run_format)
+    source = "<stdin>" if path == "-" else path
+    located = chunk_locations(run, in_run, read_chunks(args.chunks) if args.chunks else None, source, args.chunks)
+    # The default measures, on spans, add the character-level ones that show what large chunks cost.
+    measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
+    try:
+        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
+                                gain=args.gain, min_grade=args.min_grade,
+                                min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
+                                drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
+    except RagEvalError as exc:  # name the file that evaluate_spans() could only call "qrels" or "run"
+        files = {"qrels": args.qrels, "run": path}
+        if exc.source in files:
+            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
+        raise
+    judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
+    any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
+    _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
+    if labels is not None:
+        result["labels"] = labels
+    return result, run
+
+
+def _label_job(args) -> int:
+    """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
+    if args.qrels is None or args.run is not None:
+        raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
+    output = args.to_spans or args.fix_labels
+    for path in (args.to_spans, args.fix_labels):
+        if path is not None and (not path or path == "-" or any(
+                source and source != "-" and (_same_file(path, source) or _identity(path) == _identity(source))
+                for source in (args.qrels, args.chunks, args.corpus))):
+            raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
+    if args.to_spans:
+        if args.check_labels or args.fix_labels or not args.chunks:
+            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                               "and is a job of its own")
+        qrels = read_qrels(args.qrels, args.qrels_format)
+        if isinstance(qrels, SpanQrels):
+            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
+        try:
+            spans = to_spans(qrels, read_chunks(args.chunks))
+        except RagEvalError as exc:
+            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
+        write_atomically(args.to_spans, spans_text(spans))
+        if not args.quiet:
+            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {output}")
+        return EXIT_OK
+    if not args.corpus:
+        raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
+    qrels = read_qrels(args.qrels, args.qrels_format)
+    if not isinstance(qrels, SpanQrels):
+        raise RagEvalError("expected evidence judgments (JSONL rows with start and end)", args.qrels)
+    check = check_labels(qrels, read_corpus(args.corpus))
+    if args.fix_labels:
+        _output_target(args.fix_labels)
+        staged = _stage([(args.fix_labels, spans_text(check.fixed))])
+        try:
+            _deliver(labels_table(check))
+            _commit(staged)
+        finally:
+            _discard(staged)
+    else:
+        _deliver(labels_table(check))
+    orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
+    return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
+
 
 
 # === Statistics ===
@@ -1115,7 +1814,7 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
     intervals = {}
     for metric, scores in sorted(per_query_by_metric(result).items()):
         values = [scores[qid] for qid in sorted(scores)]
-        if _BY_NAME[parse_metric(metric)[0]].binary:
+        if _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
         else:
             intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
@@ -1241,8 +1940,9 @@ def qrels_fingerprint(qrels: Qrels) -> str:
 def _conventions_record(result: dict) -> dict:
     conv = result["conventions"]
     cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
+    spans = {"min_overlap": conv["min_overlap"]} if "min_overlap" in conv else {}  # evidence judgments
     return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
-            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": TIE_RULE}
+            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": TIE_RULE, **spans}
 
 
 def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
@@ -2126,7 +2826,13 @@ def _grade(text: str, source: str, lineno: int) -> int:
 
 def _jsonl_qrels(inp: _Input) -> Qrels:
     qrels: Qrels = {}
-    for lineno, row in _jsonl_rows(inp):
+    rows = _jsonl_rows(inp)
+    for lineno, row in rows:
+        if "start" in row or "end" in row:  # evidence judgments (see _span_qrels), or a file that mixes them in
+            if qrels:
+                raise RagEvalError("this row has start and end, and the rows before it do not: a file holds "
+                                   "evidence spans or document judgments, not both", inp.source, lineno)
+            return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
@@ -2471,8 +3177,9 @@ def _metric_order(key: str) -> tuple:
     try:
         name, k = parse_metric(metric)
     except RagEvalError:
-        return (tag, len(MEASURES), 0, metric)
-    return (tag, [m.name for m in MEASURES].index(name), k, "")
+        return (tag, 1, len(MEASURES), 0, metric)
+    level = name.startswith(DOC_LEVEL)  # evidence first, then its documents
+    return (tag, level, _measure_place(name), k, "")
 
 
 def _natural_order(text: str) -> tuple:
@@ -2898,10 +3605,12 @@ def explain() -> str:
         names = "\n".join(f"    {tool:<12}{m.others[tool]}" for tool in tools)
         role = "reported by default" if m.default else f"reported with --measures {m.name}"
         spellings = ", ".join(f"{stem}k" for stem, name in _SPELLINGS.items() if name == m.name)
+        spans = _SPAN_BY_NAME[m.name].definition if m.name in _SPAN_BY_NAME else f"documents only ({DOC_LEVEL}{m.name}@k)"
         parts.append(f"{m.name}@k: {m.summary}\n  {m.definition}\n  ({role}; "
                      f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}"
-                     f"\n  accepted spellings (any case): {spellings}")
-    return "\n\n".join(parts + [RULES]) + "\n"
+                     f"\n  accepted spellings (any case): {spellings}\n  on evidence spans: {spans}")
+    parts += [f"{m.name}@k (evidence spans only): {m.definition}" for m in SPAN_MEASURES if m.name not in _BY_NAME]
+    return "\n\n".join(parts + [RULES, SPAN_RULES]) + "\n"
 
 
 # === Command line ===
@@ -2989,8 +3698,8 @@ def _score_arg(text: str) -> float:
 def _measures_arg(text: str) -> List[str]:
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    _check_measures(names, [1])
-    return list(dict.fromkeys(name if name in _BY_NAME else canonical_metric(name) for name in names))
+    _check_measures([name for name in names if not _of_spans_only(name)], [1])
+    return list(dict.fromkeys(name if name in _ALL_MEASURES else canonical_metric(name) for name in names))
 
 
 def _help_epilog() -> str:
@@ -3003,9 +3712,12 @@ def _help_epilog() -> str:
             "",
             RULES,
             "",
+            SPAN_RULES,
+            "",
             "exit codes:",
             f"  {EXIT_OK}    scored, no regression",
-            f"  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr)",
+            f"  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr); "
+            "with --check-labels: an orphaned label",
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
@@ -3050,7 +3762,7 @@ def _build_parser():
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
     parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_BY_NAME))
+                        help="measures to report: " + ", ".join(_ALL_MEASURES))
     gating = parser.add_argument_group("gate")
     gating.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
@@ -3098,6 +3810,7 @@ def _build_parser():
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
+    _span_options(parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)"), typed)
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -3149,7 +3862,8 @@ def _check_options(args) -> None:
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices) if path]
+    inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices, args.chunks,
+                                args.corpus) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -3316,6 +4030,8 @@ def _run(args, argv: List[str]) -> int:
     if args.explain:
         _deliver(explain())
         return EXIT_OK
+    if args.check_labels or args.fix_labels or args.to_spans:
+        return _label_job(args)
     _check_options(args)
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
@@ -3397,6 +4113,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     --judged-only itself), so that --unjudged lists from the same single read
     what --judged-only filtered out: a FIFO or standard input is read once.
     """
+    if isinstance(qrels, SpanQrels) or args.chunks or args.corpus or args.min_overlap is not None:
+        return _score_spans_file(args, qrels, path)
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
@@ -3555,6 +4273,9 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
                               f"scored queries (first: {_brief(result['missing'][0])}); they score 0",
                               "missing: " + ", ".join(result["missing"][:20])))
+    if result.get("labels", {}).get("moved"):
+        found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
+                              "their text is now (--check-labels lists them, --fix-labels corrects them)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if gate_report is not None and gate_report["qrels_changed"]:

@@ -1,0 +1,438 @@
+"""Evidence spans: judgments on a document's characters, scored at evidence and document level.
+
+Hand-worked cases write their expected values as arithmetic with the inputs in
+a comment; the identity with the id-based measures and a brute-force reference
+over characters are checked on seeded random cases, bounded by a count.
+"""
+
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from fractions import Fraction
+
+import rag_eval
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
+from rag_eval import Span, SpanQrels
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+NAMES = ("recall", "success", "mrr", "ndcg", "precision", "iou")
+L3 = math.log2(3)
+
+
+def spans_of(rows):
+    """{qid: [(doc, start, end, grade), ...]} -> SpanQrels, as the reader sorts them."""
+    return SpanQrels({qid: tuple(sorted(Span(*row) for row in rows)) for qid, rows in rows.items()})
+
+
+def scores(qrels, run, chunks, k, **options):
+    result = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES), **options)
+    return rag_eval.per_query_by_metric(result), result
+
+
+class TestHandWorked(unittest.TestCase):
+    """Every measure on small cases worked by hand (min overlap 0.5 unless said)."""
+
+    def check(self, got, expected):
+        for metric, value in expected.items():
+            with self.subTest(metric=metric):
+                self.assertAlmostEqual(got[metric]["q"], value, places=12)
+
+    def test_two_chunks_cover_one_span_and_a_span_across_a_boundary(self):
+        # S1 [10, 30) grade 2 (needs 10 chars), S2 [50, 60) grade 1 (needs 5).
+        # c1 [0, 15) holds 5 of S1: not enough alone; c2 [25, 55) adds 5 of S1 (union 10: covered at rank 2)
+        # and 5 of S2 (covered at rank 2, across c2's end); c3 [100, 140) holds nothing judged.
+        qrels = spans_of({"q": [("d", 10, 30, 2), ("d", 50, 60, 1)]})
+        chunks = {"c1": ("d", 0, 15), "c2": ("d", 25, 55), "c3": ("d", 100, 140)}
+        got, _ = scores(qrels, {"q": ["c1", "c2", "c3"]}, chunks, [1, 2, 3])
+        self.check(got, {
+            "recall@1": 0, "recall@2": 2 / 2, "success@1": 0, "success@2": 1, "mrr@1": 0, "mrr@3": 1 / 2,
+            "ndcg@1": 0,
+            "ndcg@2": (3 / L3 + 1 / L3) / (3 + 1 / L3),  # gains 2**2-1 and 2**1-1, both at rank 2
+            # characters retrieved 15, 45, 85; relevant ones among them 5, 5+5+5; relevant in all 20+10
+            "precision@1": 5 / 15, "precision@2": 15 / 45, "precision@3": 15 / 85,
+            "iou@1": 5 / (15 + 30 - 5), "iou@2": 15 / (45 + 30 - 15), "iou@3": 15 / (85 + 30 - 15),
+            "doc.recall@1": 1, "doc.ndcg@1": 1, "doc.precision@3": 1 / 3,  # one document, d, holds all
+        })
+
+    def test_one_chunk_covers_nested_and_separate_spans(self):
+        # S1 [0, 10) grade 2, S2 [2, 6) grade 1 inside S1, S3 [20, 30) grade 2; big [0, 40) covers all at rank 1.
+        qrels = spans_of({"q": [("d", 0, 10, 2), ("d", 2, 6, 1), ("d", 20, 30, 2)]})
+        chunks = {"big": ("d", 0, 40), "small": ("d", 20, 25)}
+        got, _ = scores(qrels, {"q": ["big", "small"]}, chunks, [1, 2])
+        self.check(got, {
+            "recall@1": 3 / 3, "mrr@1": 1,
+            "ndcg@1": 1.0,  # (3 + 1 + 3) / 1 over the ideal 3 / 1: 7/3, capped at 1
+            "ndcg@2": 1.0,  # 7 over 3 + 3/log2 3: capped too
+            # relevant characters: [0, 10) and [20, 30), the nested span counted once: 20
+            "precision@1": 20 / 40, "iou@1": 20 / (40 + 20 - 20),
+            "precision@2": 20 / 40, "iou@2": 20 / 40,  # small adds no new character
+        })
+
+    def test_several_spans_ranked_apart(self):
+        # S1 [0, 10) grade 1, S2 [100, 110) grade 2; a covers S1 at rank 1, b covers 6 of S2's 10 at rank 2.
+        qrels = spans_of({"q": [("d", 0, 10, 1), ("d", 100, 110, 2)]})
+        chunks = {"a": ("d", 0, 10), "b": ("d", 104, 120)}
+        got, _ = scores(qrels, {"q": ["a", "b"]}, chunks, [1, 2])
+        self.check(got, {
+            "recall@1": 1 / 2, "mrr@1": 1,
+            "ndcg@1": 1 / 3,  # gain 2**1-1 at rank 1 over the ideal 2**2-1 at rank 1
+            "ndcg@2": (1 + 3 / L3) / (3 + 1 / L3),
+            "precision@2": (10 + 6) / (10 + 16), "iou@2": 16 / (26 + 20 - 16),
+        })
+
+    def test_min_overlap_ties_and_a_grade_zero_span(self):
+        # S1 [0, 100) grade 1; S0 [200, 300) grade 0.  a [0, 30) and b [30, 60) tie at 0.9: b ranks first
+        # (chunk id descending); z [200, 300) at 0.5 holds only the rejected span.
+        qrels = spans_of({"q": [("d", 0, 100, 1), ("d", 200, 300, 0)]})
+        chunks = {"a": ("d", 0, 30), "b": ("d", 30, 60), "z": ("d", 200, 300)}
+        run = {"q": {"a": 0.9, "b": 0.9, "z": 0.5}}
+        half, result = scores(qrels, run, chunks, [1, 2, 3])
+        self.check(half, {"recall@1": 0, "recall@2": 1, "mrr@3": 1 / 2,  # 30 of 100, then 60 >= 50
+                          "precision@3": 60 / (30 + 30 + 100), "iou@3": 60 / (160 + 100 - 60)})
+        self.assertEqual(result["ties"], {"1": 1, "2": 0, "3": 0})
+        strict, _ = scores(qrels, run, chunks, [3], min_overlap=0.7)  # needs 70: 60 is not enough
+        self.assertEqual((strict["recall@3"]["q"], strict["mrr@3"]["q"]), (0.0, 0.0))
+        exact, _ = scores(qrels, run, chunks, [3], min_overlap=0.6)  # needs exactly 60
+        self.assertEqual(exact["recall@3"]["q"], 1.0)
+
+    def test_min_overlap_is_exact_for_decimal_fractions(self):
+        # 0.1 of a 10-character span is 1 character (a float's 0.1 is a hair above 1/10).
+        qrels = spans_of({"q": [("d", 0, 10, 1)]})
+        got, _ = scores(qrels, {"q": ["a"]}, {"a": ("d", 9, 12)}, [1], min_overlap=0.1)
+        self.assertEqual(got["recall@1"]["q"], 1.0)
+
+    def test_unscored_skipped_and_doc_level_ranking(self):
+        # q2 has only a rejected span: unscored.  q3 retrieved nothing: scores 0 and stays in the mean.
+        qrels = spans_of({"q1": [("d", 0, 10, 2), ("e", 0, 10, 1)], "q2": [("d", 0, 10, 0)],
+                          "q3": [("d", 0, 5, 1)]})
+        chunks = {"e1": ("e", 0, 10), "d1": ("d", 20, 30), "d2": ("d", 0, 10)}
+        result = rag_eval.evaluate_spans(qrels, {"q1": ["e1", "d1", "d2"], "q2": ["d2"]}, chunks, 2)
+        self.assertEqual((result["unscored"], result["skipped"], result["queries"]), (["q2"], ["q3"], 2))
+        # evidence: e's span at rank 1 (gain 1), d's at rank 3 (beyond k); ideal 3 then 1
+        self.assertAlmostEqual(result["per_query"]["q1"]["ndcg"], 1 / (3 + 1 / L3))
+        # documents: e (grade 1) at rank 1, d (grade 2) at its best chunk's place, rank 2
+        self.assertAlmostEqual(result["per_query"]["q1"]["doc.ndcg"], (1 + 3 / L3) / (3 + 1 / L3))
+        self.assertEqual(result["mean"]["recall@2"], (1 / 2 + 0) / 2)
+        self.assertEqual(result["conventions"]["min_overlap"], 0.5)
+
+
+def identity_case(rng, equal_length):
+    """Chunks that are exactly spans, spans that do not overlap (some unjudged chunks between them)."""
+    chunks, span_rows, id_qrels, run = {}, {}, {}, {}
+    length = rng.randint(1, 6)
+    for qid in (f"q{n}" for n in range(rng.randint(1, 4))):
+        span_rows[qid], id_qrels[qid] = [], {}
+        for doc in (f"{qid}d{n}" for n in range(rng.randint(1, 3))):
+            at = rng.randint(0, 3)
+            for _ in range(rng.randint(1, 6)):
+                size = length if equal_length else rng.randint(1, 9)
+                chunk = f"c{len(chunks)}"
+                chunks[chunk] = (doc, at, at + size)
+                if rng.random() < 0.75:  # judged; else an unjudged chunk, no span
+                    grade = rng.choice([0, 1, 1, 2, 3])
+                    span_rows[qid].append((doc, at, at + size, grade))
+                    id_qrels[qid][chunk] = grade
+                at += size + rng.randint(0, 3)
+        if not any(g > 1 for g in id_qrels[qid].values()):  # a relevant span, at min grade 2 too
+            chunk = next(iter(c for c, (d, _, _) in chunks.items() if d.startswith(qid + "d")))
+            doc, start, end = chunks[chunk]
+            span_rows[qid] = [row for row in span_rows[qid] if row[:3] != (doc, start, end)] + [(doc, start, end, 3)]
+            id_qrels[qid][chunk] = 3
+        mine = [c for c, (d, _, _) in chunks.items() if d.startswith(qid + "d")]
+        others = [c for c in chunks if c not in mine]
+        picked = rng.sample(mine + others, rng.randint(0, len(mine) + len(others)))
+        if rng.random() < 0.5:
+            run[qid] = picked + rng.sample(picked, min(2, len(picked)))  # duplicates count once
+        else:
+            run[qid] = {c: float(rng.randint(0, 3)) for c in picked}  # ties: chunk id descending
+    return spans_of(span_rows), id_qrels, run, chunks
+
+
+class TestIdentity(unittest.TestCase):
+    """When every chunk is exactly one span and spans do not overlap, recall, success, mrr and
+    ndcg equal the id-based measures on the chunk ids, value for value; precision and iou too
+    when every span has the same length (precision: when k chunks were retrieved)."""
+
+    CASES = 300
+
+    def test_identity_on_random_cases(self):
+        rng = random.Random(16)
+        for case in range(self.CASES):
+            equal = case % 2 == 0
+            qrels, id_qrels, run, chunks = identity_case(rng, equal)
+            cutoffs = sorted(rng.sample(range(1, 12), 3))
+            got = rag_eval.evaluate_spans(qrels, run, chunks, cutoffs, measures=list(NAMES),
+                                          gain=rng.choice(rag_eval.GAINS), min_grade=rng.choice([1, 1, 2]))
+            conv = got["conventions"]
+            ids = rag_eval.evaluate(id_qrels, run, cutoffs, measures=list(NAMES[:5]), gain=conv["gain"],
+                                    min_grade=conv["min_grade"])
+            self.assertEqual((got["unscored"], got["skipped"]), (ids["unscored"], ids["skipped"]), case)
+            for qid, values in ids["per_query"].items():
+                ranking = rag_eval._ranking(run.get(qid, []))
+                relevant = {c for c, g in id_qrels[qid].items() if g >= conv["min_grade"]}
+                for k in cutoffs:
+                    where = f"case {case}, {qid}, k={k}"
+                    for name in ("recall", "success", "mrr", "ndcg"):
+                        self.assertEqual(got["per_query"][qid][f"{name}@{k}"], values[f"{name}@{k}"], where)
+                    if equal:
+                        hits = len(relevant & set(ranking[:k]))
+                        iou = hits / (len(ranking[:k]) + len(relevant) - hits)
+                        self.assertEqual(got["per_query"][qid][f"iou@{k}"], iou, where)
+                        if len(ranking) >= k:
+                            self.assertEqual(got["per_query"][qid][f"precision@{k}"], values[f"precision@{k}"], where)
+
+
+def reference(spans, located, k, min_overlap=0.5, gain="exp", min_grade=1):
+    """Brute force over characters: sets of (document, position), every rank recomputed."""
+    need = Fraction(str(min_overlap))
+    chars = [set()]
+    for doc, start, end in located:
+        chars.append(chars[-1] | {(doc, i) for i in range(start, end)})
+    covered = {}
+    for span in spans:
+        own = {(span.doc_id, i) for i in range(span.start, span.end)}
+        covered[span] = next((r for r in range(1, len(chars)) if len(chars[r] & own) >= need * len(own)), None)
+    rel = [s for s in spans if s.grade >= min_grade]
+    within = [s for s in rel if covered[s] is not None and covered[s] <= k]
+
+    def g(grade):
+        return 0.0 if grade <= 0 else (float(grade) if gain == "linear" else 2.0 ** grade - 1)
+
+    dcg = math.fsum(g(s.grade) / math.log2(covered[s] + 1) for s in spans
+                    if g(s.grade) and covered[s] is not None and covered[s] <= k)
+    ideal = math.fsum(x / math.log2(r + 1) for r, x in enumerate(sorted((g(s.grade) for s in spans), reverse=True)[:k], 1))
+    top = chars[min(k, len(chars) - 1)]
+    relevant_chars = {(s.doc_id, i) for s in rel for i in range(s.start, s.end)}
+    hits = len(top & relevant_chars)
+    first = min((covered[s] for s in rel if covered[s] is not None), default=None)
+    return {
+        "recall": len(within) / len(rel), "success": 1.0 if within else 0.0,
+        "mrr": 1 / first if first is not None and first <= k else 0.0,
+        "ndcg": min(1.0, dcg / ideal) if ideal else 0.0,
+        "precision": hits / len(top) if top else 0.0,
+        "iou": hits / len(top | relevant_chars),
+    }
+
+
+class TestReference(unittest.TestCase):
+    """Overlapping chunks, nested and overlapping spans: the fast walk equals the brute force."""
+
+    CASES = 400
+
+    def test_against_brute_force(self):
+        rng = random.Random(1616)
+        for case in range(self.CASES):
+            docs = ["a", "b"][: rng.randint(1, 2)]
+            spans = {}
+            for _ in range(rng.randint(1, 5)):
+                start = rng.randint(0, 40)
+                spans[(rng.choice(docs), start, start + rng.randint(1, 15))] = rng.choice([0, 1, 2, 3])
+            if not any(spans.values()):
+                spans[next(iter(spans))] = 1
+            qrels = spans_of({"q": [(*where, grade) for where, grade in spans.items()]})
+            chunks = {}
+            for n in range(rng.randint(1, 8)):
+                start = rng.randint(0, 50)
+                chunks[f"c{n}"] = (rng.choice(docs + ["other"]), start, start + rng.randint(1, 20))
+            ranking = rng.sample(sorted(chunks), rng.randint(0, len(chunks)))
+            k = rng.randint(1, 9)
+            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval.GAINS),
+                       "min_grade": rng.choice([1, 2])}
+            if not any(s.grade >= options["min_grade"] for s in qrels["q"]):
+                continue
+            got = rag_eval.evaluate_spans(qrels, {"q": ranking}, chunks, k, measures=list(NAMES), **options)
+            expected = reference(qrels["q"], [chunks[c] for c in ranking], k, **options)
+            for name in NAMES:
+                self.assertAlmostEqual(got["per_query"]["q"][name], expected[name], places=12,
+                                       msg=f"case {case} {name}: {qrels['q']} {ranking} {chunks} k={k} {options}")
+
+
+class TestNames(unittest.TestCase):
+    def test_levels_parse_and_print_back(self):
+        for text, pair in (("doc.ndcg@10", ("doc.ndcg", 10)), ("DOC.nDCG@10", ("doc.ndcg", 10)),
+                           ("iou@3", ("iou", 3)), ("doc.R@5", ("doc.recall", 5))):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval.parse_metric(text), pair)
+                self.assertEqual(rag_eval.parse_metric(rag_eval.format_metric(*pair)), pair)
+        self.assertEqual(rag_eval.canonical_metric("pricing:doc.P_5"), "pricing:doc.precision@5")
+        for bad in ("doc.iou@3", "doc.@3", "docs.ndcg@3", "doc.ndcg"):
+            with self.subTest(bad=bad), self.assertRaises(rag_eval.RagEvalError):
+                rag_eval.parse_metric(bad)
+
+    def test_explain_and_help_come_from_the_tables(self):
+        text = rag_eval.explain()
+        for m in rag_eval.SPAN_MEASURES:
+            self.assertIn(m.definition, text)
+        code, out, _ = run_main(["--help"])
+        self.assertEqual(code, 0)
+        self.assertIn("iou", out)
+
+    def test_iou_is_refused_without_spans(self):
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, 1, measures=["iou"])
+        self.assertIn("unknown measure 'iou'", str(caught.exception))
+
+
+class CommandLineCase(TempDirMixin, unittest.TestCase):
+    QRELS = [{"query_id": "q1", "doc_id": "d", "start": 0, "end": 10, "grade": 2, "text": "0123456789"},
+             {"query_id": "q1", "doc_id": "e", "start": 5, "end": 9, "grade": 1},
+             {"query_id": "q2", "doc_id": "d", "start": 20, "end": 30, "grade": 1}]
+    CHUNKS = [{"chunk_id": "d#1", "doc_id": "d", "start": 0, "end": 15},
+              {"chunk_id": "d#2", "doc_id": "d", "start": 15, "end": 40},
+              {"chunk_id": "e#1", "doc_id": "e", "start": 0, "end": 12}]
+    RUN = [{"query_id": "q1", "doc_id": "d#1", "score": 0.9}, {"query_id": "q1", "doc_id": "e#1", "score": 0.5},
+           {"query_id": "q2", "doc_id": "d#2", "score": 0.7}]
+
+    def jsonl(self, name, rows):
+        return self.write(name, "".join(json.dumps(row) + "\n" for row in rows))
+
+    def files(self, qrels=None, chunks=None, run=None):
+        return (self.jsonl("qrels.jsonl", qrels or self.QRELS), self.jsonl("run.jsonl", run or self.RUN),
+                self.jsonl("chunks.jsonl", chunks or self.CHUNKS))
+
+    def error(self, argv):
+        code, out, err = run_main(argv)
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertTrue(err.startswith(ERROR_PREFIX) and err.count("\n") == 1, err)
+        return err
+
+
+class TestReading(CommandLineCase):
+    def test_bad_rows_name_file_and_line(self):
+        good = self.QRELS[0]
+        cases = [
+            ([good, {"query_id": "q1", "doc_id": "d", "grade": 1}], ":2: this row has no start and end"),
+            ([{"query_id": "q1", "doc_id": "d", "grade": 1}, good], ":2: this row has start and end, and the rows "),
+            ([dict(good, start=True)], ":1: start and end must be integers"),
+            ([dict(good, start=10, end=10)], ":1: start and end must be integers with 0 <= start < end"),
+            ([dict(good, start=-1)], ":1: start and end"),
+            ([dict(good, end=2.5)], ":1: start and end"),
+            ([dict(good, grade=-1)], ":1: grade must be a non-negative integer"),
+            ([dict(good, text="")], ":1: text must be the quoted evidence"),
+            ([good, dict(good, grade=1)], ":2: conflicting judgments for 'q1'/'d' [0, 10): 2 and 1"),
+        ]
+        for rows, expected in cases:
+            with self.subTest(expected=expected):
+                qrels, run, chunks = self.files(qrels=rows)
+                self.assertIn(f"qrels.jsonl{expected}", self.error([qrels, run, "--chunks", chunks]))
+
+    def test_chunks_located_by_the_map_or_the_run(self):
+        qrels, run, chunks = self.files()
+        code, mapped, _ = run_main([qrels, run, "--chunks", chunks, "--k", "2"])
+        self.assertEqual(code, 0)
+        located = [dict(row, chunk_id=row["doc_id"], **{key: c[key] for key in ("doc_id", "start", "end")})
+                   for row in self.RUN for c in self.CHUNKS if c["chunk_id"] == row["doc_id"]]
+        code, itself, _ = run_main([qrels, self.jsonl("located.jsonl", located), "--k", "2"])
+        self.assertEqual((code, itself), (0, mapped))
+        report = json.loads(mapped)["mean"]
+        self.assertEqual(report["recall@2"], (2 / 2 + 1) / 2)  # q1: d's span and e's; q2: d#2 holds [20, 30)
+        self.assertEqual(report["precision@2"], ((10 + 4) / (15 + 12) + 10 / 25) / 2)
+
+    def test_unlocated_or_disagreeing_chunks_are_errors(self):
+        qrels, run, chunks = self.files(chunks=self.CHUNKS[:2])
+        self.assertIn("run.jsonl: query 'q1': chunk 'e#1' is not in the chunk map", self.error([qrels, run, "--chunks", chunks]))
+        self.assertIn("is not in the chunk map (give a chunk map with --chunks", self.error([qrels, run]))
+        moved = [dict(self.RUN[0], chunk_id="d#1", doc_id="d", start=0, end=14)] + self.RUN[1:]
+        qrels, run, chunks = self.files(run=moved)
+        self.assertIn("chunks.jsonl: chunk 'd#1': the run locates it at", self.error([qrels, run, "--chunks", chunks]))
+
+    def test_options_that_do_not_apply(self):
+        qrels, run, chunks = self.files()
+        self.assertIn("--doc-id-sep does not apply", self.error([qrels, run, "--chunks", chunks, "--doc-id-sep", "#"]))
+        id_qrels = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 1}])
+        self.assertIn("apply to evidence judgments", self.error([id_qrels, run, "--chunks", chunks]))
+        self.assertIn("argument --min-overlap", self.error([qrels, run, "--min-overlap", "0"]))
+
+
+class TestGate(CommandLineCase):
+    def test_baseline_records_min_overlap_and_refuses_another(self):
+        qrels, run, chunks = self.files()
+        base = self.path("base.json")
+        self.assertEqual(run_main([qrels, run, "--chunks", chunks, "--save-baseline", base])[0], 0)
+        self.assertEqual(json.loads(self.read(base))["conventions"]["min_overlap"], 0.5)
+        self.assertEqual(run_main([qrels, run, "--chunks", chunks, "--baseline", base])[0], 0)
+        err = self.error([qrels, run, "--chunks", chunks, "--baseline", base, "--min-overlap", "0.8"])
+        self.assertIn("min_overlap: baseline 0.5, now 0.8", err)
+
+    def test_tolerances_and_floors_address_each_level(self):
+        qrels, run, chunks = self.files()
+        base = self.write("flat.json", {"doc.ndcg@5": 1.0, "precision@5": 0.9})
+        code, out, err = run_main([qrels, run, "--chunks", chunks, "--baseline", base, "--max-drop", "doc.ndcg@5=0.5",
+                                   "--max-drop", "precision@5=0.5", "--min", "doc.recall@5=1"])
+        self.assertEqual(code, 0, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["metrics"]["doc.ndcg@5"]["verdict"], "pass")
+        self.assertEqual(gate["floors"]["doc.recall@5"]["verdict"], "pass")
+        code, _, err = run_main([qrels, run, "--chunks", chunks, "--baseline", base])
+        self.assertEqual(code, 1)
+        self.assertIn("precision@5", err)
+
+
+class TestLabels(CommandLineCase):
+    CORPUS = [{"doc_id": "d", "text": "xx0123456789" + "y" * 30}, {"doc_id": "e", "text": "short text"}]
+
+    def test_check_fix_and_gate(self):
+        qrels, run, chunks = self.files()
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        code, out, err = run_main([qrels, "--corpus", corpus, "--check-labels"])
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn("moved q1 d [0, 10): now [2, 12)", out)
+        self.assertEqual(out.splitlines()[1].split(), ["q1", "1", "1", "0"])  # e's span has no text: valid
+        fixed = self.path("fixed.jsonl")
+        self.assertEqual(run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])[0], 0)
+        self.assertEqual(json.loads(self.read(fixed).decode().splitlines()[0])[ "start"], 2)
+        code, _, err = run_main([qrels, run, "--chunks", chunks, "--corpus", corpus])
+        self.assertEqual(code, 0)
+        self.assertIn("1 evidence spans moved", err)
+        orphan = self.jsonl("orphan.jsonl", self.QRELS + [
+            {"query_id": "q2", "doc_id": "e", "start": 0, "end": 3, "grade": 1, "text": "t"}])  # "t" twice
+        code, out, _ = run_main([orphan, "--corpus", corpus, "--check-labels"])
+        self.assertEqual(code, 1)
+        self.assertIn("orphaned q2 e [0, 3): quoted text found more than once", out)
+        self.assertIn("1 evidence labels are orphaned", self.error([orphan, run, "--chunks", chunks, "--corpus", corpus]))
+        self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]))
+
+    def test_to_spans(self):
+        _, _, chunks = self.files()
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2},
+                                       {"query_id": "q1", "doc_id": "e#1", "grade": 0}])
+        out = self.path("spans.jsonl")
+        code, _, err = run_main([ids, "--chunks", chunks, "--to-spans", out])
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in self.read(out).decode().splitlines()]
+        self.assertEqual(rows, [{"query_id": "q1", "doc_id": "d", "start": 0, "end": 15, "grade": 2},
+                                {"query_id": "q1", "doc_id": "e", "start": 0, "end": 12, "grade": 0}])
+        missing = self.jsonl("missing.jsonl", [{"query_id": "q1", "doc_id": "zz", "grade": 1}])
+        self.assertIn("chunks.jsonl: query 'q1': judged chunk 'zz'", self.error([missing, "--chunks", chunks,
+                                                                                 "--to-spans", out]))
+
+
+class TestWalkThrough(unittest.TestCase):
+    """docs/spans.md: every console block's command, run in a copy of the example, prints what the page shows."""
+
+    def test_docs_commands(self):
+        with open(os.path.join(HERE, "docs", "spans.md"), encoding="utf-8") as f:
+            blocks = re.findall(r"```console\n(.*?)```", f.read(), re.S)
+        self.assertGreaterEqual(len(blocks), 3)
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copy(os.path.join(HERE, "rag_eval.py"), tmp)
+            shutil.copytree(os.path.join(HERE, "examples"), os.path.join(tmp, "examples"))
+            env = {key: value for key, value in os.environ.items() if not key.startswith("GITHUB_")}
+            env["SOURCE_DATE_EPOCH"] = "0"
+            for block in blocks:
+                command, _, expected = block.partition("\n")
+                self.assertTrue(command.startswith("$ "), block)
+                done = subprocess.run(["bash", "-c", command[2:]], cwd=tmp, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, universal_newlines=True, timeout=60)
+                self.assertEqual(done.stdout, expected, command)
+
+
+if __name__ == "__main__":
+    unittest.main()
