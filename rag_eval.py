@@ -49,10 +49,11 @@ __all__ = [
     "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
+    "compare_runs",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
     "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
     "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
-    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "slice_members",
+    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "slice_members",
     "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
@@ -1671,6 +1672,105 @@ def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, a
     }
 
 
+# --- Comparing several runs ---
+# Before a pull request comes a choice (which chunker, embedder, reranker or
+# k): several candidate runs scored on the same judgments and compared, each
+# metric, with a reference.  Only per-query scores are kept of each run.
+
+FAMILY_ADJUSTMENT = "holm"  # the method of _adjust_family, named in every report of several runs
+
+
+def _adjust_family(p_values: Mapping[str, float]) -> Dict[str, float]:
+    """Adjust a family of p-values together, as the gate adjusts its metrics'.
+
+    The one place that says how a family of candidates x metrics is
+    corrected: Holm's step-down method today (see ``holm``), so that the
+    chance of any false "better" or "worse" in the whole table stays at alpha.
+    """
+    return holm(p_values)
+
+
+def _family_key(name: str, metric: str) -> str:
+    """One comparison's key in a family: JSON of the pair, so no run name can pass for another."""
+    return json.dumps([name, metric])
+
+
+def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                 alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
+    """Compare every run with the first, the reference, on every metric of the reference.
+
+    ``results`` are ``(name, evaluate(...))`` pairs scored on the same
+    judgments, the reference first.  For each metric and candidate: the mean,
+    the delta to the reference, its CONFIDENCE bootstrap interval, the queries
+    better / worse / same and the sign-flip p-value (``compare_paired``), that
+    p adjusted over the whole family of candidates x metrics (``_adjust_family``).
+
+    The best run of a metric is the one with the highest mean (the first
+    given, of equal means); the reference competes too.  A run is
+    ``indistinguishable`` from the best when the paired test of the two
+    does not reject equality: its p-value against the best, adjusted over the
+    family of every (run, metric) that is not the best, is at least ``alpha``.
+    """
+    if len(results) < 2:
+        raise RagEvalError("compare_runs needs a reference and at least one candidate")
+    names = [name for name, _ in results]
+    if len(set(names)) < len(names):
+        raise RagEvalError(f"two runs are named {_brief(next(n for n in names if names.count(n) > 1))}")
+    metrics = sorted(results[0][1]["mean"], key=_metric_order)
+    scores = {}
+    for name, result in results:
+        table = per_query_by_metric(result)
+        lacking = [metric for metric in metrics if metric not in table]
+        if lacking:
+            raise RagEvalError(f"run {_brief(name)} has no scores for {lacking[0]}")
+        scores[name] = {metric: table[metric] for metric in metrics}
+    reference, candidates = names[0], names[1:]
+
+    def compared(metric: str, before: str, after: str) -> PairedComparison:
+        return compare_paired(metric, scores[before][metric], scores[after][metric], resamples=resamples,
+                              seed=seed, alpha=alpha, show=show)
+
+    with_reference = {(name, metric): compared(metric, reference, name) for metric in metrics for name in candidates}
+    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
+    means = {name: dict(result["mean"]) for name, result in results}
+    best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
+    against_best = {}
+    for metric in metrics:
+        for name in names:
+            if name == best[metric]:
+                continue
+            pair = {name, best[metric]}
+            if reference in pair:  # already compared; the two-sided p is the same either way round
+                against_best[name, metric] = with_reference[(pair - {reference}).pop(), metric].p_value
+            else:
+                against_best[name, metric] = compared(metric, best[metric], name).p_value
+    best_adjusted = _adjust_family({_family_key(name, metric): p for (name, metric), p in against_best.items()})
+    table = {}
+    for metric in metrics:
+        entries = {}
+        for name in names:
+            entry = {"mean": means[name][metric]}
+            if name != reference:
+                entry.update(_candidate_entry(with_reference[name, metric], adjusted[_family_key(name, metric)]))
+            if name == best[metric]:
+                entry["mark"] = "best"
+            else:
+                p_best = best_adjusted[_family_key(name, metric)]
+                entry.update(p_vs_best=against_best[name, metric], p_vs_best_adjusted=p_best,
+                             mark="indistinguishable" if p_best >= alpha else "")
+            entries[name] = entry
+        table[metric] = {"best": best[metric], "runs": entries,
+                         "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
+    return {"reference": reference, "order": names, "adjustment": FAMILY_ADJUSTMENT, "alpha": alpha,
+            "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
+
+
+def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:
+    return {"delta": comparison.mean_delta, "interval": list(comparison.interval), "queries": comparison.queries,
+            "better": comparison.improved, "worse": comparison.worse, "same": comparison.same,
+            "p_value": comparison.p_value, "p_adjusted": p_adjusted, "exact": comparison.exact}
+
+
 # === Reading inputs ===
 
 # Bytes per read when streaming line-based files: small enough that a block
@@ -2853,10 +2953,11 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     return [_annotation(kind, message) for message in messages]
 
 
-def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str]) -> str:
+def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
+                  markdown: Callable[[dict, int], str] = _format_markdown) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
-    heading, _, rest = _format_markdown(report, digits).partition("\n\n")
+    heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading]
     if failures:
         parts.append("\n".join("- " + _neutralise_workflow_commands(line) for line in failures))
@@ -2913,6 +3014,104 @@ def _openmetrics_text(report: dict) -> str:
         lines += family("rag_eval_passed", "1 when the gate passed, 0 when it failed.",
                         [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
     return "\n".join(lines + ["# EOF"]) + "\n"
+
+
+# --- Reports of several runs ---
+# The report of several runs (see _run_candidates) holds "comparison" (from
+# compare_runs) and "runs", each run's own report in the order given, the
+# reference first.  COMPARISON_FORMATTERS render it in every format of FORMATTERS.
+
+_MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not distinguishable from the best
+
+
+def _comparison_verdict(report: dict) -> str:
+    """The first line: the gate's verdict over every gated run, then what was compared."""
+    comparison, runs = report["comparison"], report["runs"]
+    what = f"{len(runs)} runs compared with {comparison['reference']}, {runs[0]['queries']} queries scored"
+    if "passed" not in report:
+        return what
+    failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
+    verdict = "PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
+    return f"{verdict}, rule '{next(run['gate']['rule'] for run in runs if 'gate' in run)}', {what}"
+
+
+def _comparison_method(report: dict) -> str:
+    comparison = report["comparison"]
+    candidates = len(comparison["order"]) - 1
+    return (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+            f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
+            f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
+
+
+def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = False) -> List[List[str]]:
+    """Header and one row per (metric, run): the comparison in table, markdown and csv."""
+    comparison = report["comparison"]
+    gates = {run["name"]: run["gate"] for run in report["runs"] if "gate" in run}
+    header = ["metric", "run", "mean", "delta", "95% low", "95% high", "better", "worse", "same"]
+    header += ["p", f"p adjusted ({comparison['adjustment']})"] if raw else [f"p ({comparison['adjustment']})"]
+    header += ["mark"] + (["verdict"] if gates else [])
+    rows = [header]
+    for metric in sorted(comparison["metrics"], key=_metric_order):
+        entries = comparison["metrics"][metric]["runs"]
+        for name in comparison["order"]:
+            entry = entries[name]
+            low, high = entry.get("interval", (None, None))
+            row = [metric, name, _shown(entry["mean"], digits, missing), _shown(entry.get("delta"), digits, missing),
+                   _shown(low, digits, missing), _shown(high, digits, missing)]
+            row += [_shown(entry.get(key), digits, missing) for key in ("better", "worse", "same")]
+            row += [_shown(entry.get(key), digits, missing) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
+            if gates:
+                gated = gates.get(name)
+                row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
+                           if gated else missing)
+            rows.append(row)
+    return rows
+
+
+def _comparison_notes(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
+    """Per gated run that failed: what failed, and its largest drops."""
+    lines = []
+    for run in report["runs"]:
+        if "gate" in run and not run["gate"]["passed"]:
+            lines.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
+            lines += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
+    return lines
+
+
+def _format_comparison_table(report: dict, digits: int) -> str:
+    parts = [_comparison_verdict(report) + "\n" + _comparison_method(report), _aligned(_comparison_rows(report, digits))]
+    notes = _comparison_notes(report, digits, str)
+    if notes:
+        parts.append("\n".join(notes))
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+
+
+def _format_comparison_markdown(report: dict, digits: int) -> str:
+    parts = [f"### rag_eval: {_comparison_verdict(report)}", _comparison_method(report),
+             _markdown_table(_comparison_rows(report, digits))]
+    notes = _comparison_notes(report, digits, lambda name: f"`{name}`")
+    if notes:
+        parts.append("\n".join(f"- {line}" for line in notes))
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+
+
+def _format_comparison_csv(report: dict, digits: int) -> str:
+    """One row per (metric, run): the comparison, and each run's verdict under the gate."""
+    import csv
+
+    out = io.StringIO()
+    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
+    writer.writerows(_comparison_rows(report, digits, missing="", raw=True))
+    return _neutralise_workflow_commands(out.getvalue())
+
+
+COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
+    "json": _format_json,
+    "table": _format_comparison_table,
+    "markdown": _format_comparison_markdown,
+    "csv": _format_comparison_csv,
+}
 
 
 def explain() -> str:
@@ -3069,8 +3268,9 @@ def _build_parser():
     )
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
-    parser.add_argument("run", metavar="RUN", nargs="?",
-                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
+    parser.add_argument("run", metavar="RUN", nargs="*",
+                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin. "
+                             "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
     parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
@@ -3341,7 +3541,10 @@ def _run(args, argv: List[str]) -> int:
     if args.explain:
         _deliver(explain())
         return EXIT_OK
+    _split_runs(args)
     _check_options(args)
+    if args.runs:
+        return _run_candidates(args, argv)
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
     # Updates of one baseline take turns, and each reads the baseline under the lock.
@@ -3624,6 +3827,170 @@ def _append_step_summary(text: str) -> None:
                 out.write(text + "\n")
         except OSError as exc:
             _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
+
+
+# --- Several runs on the command line ---
+# rag_eval QRELS RUN RUN [RUN ...]: the first run (or --baseline-run) is the
+# reference, the others candidates.  Runs are read one after another and only
+# their scores kept, so memory does not grow with the runs' lengths.
+
+_RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
+MAX_RUN_NAME = 64
+# What a report of several runs cannot hold (one run's files), and what to do instead.
+_ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
+                    ("update_baseline", "--update-baseline"), ("junit", "--junit"),
+                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"))
+
+
+class _Scored(NamedTuple):
+    """One run of several: its name, its path and its result (the run itself is not kept)."""
+
+    name: str
+    path: str
+    result: dict
+
+
+def run_name(text: str) -> Tuple[str, str]:
+    """``(name, path)`` of a run given as ``NAME=PATH`` or ``PATH`` (named by its file's stem).
+
+    ``NAME=PATH`` needs a NAME without a path separator, and a text that is
+    not itself an existing file: ``runs/a=b.trec`` stays a path.
+
+    >>> run_name("runs/bm25.trec.gz"), run_name("dense=runs/e5.jsonl")
+    (('bm25', 'runs/bm25.trec.gz'), ('dense', 'runs/e5.jsonl'))
+    """
+    name, sep, path = text.partition("=")
+    if not (sep and name and path and "/" not in name and os.sep not in name and not os.path.exists(text)):
+        name, path = _file_stem(text), text
+    if not name.isprintable() or len(name) > MAX_RUN_NAME:
+        raise RagEvalError(f"run name {_brief(name)} must be printable and at most {MAX_RUN_NAME} characters "
+                           "(name it with NAME=PATH)")
+    return name, path
+
+
+def _file_stem(path: str) -> str:
+    if path == "-":
+        return "stdin"
+    name = os.path.basename(path.rstrip("/" + os.sep)) or path
+    if name.endswith(".gz"):
+        name = name[:-3]
+    root, ext = os.path.splitext(name)
+    return root if root and ext.lower() in _RUN_SUFFIXES else name
+
+
+def _split_runs(args) -> None:
+    """``args.run``: the one run's path (or None); ``args.runs``: (name, path) of every run, the reference first."""
+    given = args.run or []
+    if len(given) <= 1:
+        args.run, args.runs = (given[0] if given else None), []
+        return
+    texts = ([args.baseline_run] if args.baseline_run else []) + given
+    if texts.count("-") + [args.qrels, args.baseline, args.slices].count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
+    runs = [run_name(text) for text in texts]
+    names = [name for name, _ in runs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise RagEvalError(f"two runs are named {_brief(twice)}: name them NAME=PATH")
+    args.run, args.runs = runs[0][1], runs
+
+
+def _check_candidate_options(args) -> None:
+    """What several runs add to _check_options: the options of one run refused, every run's path checked."""
+    for attribute, option in _ONE_RUN_OPTIONS:
+        if getattr(args, attribute):
+            raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
+    paths = [path for _, path in args.runs]
+    if args.no_symlinks:
+        for path in paths:
+            if path != "-" and _symlink_in(path):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+    if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
+                           for path in paths if path != "-"):
+        raise RagEvalError("--output would overwrite an input", args.output)
+
+
+def _run_candidates(args, argv: List[str]) -> int:
+    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
+    _check_candidate_options(args)
+    digests: Dict[str, str] = {}
+    hashing = _INPUT_SHA256.set(digests if args.output else None)
+    try:
+        baseline = read_baseline(args.baseline) if args.baseline else None
+        slices = read_slices(args.slices) if args.slices else None
+        qrels = read_qrels(args.qrels, args.qrels_format)
+        fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
+        scored = []
+        for name, path in args.runs:
+            result, _ = _score_file(args, qrels, path)  # the run goes here: only its scores stay
+            scored.append(_Scored(name, path, result))
+    finally:
+        _INPUT_SHA256.reset(hashing)
+    if args.baseline_run:
+        old = scored[0].result
+        baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+    gated = scored[1:] if args.baseline_run else scored
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint) for s in gated}
+    comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
+                              alpha=args.alpha, show=args.largest_drops)
+    runs = []
+    for s in scored:
+        intervals = mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
+        runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
+                         name=s.name, path=s.path, reference=s is scored[0]))
+    report = {"comparison": comparison, "runs": runs}
+    verdicts = [g["passed"] for g in gates.values() if g is not None]
+    if verdicts:
+        report["passed"] = all(verdicts)
+    messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
+                for s in scored for m in _messages(s.result, gates.get(s.name))]
+    text = COMPARISON_FORMATTERS[args.format](report, args.digits)
+    files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
+        if args.output else []
+    staged = _stage(files)
+    try:
+        _deliver(text)
+        _commit(staged)
+    finally:
+        _discard(staged)
+    if args.output:
+        messages.append(_Message("note", f"wrote {args.output}"))
+    _print_candidate_messages(args, report, messages)
+    return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
+
+
+def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
+                       digests: Dict[str, str], messages: List[_Message]) -> str:
+    """--output of several runs: the report, every run's per-query scores, and how it all was made."""
+    import platform
+
+    full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
+                              for run, s in zip(report["runs"], scored)])
+    full["notes"] = [str(message) for message in messages]
+    full["conventions"] = dict(_conventions_record(scored[0].result), abstain_below=args.abstain_below)
+    full["tool"] = f"rag_eval {__version__}"
+    full["python"] = platform.python_version()
+    full["command"] = ["rag_eval"] + list(argv)
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
+                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices))
+                      if path}
+    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+
+
+def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> None:
+    """As _print_messages, each REGRESSION line naming its run: ``REGRESSION <metric>: ... (run NAME)``."""
+    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
+    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
+                for line in _gate_lines(run["gate"])]
+    for line in shown + failures:
+        _warn(line)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown))
+        notices = [line.split("warning: ", 1)[1] for line in shown if line.startswith("rag_eval: warning: ")]
+        for line in _annotations("warning", notices) + _annotations("error", failures):
+            _warn(line, command=True)
 
 
 # === Entry point ===

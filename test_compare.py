@@ -1,0 +1,251 @@
+"""Tests of several runs in one call (issue 17): the comparison with a
+reference, its p-values adjusted over the family, the gate of each candidate,
+provenance (--meta) and label changes since a baseline.
+
+The adjusted p-values are recomputed here by an independent Holm (a plain
+loop over the sorted p-values, written from Holm 1979, not from rag_eval).
+Nothing here reads the real git repository: the CI variables are set, or
+``subprocess.run`` is mocked.
+
+Run with ``python3 -m unittest test_compare`` from the repository root.
+"""
+
+import json
+import os
+import random
+import unittest
+from unittest import mock
+
+import rag_eval
+import helpers_for_tests as helpers
+from helpers_for_tests import run_main
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+QRELS = os.path.join(HERE, "fixtures", "qrels.json")
+RUN = os.path.join(HERE, "fixtures", "run.json")
+BASELINE = os.path.join(HERE, "baseline.json")
+# What provenance reads: cleared in every in-process run, so that no test sees the real CI or branch.
+CI_VARIABLES = {name: None for name in ("GITHUB_SHA", "GITHUB_REF_NAME", "GITHUB_HEAD_REF", "CI_COMMIT_SHA",
+                                         "CI_COMMIT_REF_NAME")}
+
+
+def holm_by_hand(p_values):
+    """Holm (1979): sort ascending; the i-th (from 0) gets max over j <= i of min(1, (m - j) * p_j)."""
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    m, running, adjusted = len(ordered), 0.0, {}
+    for j, (key, p) in enumerate(ordered):
+        running = max(running, min(1.0, (m - j) * p))
+        adjusted[key] = running
+    return adjusted
+
+
+def main(argv, env=None):
+    return run_main(argv, env={**CI_VARIABLES, **(env or {})})
+
+
+class Workload(helpers.TempDirMixin):
+    """40 queries, each with 3 relevant documents among 30; runs of varied quality, seeded."""
+
+    QUERIES = 40
+
+    def setUp(self):
+        super().setUp()
+        rng = random.Random(17)
+        self.qrels = {f"q{i}": {f"d{i}-{j}": rng.choice((1, 2)) for j in range(3)} for i in range(self.QUERIES)}
+        self.qrels_path = self.write("qrels.json", self.qrels)
+
+    def write(self, name, data):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        return path
+
+    def ranked(self, name, hit_share, seed):
+        """A run that puts each query's relevant documents in its top 3 with chance ``hit_share``."""
+        rng = random.Random(seed)
+        run = {}
+        for qid in self.qrels:
+            others = [f"x{qid}-{j}" for j in range(10)]
+            relevant = [doc for doc in self.qrels[qid] if rng.random() < hit_share]
+            run[qid] = relevant + others[:10 - len(relevant)]
+        return self.write(f"{name}.json", run)
+
+
+class TestCompareRuns(Workload, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.paths = [self.ranked("bm25", 0.5, 1), self.ranked("dense", 0.8, 2), self.ranked("hybrid", 0.82, 3)]
+
+    def comparison(self, *extra):
+        code, out, err = main([self.qrels_path, *self.paths, *extra])
+        self.assertEqual(code, 0, err)
+        return json.loads(out)
+
+    def test_the_adjusted_p_values_are_holm_over_candidates_x_metrics(self):
+        report = self.comparison()["comparison"]
+        self.assertEqual(report["adjustment"], "holm")
+        raw = {(name, metric): entry["runs"][name]["p_value"]
+               for metric, entry in report["metrics"].items() for name in ("dense", "hybrid")}
+        self.assertEqual(report["family"], 2 * 4)
+        expected = holm_by_hand(raw)
+        for (name, metric), p in expected.items():
+            with self.subTest(run=name, metric=metric):
+                self.assertAlmostEqual(report["metrics"][metric]["runs"][name]["p_adjusted"], p, places=15)
+
+    def test_each_candidate_against_the_reference(self):
+        report = self.comparison()
+        means = {run["name"]: run["mean"] for run in report["runs"]}
+        self.assertEqual(report["comparison"]["order"], ["bm25", "dense", "hybrid"])
+        self.assertEqual(report["comparison"]["reference"], "bm25")
+        self.assertEqual([run["reference"] for run in report["runs"]], [True, False, False])
+        for metric, entry in report["comparison"]["metrics"].items():
+            for name in ("dense", "hybrid"):
+                with self.subTest(run=name, metric=metric):
+                    row = entry["runs"][name]
+                    self.assertAlmostEqual(row["delta"], means[name][metric] - means["bm25"][metric], places=12)
+                    self.assertEqual(row["better"] + row["worse"] + row["same"], self.QUERIES)
+                    low, high = row["interval"]
+                    self.assertLessEqual(low, row["delta"] + 1e-9)
+                    self.assertGreaterEqual(high, row["delta"] - 1e-9)
+            self.assertNotIn("p_value", entry["runs"]["bm25"])  # the reference is not compared with itself
+
+    def test_the_best_and_those_not_distinguishable_from_it(self):
+        metrics = self.comparison()["comparison"]["metrics"]
+        for metric, entry in metrics.items():
+            with self.subTest(metric=metric):
+                best = max(entry["runs"], key=lambda name: entry["runs"][name]["mean"])
+                self.assertEqual(entry["best"], best)
+                self.assertEqual(entry["runs"][best]["mark"], "best")
+                for name, row in entry["runs"].items():
+                    if name != best:
+                        self.assertEqual(row["mark"] == "indistinguishable", row["p_vs_best_adjusted"] >= 0.05)
+                self.assertEqual(entry["indistinguishable"],
+                                 [n for n in ("bm25", "dense", "hybrid") if entry["runs"][n]["mark"] == "indistinguishable"])
+        # 0.5 against ~0.8 of relevant documents found, over 40 queries: bm25 is distinguishable from the best.
+        self.assertEqual(metrics["recall@5"]["runs"]["bm25"]["mark"], "")
+        self.assertEqual(metrics["recall@5"]["runs"]["dense" if metrics["recall@5"]["best"] == "hybrid"
+                                                    else "hybrid"]["mark"], "indistinguishable")
+
+    def test_the_p_values_against_the_best_are_holm_over_their_own_family(self):
+        metrics = self.comparison()["comparison"]["metrics"]
+        raw = {(name, metric): row["p_vs_best"] for metric, entry in metrics.items()
+               for name, row in entry["runs"].items() if name != entry["best"]}
+        for (name, metric), p in holm_by_hand(raw).items():
+            self.assertAlmostEqual(metrics[metric]["runs"][name]["p_vs_best_adjusted"], p, places=15)
+
+    def test_the_same_bytes_every_time_and_seeded(self):
+        first = main([self.qrels_path, *self.paths])[1]
+        self.assertEqual(main([self.qrels_path, *self.paths])[1], first)
+        self.assertNotEqual(main([self.qrels_path, *self.paths, "--seed", "1", "--resamples", "500"])[1], first)
+
+    def test_names_from_file_stems_or_name_equals_path(self):
+        report = self.comparison()
+        self.assertEqual([run["name"] for run in report["runs"]], ["bm25", "dense", "hybrid"])
+        code, out, err = main([self.qrels_path, f"old={self.paths[0]}", f"new={self.paths[1]}"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["comparison"]["order"], ["old", "new"])
+        self.assertEqual(rag_eval.run_name("runs/e5.trec.gz"), ("e5", "runs/e5.trec.gz"))
+        self.assertEqual(rag_eval.run_name("-"), ("stdin", "-"))
+
+    def test_two_runs_of_one_name_are_refused(self):
+        code, out, err = main([self.qrels_path, f"a={self.paths[0]}", f"a={self.paths[1]}"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, "rag_eval: error: two runs are named 'a': name them NAME=PATH\n")
+
+    def test_every_format_carries_the_comparison(self):
+        for fmt in ("table", "markdown", "csv"):
+            with self.subTest(format=fmt):
+                code, out, err = main([self.qrels_path, *self.paths, "--format", fmt])
+                self.assertEqual(code, 0, err)
+                self.assertIn("hybrid", out)
+                self.assertIn("best", out)
+                self.assertIn("holm", out)
+        code, out, _ = main([self.qrels_path, *self.paths, "--format", "csv"])
+        rows = out.splitlines()
+        self.assertEqual(rows[0], "metric,run,mean,delta,95% low,95% high,better,worse,same,p,p adjusted (holm),mark")
+        self.assertEqual(len(rows), 1 + 4 * 3)
+
+    def test_one_run_prints_what_it_always_did(self):
+        code, out, _ = main([QRELS, RUN])
+        self.assertEqual(code, 0)
+        self.assertNotIn("comparison", json.loads(out))
+        self.assertEqual(set(json.loads(out)), {"abstention", "dropped", "k", "mean", "queries", "skipped",
+                                                "missing", "ties", "unscored"})
+
+    def test_options_of_one_run_are_refused(self):
+        for option in (["--junit", "j.xml"], ["--save-baseline", "b.json"], ["--per-query"],
+                       ["--unjudged", "u.jsonl"], ["--metrics-file", "m.txt"]):
+            with self.subTest(option=option[0]):
+                code, out, err = main([self.qrels_path, *self.paths, *option])
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn(f"{option[0]} takes one run", err)
+
+    def test_output_holds_every_run(self):
+        path = os.path.join(self.tmp, "out", "full.json")
+        code, _, err = main([self.qrels_path, *self.paths, "--output", path])
+        self.assertEqual(code, 0, err)
+        with open(path, encoding="utf-8") as f:
+            full = json.load(f)
+        self.assertEqual([run["name"] for run in full["inputs"]["runs"]], ["bm25", "dense", "hybrid"])
+        self.assertTrue(all(len(run["sha256"]) == 64 for run in full["inputs"]["runs"]))
+        self.assertEqual(len(full["runs"][2]["per_query"]), self.QUERIES)
+
+    def test_the_library_function(self):
+        results = [(name, rag_eval.evaluate(self.qrels, rag_eval.read_run(path), 5))
+                   for name, path in zip(("a", "b"), self.paths)]
+        found = rag_eval.compare_runs(results, resamples=200)
+        self.assertEqual(found["order"], ["a", "b"])
+        self.assertEqual(found["family"], 4)
+        with self.assertRaises(rag_eval.RagEvalError):
+            rag_eval.compare_runs(results[:1])
+
+
+class TestCandidatesGate(Workload, unittest.TestCase):
+    def test_each_candidate_is_gated_and_the_worst_exit_wins(self):
+        code, out, err = main([QRELS, RUN, f"same={RUN}", "--baseline", BASELINE])
+        self.assertEqual(code, 1)
+        report = json.loads(out)
+        self.assertFalse(report["passed"])
+        self.assertEqual([run["gate"]["passed"] for run in report["runs"]], [False, False])
+        self.assertIn("REGRESSION recall@5: baseline 0.7000, now 0.6667 (run same)", err.splitlines())
+        self.assertIn("REGRESSION recall@5: baseline 0.7000, now 0.6667 (run run)", err.splitlines())
+
+    def test_a_passing_gate_exits_0(self):
+        baseline = self.write("low.json", {"recall@5": 0.1, "ndcg@5": 0.1})
+        code, out, err = main([QRELS, RUN, f"same={RUN}", "--baseline", baseline])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(json.loads(out)["passed"])
+
+    def test_no_baseline_no_gate(self):
+        bad = self.ranked("poor", 0.1, 5)  # finds little: worse, but nothing to gate against
+        code, out, err = main([self.qrels_path, self.ranked("good", 0.9, 4), bad])
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("passed", json.loads(out))
+
+    def test_against_a_baseline_run_every_positional_run_is_a_candidate(self):
+        old, a, b = self.ranked("old", 0.9, 1), self.ranked("a", 0.9, 1), self.ranked("b", 0.3, 2)
+        code, out, err = main([self.qrels_path, a, b, "--baseline-run", old])
+        self.assertEqual(code, 1)
+        report = json.loads(out)
+        self.assertEqual(report["comparison"]["reference"], "old")
+        self.assertNotIn("gate", report["runs"][0])
+        self.assertEqual([run["gate"]["passed"] for run in report["runs"][1:]], [True, False])
+        self.assertTrue(all(line.endswith("(run b)") for line in err.splitlines() if line.startswith("REGRESSION")))
+
+    def test_a_bad_run_is_exit_2_in_one_line(self):
+        broken = os.path.join(self.tmp, "broken.json")
+        with open(broken, "w") as f:
+            f.write('{"q1": ["a", ')
+        code, out, err = main([QRELS, RUN, broken, "--baseline", BASELINE])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(len(err.splitlines()), 1)
+        self.assertTrue(err.startswith("rag_eval: error: ") and "broken.json" in err, err)
+
+    def test_standard_input_once(self):
+        code, _, err = main([QRELS, "-", "-"])
+        self.assertEqual(code, 2)
+        self.assertIn("only one input can be -", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
