@@ -51,8 +51,8 @@ __all__ = [
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
     "compare_runs",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
-    "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
-    "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
+    "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric", "per_query_by_metric",
+    "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
     "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "slice_members",
     "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
 ]
@@ -1162,6 +1162,7 @@ class Baseline(NamedTuple):
     per_query: Optional[Dict[str, Dict[str, float]]] = None  # metric -> qid -> value
     conventions: Optional[dict] = None
     qrels_sha256: Optional[str] = None
+    meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
 
 
 class Tolerance(NamedTuple):
@@ -1190,7 +1191,8 @@ def read_baseline(path: str) -> Baseline:
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
     if "format" not in data:
         return Baseline(_check_means(data, path, metrics=True))
-    return _extended_baseline(data, path)
+    baseline = _extended_baseline(data, path)
+    return baseline._replace(meta=_check_meta(data["meta"], path)) if "meta" in data else baseline
 
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
@@ -1318,8 +1320,11 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
     }
 
 
-def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
-    return json.dumps(_baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
+def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
+                   extra: Optional[dict] = None) -> str:
+    """The extended baseline as a file, with ``extra`` records (``meta``) beside the rest."""
+    return json.dumps(dict(_baseline_record(result, fingerprint, keep_from), **(extra or {})), sort_keys=True,
+                      indent=2) + "\n"
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -1769,6 +1774,81 @@ def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:
     return {"delta": comparison.mean_delta, "interval": list(comparison.interval), "queries": comparison.queries,
             "better": comparison.improved, "worse": comparison.worse, "same": comparison.same,
             "p_value": comparison.p_value, "p_adjusted": p_adjusted, "exact": comparison.exact}
+
+
+# --- Provenance: what a user adds (--meta) and what the environment tells ---
+# The guide asks every results file to record "the dataset version, index
+# build, embedding model, generator, and judge configuration": --meta KEY=VALUE
+# records them, beside the commit, branch and Python that cost nothing to learn.
+
+ENVIRONMENT_META = ("git_branch", "git_commit", "python")  # change on every run by design: recorded, never "changes"
+MAX_META_KEY = 64
+MAX_META_VALUE = 256
+GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang the CI step
+
+
+def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python``
+    unless the user gave them.
+
+    The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and
+    ``GITHUB_HEAD_REF`` on a pull request, else ``GITHUB_REF_NAME``; GitLab:
+    ``CI_COMMIT_SHA``, ``CI_COMMIT_REF_NAME``), else from ``git rev-parse``
+    when git is there; a fact that cannot be learned is left out, silently.
+    """
+    import platform
+
+    environ = os.environ if environ is None else environ
+    found = dict(user)
+    commit = environ.get("GITHUB_SHA") or environ.get("CI_COMMIT_SHA")
+    branch = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME") or environ.get("CI_COMMIT_REF_NAME")
+    if not commit and not branch:
+        commit, branch = _git("rev-parse", "HEAD"), _git("rev-parse", "--abbrev-ref", "HEAD")
+    for key, value in (("git_commit", commit), ("git_branch", branch), ("python", platform.python_version())):
+        if value and key not in found:
+            found[key] = value[:MAX_META_VALUE]
+    return dict(sorted(found.items()))
+
+
+def _git(*arguments: str) -> Optional[str]:
+    """One line that ``git`` prints, or None: no git, not a repository, too slow, or not printable."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *arguments], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    line = done.stdout.decode("utf-8", "replace").strip()
+    return line if done.returncode == 0 and line and line.isprintable() else None
+
+
+def _check_meta(table, path: str) -> Dict[str, str]:
+    """A baseline's ``meta``: an object of printable string keys (no '=') and string values."""
+    if not isinstance(table, dict):
+        raise RagEvalError(f"meta must be an object of key -> string, got {_kind(table)}", path)
+    for key, value in table.items():
+        if not _meta_key_ok(key) or not isinstance(value, str):
+            raise RagEvalError(f"meta: {_brief(key)} -> {_brief(value)} is not a key (printable, no '=') "
+                               "and a string", path)
+    return dict(table)
+
+
+def _meta_key_ok(key) -> bool:
+    return isinstance(key, str) and 0 < len(key) <= MAX_META_KEY and key.isprintable() and "=" not in key
+
+
+def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+    """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks.
+
+    The keys of ENVIRONMENT_META are left out: a commit changes with every run.
+
+    >>> meta_changes({"embedder": "bge-small", "git_commit": "a1"}, {"embedder": "bge-base", "index": "v2"})
+    ['embedder: bge-small -> bge-base', 'index: (none) -> v2']
+    """
+    keys = sorted((set(before) | set(now)) - set(ENVIRONMENT_META))
+    return [f"{key}: {before.get(key, '(none)')} -> {now.get(key, '(none)')}"
+            for key in keys if before.get(key) != now.get(key)]
 
 
 # === Reading inputs ===
@@ -2714,7 +2794,7 @@ def _verdict_line(report: dict) -> str:
 
 
 def _format_table(report: dict, digits: int) -> str:
-    parts = [_verdict_line(report), _aligned(_metric_rows(report, digits))]
+    parts = [_verdict_line(report) + _meta_changes_text(report.get("gate")), _aligned(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, str)
     if drops:
         parts.append("\n".join(drops))
@@ -2737,7 +2817,8 @@ def _markdown_table(rows: List[List[str]]) -> str:
 
 def _format_markdown(report: dict, digits: int) -> str:
     """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = [f"### rag_eval: {_verdict_line(report)}", _markdown_table(_metric_rows(report, digits))]
+    parts = [f"### rag_eval: {_verdict_line(report)}" + _meta_changes_text(report.get("gate")),
+             _markdown_table(_metric_rows(report, digits))]
     for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
         metric, _, rest = line.partition(": ")
         parts.append(f"**{metric}**: {rest}")
@@ -2954,7 +3035,7 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
 
 
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
-                  markdown: Callable[[dict, int], str] = _format_markdown) -> str:
+                  markdown: Callable[[dict, int], str] = _format_markdown, meta: Optional[dict] = None) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
     heading, _, rest = markdown(report, digits).partition("\n\n")
@@ -2965,6 +3046,8 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
                      + "\n".join("- " + _neutralise_workflow_commands(line) for line in warnings) + "\n\n</details>")
+    if meta:
+        parts.append(_provenance_markdown(meta))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
 
 
@@ -3016,6 +3099,18 @@ def _openmetrics_text(report: dict) -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
+def _meta_changes_text(gate_report: Optional[dict]) -> str:
+    """The line under the verdict that lists what the baseline's provenance says otherwise, or ""."""
+    changes = (gate_report or {}).get("meta_changes")
+    return "\nprovenance changed since the baseline: " + "; ".join(changes) if changes else ""
+
+
+def _provenance_markdown(meta: Mapping[str, str]) -> str:
+    rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
+    return _neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
+                                         + "\n\n</details>")
+
+
 # --- Reports of several runs ---
 # The report of several runs (see _run_candidates) holds "comparison" (from
 # compare_runs) and "runs", each run's own report in the order given, the
@@ -3038,7 +3133,8 @@ def _comparison_verdict(report: dict) -> str:
 def _comparison_method(report: dict) -> str:
     comparison = report["comparison"]
     candidates = len(comparison["order"]) - 1
-    return (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+    gated = next((run["gate"] for run in report["runs"] if "gate" in run), None)  # one baseline and --meta for all
+    return _meta_changes_text(gated).lstrip("\n") + ("\n" if _meta_changes_text(gated) else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
             f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
             f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
 
@@ -3210,6 +3306,14 @@ def _score_arg(text: str) -> float:
     return value
 
 
+def _meta_arg(text: str) -> Tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > MAX_META_VALUE:
+        raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {MAX_META_KEY} characters "
+                           f"and a printable value of at most {MAX_META_VALUE}, got {_brief(text)}")
+    return key, value
+
+
 def _measures_arg(text: str) -> List[str]:
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -3349,6 +3453,9 @@ def _build_parser():
                              "(a pull request can commit one that points at any readable file)")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
+    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
+                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
@@ -3516,6 +3623,7 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
+    full["meta"] = _provenance(args)
     full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
                       for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
                                          ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
@@ -3543,6 +3651,7 @@ def _run(args, argv: List[str]) -> int:
         return EXIT_OK
     _split_runs(args)
     _check_options(args)
+    args.meta = _meta_table(args.meta)
     if args.runs:
         return _run_candidates(args, argv)
     if sys.stdout is None:
@@ -3660,6 +3769,9 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
+    changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
+    if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
+        gate_report["meta_changes"] = changes
     return gate_report
 
 
@@ -3678,10 +3790,11 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
         files.append((args.unjudged, _unjudged_text(rows)))
+    extra = _baseline_extra(args, qrels)
     if args.save_baseline:
-        files.append((args.save_baseline, _baseline_text(result, fingerprint)))
+        files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None)))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None, extra)))
     return files
 
 
@@ -3708,7 +3821,7 @@ def _print_messages(args, report: dict, messages: List[_Message]) -> None:
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures)
+        _github(report, args.digits, shown, failures, _provenance(args))
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -3807,13 +3920,13 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str]) -> None:
+def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None) -> None:
     """Under GitHub Actions: the markdown report in the step summary, and annotations.
 
     The runner reads workflow commands from both output streams; stderr keeps
     stdout parseable.
     """
-    _append_step_summary(_step_summary(report, digits, warnings, failures))
+    _append_step_summary(_step_summary(report, digits, warnings, failures, meta=meta))
     notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
     for line in _annotations("warning", notices) + _annotations("error", failures):
         _warn(line, command=True)  # the commands the runner must obey
@@ -3971,6 +4084,7 @@ def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
+    full["meta"] = _provenance(args)
     full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
                       for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices))
                       if path}
@@ -3987,10 +4101,35 @@ def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> N
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown))
+        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown,
+                                           _provenance(args)))
         notices = [line.split("warning: ", 1)[1] for line in shown if line.startswith("rag_eval: warning: ")]
         for line in _annotations("warning", notices) + _annotations("error", failures):
             _warn(line, command=True)
+
+
+# --- Provenance on the command line ---
+
+
+def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
+    """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise RagEvalError(f"--meta names {_brief(twice)} twice")
+    return dict(pairs)
+
+
+def _provenance(args) -> Dict[str, str]:
+    """This run's ``meta`` record, learned once (git runs only when a record is written)."""
+    if getattr(args, "provenance", None) is None:
+        args.provenance = provenance(args.meta)
+    return args.provenance
+
+
+def _baseline_extra(args, qrels: Qrels) -> dict:
+    """What an extended baseline records beside the scores: the provenance."""
+    return {"meta": _provenance(args)} if args.save_baseline or args.update_baseline else {}
 
 
 # === Entry point ===

@@ -249,3 +249,118 @@ class TestCandidatesGate(Workload, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+GITHUB = {"GITHUB_SHA": "0123abcd" * 5, "GITHUB_REF_NAME": "42/merge", "GITHUB_HEAD_REF": "try-bge-base"}
+
+
+class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
+    def saved(self, *meta, env=GITHUB):
+        path = os.path.join(self.tmp, "baseline.json")
+        code, _, err = main([QRELS, RUN, "--save-baseline", path, *meta], env=env)
+        self.assertEqual(code, 0, err)
+        with open(path, encoding="utf-8") as f:
+            return path, json.load(f)
+
+    def test_from_github_variables_the_pull_request_branch(self):
+        found = rag_eval.provenance({"dataset": "v3"}, GITHUB)
+        self.assertEqual(found["git_commit"], GITHUB["GITHUB_SHA"])
+        self.assertEqual(found["git_branch"], "try-bge-base")  # GITHUB_HEAD_REF: the branch of the pull request
+        self.assertEqual(found["dataset"], "v3")
+        self.assertEqual(rag_eval.provenance({}, {"GITHUB_SHA": "f" * 40, "GITHUB_REF_NAME": "main"})["git_branch"], "main")
+
+    def test_from_gitlab_variables(self):
+        found = rag_eval.provenance({}, {"CI_COMMIT_SHA": "e" * 40, "CI_COMMIT_REF_NAME": "mr-7"})
+        self.assertEqual((found["git_commit"], found["git_branch"]), ("e" * 40, "mr-7"))
+
+    def test_from_git_when_no_ci_variable(self):
+        answers = {("rev-parse", "HEAD"): b"c0ffee\n", ("rev-parse", "--abbrev-ref", "HEAD"): b"feature/x\n"}
+
+        def fake_run(command, **kwargs):
+            self.assertEqual(kwargs["timeout"], rag_eval.GIT_TIMEOUT)
+            return mock.Mock(returncode=0, stdout=answers[tuple(command[1:])])
+
+        with mock.patch("subprocess.run", fake_run):
+            found = rag_eval.provenance({}, {})
+        self.assertEqual((found["git_commit"], found["git_branch"]), ("c0ffee", "feature/x"))
+
+    def test_no_git_no_error(self):
+        import subprocess
+
+        for failure in (FileNotFoundError("git"), subprocess.TimeoutExpired("git", 2.0)):
+            with self.subTest(failure=type(failure).__name__), mock.patch("subprocess.run", side_effect=failure):
+                found = rag_eval.provenance({"k": "v"}, {})
+                self.assertEqual(set(found), {"k", "python"})
+        with mock.patch("subprocess.run", return_value=mock.Mock(returncode=128, stdout=b"")):
+            self.assertNotIn("git_commit", rag_eval.provenance({}, {}))  # not a repository
+
+    def test_the_user_wins_over_the_environment(self):
+        self.assertEqual(rag_eval.provenance({"git_commit": "mine"}, GITHUB)["git_commit"], "mine")
+
+    def test_recorded_in_output_and_saved_baselines(self):
+        _, record = self.saved("--meta", "embedder=bge-base-en-v1.5", "--meta", "index=2026-11-30")
+        self.assertEqual(record["meta"]["embedder"], "bge-base-en-v1.5")
+        self.assertEqual(record["meta"]["index"], "2026-11-30")
+        self.assertEqual(record["meta"]["git_branch"], "try-bge-base")
+        output = os.path.join(self.tmp, "full.json")
+        code, _, err = main([QRELS, RUN, "--output", output, "--meta", "dataset=v3"], env=GITHUB)
+        self.assertEqual(code, 0, err)
+        with open(output, encoding="utf-8") as f:
+            meta = json.load(f)["meta"]
+        self.assertEqual((meta["dataset"], meta["git_commit"]), ("v3", GITHUB["GITHUB_SHA"]))
+
+    def test_differences_beside_the_verdict(self):
+        path, _ = self.saved("--meta", "embedder=bge-small", "--meta", "dataset=v3")
+        code, out, err = main([QRELS, RUN, "--baseline", path, "--meta", "embedder=bge-base", "--meta", "dataset=v3",
+                               "--meta", "index=2026-11-30"], env={**GITHUB, "GITHUB_SHA": "9" * 40})
+        self.assertEqual(code, 0, err)
+        # The commit changed too, as it does on every run: recorded, not listed.
+        self.assertEqual(json.loads(out)["gate"]["meta_changes"],
+                         ["embedder: bge-small -> bge-base", "index: (none) -> 2026-11-30"])
+        code, out, _ = main([QRELS, RUN, "--baseline", path, "--meta", "embedder=bge-base", "--format", "table"])
+        self.assertEqual(out.splitlines()[1],
+                         "provenance changed since the baseline: dataset: v3 -> (none); embedder: bge-small -> bge-base")
+        code, out, _ = main([QRELS, RUN, "--baseline", path, "--meta", "embedder=bge-small", "--meta", "dataset=v3"])
+        self.assertNotIn("meta_changes", json.loads(out)["gate"])  # the same provenance: the report as before
+
+    def test_older_baselines_without_meta_still_work(self):
+        path, record = self.saved()
+        del record["meta"]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        code, out, err = main([QRELS, RUN, "--baseline", path, "--meta", "embedder=x"])
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("meta_changes", json.loads(out)["gate"])
+        code, out, _ = main([QRELS, RUN, "--baseline", BASELINE])  # flat
+        self.assertNotIn("meta_changes", json.loads(out)["gate"])
+
+    def test_a_bad_meta_in_a_baseline(self):
+        path, record = self.saved()
+        record["meta"] = {"embedder": 3}
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        code, _, err = main([QRELS, RUN, "--baseline", path])
+        self.assertEqual(code, 2)
+        self.assertIn("meta: 'embedder' -> 3 is not a key", err)
+
+    def test_bad_meta_options_are_one_clipped_line(self):
+        for text, expected in (("noequals", "'noequals'"), ("=v", "'=v'"), ("k\nx=v", "'k\\nx=v'"),
+                               ("key=" + "v" * 400, "'key=vvvvvvvvvvvv'...")):
+            with self.subTest(text=text[:10]):
+                code, out, err = main([QRELS, RUN, "--meta", text])
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.splitlines()), 1)
+                self.assertTrue(err.rstrip("\n").endswith(f"got {expected}"), err)
+        code, _, err = main([QRELS, RUN, "--meta", "a=1", "--meta", "a=2"])
+        self.assertEqual((code, err), (2, "rag_eval: error: --meta names 'a' twice\n"))
+
+    def test_in_the_step_summary(self):
+        summary = os.path.join(self.tmp, "summary.md")
+        env = {**GITHUB, "GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary}
+        code, _, _ = main([QRELS, RUN, "--meta", "embedder=bge-base"], env=env)
+        self.assertEqual(code, 0)
+        with open(summary, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("<details><summary>Provenance</summary>", text)
+        self.assertIn("| embedder | bge-base |", text)
+        self.assertIn(f"| git_commit | {GITHUB['GITHUB_SHA']} |", text)
