@@ -50,11 +50,11 @@ __all__ = [
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
     "compare_runs",
-    "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
-    "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric", "per_query_by_metric",
+    "delta_split", "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
+    "gate", "holm", "judged_at_k", "judged_filter", "label_changes", "main", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric", "per_query_by_metric",
     "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
     "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "slice_members",
-    "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
+    "slice_report", "stored_judgments", "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -1163,6 +1163,7 @@ class Baseline(NamedTuple):
     conventions: Optional[dict] = None
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
+    judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
 
 
 class Tolerance(NamedTuple):
@@ -1192,7 +1193,11 @@ def read_baseline(path: str) -> Baseline:
     if "format" not in data:
         return Baseline(_check_means(data, path, metrics=True))
     baseline = _extended_baseline(data, path)
-    return baseline._replace(meta=_check_meta(data["meta"], path)) if "meta" in data else baseline
+    if "meta" in data:
+        baseline = baseline._replace(meta=_check_meta(data["meta"], path))
+    if "judgments" in data:
+        baseline = baseline._replace(judgments=_check_stored_judgments(data["judgments"], path))
+    return baseline
 
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
@@ -1849,6 +1854,95 @@ def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]
     keys = sorted((set(before) | set(now)) - set(ENVIRONMENT_META))
     return [f"{key}: {before.get(key, '(none)')} -> {now.get(key, '(none)')}"
             for key in keys if before.get(key) != now.get(key)]
+
+
+# --- Label changes: what the judgments changed since the baseline ---
+# An extended baseline stores its judgments, so that a later run on new
+# judgments (--allow-qrels-change) can say what changed, per query.  Small
+# qrels are stored whole ({qid: {docid: grade}}: added, removed and regraded
+# judgments named); beyond MAX_STORED_JUDGMENTS only a digest and a count per
+# query (which queries changed, not how): a baseline stays a file one reviews.
+
+MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
+QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
+
+
+def stored_judgments(qrels: Qrels) -> dict:
+    """What an extended baseline keeps of its judgments: ``{"qrels": ...}`` when small, else
+    ``{"digests": {qid: {"judged": n, "sha256": ...}}}``."""
+    if sum(map(len, qrels.values())) <= MAX_STORED_JUDGMENTS:
+        return {"qrels": {qid: dict(sorted(docs.items())) for qid, docs in sorted(qrels.items())}}
+    return {"digests": {qid: {"judged": len(docs), "sha256": _query_digest(docs)} for qid, docs in sorted(qrels.items())}}
+
+
+def _query_digest(docs: Mapping[str, int]) -> str:
+    import hashlib
+
+    canonical = json.dumps(docs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:QUERY_DIGEST_CHARS]
+
+
+def _check_stored_judgments(stored, path: str) -> dict:
+    """A baseline's ``judgments`` record, checked."""
+    if isinstance(stored, dict) and set(stored) == {"qrels"}:
+        _check_qrels(stored["qrels"], path)
+        return stored
+    if isinstance(stored, dict) and set(stored) == {"digests"} and isinstance(stored["digests"], dict) and all(
+            isinstance(entry, dict) and _is_int(entry.get("judged")) and isinstance(entry.get("sha256"), str)
+            for entry in stored["digests"].values()):
+        return stored
+    raise RagEvalError("judgments must be {\"qrels\": {query: {document: grade}}} or "
+                       "{\"digests\": {query: {\"judged\": n, \"sha256\": ...}}}", path)
+
+
+def label_changes(before: dict, qrels: Qrels) -> dict:
+    """What changed from stored judgments (``stored_judgments``) to ``qrels``, per query.
+
+    Whole judgments give, per changed query, the documents ``added`` and
+    ``removed`` ({doc: grade}) and ``regraded`` ({doc: [was, now]}); digests
+    give the number judged, ``[was, now]``.  Queries added or removed are listed.
+
+    >>> label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
+    {'added': 1, 'queries_added': 1, 'queries_changed': 1, 'queries_removed': 0, 'regraded': 1, 'removed': 1}
+    """
+    whole = "qrels" in before
+    old = before["qrels"] if whole else before["digests"]
+    queries: Dict[str, dict] = {}
+    counts = dict.fromkeys(("added", "queries_added", "queries_changed", "queries_removed", "regraded", "removed"), 0)
+    for qid in sorted(set(old) & set(qrels)):
+        docs, was = qrels[qid], old[qid]
+        if not whole:
+            if _query_digest(docs) != was["sha256"]:
+                queries[qid] = {"judged": [was["judged"], len(docs)]}
+            continue
+        change = {"added": {d: docs[d] for d in sorted(set(docs) - set(was))},
+                  "removed": {d: was[d] for d in sorted(set(was) - set(docs))},
+                  "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs)) if was[d] != docs[d]}}
+        if any(change.values()):
+            queries[qid] = change
+            for key in ("added", "removed", "regraded"):
+                counts[key] += len(change[key])
+    added, removed = sorted(set(qrels) - set(old)), sorted(set(old) - set(qrels))
+    counts.update(queries_added=len(added), queries_removed=len(removed), queries_changed=len(queries))
+    found = {"stored": "judgments" if whole else "digests", "counts": counts, "queries": queries,
+             "queries_added": added, "queries_removed": removed}
+    if not whole:
+        for key in ("added", "removed", "regraded"):
+            del counts[key]  # unknown from digests
+    return found
+
+
+def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
+    """Each metric's change from the old run on the old judgments to this run on the new ones,
+    split in two: ``labels`` (the old run, new judgments minus old) and ``system`` (this run
+    minus the old one, both on the new judgments).  ``total`` = ``labels`` + ``system``.
+
+    >>> delta_split({"m": 0.5}, {"m": 0.6}, {"m": 0.7})["m"]["labels"]
+    -0.09999999999999998
+    """
+    return {metric: {"total": now[metric] - old_on_old[metric], "labels": old_on_new[metric] - old_on_old[metric],
+                     "system": now[metric] - old_on_new[metric]}
+            for metric in sorted(now, key=_metric_order) if metric in old_on_new and metric in old_on_old}
 
 
 # === Reading inputs ===
@@ -2794,7 +2888,7 @@ def _verdict_line(report: dict) -> str:
 
 
 def _format_table(report: dict, digits: int) -> str:
-    parts = [_verdict_line(report) + _meta_changes_text(report.get("gate")), _aligned(_metric_rows(report, digits))]
+    parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, str)
     if drops:
         parts.append("\n".join(drops))
@@ -2817,7 +2911,7 @@ def _markdown_table(rows: List[List[str]]) -> str:
 
 def _format_markdown(report: dict, digits: int) -> str:
     """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = [f"### rag_eval: {_verdict_line(report)}" + _meta_changes_text(report.get("gate")),
+    parts = [f"### rag_eval: {_verdict_line(report)}" + _gate_context_text(report.get("gate"), digits),
              _markdown_table(_metric_rows(report, digits))]
     for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
         metric, _, rest = line.partition(": ")
@@ -3099,10 +3193,38 @@ def _openmetrics_text(report: dict) -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-def _meta_changes_text(gate_report: Optional[dict]) -> str:
-    """The line under the verdict that lists what the baseline's provenance says otherwise, or ""."""
-    changes = (gate_report or {}).get("meta_changes")
-    return "\nprovenance changed since the baseline: " + "; ".join(changes) if changes else ""
+def _gate_context_text(gate_report: Optional[dict], digits: int) -> str:
+    """The lines under the verdict (each after a newline), or "": what the baseline's provenance
+    says otherwise, what the judgments changed, and each delta split into labels and system."""
+    gate_report = gate_report or {}
+    lines = []
+    if gate_report.get("meta_changes"):
+        lines.append("provenance changed since the baseline: " + "; ".join(gate_report["meta_changes"]))
+    if gate_report.get("label_changes"):
+        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"]))
+    if gate_report.get("delta_split"):
+        lines.append("delta = labels + system: " + "; ".join(
+            f"{metric} {e['total']:+.{digits}f} = {e['labels']:+.{digits}f} + {e['system']:+.{digits}f}"
+            for metric, e in gate_report["delta_split"].items()))
+    return "".join("\n" + line for line in lines)
+
+
+def _label_summary(changes: dict, shown: int = 5) -> str:
+    """``label_changes`` in one line: the counts, then the first few changed queries."""
+    counts, queries = changes["counts"], changes["queries"]
+    if changes["stored"] == "judgments":
+        text = (f"{_count(counts['added'], 'judgment', 'judgments')} added, {counts['removed']} removed, "
+                f"{counts['regraded']} regraded in {_count(counts['queries_changed'], 'query', 'queries')}")
+        each = [f"{qid} +{len(q['added'])} -{len(q['removed'])} ~{len(q['regraded'])}" for qid, q in queries.items()]
+    else:
+        text = f"{_count(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
+        each = [f"{qid} {q['judged'][0]} -> {q['judged'][1]} judged" for qid, q in queries.items()]
+    ordered = sorted(each, key=_natural_order)
+    if ordered:
+        text += " (" + ", ".join(ordered[:shown]) + (", ..." if len(ordered) > shown else "") + ")"
+    if counts["queries_added"] or counts["queries_removed"]:
+        text += f"; queries added {counts['queries_added']}, removed {counts['queries_removed']}"
+    return text
 
 
 def _provenance_markdown(meta: Mapping[str, str]) -> str:
@@ -3134,7 +3256,8 @@ def _comparison_method(report: dict) -> str:
     comparison = report["comparison"]
     candidates = len(comparison["order"]) - 1
     gated = next((run["gate"] for run in report["runs"] if "gate" in run), None)  # one baseline and --meta for all
-    return _meta_changes_text(gated).lstrip("\n") + ("\n" if _meta_changes_text(gated) else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+    context = _gate_context_text(gated, 4).lstrip("\n")
+    return context + ("\n" if context else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
             f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
             f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
 
@@ -3404,6 +3527,9 @@ def _build_parser():
                         help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
     gating.add_argument("--allow-qrels-change", action="store_true",
                         help="compare with an extended baseline made on other qrels (reported)")
+    gating.add_argument("--baseline-qrels", metavar="QRELS",
+                        help="with --baseline-run: the judgments the old run was scored on; each delta is split "
+                             "into the part due to the labels and the part due to the system")
     gating.add_argument("--save-baseline", metavar="FILE",
                         help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     gating.add_argument("--update-baseline", action="store_true",
@@ -3626,7 +3752,8 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
     full["meta"] = _provenance(args)
     full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
                       for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-                                         ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
+                                         ("baseline_run", args.baseline_run), ("slices", args.slices),
+                                         ("baseline_qrels", args.baseline_qrels)) if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
 
@@ -3652,6 +3779,7 @@ def _run(args, argv: List[str]) -> int:
     _split_runs(args)
     _check_options(args)
     args.meta = _meta_table(args.meta)
+    _check_label_options(args)
     if args.runs:
         return _run_candidates(args, argv)
     if sys.stdout is None:
@@ -3671,9 +3799,10 @@ def _run(args, argv: List[str]) -> int:
             if args.baseline_run:
                 old, _ = _score_file(args, qrels, args.baseline_run)
                 baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+            earlier = _earlier_labels(args, baseline)
         finally:
             _INPUT_SHA256.reset(hashing)
-        gate_report = _gate_result(args, result, baseline, slices, fingerprint)
+        gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
         messages = _messages(result, gate_report)
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
@@ -3757,7 +3886,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
-                 fingerprint: str) -> Optional[dict]:
+                 fingerprint: str, qrels: Optional[Qrels] = None, earlier: Optional[_Earlier] = None) -> Optional[dict]:
     """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -3772,6 +3901,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
+    if earlier is not None and qrels is not None:
+        gate_report.update(_label_report(earlier, qrels, result, baseline, qrels_changed))
     return gate_report
 
 
@@ -4037,13 +4168,14 @@ def _run_candidates(args, argv: List[str]) -> int:
         for name, path in args.runs:
             result, _ = _score_file(args, qrels, path)  # the run goes here: only its scores stay
             scored.append(_Scored(name, path, result))
+        if args.baseline_run:
+            old = scored[0].result
+            baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+        earlier = _earlier_labels(args, baseline)
     finally:
         _INPUT_SHA256.reset(hashing)
-    if args.baseline_run:
-        old = scored[0].result
-        baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
     gated = scored[1:] if args.baseline_run else scored
-    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint) for s in gated}
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
     runs = []
@@ -4086,8 +4218,8 @@ def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored
     full["command"] = ["rag_eval"] + list(argv)
     full["meta"] = _provenance(args)
     full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
-                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices))
-                      if path}
+                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
+                                         ("baseline_qrels", args.baseline_qrels)) if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
     full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
@@ -4128,8 +4260,59 @@ def _provenance(args) -> Dict[str, str]:
 
 
 def _baseline_extra(args, qrels: Qrels) -> dict:
-    """What an extended baseline records beside the scores: the provenance."""
-    return {"meta": _provenance(args)} if args.save_baseline or args.update_baseline else {}
+    """What an extended baseline records beside the scores: the provenance and the judgments."""
+    if not (args.save_baseline or args.update_baseline):
+        return {}
+    return {"meta": _provenance(args), "judgments": stored_judgments(qrels)}
+
+
+# --- Label changes on the command line ---
+
+
+class _Earlier(NamedTuple):
+    """The judgments a baseline was made on, and (with --baseline-qrels) the old run's means on them."""
+
+    judgments: dict  # stored_judgments() form
+    old_on_old: Optional[Dict[str, float]] = None
+
+
+def _check_label_options(args) -> None:
+    if args.baseline_qrels is None:
+        return
+    if not args.baseline_run:
+        raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
+    if args.baseline_run == "-" or args.baseline_qrels == "-":
+        raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
+    if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
+        raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
+    if args.no_symlinks and _symlink_in(args.baseline_qrels):
+        raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", args.baseline_qrels)
+    for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
+        if path and _same_file(path, args.baseline_qrels):
+            raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
+
+
+def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:
+    """The earlier judgments: read from --baseline-qrels (and the old run scored on them), or stored in the baseline."""
+    if args.baseline_qrels is None:
+        return _Earlier(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
+    old_qrels = read_qrels(args.baseline_qrels, args.qrels_format)
+    path = args.runs[0][1] if args.runs else args.baseline_run
+    try:
+        old_on_old, _ = _score_file(args, old_qrels, path)
+    except RagEvalError as exc:  # _score_file names the qrels it was given as the current ones
+        raise RagEvalError(f"{exc} (scoring the old run on --baseline-qrels)") from None
+    return _Earlier({"qrels": old_qrels}, old_on_old["mean"])
+
+
+def _label_report(earlier: _Earlier, qrels: Qrels, result: dict, baseline: Baseline, qrels_changed: bool) -> dict:
+    """The gate's ``label_changes`` (judgments changed since the baseline) and ``delta_split``."""
+    found = {}
+    if qrels_changed or earlier.old_on_old is not None:
+        found["label_changes"] = label_changes(earlier.judgments, qrels)
+    if earlier.old_on_old is not None:
+        found["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
+    return found
 
 
 # === Entry point ===

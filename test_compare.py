@@ -364,3 +364,100 @@ class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
         self.assertIn("<details><summary>Provenance</summary>", text)
         self.assertIn("| embedder | bge-base |", text)
         self.assertIn(f"| git_commit | {GITHUB['GITHUB_SHA']} |", text)
+
+
+class TestLabelChanges(helpers.TempDirMixin, unittest.TestCase):
+    # The fixtures' judgments, changed: q1 gains refund-policy#9 (grade 1) and loses refund-policy#3;
+    # q3 regrades okta-guide#1 from 1 to 2; q5 is new.
+    def setUp(self):
+        super().setUp()
+        with open(QRELS, encoding="utf-8") as f:
+            self.old = json.load(f)
+        new = json.loads(json.dumps(self.old))
+        new["q1"]["refund-policy#9"] = 1
+        del new["q1"]["refund-policy#3"]
+        new["q3"]["okta-guide#1"] = 2
+        new["q5"] = {"x": 1}
+        self.new = new
+        self.new_path = os.path.join(self.tmp, "new.json")
+        with open(self.new_path, "w", encoding="utf-8") as f:
+            json.dump(new, f)
+
+    def saved_baseline(self):
+        path = os.path.join(self.tmp, "baseline.json")
+        code, _, err = main([QRELS, RUN, "--save-baseline", path])
+        self.assertEqual(code, 0, err)
+        return path
+
+    def test_the_baseline_stores_its_judgments(self):
+        with open(self.saved_baseline(), encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["judgments"], {"qrels": self.old})
+
+    def test_large_qrels_are_stored_as_digests(self):
+        qrels = {f"q{i}": {f"d{j}": 1 for j in range(3)} for i in range(10)}
+        with mock.patch.object(rag_eval, "MAX_STORED_JUDGMENTS", 29):
+            stored = rag_eval.stored_judgments(qrels)
+        self.assertEqual(set(stored), {"digests"})
+        self.assertEqual(stored["digests"]["q0"]["judged"], 3)
+        changed = dict(qrels, q0={"d0": 1, "d1": 2, "d2": 1})
+        found = rag_eval.label_changes(stored, changed)
+        self.assertEqual(found["queries"], {"q0": {"judged": [3, 3]}})
+        self.assertEqual(found["counts"]["queries_changed"], 1)
+
+    def test_per_query_differences_from_the_baseline(self):
+        code, out, err = main([self.new_path, RUN, "--baseline", self.saved_baseline(), "--allow-qrels-change",
+                               "--allow-partial-run"])
+        self.assertEqual(code, 1, err)  # the new judgments lower the means: the gate says so, as before
+        changes = json.loads(out)["gate"]["label_changes"]
+        self.assertEqual(changes["queries"], {
+            "q1": {"added": {"refund-policy#9": 1}, "removed": {"refund-policy#3": 1}, "regraded": {}},
+            "q3": {"added": {}, "removed": {}, "regraded": {"okta-guide#1": [1, 2]}},
+        })
+        self.assertEqual(changes["queries_added"], ["q5"])
+        self.assertEqual(changes["counts"], {"added": 1, "removed": 1, "regraded": 1, "queries_changed": 2,
+                                             "queries_added": 1, "queries_removed": 0})
+
+    def test_the_table_says_it_under_the_verdict(self):
+        code, out, _ = main([self.new_path, RUN, "--baseline", self.saved_baseline(), "--allow-qrels-change",
+                             "--allow-partial-run", "--format", "table"])
+        self.assertEqual(out.splitlines()[1], "labels changed since the baseline: 1 judgment added, 1 removed, "
+                                              "1 regraded in 2 queries (q1 +1 -1 ~0, q3 +0 -0 ~1); "
+                                              "queries added 1, removed 0")
+
+    def test_older_baselines_without_judgments(self):
+        path = self.saved_baseline()
+        with open(path, encoding="utf-8") as f:
+            record = json.load(f)
+        del record["judgments"]
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(record, f)
+        code, out, _ = main([self.new_path, RUN, "--baseline", path, "--allow-qrels-change", "--allow-partial-run"])
+        self.assertEqual(code, 1)
+        self.assertNotIn("label_changes", json.loads(out)["gate"])
+
+    def test_delta_split_into_labels_and_system(self):
+        better = dict(rag_eval.read_run(RUN))
+        better["q2"] = ["sla-uptime#1"] + better["q2"]  # q2 now finds its one relevant document at rank 1
+        better_path = os.path.join(self.tmp, "better.json")
+        with open(better_path, "w", encoding="utf-8") as f:
+            json.dump(better, f)
+        code, out, err = main([self.new_path, better_path, "--baseline-run", RUN, "--baseline-qrels", QRELS,
+                               "--allow-partial-run"])
+        self.assertEqual(code, 0, err)
+        split = json.loads(out)["gate"]["delta_split"]
+        # mrr@5 of the old run: old judgments (q1 1/2, q2 0, q3 1) / 3 = 0.5;
+        # new judgments (q1 1/2, q2 0, q3 1, q5 0) / 4 = 0.375; the better run adds q2's 1: 1.5 + 1 = 2.5 / 4.
+        self.assertAlmostEqual(split["mrr@5"]["labels"], 0.375 - 0.5)
+        self.assertAlmostEqual(split["mrr@5"]["system"], 2.5 / 4 - 0.375)
+        self.assertAlmostEqual(split["mrr@5"]["total"], 2.5 / 4 - 0.5)
+        for metric, part in split.items():
+            self.assertAlmostEqual(part["total"], part["labels"] + part["system"], places=12)
+        self.assertIn("label_changes", json.loads(out)["gate"])
+
+    def test_baseline_qrels_needs_a_baseline_run(self):
+        for argv, words in (([self.new_path, RUN, "--baseline-qrels", QRELS], "goes with --baseline-run"),
+                            ([self.new_path, RUN, "--baseline-run", "-", "--baseline-qrels", QRELS], "neither can be -")):
+            with self.subTest(words=words):
+                code, out, err = main(argv)
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn(words, err)
