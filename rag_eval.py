@@ -49,11 +49,12 @@ __all__ = [
     "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
-    "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
-    "gate", "holm", "judged_at_k", "judged_filter", "main", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
-    "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
-    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "slice_members",
-    "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
+    "compare_runs",
+    "delta_split", "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
+    "gate", "holm", "judged_at_k", "judged_filter", "label_changes", "main", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric", "per_query_by_metric",
+    "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
+    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "slice_members",
+    "slice_report", "stored_judgments", "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -1835,6 +1836,8 @@ class Baseline(NamedTuple):
     per_query: Optional[Dict[str, Dict[str, float]]] = None  # metric -> qid -> value
     conventions: Optional[dict] = None
     qrels_sha256: Optional[str] = None
+    meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
+    judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
 
 
 class Tolerance(NamedTuple):
@@ -1863,7 +1866,12 @@ def read_baseline(path: str) -> Baseline:
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
     if "format" not in data:
         return Baseline(_check_means(data, path, metrics=True))
-    return _extended_baseline(data, path)
+    baseline = _extended_baseline(data, path)
+    if "meta" in data:
+        baseline = baseline._replace(meta=_check_meta(data["meta"], path))
+    if "judgments" in data:
+        baseline = baseline._replace(judgments=_check_stored_judgments(data["judgments"], path))
+    return baseline
 
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
@@ -1992,8 +2000,11 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
     }
 
 
-def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
-    return json.dumps(_baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
+def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
+                   extra: Optional[dict] = None) -> str:
+    """The extended baseline as a file, with ``extra`` records (``meta``) beside the rest."""
+    return json.dumps(dict(_baseline_record(result, fingerprint, keep_from), **(extra or {})), sort_keys=True,
+                      indent=2) + "\n"
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -2344,6 +2355,279 @@ def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, a
         "min_detectable_drop": detectable_drop(comparison.spread, comparison.queries, alpha),
         "queries_needed": queries_needed(comparison.spread, allowed, alpha),
     }
+
+
+# --- Comparing several runs ---
+# Before a pull request comes a choice (which chunker, embedder, reranker or
+# k): several candidate runs scored on the same judgments and compared, each
+# metric, with a reference.  Only per-query scores are kept of each run.
+
+FAMILY_ADJUSTMENT = "holm"  # the method of _adjust_family, named in every report of several runs
+
+
+def _adjust_family(p_values: Mapping[str, float]) -> Dict[str, float]:
+    """Adjust a family of p-values together, as the gate adjusts its metrics'.
+
+    The one place that says how a family of candidates x metrics is
+    corrected: Holm's step-down method today (see ``holm``), so that the
+    chance of any false "better" or "worse" in the whole table stays at alpha.
+    """
+    return holm(p_values)
+
+
+def _family_key(name: str, metric: str) -> str:
+    """One comparison's key in a family: JSON of the pair, so no run name can pass for another."""
+    return json.dumps([name, metric])
+
+
+def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                 alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
+    """Compare every run with the first, the reference, on every metric of the reference.
+
+    ``results`` are ``(name, evaluate(...))`` pairs scored on the same
+    judgments, the reference first.  For each metric and candidate: the mean,
+    the delta to the reference, its CONFIDENCE bootstrap interval, the queries
+    better / worse / same and the sign-flip p-value (``compare_paired``), that
+    p adjusted over the whole family of candidates x metrics (``_adjust_family``).
+
+    The best run of a metric is the one with the highest mean (the first
+    given, of equal means); the reference competes too.  A run is
+    ``indistinguishable`` from the best when the paired test of the two
+    does not reject equality: its p-value against the best, adjusted over the
+    family of every (run, metric) that is not the best, is at least ``alpha``.
+    """
+    if len(results) < 2:
+        raise RagEvalError("compare_runs needs a reference and at least one candidate")
+    names = [name for name, _ in results]
+    if len(set(names)) < len(names):
+        raise RagEvalError(f"two runs are named {_brief(next(n for n in names if names.count(n) > 1))}")
+    metrics = sorted(results[0][1]["mean"], key=_metric_order)
+    scores = {}
+    for name, result in results:
+        table = per_query_by_metric(result)
+        lacking = [metric for metric in metrics if metric not in table]
+        if lacking:
+            raise RagEvalError(f"run {_brief(name)} has no scores for {lacking[0]}")
+        scores[name] = {metric: table[metric] for metric in metrics}
+    reference, candidates = names[0], names[1:]
+
+    def compared(metric: str, before: str, after: str) -> PairedComparison:
+        return compare_paired(metric, scores[before][metric], scores[after][metric], resamples=resamples,
+                              seed=seed, alpha=alpha, show=show)
+
+    with_reference = {(name, metric): compared(metric, reference, name) for metric in metrics for name in candidates}
+    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
+    means = {name: dict(result["mean"]) for name, result in results}
+    best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
+    against_best = {}
+    for metric in metrics:
+        for name in names:
+            if name == best[metric]:
+                continue
+            pair = {name, best[metric]}
+            if reference in pair:  # already compared; the two-sided p is the same either way round
+                against_best[name, metric] = with_reference[(pair - {reference}).pop(), metric].p_value
+            else:
+                against_best[name, metric] = compared(metric, best[metric], name).p_value
+    best_adjusted = _adjust_family({_family_key(name, metric): p for (name, metric), p in against_best.items()})
+    table = {}
+    for metric in metrics:
+        entries = {}
+        for name in names:
+            entry = {"mean": means[name][metric]}
+            if name != reference:
+                entry.update(_candidate_entry(with_reference[name, metric], adjusted[_family_key(name, metric)]))
+            if name == best[metric]:
+                entry["mark"] = "best"
+            else:
+                p_best = best_adjusted[_family_key(name, metric)]
+                entry.update(p_vs_best=against_best[name, metric], p_vs_best_adjusted=p_best,
+                             mark="indistinguishable" if p_best >= alpha else "")
+            entries[name] = entry
+        table[metric] = {"best": best[metric], "runs": entries,
+                         "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
+    return {"reference": reference, "order": names, "adjustment": FAMILY_ADJUSTMENT, "alpha": alpha,
+            "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
+
+
+def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:
+    return {"delta": comparison.mean_delta, "interval": list(comparison.interval), "queries": comparison.queries,
+            "better": comparison.improved, "worse": comparison.worse, "same": comparison.same,
+            "p_value": comparison.p_value, "p_adjusted": p_adjusted, "exact": comparison.exact}
+
+
+# --- Provenance: what a user adds (--meta) and what the environment tells ---
+# The guide asks every results file to record "the dataset version, index
+# build, embedding model, generator, and judge configuration": --meta KEY=VALUE
+# records them, beside the commit, branch and Python that cost nothing to learn.
+
+ENVIRONMENT_META = ("git_branch", "git_commit", "python")  # change on every run by design: recorded, never "changes"
+MAX_META_KEY = 64
+MAX_META_VALUE = 256
+GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang the CI step
+
+
+def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python``
+    unless the user gave them.
+
+    The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and
+    ``GITHUB_HEAD_REF`` on a pull request, else ``GITHUB_REF_NAME``; GitLab:
+    ``CI_COMMIT_SHA``, ``CI_COMMIT_REF_NAME``), else from ``git rev-parse``
+    when git is there; a fact that cannot be learned is left out, silently.
+    """
+    import platform
+
+    environ = os.environ if environ is None else environ
+    found = dict(user)
+    commit = environ.get("GITHUB_SHA") or environ.get("CI_COMMIT_SHA")
+    branch = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME") or environ.get("CI_COMMIT_REF_NAME")
+    if not commit and not branch:
+        commit, branch = _git("rev-parse", "HEAD"), _git("rev-parse", "--abbrev-ref", "HEAD")
+    for key, value in (("git_commit", commit), ("git_branch", branch), ("python", platform.python_version())):
+        if value and key not in found:
+            found[key] = value[:MAX_META_VALUE]
+    return dict(sorted(found.items()))
+
+
+def _git(*arguments: str) -> Optional[str]:
+    """One line that ``git`` prints, or None: no git, not a repository, too slow, or not printable."""
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *arguments], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    line = done.stdout.decode("utf-8", "replace").strip()
+    return line if done.returncode == 0 and line and line.isprintable() else None
+
+
+def _check_meta(table, path: str) -> Dict[str, str]:
+    """A baseline's ``meta``: an object of printable string keys (no '=') and string values."""
+    if not isinstance(table, dict):
+        raise RagEvalError(f"meta must be an object of key -> string, got {_kind(table)}", path)
+    for key, value in table.items():
+        if not _meta_key_ok(key) or not isinstance(value, str):
+            raise RagEvalError(f"meta: {_brief(key)} -> {_brief(value)} is not a key (printable, no '=') "
+                               "and a string", path)
+    return dict(table)
+
+
+def _meta_key_ok(key) -> bool:
+    return isinstance(key, str) and 0 < len(key) <= MAX_META_KEY and key.isprintable() and "=" not in key
+
+
+def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+    """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks.
+
+    The keys of ENVIRONMENT_META are left out: a commit changes with every run.
+
+    >>> meta_changes({"embedder": "bge-small", "git_commit": "a1"}, {"embedder": "bge-base", "index": "v2"})
+    ['embedder: bge-small -> bge-base', 'index: (none) -> v2']
+    """
+    keys = sorted((set(before) | set(now)) - set(ENVIRONMENT_META))
+    return [f"{key}: {before.get(key, '(none)')} -> {now.get(key, '(none)')}"
+            for key in keys if before.get(key) != now.get(key)]
+
+
+# --- Label changes: what the judgments changed since the baseline ---
+# An extended baseline stores its judgments, so that a later run on new
+# judgments (--allow-qrels-change) can say what changed, per query.  Small
+# qrels are stored whole ({qid: {docid: grade}}: added, removed and regraded
+# judgments named); beyond MAX_STORED_JUDGMENTS only a digest and a count per
+# query (which queries changed, not how): a baseline stays a file one reviews.
+
+MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
+QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
+
+
+def _judgment_table(qrels) -> Qrels:
+    """Judgments as ``{qid: {unit: grade}}``: a document, or an evidence span named ``doc[start:end]``."""
+    if not isinstance(qrels, SpanQrels):
+        return qrels
+    return {qid: {f"{span.doc_id}[{span.start}:{span.end}]": span.grade for span in spans}
+            for qid, spans in qrels.items()}
+
+
+def stored_judgments(qrels: Qrels) -> dict:
+    """What an extended baseline keeps of its judgments: ``{"qrels": ...}`` when small, else
+    ``{"digests": {qid: {"judged": n, "sha256": ...}}}``.  Spans are named ``doc[start:end]``."""
+    qrels = _judgment_table(qrels)
+    if sum(map(len, qrels.values())) <= MAX_STORED_JUDGMENTS:
+        return {"qrels": {qid: dict(sorted(docs.items())) for qid, docs in sorted(qrels.items())}}
+    return {"digests": {qid: {"judged": len(docs), "sha256": _query_digest(docs)} for qid, docs in sorted(qrels.items())}}
+
+
+def _query_digest(docs: Mapping[str, int]) -> str:
+    import hashlib
+
+    canonical = json.dumps(docs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:QUERY_DIGEST_CHARS]
+
+
+def _check_stored_judgments(stored, path: str) -> dict:
+    """A baseline's ``judgments`` record, checked."""
+    if isinstance(stored, dict) and set(stored) == {"qrels"}:
+        _check_qrels(stored["qrels"], path)
+        return stored
+    if isinstance(stored, dict) and set(stored) == {"digests"} and isinstance(stored["digests"], dict) and all(
+            isinstance(entry, dict) and _is_int(entry.get("judged")) and isinstance(entry.get("sha256"), str)
+            for entry in stored["digests"].values()):
+        return stored
+    raise RagEvalError("judgments must be {\"qrels\": {query: {document: grade}}} or "
+                       "{\"digests\": {query: {\"judged\": n, \"sha256\": ...}}}", path)
+
+
+def label_changes(before: dict, qrels: Qrels) -> dict:
+    """What changed from stored judgments (``stored_judgments``) to ``qrels``, per query.
+
+    Whole judgments give, per changed query, the documents ``added`` and
+    ``removed`` ({doc: grade}) and ``regraded`` ({doc: [was, now]}); digests
+    give the number judged, ``[was, now]``.  Queries added or removed are listed.
+
+    >>> label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
+    {'added': 1, 'queries_added': 1, 'queries_changed': 1, 'queries_removed': 0, 'regraded': 1, 'removed': 1}
+    """
+    qrels = _judgment_table(qrels)
+    whole = "qrels" in before
+    old = before["qrels"] if whole else before["digests"]
+    queries: Dict[str, dict] = {}
+    counts = dict.fromkeys(("added", "queries_added", "queries_changed", "queries_removed", "regraded", "removed"), 0)
+    for qid in sorted(set(old) & set(qrels)):
+        docs, was = qrels[qid], old[qid]
+        if not whole:
+            if _query_digest(docs) != was["sha256"]:
+                queries[qid] = {"judged": [was["judged"], len(docs)]}
+            continue
+        change = {"added": {d: docs[d] for d in sorted(set(docs) - set(was))},
+                  "removed": {d: was[d] for d in sorted(set(was) - set(docs))},
+                  "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs)) if was[d] != docs[d]}}
+        if any(change.values()):
+            queries[qid] = change
+            for key in ("added", "removed", "regraded"):
+                counts[key] += len(change[key])
+    added, removed = sorted(set(qrels) - set(old)), sorted(set(old) - set(qrels))
+    counts.update(queries_added=len(added), queries_removed=len(removed), queries_changed=len(queries))
+    found = {"stored": "judgments" if whole else "digests", "counts": counts, "queries": queries,
+             "queries_added": added, "queries_removed": removed}
+    if not whole:
+        for key in ("added", "removed", "regraded"):
+            del counts[key]  # unknown from digests
+    return found
+
+
+def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
+    """Each metric's change from the old run on the old judgments to this run on the new ones,
+    split in two: ``labels`` (the old run, new judgments minus old) and ``system`` (this run
+    minus the old one, both on the new judgments).  ``total`` = ``labels`` + ``system``.
+
+    >>> delta_split({"m": 0.5}, {"m": 0.6}, {"m": 0.7})["m"]["labels"]
+    -0.09999999999999998
+    """
+    return {metric: {"total": now[metric] - old_on_old[metric], "labels": old_on_new[metric] - old_on_old[metric],
+                     "system": now[metric] - old_on_new[metric]}
+            for metric in sorted(now, key=_metric_order) if metric in old_on_new and metric in old_on_old}
 
 
 # === Reading inputs ===
@@ -3296,7 +3580,7 @@ def _verdict_line(report: dict) -> str:
 
 
 def _format_table(report: dict, digits: int) -> str:
-    parts = [_verdict_line(report), _aligned(_metric_rows(report, digits))]
+    parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, str)
     if drops:
         parts.append("\n".join(drops))
@@ -3319,7 +3603,8 @@ def _markdown_table(rows: List[List[str]]) -> str:
 
 def _format_markdown(report: dict, digits: int) -> str:
     """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = [f"### rag_eval: {_verdict_line(report)}", _markdown_table(_metric_rows(report, digits))]
+    parts = [f"### rag_eval: {_verdict_line(report)}" + _gate_context_text(report.get("gate"), digits),
+             _markdown_table(_metric_rows(report, digits))]
     for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
         metric, _, rest = line.partition(": ")
         parts.append(f"**{metric}**: {rest}")
@@ -3535,10 +3820,11 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     return [_annotation(kind, message) for message in messages]
 
 
-def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str]) -> str:
+def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
+                  markdown: Callable[[dict, int], str] = _format_markdown, meta: Optional[dict] = None) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
-    heading, _, rest = _format_markdown(report, digits).partition("\n\n")
+    heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading]
     if failures:
         parts.append("\n".join("- " + _neutralise_workflow_commands(line) for line in failures))
@@ -3546,6 +3832,8 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
                      + "\n".join("- " + _neutralise_workflow_commands(line) for line in warnings) + "\n\n</details>")
+    if meta:
+        parts.append(_provenance_markdown(meta))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
 
 
@@ -3595,6 +3883,146 @@ def _openmetrics_text(report: dict) -> str:
         lines += family("rag_eval_passed", "1 when the gate passed, 0 when it failed.",
                         [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
     return "\n".join(lines + ["# EOF"]) + "\n"
+
+
+def _gate_context_text(gate_report: Optional[dict], digits: int) -> str:
+    """The lines under the verdict (each after a newline), or "": what the baseline's provenance
+    says otherwise, what the judgments changed, and each delta split into labels and system."""
+    gate_report = gate_report or {}
+    lines = []
+    if gate_report.get("meta_changes"):
+        lines.append("provenance changed since the baseline: " + "; ".join(gate_report["meta_changes"]))
+    if gate_report.get("label_changes"):
+        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"]))
+    if gate_report.get("delta_split"):
+        lines.append("delta = labels + system: " + "; ".join(
+            f"{metric} {e['total']:+.{digits}f} = {e['labels']:+.{digits}f} + {e['system']:+.{digits}f}"
+            for metric, e in gate_report["delta_split"].items()))
+    return "".join("\n" + line for line in lines)
+
+
+def _label_summary(changes: dict, shown: int = 5) -> str:
+    """``label_changes`` in one line: the counts, then the first few changed queries."""
+    counts, queries = changes["counts"], changes["queries"]
+    if changes["stored"] == "judgments":
+        text = (f"{_count(counts['added'], 'judgment', 'judgments')} added, {counts['removed']} removed, "
+                f"{counts['regraded']} regraded in {_count(counts['queries_changed'], 'query', 'queries')}")
+        each = [f"{qid} +{len(q['added'])} -{len(q['removed'])} ~{len(q['regraded'])}" for qid, q in queries.items()]
+    else:
+        text = f"{_count(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
+        each = [f"{qid} {q['judged'][0]} -> {q['judged'][1]} judged" for qid, q in queries.items()]
+    ordered = sorted(each, key=_natural_order)
+    if ordered:
+        text += " (" + ", ".join(ordered[:shown]) + (", ..." if len(ordered) > shown else "") + ")"
+    if counts["queries_added"] or counts["queries_removed"]:
+        text += f"; queries added {counts['queries_added']}, removed {counts['queries_removed']}"
+    return text
+
+
+def _provenance_markdown(meta: Mapping[str, str]) -> str:
+    rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
+    return _neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
+                                         + "\n\n</details>")
+
+
+# --- Reports of several runs ---
+# The report of several runs (see _run_candidates) holds "comparison" (from
+# compare_runs) and "runs", each run's own report in the order given, the
+# reference first.  COMPARISON_FORMATTERS render it in every format of FORMATTERS.
+
+_MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not distinguishable from the best
+
+
+def _comparison_verdict(report: dict) -> str:
+    """The first line: the gate's verdict over every gated run, then what was compared."""
+    comparison, runs = report["comparison"], report["runs"]
+    what = f"{len(runs)} runs compared with {comparison['reference']}, {runs[0]['queries']} queries scored"
+    if "passed" not in report:
+        return what
+    failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
+    verdict = "PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
+    return f"{verdict}, rule '{next(run['gate']['rule'] for run in runs if 'gate' in run)}', {what}"
+
+
+def _comparison_method(report: dict) -> str:
+    comparison = report["comparison"]
+    candidates = len(comparison["order"]) - 1
+    gated = next((run["gate"] for run in report["runs"] if "gate" in run), None)  # one baseline and --meta for all
+    context = _gate_context_text(gated, 4).lstrip("\n")
+    return context + ("\n" if context else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+            f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
+            f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
+
+
+def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = False) -> List[List[str]]:
+    """Header and one row per (metric, run): the comparison in table, markdown and csv."""
+    comparison = report["comparison"]
+    gates = {run["name"]: run["gate"] for run in report["runs"] if "gate" in run}
+    header = ["metric", "run", "mean", "delta", "95% low", "95% high", "better", "worse", "same"]
+    header += ["p", f"p adjusted ({comparison['adjustment']})"] if raw else [f"p ({comparison['adjustment']})"]
+    header += ["mark"] + (["verdict"] if gates else [])
+    rows = [header]
+    for metric in sorted(comparison["metrics"], key=_metric_order):
+        entries = comparison["metrics"][metric]["runs"]
+        for name in comparison["order"]:
+            entry = entries[name]
+            low, high = entry.get("interval", (None, None))
+            row = [metric, name, _shown(entry["mean"], digits, missing), _shown(entry.get("delta"), digits, missing),
+                   _shown(low, digits, missing), _shown(high, digits, missing)]
+            row += [_shown(entry.get(key), digits, missing) for key in ("better", "worse", "same")]
+            row += [_shown(entry.get(key), digits, missing) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
+            if gates:
+                gated = gates.get(name)
+                row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
+                           if gated else missing)
+            rows.append(row)
+    return rows
+
+
+def _comparison_notes(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
+    """Per gated run that failed: what failed, and its largest drops."""
+    lines = []
+    for run in report["runs"]:
+        if "gate" in run and not run["gate"]["passed"]:
+            lines.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
+            lines += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
+    return lines
+
+
+def _format_comparison_table(report: dict, digits: int) -> str:
+    parts = [_comparison_verdict(report) + "\n" + _comparison_method(report), _aligned(_comparison_rows(report, digits))]
+    notes = _comparison_notes(report, digits, str)
+    if notes:
+        parts.append("\n".join(notes))
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+
+
+def _format_comparison_markdown(report: dict, digits: int) -> str:
+    parts = [f"### rag_eval: {_comparison_verdict(report)}", _comparison_method(report),
+             _markdown_table(_comparison_rows(report, digits))]
+    notes = _comparison_notes(report, digits, lambda name: f"`{name}`")
+    if notes:
+        parts.append("\n".join(f"- {line}" for line in notes))
+    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+
+
+def _format_comparison_csv(report: dict, digits: int) -> str:
+    """One row per (metric, run): the comparison, and each run's verdict under the gate."""
+    import csv
+
+    out = io.StringIO()
+    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
+    writer.writerows(_comparison_rows(report, digits, missing="", raw=True))
+    return _neutralise_workflow_commands(out.getvalue())
+
+
+COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
+    "json": _format_json,
+    "table": _format_comparison_table,
+    "markdown": _format_comparison_markdown,
+    "csv": _format_comparison_csv,
+}
 
 
 def explain() -> str:
@@ -3695,6 +4123,14 @@ def _score_arg(text: str) -> float:
     return value
 
 
+def _meta_arg(text: str) -> Tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > MAX_META_VALUE:
+        raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {MAX_META_KEY} characters "
+                           f"and a printable value of at most {MAX_META_VALUE}, got {_brief(text)}")
+    return key, value
+
+
 def _measures_arg(text: str) -> List[str]:
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -3756,8 +4192,9 @@ def _build_parser():
     )
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
-    parser.add_argument("run", metavar="RUN", nargs="?",
-                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin")
+    parser.add_argument("run", metavar="RUN", nargs="*",
+                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin. "
+                             "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
     parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
@@ -3787,6 +4224,9 @@ def _build_parser():
                         help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
     gating.add_argument("--allow-qrels-change", action="store_true",
                         help="compare with an extended baseline made on other qrels (reported)")
+    gating.add_argument("--baseline-qrels", metavar="QRELS",
+                        help="with --baseline-run: the judgments the old run was scored on; each delta is split "
+                             "into the part due to the labels and the part due to the system")
     gating.add_argument("--save-baseline", metavar="FILE",
                         help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     gating.add_argument("--update-baseline", action="store_true",
@@ -3837,6 +4277,9 @@ def _build_parser():
                              "(a pull request can commit one that points at any readable file)")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
+    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
+                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
@@ -4005,9 +4448,11 @@ def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint:
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
+    full["meta"] = _provenance(args)
     full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
                       for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-                                         ("baseline_run", args.baseline_run), ("slices", args.slices)) if path}
+                                         ("baseline_run", args.baseline_run), ("slices", args.slices),
+                                         ("baseline_qrels", args.baseline_qrels)) if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
 
@@ -4030,9 +4475,14 @@ def _run(args, argv: List[str]) -> int:
     if args.explain:
         _deliver(explain())
         return EXIT_OK
+    _split_runs(args)
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
     _check_options(args)
+    args.meta = _meta_table(args.meta)
+    _check_label_options(args)
+    if args.runs:
+        return _run_candidates(args, argv)
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
     # Updates of one baseline take turns, and each reads the baseline under the lock.
@@ -4050,9 +4500,10 @@ def _run(args, argv: List[str]) -> int:
             if args.baseline_run:
                 old, _ = _score_file(args, qrels, args.baseline_run)
                 baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+            earlier = _earlier_labels(args, baseline)
         finally:
             _INPUT_SHA256.reset(hashing)
-        gate_report = _gate_result(args, result, baseline, slices, fingerprint)
+        gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
         messages = _messages(result, gate_report)
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
@@ -4138,7 +4589,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
-                 fingerprint: str) -> Optional[dict]:
+                 fingerprint: str, qrels: Optional[Qrels] = None, earlier: Optional[_Earlier] = None) -> Optional[dict]:
     """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -4150,6 +4601,11 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
+    changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
+    if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
+        gate_report["meta_changes"] = changes
+    if earlier is not None and qrels is not None:
+        gate_report.update(_label_report(earlier, qrels, result, baseline, qrels_changed))
     return gate_report
 
 
@@ -4168,10 +4624,11 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
         files.append((args.unjudged, _unjudged_text(rows)))
+    extra = _baseline_extra(args, qrels)
     if args.save_baseline:
-        files.append((args.save_baseline, _baseline_text(result, fingerprint)))
+        files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None)))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None, extra)))
     return files
 
 
@@ -4198,7 +4655,7 @@ def _print_messages(args, report: dict, messages: List[_Message]) -> None:
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures)
+        _github(report, args.digits, shown, failures, _provenance(args))
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -4300,13 +4757,13 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str]) -> None:
+def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None) -> None:
     """Under GitHub Actions: the markdown report in the step summary, and annotations.
 
     The runner reads workflow commands from both output streams; stderr keeps
     stdout parseable.
     """
-    _append_step_summary(_step_summary(report, digits, warnings, failures))
+    _append_step_summary(_step_summary(report, digits, warnings, failures, meta=meta))
     notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
     for line in _annotations("warning", notices) + _annotations("error", failures):
         _warn(line, command=True)  # the commands the runner must obey
@@ -4320,6 +4777,248 @@ def _append_step_summary(text: str) -> None:
                 out.write(text + "\n")
         except OSError as exc:
             _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
+
+
+# --- Several runs on the command line ---
+# rag_eval QRELS RUN RUN [RUN ...]: the first run (or --baseline-run) is the
+# reference, the others candidates.  Runs are read one after another and only
+# their scores kept, so memory does not grow with the runs' lengths.
+
+_RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
+MAX_RUN_NAME = 64
+# What a report of several runs cannot hold (one run's files), and what to do instead.
+_ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
+                    ("update_baseline", "--update-baseline"), ("junit", "--junit"),
+                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"))
+
+
+class _Scored(NamedTuple):
+    """One run of several: its name, its path and its result (the run itself is not kept)."""
+
+    name: str
+    path: str
+    result: dict
+
+
+def run_name(text: str) -> Tuple[str, str]:
+    """``(name, path)`` of a run given as ``NAME=PATH`` or ``PATH`` (named by its file's stem).
+
+    ``NAME=PATH`` needs a NAME without a path separator, and a text that is
+    not itself an existing file: ``runs/a=b.trec`` stays a path.
+
+    >>> run_name("runs/bm25.trec.gz"), run_name("dense=runs/e5.jsonl")
+    (('bm25', 'runs/bm25.trec.gz'), ('dense', 'runs/e5.jsonl'))
+    """
+    name, sep, path = text.partition("=")
+    if not (sep and name and path and "/" not in name and os.sep not in name and not os.path.exists(text)):
+        name, path = _file_stem(text), text
+    if not name.isprintable() or len(name) > MAX_RUN_NAME:
+        raise RagEvalError(f"run name {_brief(name)} must be printable and at most {MAX_RUN_NAME} characters "
+                           "(name it with NAME=PATH)")
+    return name, path
+
+
+def _file_stem(path: str) -> str:
+    if path == "-":
+        return "stdin"
+    name = os.path.basename(path.rstrip("/" + os.sep)) or path
+    if name.endswith(".gz"):
+        name = name[:-3]
+    root, ext = os.path.splitext(name)
+    return root if root and ext.lower() in _RUN_SUFFIXES else name
+
+
+def _split_runs(args) -> None:
+    """``args.run``: the one run's path (or None); ``args.runs``: (name, path) of every run, the reference first."""
+    given = args.run or []
+    if len(given) <= 1:
+        args.run, args.runs = (given[0] if given else None), []
+        return
+    texts = ([args.baseline_run] if args.baseline_run else []) + given
+    if texts.count("-") + [args.qrels, args.baseline, args.slices].count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
+    runs = [run_name(text) for text in texts]
+    names = [name for name, _ in runs]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise RagEvalError(f"two runs are named {_brief(twice)}: name them NAME=PATH")
+    args.run, args.runs = runs[0][1], runs
+
+
+def _check_candidate_options(args) -> None:
+    """What several runs add to _check_options: the options of one run refused, every run's path checked."""
+    for attribute, option in _ONE_RUN_OPTIONS:
+        if getattr(args, attribute):
+            raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
+    paths = [path for _, path in args.runs]
+    if args.no_symlinks:
+        for path in paths:
+            if path != "-" and _symlink_in(path):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+    if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
+                           for path in paths if path != "-"):
+        raise RagEvalError("--output would overwrite an input", args.output)
+
+
+def _run_candidates(args, argv: List[str]) -> int:
+    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
+    _check_candidate_options(args)
+    digests: Dict[str, str] = {}
+    hashing = _INPUT_SHA256.set(digests if args.output else None)
+    try:
+        baseline = read_baseline(args.baseline) if args.baseline else None
+        slices = read_slices(args.slices) if args.slices else None
+        qrels = read_qrels(args.qrels, args.qrels_format)
+        fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
+        scored = []
+        for name, path in args.runs:
+            result, _ = _score_file(args, qrels, path)  # the run goes here: only its scores stay
+            scored.append(_Scored(name, path, result))
+        if args.baseline_run:
+            old = scored[0].result
+            baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+        earlier = _earlier_labels(args, baseline)
+    finally:
+        _INPUT_SHA256.reset(hashing)
+    gated = scored[1:] if args.baseline_run else scored
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
+    comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
+                              alpha=args.alpha, show=args.largest_drops)
+    runs = []
+    for s in scored:
+        intervals = mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
+        runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
+                         name=s.name, path=s.path, reference=s is scored[0]))
+    report = {"comparison": comparison, "runs": runs}
+    verdicts = [g["passed"] for g in gates.values() if g is not None]
+    if verdicts:
+        report["passed"] = all(verdicts)
+    messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
+                for s in scored for m in _messages(s.result, gates.get(s.name))]
+    text = COMPARISON_FORMATTERS[args.format](report, args.digits)
+    files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
+        if args.output else []
+    staged = _stage(files)
+    try:
+        _deliver(text)
+        _commit(staged)
+    finally:
+        _discard(staged)
+    if args.output:
+        messages.append(_Message("note", f"wrote {args.output}"))
+    _print_candidate_messages(args, report, messages)
+    return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
+
+
+def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
+                       digests: Dict[str, str], messages: List[_Message]) -> str:
+    """--output of several runs: the report, every run's per-query scores, and how it all was made."""
+    import platform
+
+    full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
+                              for run, s in zip(report["runs"], scored)])
+    full["notes"] = [str(message) for message in messages]
+    full["conventions"] = dict(_conventions_record(scored[0].result), abstain_below=args.abstain_below)
+    full["tool"] = f"rag_eval {__version__}"
+    full["python"] = platform.python_version()
+    full["command"] = ["rag_eval"] + list(argv)
+    full["meta"] = _provenance(args)
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
+                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
+                                         ("baseline_qrels", args.baseline_qrels)) if path}
+    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+
+
+def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> None:
+    """As _print_messages, each REGRESSION line naming its run: ``REGRESSION <metric>: ... (run NAME)``."""
+    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
+    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
+                for line in _gate_lines(run["gate"])]
+    for line in shown + failures:
+        _warn(line)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown,
+                                           _provenance(args)))
+        notices = [line.split("warning: ", 1)[1] for line in shown if line.startswith("rag_eval: warning: ")]
+        for line in _annotations("warning", notices) + _annotations("error", failures):
+            _warn(line, command=True)
+
+
+# --- Provenance on the command line ---
+
+
+def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
+    """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
+    keys = [key for key, _ in pairs]
+    twice = next((key for key in keys if keys.count(key) > 1), None)
+    if twice is not None:
+        raise RagEvalError(f"--meta names {_brief(twice)} twice")
+    return dict(pairs)
+
+
+def _provenance(args) -> Dict[str, str]:
+    """This run's ``meta`` record, learned once (git runs only when a record is written)."""
+    if getattr(args, "provenance", None) is None:
+        args.provenance = provenance(args.meta)
+    return args.provenance
+
+
+def _baseline_extra(args, qrels: Qrels) -> dict:
+    """What an extended baseline records beside the scores: the provenance and the judgments."""
+    if not (args.save_baseline or args.update_baseline):
+        return {}
+    return {"meta": _provenance(args), "judgments": stored_judgments(qrels)}
+
+
+# --- Label changes on the command line ---
+
+
+class _Earlier(NamedTuple):
+    """The judgments a baseline was made on, and (with --baseline-qrels) the old run's means on them."""
+
+    judgments: dict  # stored_judgments() form
+    old_on_old: Optional[Dict[str, float]] = None
+
+
+def _check_label_options(args) -> None:
+    if args.baseline_qrels is None:
+        return
+    if not args.baseline_run:
+        raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
+    if args.baseline_run == "-" or args.baseline_qrels == "-":
+        raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
+    if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
+        raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
+    if args.no_symlinks and _symlink_in(args.baseline_qrels):
+        raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", args.baseline_qrels)
+    for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
+        if path and _same_file(path, args.baseline_qrels):
+            raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
+
+
+def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:
+    """The earlier judgments: read from --baseline-qrels (and the old run scored on them), or stored in the baseline."""
+    if args.baseline_qrels is None:
+        return _Earlier(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
+    old_qrels = read_qrels(args.baseline_qrels, args.qrels_format)
+    path = args.runs[0][1] if args.runs else args.baseline_run
+    try:
+        old_on_old, _ = _score_file(args, old_qrels, path)
+    except RagEvalError as exc:  # _score_file names the qrels it was given as the current ones
+        raise RagEvalError(f"{exc} (scoring the old run on --baseline-qrels)") from None
+    return _Earlier({"qrels": old_qrels}, old_on_old["mean"])
+
+
+def _label_report(earlier: _Earlier, qrels: Qrels, result: dict, baseline: Baseline, qrels_changed: bool) -> dict:
+    """The gate's ``label_changes`` (judgments changed since the baseline) and ``delta_split``."""
+    found = {}
+    if qrels_changed or earlier.old_on_old is not None:
+        found["label_changes"] = label_changes(earlier.judgments, qrels)
+    if earlier.old_on_old is not None:
+        found["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
+    return found
 
 
 # === Entry point ===
