@@ -175,13 +175,50 @@ def _gain(grade: int, kind: str) -> float:
     return float(grade) if kind == "linear" else 2.0**grade - 1.0
 
 
+class _Reduced(NamedTuple):
+    """One query of a run, reduced while it was read to what the measures read.
+
+    A measure reads only the grades in rank order, and every unjudged
+    document has the same one; so a query is its judged documents' ranks
+    (rank = 1 + the documents ordered before it, unjudged ones included)
+    and how many documents it ranks.  The command line reads deep runs so:
+    memory follows the judgments, not the run.
+    """
+
+    length: int  # unique documents ranked, at most the reader's depth
+    judged: Tuple[Tuple[int, str], ...]  # (rank, docid) of each judged document within that depth
+    tied: Tuple[int, ...]  # the cutoffs with equal scores on both sides
+    best: Optional[float]  # the highest score; None for a ranked list (no scores)
+
+
+class _ReducedRun(dict):
+    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
+
+    def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
+        super().__init__(queries)
+        self.unknown = unknown  # sorted
+
+
 def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """Turn one query's unique ranking into what the measures read, once.
+    """Turn one query's unique ranking into what the measures read, once."""
+    return _normalised([grades.get(docid, -1) for docid in ranking[:depth]], grades, depth, conv)  # -1: unjudged
+
+
+def _reduced_grades(entry: _Reduced, grades: Mapping[str, int], depth: int) -> List[int]:
+    """The grades in rank order of a reduced query: what ``_normalise`` reads of a whole ranking."""
+    top = [-1] * min(entry.length, depth)
+    for rank, docid in entry.judged:
+        if rank <= depth:
+            top[rank - 1] = grades.get(docid, -1)
+    return top
+
+
+def _normalised(top: List[int], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``top``: the grades in rank order (-1: unjudged), at most ``depth``.
 
     Grades are never negative here (the readers drop negative ones), and a
     gain grows with the grade, so the best grades give the ideal gains.
     """
-    top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
     best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
         relevant=[g >= conv.min_grade for g in top],
@@ -520,14 +557,17 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
-    _check_run(run)
+    reduced = isinstance(run, _ReducedRun)  # checked, and mapped to documents, as it was read
+    if not reduced:
+        _check_run(run)
     if doc_id_sep is not None:
-        qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
+        qrels = documents_qrels(qrels, doc_id_sep)
+        run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {abstain_below!r}")
 
-    unknown = sorted(set(run) - set(qrels))
+    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
             f"{len(unknown)} run queries are not in the qrels (first: {unknown[0]!r}); "
@@ -547,16 +587,21 @@ def evaluate(
     for qid in sorted(qrels):
         grades = qrels[qid]
         entry = run.get(qid, [])
-        ranking = _ranking(entry)
-        if keep is not None:
-            ranking = [docid for docid in ranking if keep(qid, docid)]
-        q = _normalise(ranking, grades, depth, conv)
+        if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
+            top, length, tied = _reduced_grades(entry, grades, depth), entry.length, entry.tied
+        else:
+            ranking = _ranking(entry)
+            if keep is not None:
+                ranking = [docid for docid in ranking if keep(qid, docid)]
+            top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
+            length, tied = len(ranking), _tied_at(entry, ranking, cutoffs)
+        q = _normalised(top, grades, depth, conv)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
-        if not ranking:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
+        if not length:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
             skipped.append(qid)
-        for cutoff in _tied_at(entry, ranking, cutoffs):
+        for cutoff in tied:
             ties[cutoff] += 1
         for cutoff in cutoffs:
             judged_sum[cutoff] += _judged(q, cutoff)
@@ -589,13 +634,14 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
     """How many unanswerable queries the run left unanswered, as it should."""
     def abstained(qid: str) -> bool:
         entry = run.get(qid)
-        if not entry:
+        if not entry or (type(entry) is _Reduced and not entry.length):
             return True
         if abstain_below is None:
             return False
-        if not isinstance(entry, _MAPPINGS):
+        best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
+        if best is None:
             raise RagEvalError(f"query {_brief(qid)}: --abstain-below needs scores, and this ranking has none", "run")
-        return max(entry.values()) < abstain_below
+        return best < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
@@ -1467,6 +1513,10 @@ READ_BLOCK = 1 << 17
 # must stay far below it: a line that fits in one block is never measured.
 MAX_LINE = 1 << 26
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
+# Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
+MAX_UNKNOWN_QUERIES = 200_000
+MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 # dict first: isinstance() stops at the common case before the slower abstract-class check.
@@ -1597,7 +1647,8 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
+def _line_blocks(inp: _Input, split: Callable[[bytes], list],
+                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, list]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Reads blocks of READ_BLOCK bytes, each completed to the end of its last
@@ -1607,11 +1658,17 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
     doing it line by line.  ``split`` cuts a checked block into
     its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
     next block's first line.  Blank blocks are checked, counted and skipped.
+    More than ``max_bytes`` in all (after gunzip) is an error: a gzip bomb
+    ends after a bounded time.
     """
     first = inp.first_line
     data = inp.head
+    read = 0
     while data:
         data, too_long = _whole_lines(inp.rest, inp.source, data, first)
+        read += len(data)
+        if max_bytes is not None and read > max_bytes:
+            raise _too_large(inp.source, max_bytes)
         problem = _block_problem(data, inp.source, first)
         if problem is None and too_long is not None:
             problem = (len(data), too_long)  # after every line before it
@@ -1627,6 +1684,10 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
             yield first, lines
             first += len(lines)
         data = _read_block(inp.rest, inp.source)
+
+
+def _too_large(source: str, max_bytes: int) -> RagEvalError:
+    return RagEvalError(f"more than {max_bytes} bytes (after gunzip); raise the limit with --max-input-bytes", source)
 
 
 def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
@@ -1962,6 +2023,58 @@ class _TopScores:
             self.floor = self.scores[best[-1]]
 
 
+class _Interleaved(Exception):
+    """A query's lines resume after another query's: reduced queries cannot take more documents."""
+
+
+class _Reducer:
+    """Reduces each query of a run to a ``_Reduced`` as soon as its documents end.
+
+    The readers hand it one query at a time (``start``), and the query's
+    kept documents when the next one starts or the file ends.  Queries the
+    qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
+    by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
+    """
+
+    def __init__(self, judged: Qrels, cutoffs: Iterable[int], depth: int, as_bytes: bool, source: str):
+        self.judged, self.cutoffs, self.depth, self.as_bytes, self.source = judged, sorted(cutoffs), depth, as_bytes, source
+        self.queries: Dict[str, _Reduced] = {}
+        self.unknown: set = set()
+
+    def knows(self, qid: str) -> bool:
+        """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
+        if qid in self.queries:
+            raise _Interleaved(qid)
+        if qid in self.judged:
+            return True
+        if qid not in self.unknown:
+            self.unknown.add(qid)
+            if len(self.unknown) > MAX_UNKNOWN_QUERIES:
+                raise RagEvalError(f"more than {MAX_UNKNOWN_QUERIES} run queries are not in the qrels (one: {qid!r}); "
+                                   "is this a run of these qrels?", self.source)
+        return False
+
+    def scored(self, qid: str, scores: Mapping) -> None:
+        """A query's unique documents and their scores (at least its best ``depth``)."""
+        ranking = _order_scored(scores)[: self.depth]
+        tied = tuple(k for k in self.cutoffs if k < len(ranking) and scores[ranking[k - 1]] == scores[ranking[k]])
+        self._add(qid, ranking, tied, scores[ranking[0]] if ranking else None)
+
+    def ranked(self, qid: str, ranking: List) -> None:
+        """A query's unique documents in rank order, without scores."""
+        self._add(qid, ranking[: self.depth], (), None)
+
+    def _add(self, qid: str, ranking: List, tied: Tuple[int, ...], best: Optional[float]) -> None:
+        grades = self.judged[qid]
+        keys = {docid.encode("utf-8"): docid for docid in grades} if self.as_bytes else dict(zip(grades, grades))
+        # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
+        ranks = sorted((ranking.index(docid) + 1, keys[docid]) for docid in keys.keys() & set(ranking))
+        self.queries[qid] = _Reduced(len(ranking), tuple(ranks), tied, best)
+
+    def run(self) -> _ReducedRun:
+        return _ReducedRun(self.queries, sorted(self.unknown))
+
+
 class _TopsByQuery(dict):
     """query id -> its ``_TopScores``, made on first sight of the query."""
 
@@ -1991,24 +2104,33 @@ def _score(text: str, source: str, lineno: int) -> float:
 
 
 def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-              judged: Optional[Qrels]) -> Tuple[Run, bool]:
+              judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
+              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     Returns the run and whether any line names a document judged for its
-    query in ``judged`` (always False without it).  This loop runs once per
-    line of files with millions of lines, so it does the least it can.  It
-    splits bytes, not text: bytes.split cuts at C's white space exactly, the
-    block was checked as UTF-8 already, and only the ids kept are decoded.
-    Lines of one query come together, so the query's state stays in locals,
-    and a line scored below the query's floor is dropped after one
-    comparison.  Errors cost a search for the line's number.
+    query in ``judged`` (always False without it).  With ``cutoffs`` (and
+    ``judged``), each query is reduced when its lines end (see ``_Reducer``):
+    its lines must come together, or ``_Interleaved`` is raised.  This loop
+    runs once per line of files with millions of lines, so it does the
+    least it can.  It splits bytes, not text: bytes.split cuts at C's white
+    space exactly, the block was checked as UTF-8 already, and only the ids
+    kept are decoded.  Lines of one query come together, so the query's
+    state stays in locals, and a line scored below the query's floor is
+    dropped after one comparison.  Errors cost a search for the line's number.
     """
     tops = _TopsByQuery(depth)
     as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
     qid = top = query = None
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
-    for first, lines in _line_blocks(inp, _byte_lines):
+    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
+        long_id = None
+        if max(map(len, lines)) > MAX_ID:  # in C: only a block with a long line can hold a long id
+            long_id = _long_id(lines, inp.source, first)
+            if long_id is not None:
+                lines = lines[:long_id[0]]  # the lines before it first: an error on one of them comes first
         for line in lines:
             fields = line.split()
             if len(fields) < 6:
@@ -2021,8 +2143,17 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if fields[0][:1] == b"#":
                     continue  # a comment of six words or more
                 qid = fields[0]
-                top = tops[qid]
-                query = qid.decode("utf-8")
+                if reducer is None:
+                    top = tops[qid]
+                    query = qid.decode("utf-8")
+                else:
+                    if query is not None and top.floor != math.inf:
+                        top.prune()
+                        reducer.scored(query, top.scores)
+                    query = qid.decode("utf-8")
+                    top = _TopScores(depth)
+                    if not reducer.knows(query):
+                        top.floor = math.inf  # lines of a query the qrels lack are checked, not kept
                 floor = top.floor
             if looking:
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
@@ -2041,9 +2172,34 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if keep is not None and not keep(query, docid):
                     continue
             floor = top.add(docid, score)
+        if long_id is not None:
+            raise long_id[1]
+    found = judged is not None and not looking
+    if reducer is not None:
+        if query is not None and top.floor != math.inf:
+            top.prune()
+            reducer.scored(query, top.scores)
+        return reducer.run(), found
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
-    return run, judged is not None and not looking
+    return run, found
+
+
+def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
+    """The first run line with an id longer than MAX_ID: (its index, the error), or None.
+
+    Such an id is an error, not kept: memory must follow what is kept, and
+    trec_eval's own limits are far below.
+    """
+    for index, line in enumerate(lines):
+        if len(line) > MAX_ID:
+            fields = line.split()
+            if len(fields) < 6 or fields[0][:1] == b"#":
+                continue  # a comment, or a line the reader refuses for its fields
+            for field, what in ((0, "query id"), (2, "document id")):
+                if len(fields[field]) > MAX_ID:
+                    return index, RagEvalError(f"{what} longer than {MAX_ID} bytes", source, first + index)
+    return None
 
 
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
@@ -2095,20 +2251,36 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
-              judged: Optional[Qrels] = None) -> Tuple[Run, bool]:
+              judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
+              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
     """``read_run``, and whether any document read (before any cut) is judged for its query in ``judged``.
 
     A run that shares no judged document with the qrels was never evaluated:
-    the command line refuses it.
+    the command line refuses it.  With ``cutoffs`` (and ``judged`` and
+    ``depth``, more than the largest cutoff), each query is reduced as it is
+    read to what ``evaluate`` needs at those cutoffs (a ``_ReducedRun``), so
+    memory follows the judgments, not the run.  A run whose queries'
+    lines do not come together is read again whole (a file) or not
+    reduced at all (standard input, which cannot be read twice).
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {depth!r}")
+    if cutoffs is not None and (judged is None or depth is None or path == "-"):
+        cutoffs = None
+    try:
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+    except _Interleaved:
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes)
+
+
+def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
+                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, depth, keep, doc_id_sep, judged)
         if fmt == "trec":
-            return _trec_run(inp, depth, keep, doc_id_sep, judged)
+            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
         _check_run(run, inp.source)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
@@ -2620,6 +2792,14 @@ def _build_parser():
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
+    def input_bytes(text: str) -> int:
+        value = _whole(text, 19)
+        if not value:
+            raise RagEvalError(f"expected a positive number of bytes, got {text!r}")
+        return value
+
+    parser.add_argument("--max-input-bytes", type=typed(input_bytes), default=MAX_RUN_BYTES, metavar="N",
+                        help=f"largest run read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     reports = parser.add_argument_group("reports")
@@ -2804,7 +2984,10 @@ def _score_file(args, qrels: Qrels, path: str) -> Tuple[dict, Run]:
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only else None
     # One more than the largest cutoff: enough to see a tie across it.
-    run, any_judged = _read_run(path, args.run_format, max(args.k) + 1, keep, sep, judged)
+    # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
+    cutoffs = None if args.unjudged else args.k
+    run, any_judged = _read_run(path, args.run_format, max(args.k) + 1, keep, sep, judged, cutoffs,
+                                args.max_input_bytes)
     try:
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,

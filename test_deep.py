@@ -1,0 +1,248 @@
+"""Deep runs: the reduced reading path gives the numbers of the whole path, and memory stays bounded.
+
+The command line reduces each query of a run while reading it (``_Reduced``:
+the judged documents' ranks and the number of documents), so that k = 1000
+costs memory per judgment, not per line.  The first tests prove, on many
+seeded random runs, that every value (means, per-query values, ties,
+skipped, dropped, abstention) equals the whole path's.  The last ones feed
+scaled-down attack inputs to a subprocess and check its peak memory
+(``RAG_EVAL_HUGE=1`` runs them at full size: minutes and gigabytes of disk).
+"""
+
+import gzip
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+from contextlib import redirect_stderr, redirect_stdout
+
+import rag_eval
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HUGE = os.environ.get("RAG_EVAL_HUGE") == "1"
+MEASURES = [m.name for m in rag_eval.MEASURES]
+
+
+def random_case(rng, fmt):
+    """Qrels (TREC, negative grades included) and a run in ``fmt`` with ties, duplicates and unjudged ids."""
+    queries = [f"q{i}" for i in range(rng.randint(1, 6))]
+    chunk = rng.random() < 0.5  # ids like d3#1: --doc-id-sep has chunks to roll up
+    pool = [f"d{i}#{c}" if chunk else f"d{i}" for i in range(rng.randint(2, 30)) for c in range(rng.choice((1, 3)) if chunk else 1)]
+    qrels_lines = []
+    for qid in queries:
+        for docid in rng.sample(pool, rng.randint(1, min(8, len(pool)))):
+            qrels_lines.append(f"{qid} 0 {docid} {rng.choice((-1, 0, 0, 1, 1, 2, 3))}\n")
+    run_queries = list(queries)
+    if rng.random() < 0.3:
+        run_queries.append("unknown-" + str(rng.randint(0, 9)))
+    rows = []
+    for qid in run_queries:
+        if rng.random() < 0.1:
+            continue  # a judged query the run skipped
+        scores = [rng.choice((1.0, 2.0, 2.0, 3.0)) if rng.random() < 0.5 else round(rng.random(), 2)
+                  for _ in range(rng.randint(0, 40))]
+        for score in scores:
+            rows.append((qid, rng.choice(pool), score))  # repeats of an id are duplicates
+    if fmt == "trec":
+        text = "".join(f"{qid} Q0 {docid} 1 {score} tag\n" for qid, docid, score in rows)
+    elif fmt == "jsonl-scored":
+        text = "".join(json.dumps({"query_id": qid, "doc_id": docid, "score": score}) + "\n" for qid, docid, score in rows)
+    elif fmt == "jsonl-ranked":
+        text = "".join(json.dumps({"query_id": qid, "doc_id": docid}) + "\n" for qid, docid, score in rows)
+    elif fmt == "json-scored":
+        run = {}
+        for qid, docid, score in rows:
+            run.setdefault(qid, {})[docid] = max(score, run.get(qid, {}).get(docid, score))
+        text = json.dumps(run)
+    else:  # json-ranked
+        run = {}
+        for qid, docid, _ in rows:
+            run.setdefault(qid, []).append(docid)
+        text = json.dumps(run)
+    return "".join(qrels_lines), text, bool(rows) and run_queries[-1].startswith("unknown")
+
+
+def write(directory, name, text):
+    path = os.path.join(directory, name)
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(text)
+    return path
+
+
+def cli(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = rag_eval.main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+class TestReducedEqualsWhole(unittest.TestCase):
+    """The reduced path against the whole path, value for value, on seeded random runs."""
+
+    CASES = 150
+    FORMATS = ("trec",)
+
+    def outcomes(self, qrels_path, run_path, cutoffs, options):
+        """(whole path, reduced path): each (found any judged, evaluate's result), or ("error", message)."""
+        qrels = rag_eval.read_qrels(qrels_path)
+        sep = options.get("doc_id_sep")
+        judged = rag_eval.documents_qrels(qrels, sep) if sep else qrels
+        keep = rag_eval.judged_filter(judged, options.get("min_grade", 1)) if options.get("judged_only") else None
+        results, kind = [], "error"
+        for reduce in (None, cutoffs):
+            try:
+                run, found = rag_eval._read_run(run_path, "auto", max(cutoffs) + 1, keep, sep, judged, reduce)
+                kind = type(run).__name__
+                result = rag_eval.evaluate(qrels, run, cutoffs, measures=MEASURES, **options)
+                results.append((found, result))
+            except rag_eval.RagEvalError as exc:
+                results.append(("error", str(exc)))
+        return results[0], kind, results[1]
+
+    def compare(self, qrels_path, run_path, cutoffs, options, reduced=True):
+        whole, kind, reduced_result = self.outcomes(qrels_path, run_path, cutoffs, options)
+        self.assertEqual(whole, reduced_result)
+        if whole[0] != "error":
+            self.assertEqual(kind, "_ReducedRun" if reduced else "dict")
+        return whole
+
+    def random_cases(self, tmp, count):
+        rng = random.Random(20240618)
+        for case in range(count):
+            fmt = self.FORMATS[case % len(self.FORMATS)]
+            qrels_text, run_text, unknown = random_case(rng, fmt)
+            qrels_path = write(tmp, f"qrels{case}.txt", qrels_text)
+            run_path = write(tmp, f"run{case}", run_text)
+            cutoffs = sorted(rng.sample((1, 2, 3, 5, 10, 50, 1000), rng.randint(1, 3)))
+            options = {"doc_id_sep": rng.choice((None, None, "#")), "judged_only": rng.random() < 0.3,
+                       "min_grade": rng.choice((1, 1, 2)), "gain": rng.choice(("exp", "linear")),
+                       "drop_unknown_queries": rng.random() < 0.7,
+                       "abstain_below": rng.choice((None, None, 1.5)) if "ranked" not in fmt else None}
+            yield case, fmt, qrels_path, run_path, cutoffs, options
+
+    def test_random_runs(self):
+        seen = set()
+        with tempfile.TemporaryDirectory() as tmp:
+            for case, fmt, qrels, run, cutoffs, options in self.random_cases(tmp, self.CASES):
+                with self.subTest(case=case, fmt=fmt, cutoffs=cutoffs, options=options):
+                    outcome = self.compare(qrels, run, cutoffs, options)
+                    seen.add(fmt + (" error" if outcome[0] == "error" else " ok"))
+        self.assertGreaterEqual(len({name for name in seen if name.endswith(" ok")}), len(self.FORMATS), seen)
+
+    def test_a_planted_off_by_one_is_caught(self):
+        """The random comparison finds a reduced path that ranks judged documents one place too low."""
+        original = rag_eval._Reducer._add
+
+        def shifted(self, qid, ranking, tied, best):
+            original(self, qid, ranking, tied, best)
+            entry = self.queries[qid]
+            self.queries[qid] = entry._replace(length=entry.length + 1, judged=tuple(
+                (rank + 1, docid) for rank, docid in entry.judged))
+
+        differing = 0
+        rag_eval._Reducer._add = shifted
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for case, fmt, qrels, run, cutoffs, options in self.random_cases(tmp, 40):
+                    whole, _, reduced = self.outcomes(qrels, run, cutoffs, options)
+                    differing += whole != reduced
+        finally:
+            rag_eval._Reducer._add = original
+        self.assertGreater(differing, 10)
+
+    def test_interleaved_queries_are_read_again_whole(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\nq2 0 b 1\nq1 0 c 2\n")
+            run = write(tmp, "run", "q1 Q0 a 1 1 t\nq2 Q0 b 1 1 t\nq1 Q0 x 1 2 t\nq1 Q0 c 1 1 t\nq2 Q0 a 1 3 t\n")
+            found, result = self.compare(qrels, run, [1, 2, 3], {}, reduced=False)
+            self.assertEqual(result["per_query"]["q1"]["recall@2"], 0.5)  # x (2), then c before a (1): docid descending
+
+    def test_ties_with_judged_documents_follow_the_docid_rule(self):
+        # Every score ties: the docid decides, descending: z, y (judged, 2), b, a (judged, 1).
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 y 2\nq1 0 a 1\n")
+            run = write(tmp, "run", "".join(f"q1 Q0 {d} 1 5 t\n" for d in "abyz"))
+            found, result = self.compare(qrels, run, [1, 2, 3, 4], {})
+            self.assertEqual(result["per_query"]["q1"]["mrr@2"], 1 / 2)  # y at rank 2
+            self.assertEqual(result["per_query"]["q1"]["recall@3"], 1 / 2)  # a at rank 4
+            self.assertEqual(result["ties"], {"1": 1, "2": 1, "3": 1, "4": 0})
+
+    def test_command_line_reduced_and_whole_print_the_same(self):
+        """--unjudged reads the whole run: stdout is the same as the reduced path's, at k up to 1000."""
+        rng = random.Random(7)
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels_text, run_text, _ = random_case(rng, "trec")
+            qrels = write(tmp, "qrels", qrels_text)
+            run = write(tmp, "run", run_text)
+            argv = [qrels, run, "--k", "1,10,1000", "--measures", ",".join(MEASURES), "--digits", "17",
+                    "--per-query", "--drop-unknown-queries"]
+            reduced = cli(argv)
+            whole = cli(argv + ["--unjudged", os.path.join(tmp, "worklist.jsonl")])
+            self.assertEqual(reduced, whole)
+
+
+class TestLimits(unittest.TestCase):
+    def test_long_ids_are_an_error_naming_the_line(self):
+        long = "d" * (rag_eval.MAX_ID + 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            for name, text, line in (
+                    ("trec", f"q1 Q0 a 1 1 t\nq1 Q0 {long} 2 0.5 t\n", 2),
+                    ("trec-qid", f"q1 Q0 a 1 1 t\n{long} Q0 a 2 0.5 t\n", 2),
+                    ):
+                with self.subTest(name):
+                    code, out, err = cli([qrels, write(tmp, name, text)])
+                    self.assertEqual(code, 2)
+                    self.assertIn(f":{line}: ", err)
+                    self.assertIn(f"id longer than {rag_eval.MAX_ID} bytes", err)
+
+    def test_an_earlier_bad_line_is_reported_first(self):
+        long = "d" * (rag_eval.MAX_ID + 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            code, out, err = cli([qrels, write(tmp, "run", f"q1 Q0 a 1 x t\nq1 Q0 {long} 2 0.5 t\n")])
+            self.assertIn("run:1: score must be a number", err)
+
+    def test_input_larger_than_the_cap_is_an_error(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            run = os.path.join(tmp, "run.gz")
+            with gzip.open(run, "wt") as out:
+                out.write("q1 Q0 a 1 1 t\n" * 100_000)
+            code, out, err = cli([qrels, run, "--max-input-bytes", "100000"])
+            self.assertEqual(code, 2)
+            self.assertIn("more than 100000 bytes (after gunzip); raise the limit with --max-input-bytes", err)
+            self.assertEqual(cli([qrels, run, "--max-input-bytes", "2000000"])[0], 0)
+
+    def test_unknown_queries_are_counted_not_kept(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"u{i} Q0 a 1 1 t\n" for i in range(30)))
+            code, out, err = cli([qrels, run])
+            self.assertEqual(code, 2)
+            self.assertIn("30 run queries are not in the qrels (first: 'u0')", err)
+            code, out, err = cli([qrels, run, "--drop-unknown-queries"])
+            self.assertEqual(code, 0)
+            self.assertIn("dropped 30 run queries", err)
+            self.assertEqual(json.loads(out)["dropped"], sorted(f"u{i}" for i in range(30)))
+
+    def test_too_many_unknown_queries_end_the_read(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"u{i} Q0 a 1 1 t\n" for i in range(40)))
+            limit = rag_eval.MAX_UNKNOWN_QUERIES
+            rag_eval.MAX_UNKNOWN_QUERIES = 10
+            try:
+                code, out, err = cli([qrels, run, "--drop-unknown-queries"])
+            finally:
+                rag_eval.MAX_UNKNOWN_QUERIES = limit
+            self.assertEqual(code, 2)
+            self.assertIn("more than 10 run queries are not in the qrels (one: 'u10')", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
