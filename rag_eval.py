@@ -126,8 +126,11 @@ class Judged(NamedTuple):
     """One query's ranking after normalisation: all that a measure may read.
 
     ``relevant``, ``gains`` and ``judged`` follow the ranking (unique ids, best
-    first); ``ideal`` holds the gains of every judged document of the query,
-    best first, whether retrieved or not.
+    first), at most to the cutoff; they may stop after the last judged
+    document, as the rest would be unjudged, non-relevant and of no gain, which
+    no measure counts (precision divides by k, not by the length).  ``ideal``
+    holds the gains of every judged document of the query, best first,
+    whether retrieved or not.
     """
 
     relevant: List[bool]
@@ -205,11 +208,16 @@ def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: 
 
 
 def _reduced_grades(entry: _Reduced, grades: Mapping[str, int], depth: int) -> List[int]:
-    """The grades in rank order of a reduced query: what ``_normalise`` reads of a whole ranking."""
-    top = [-1] * min(entry.length, depth)
-    for rank, docid in entry.judged:
-        if rank <= depth:
-            top[rank - 1] = grades.get(docid, -1)
+    """The grades in rank order of a reduced query, to its last judged document within ``depth``.
+
+    A deep ranking is mostly unjudged documents after the last judged one:
+    stopping there leaves every measure's value as it is (see ``Judged``)
+    and spares them the loops over the rest.
+    """
+    within = [(rank, docid) for rank, docid in entry.judged if rank <= depth]
+    top = [-1] * (within[-1][0] if within else 0)
+    for rank, docid in within:
+        top[rank - 1] = grades.get(docid, -1)
     return top
 
 
@@ -1996,12 +2004,22 @@ class _TopScores:
     scored below it can be passed over unread.
     """
 
-    __slots__ = ("depth", "scores", "floor")
+    __slots__ = ("depth", "scores", "floor", "mark")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
         self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
+        self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
+
+    def grown(self) -> float:
+        """For a caller that adds to ``scores`` itself: call when it holds ``mark`` documents; returns the floor."""
+        if len(self.scores) == self.depth:
+            self.floor = min(self.scores.values())
+            self.mark = 2 * self.depth + 65
+        else:
+            self.prune()
+        return self.floor
 
     def add(self, docid: Union[str, bytes], score: float) -> float:
         """Offer one document; return the floor, for the caller's next comparison."""
@@ -2154,7 +2172,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = _TopScores(depth)
                     if not reducer.knows(query):
                         top.floor = math.inf  # lines of a query the qrels lack are checked, not kept
-                floor = top.floor
+                floor, scores, mark = top.floor, top.scores, top.mark
+                setdefault = scores.setdefault
             if looking:
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
@@ -2171,7 +2190,16 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 docid = _id_text(docid, doc_id_sep)
                 if keep is not None and not keep(query, docid):
                     continue
-            floor = top.add(docid, score)
+            # _TopScores.add, inlined (a method call cost a third of the loop at k = 1000).  setdefault returns
+            # this line's own float only when it stored it: a float stored before is another object.
+            old = setdefault(docid, score)
+            if old is not score:
+                if score > old:
+                    scores[docid] = score  # a document listed again keeps its higher score
+            elif len(scores) >= mark:
+                floor = top.grown()
+                scores, mark = top.scores, top.mark
+                setdefault = scores.setdefault
         if long_id is not None:
             raise long_id[1]
     found = judged is not None and not looking
