@@ -1819,8 +1819,8 @@ def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: i
     return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
 
 
-def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
-    for lineno, line in _raw_lines(inp):
+def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
+    for lineno, line in _raw_lines(inp, max_bytes):
         if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
             raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
         row = _decode_json(line, inp.source, lineno)
@@ -1829,9 +1829,9 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
         yield lineno, row
 
 
-def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
+def _raw_lines(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
-    for first, lines in _line_blocks(inp, _text_lines):
+    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
             if line.strip():
                 yield lineno, line
@@ -2236,31 +2236,71 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               judged: Optional[Qrels]) -> Tuple[Run, bool]:
-    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``."""
+               judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
+               max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
+
+    Without scores, a query keeps its first ``depth`` unique documents (after
+    ``keep``): the rest can never reach a cutoff.
+    """
     tops = _TopsByQuery(depth)
-    lists: Dict[str, List[str]] = {}
+    lists: Dict[str, Dict[str, None]] = {}
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+    current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
+    open_qid = None
+    scored_rows = ranked_rows = False  # rows with a score seen, rows without one seen
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp):
+    for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        for value, what in ((qid, "query id"), (docid, "document id")):
+            if len(value) > MAX_ID // 4 and len(value.encode("utf-8")) > MAX_ID:
+                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
             looking = docid not in judged.get(qid, ())
         has_score = "score" in row
-        if (tops and not has_score) or (lists and has_score):
+        if (scored_rows and not has_score) or (ranked_rows and has_score):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if not has_score:
-            lists.setdefault(qid, []).append(docid)
-            continue
-        score = row["score"]
-        if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-        top = tops[qid]
-        if keep is None or keep(qid, docid):
-            top.add(docid, float(score))
-    return lists or tops.finished(), judged is not None and not looking
+        if reducer is not None and qid != open_qid:
+            _close_jsonl_query(reducer, open_qid, current, tops, lists)
+            open_qid, current = qid, qid if reducer.knows(qid) else None
+        if has_score:
+            score = row["score"]
+            if not _is_finite(score):
+                raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
+            scored_rows = True
+            if reducer is not None and current is None:
+                continue
+            top = tops[qid]
+            if keep is None or keep(qid, docid):
+                top.add(docid, float(score))
+        else:
+            ranked_rows = True
+            if reducer is not None and current is None:
+                continue
+            ranking = lists.setdefault(qid, {})
+            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                ranking[docid] = None
+    found = judged is not None and not looking
+    if reducer is not None:
+        _close_jsonl_query(reducer, open_qid, current, tops, lists)
+        return reducer.run(), found
+    return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
+
+
+def _close_jsonl_query(reducer: "_Reducer", qid: Optional[str], current: Optional[str], tops: "_TopsByQuery",
+                       lists: Dict[str, Dict[str, None]]) -> None:
+    """The rows of ``qid`` ended: reduce it (when the qrels know it) and forget its documents."""
+    if qid is None or current is None:
+        return
+    if qid in lists:
+        reducer.ranked(qid, list(lists.pop(qid)))
+    else:
+        top = tops.pop(qid, None) or _TopScores(reducer.depth)
+        top.prune()
+        reducer.scored(qid, top.scores)
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
@@ -2306,7 +2346,7 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged)
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")

@@ -84,7 +84,7 @@ class TestReducedEqualsWhole(unittest.TestCase):
     """The reduced path against the whole path, value for value, on seeded random runs."""
 
     CASES = 150
-    FORMATS = ("trec",)
+    FORMATS = ("trec", "jsonl-scored", "jsonl-ranked")
 
     def outcomes(self, qrels_path, run_path, cutoffs, options):
         """(whole path, reduced path): each (found any judged, evaluate's result), or ("error", message)."""
@@ -193,7 +193,7 @@ class TestLimits(unittest.TestCase):
             for name, text, line in (
                     ("trec", f"q1 Q0 a 1 1 t\nq1 Q0 {long} 2 0.5 t\n", 2),
                     ("trec-qid", f"q1 Q0 a 1 1 t\n{long} Q0 a 2 0.5 t\n", 2),
-                    ):
+                    ("jsonl", json.dumps({"query_id": "q1", "doc_id": long, "score": 1}) + "\n", 1)):
                 with self.subTest(name):
                     code, out, err = cli([qrels, write(tmp, name, text)])
                     self.assertEqual(code, 2)
