@@ -54,6 +54,7 @@ import json
 import math
 import os
 import sys
+from bisect import bisect_left, bisect_right
 from collections import abc
 from contextlib import contextmanager
 from itertools import chain
@@ -1524,6 +1525,7 @@ MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size
 MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 MAX_UNKNOWN_QUERIES = 200_000
+BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
 MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
@@ -2016,9 +2018,9 @@ class _TopScores:
         """For a caller that adds to ``scores`` itself: call when it holds ``mark`` documents; returns the floor."""
         if len(self.scores) == self.depth:
             self.floor = min(self.scores.values())
-            self.mark = 2 * self.depth + 65
         else:
             self.prune()
+        self.mark = 2 * self.depth + 65
         return self.floor
 
     def add(self, docid: Union[str, bytes], score: float) -> float:
@@ -2073,21 +2075,55 @@ class _Reducer:
         return False
 
     def scored(self, qid: str, scores: Mapping) -> None:
-        """A query's unique documents and their scores (at least its best ``depth``)."""
-        ranking = _order_scored(scores)[: self.depth]
-        tied = tuple(k for k in self.cutoffs if k < len(ranking) and scores[ranking[k - 1]] == scores[ranking[k]])
-        self._add(qid, ranking, tied, scores[ranking[0]] if ranking else None)
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more).
+
+        rank = 1 + the documents ordered before: those scored higher, and
+        those scored the same with a larger docid (trec_eval's order), so no
+        (score, docid) pair is sorted: the scores alone are, in C, for the
+        counts and the ties across cutoffs.  Only the judged documents'
+        tied partners are looked for, when there are any.
+        """
+        ascending = sorted(scores.values())
+        count = len(ascending)
+        length = min(count, self.depth)
+        # Scored the same on both sides of a cutoff k: the k-th and the (k+1)-th best.
+        tied = tuple(k for k in self.cutoffs if k < length and ascending[count - k] == ascending[count - k - 1])
+        found = []  # (rank counting only higher scores, docid, how many share its score)
+        for docid in self._judged_ids(qid).keys() & scores.keys():
+            score = scores[docid]
+            above = bisect_right(ascending, score)
+            found.append((count - above + 1, docid, above - bisect_left(ascending, score)))
+        shared = {scores[docid] for _, docid, same in found if same > 1}
+        partners: Dict[float, list] = {}
+        if shared:
+            for docid, score in scores.items():
+                if score in shared:
+                    partners.setdefault(score, []).append(docid)
+        ranks = []
+        for rank, docid, same in found:
+            if same > 1:
+                rank += sum(other > docid for other in partners[scores[docid]])
+            if rank <= self.depth:
+                ranks.append((rank, docid))
+        self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
 
     def ranked(self, qid: str, ranking: List) -> None:
         """A query's unique documents in rank order, without scores."""
-        self._add(qid, ranking[: self.depth], (), None)
-
-    def _add(self, qid: str, ranking: List, tied: Tuple[int, ...], best: Optional[float]) -> None:
-        grades = self.judged[qid]
-        keys = {docid.encode("utf-8"): docid for docid in grades} if self.as_bytes else dict(zip(grades, grades))
+        ranking = ranking[: self.depth]
         # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
-        ranks = sorted((ranking.index(docid) + 1, keys[docid]) for docid in keys.keys() & set(ranking))
-        self.queries[qid] = _Reduced(len(ranking), tuple(ranks), tied, best)
+        ranks = [(ranking.index(docid) + 1, docid) for docid in self._judged_ids(qid).keys() & set(ranking)]
+        self._add(qid, len(ranking), ranks, (), None)
+
+    def _judged_ids(self, qid: str) -> Dict:
+        """The query's judged ids as the reader holds them (bytes or text) -> as text."""
+        grades = self.judged[qid]
+        return {docid.encode("utf-8"): docid for docid in grades} if self.as_bytes else dict(zip(grades, grades))
+
+    def _add(self, qid: str, length: int, ranks: List[Tuple[int, Union[str, bytes]]], tied: Tuple[int, ...],
+             best: Optional[float]) -> None:
+        names = self._judged_ids(qid) if self.as_bytes else None
+        judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
+        self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
 
     def run(self) -> _ReducedRun:
         return _ReducedRun(self.queries, sorted(self.unknown))
@@ -2140,6 +2176,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     tops = _TopsByQuery(depth)
     as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
+    # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
+    by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
     qid = top = query = None
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
@@ -2149,6 +2187,35 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             long_id = _long_id(lines, inp.source, first)
             if long_id is not None:
                 lines = lines[:long_id[0]]  # the lines before it first: an error on one of them comes first
+        columns = _trec_columns(lines) if by_block and long_id is None else None
+        if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
+            for segment_qid, docids, values in columns:
+                if segment_qid != qid:
+                    qid = segment_qid
+                    if query is not None and top.floor != math.inf:
+                        reducer.scored(query, top.scores)
+                    query = qid.decode("utf-8")
+                    top = _TopScores(depth)
+                    if not reducer.knows(query):
+                        top.floor = math.inf
+                    scores = top.scores
+                if top.floor == math.inf:
+                    continue
+                if looking:
+                    looking = {docid.encode("utf-8") for docid in judged.get(query, ())}.isdisjoint(docids)
+                new = dict(zip(docids, values))
+                if len(new) == len(docids) and scores.keys().isdisjoint(new):
+                    scores.update(new)
+                else:  # a document listed twice keeps its higher score
+                    for docid, score in zip(docids, values):
+                        if scores.get(docid, score) <= score:
+                            scores[docid] = score
+                if len(scores) > 2 * depth + 64:
+                    top.prune()
+                    scores = top.scores
+            floor, scores, mark = top.floor, top.scores, top.mark  # for the next block, if it is read line by line
+            setdefault = scores.setdefault
+            continue
         for line in lines:
             fields = line.split()
             if len(fields) < 6:
@@ -2211,6 +2278,41 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
     return run, found
+
+
+def _trec_columns(lines: List[bytes]) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
+    """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
+
+    Plain: six fields on every line, no blank or comment line, every score a
+    finite number, each query's lines together.  Anything else is None, and
+    the caller reads the block line by line, which says what is wrong where.
+    Every step is one call into C: one split of the whole block (a NUL, which
+    no checked line holds, marks the line ends), slices for the columns, one
+    float() per score.
+    """
+    count = len(lines)
+    fields = b" \0 ".join(lines).split()
+    if len(fields) != 7 * count - 1 or fields.count(b"\0") != count - 1 or fields[6::7].count(b"\0") != count - 1:
+        return None  # some line has more or fewer than six fields
+    qids = fields[0::7]
+    if b"#" in b"".join(qids):
+        return None  # a comment line, or a # inside an id: the line-by-line loop knows which
+    try:
+        values = list(map(float, fields[4::7]))
+    except ValueError:
+        return None
+    if not math.isfinite(sum(values)):
+        return None  # inf or nan somewhere (or a sum beyond a float's range: the loop sorts it out)
+    docids = fields[2::7]
+    distinct = list(dict.fromkeys(qids))
+    if len(distinct) == 1:
+        return [(qids[0], docids, values)]
+    starts = [qids.index(qid) for qid in distinct]
+    ends = starts[1:] + [count]
+    if starts != sorted(starts) or any(qids[start:end].count(qid) != end - start
+                                       for qid, start, end in zip(distinct, starts, ends)):
+        return None  # a query's lines apart: the reducer's own checks, line by line
+    return [(qid, docids[start:end], values[start:end]) for qid, start, end in zip(distinct, starts, ends)]
 
 
 def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:

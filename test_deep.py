@@ -137,11 +137,8 @@ class TestReducedEqualsWhole(unittest.TestCase):
         """The random comparison finds a reduced path that ranks judged documents one place too low."""
         original = rag_eval._Reducer._add
 
-        def shifted(self, qid, ranking, tied, best):
-            original(self, qid, ranking, tied, best)
-            entry = self.queries[qid]
-            self.queries[qid] = entry._replace(length=entry.length + 1, judged=tuple(
-                (rank + 1, docid) for rank, docid in entry.judged))
+        def shifted(self, qid, length, ranks, tied, best):  # each judged document one place too low
+            original(self, qid, length + 1, [(rank + 1, docid) for rank, docid in ranks], tied, best)
 
         differing = 0
         rag_eval._Reducer._add = shifted
