@@ -1806,6 +1806,7 @@ def _reject_constant(name):
 # One decoder for every input: json.loads with options builds a new one per
 # call, which doubled the cost of a JSONL line.
 _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+_JSON_SPACE = json.decoder.WHITESPACE  # JSON's own white space: a regular expression
 
 
 def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
@@ -2043,8 +2044,8 @@ class _TopScores:
             self.floor = self.scores[best[-1]]
 
 
-class _Interleaved(Exception):
-    """A query's lines resume after another query's: reduced queries cannot take more documents."""
+class _ReadAgain(Exception):
+    """The streamed reading cannot go on (a query's lines apart, or JSON the plain reader must judge): read again."""
 
 
 class _Reducer:
@@ -2064,7 +2065,7 @@ class _Reducer:
     def knows(self, qid: str) -> bool:
         """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
         if qid in self.queries:
-            raise _Interleaved(qid)
+            raise _ReadAgain(qid)
         if qid in self.judged:
             return True
         if qid not in self.unknown:
@@ -2405,6 +2406,154 @@ def _close_jsonl_query(reducer: "_Reducer", qid: Optional[str], current: Optiona
         reducer.scored(qid, top.scores)
 
 
+class _JsonStream:
+    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse."""
+
+    def __init__(self, inp: _Input, max_bytes: int):
+        import codecs
+
+        self.inp, self.max_bytes, self.read = inp, max_bytes, len(inp.head)
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text, self.pos, self.ended = self._decoded(inp.head), 0, False
+
+    def _decoded(self, data: bytes, final: bool = False) -> str:
+        try:
+            return self.decoder.decode(data, final)
+        except UnicodeDecodeError:
+            raise _ReadAgain() from None  # the plain reader names the line
+
+    def more(self, at_least: int) -> bool:
+        """Read on, at least ``at_least`` bytes (or to the end): False at the end."""
+        if self.ended:
+            return False
+        blocks = []
+        size = 0
+        while size < at_least:
+            block = _read_block(self.inp.rest, self.inp.source)
+            if not block:
+                self.ended = True
+                break
+            blocks.append(block)
+            size += len(block)
+        self.read += size
+        if self.read > self.max_bytes:
+            raise _too_large(self.inp.source, self.max_bytes)
+        self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
+        return bool(blocks)
+
+    def forget(self) -> None:
+        """Drop the text parsed already (between members, where no position is held)."""
+        if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):
+            self.text, self.pos = self.text[self.pos:], 0
+
+    def skip_space(self) -> str:
+        """The next character that is not white space, "" at the end of the document."""
+        while True:
+            match = _JSON_SPACE.match(self.text, self.pos)
+            self.pos = match.end()
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self.more(READ_BLOCK):
+                return ""
+
+
+def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
+    """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
+
+    Only what the plain decoder would accept, and each value by that decoder
+    (``raw_decode``), so numbers, strings and duplicated keys inside a value
+    are read as ever.  Whatever is not plainly valid raises ``_ReadAgain``:
+    the plain reader then reports it, in the same words as always.
+    """
+    if stream.skip_space() != "{":
+        raise _ReadAgain()
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()
+        start = stream.pos
+        while True:  # one member; read on while it runs past what is held
+            try:
+                stream.pos = start
+                char = stream.skip_space()
+                if char == "}" and first:
+                    stream.pos += 1
+                    key = None
+                    break
+                if not first:
+                    if char == "}":
+                        stream.pos += 1
+                        key = None
+                        break
+                    if char != ",":
+                        raise _ReadAgain()
+                    stream.pos += 1
+                    char = stream.skip_space()
+                if char != '"':
+                    raise ValueError("a key")
+                key, stream.pos = json.decoder.scanstring(stream.text, stream.pos + 1)
+                if stream.skip_space() != ":":
+                    raise ValueError("a colon")
+                stream.pos += 1
+                stream.skip_space()
+                value, stream.pos = _JSON.raw_decode(stream.text, stream.pos)
+                break
+            except (ValueError, IndexError):  # incomplete here, or invalid
+                if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
+                    raise _ReadAgain() from None
+            except (RagEvalError, RecursionError):
+                raise _ReadAgain() from None
+        if key is None:
+            if stream.skip_space():
+                raise _ReadAgain()  # more after the document
+            return
+        first = False
+        yield key, value
+
+
+def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
+              cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
+    """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
+
+    Returns as ``_trec_run``; the numbers are those of the whole document
+    parsed at once, and so are the errors: anything unusual is left to the
+    plain reader (``_ReadAgain``).
+    """
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+    run: Run = {}
+    seen = set()
+    found = False
+    for qid, entry in _json_members(_JsonStream(inp, max_bytes)):
+        if qid in seen:
+            raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
+        seen.add(qid)
+        try:
+            _check_run({qid: entry}, inp.source)
+        except RagEvalError:
+            raise _ReadAgain() from None
+        if len(qid) > MAX_ID // 4 and len(qid.encode("utf-8")) > MAX_ID or max(map(len, entry), default=0) > MAX_ID // 4 \
+                and max(len(docid.encode("utf-8")) for docid in entry) > MAX_ID:
+            raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+        if doc_id_sep is not None:
+            entry = documents_run({qid: entry}, doc_id_sep)[qid]
+        if judged is not None and not found:
+            found = not judged.get(qid, {}).keys().isdisjoint(entry)
+        if reducer is not None and not reducer.knows(qid):
+            continue
+        scored = isinstance(entry, _MAPPINGS)
+        if keep is not None:
+            entry = {docid: score for docid, score in entry.items() if keep(qid, docid)} if scored \
+                else [docid for docid in entry if keep(qid, docid)]
+        if reducer is not None:
+            reducer.scored(qid, entry) if scored else reducer.ranked(qid, list(dict.fromkeys(entry)))
+        elif depth is not None:
+            run[qid] = {docid: entry[docid] for docid in _order_scored(entry)[:depth]} if scored \
+                else list(dict.fromkeys(entry))[:depth]
+        else:
+            run[qid] = entry
+    return (run if reducer is None else reducer.run()), found
+
+
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
@@ -2438,19 +2587,22 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or path == "-"):
         cutoffs = None
     try:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    except _Interleaved:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes)
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-")
+    except _ReadAgain:
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False)
 
 
 def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
+                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
+                   stream_json: bool) -> Tuple[Run, bool]:
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if stream_json:
+            return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
         _check_run(run, inp.source)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run

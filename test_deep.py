@@ -84,7 +84,7 @@ class TestReducedEqualsWhole(unittest.TestCase):
     """The reduced path against the whole path, value for value, on seeded random runs."""
 
     CASES = 150
-    FORMATS = ("trec", "jsonl-scored", "jsonl-ranked")
+    FORMATS = ("trec", "jsonl-scored", "jsonl-ranked", "json-scored", "json-ranked")
 
     def outcomes(self, qrels_path, run_path, cutoffs, options):
         """(whole path, reduced path): each (found any judged, evaluate's result), or ("error", message)."""
@@ -180,6 +180,54 @@ class TestReducedEqualsWhole(unittest.TestCase):
             reduced = cli(argv)
             whole = cli(argv + ["--unjudged", os.path.join(tmp, "worklist.jsonl")])
             self.assertEqual(reduced, whole)
+
+
+class TestStreamedJson(unittest.TestCase):
+    def test_streamed_json_equals_the_whole_document_in_tiny_blocks(self):
+        """Blocks of 7 bytes: every query crosses blocks; valid or broken, the result or the error is the same."""
+        rng = random.Random(3)
+        block = rag_eval.READ_BLOCK
+        rag_eval.READ_BLOCK = 7
+        streamed = 0
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for case in range(200):
+                    run = {f"q{i}": {f"d{j}": rng.choice([1, 2.5, -3e2]) for j in range(rng.randint(0, 6))}
+                           if rng.random() < 0.5 else [f"d{j}" for j in range(rng.randint(0, 5))]
+                           for i in range(rng.randint(1, 5))}
+                    text = json.dumps(run, indent=rng.choice([None, 1]))
+                    if rng.random() < 0.4:  # break it somewhere
+                        at = rng.randrange(len(text))
+                        text = text[:at] + rng.choice(["", "}", ",", '"', "x", '{"q0": 1}', " "]) + text[at + 1:]
+                    path = write(tmp, "run.json", text)
+                    outcomes = []
+                    for stream in (False, True):
+                        try:
+                            outcomes.append(rag_eval._read_run_once(path, "json", None, None, None, None, None,
+                                                                    1 << 30, stream))
+                        except rag_eval._ReadAgain:
+                            outcomes.append("read again")
+                        except rag_eval.RagEvalError as exc:
+                            outcomes.append(str(exc))
+                    if outcomes[1] != "read again":
+                        streamed += 1
+                        self.assertEqual(outcomes[0], outcomes[1], text)
+        finally:
+            rag_eval.READ_BLOCK = block
+        self.assertGreater(streamed, 100)
+
+    def test_errors_read_the_document_again_and_say_what_they_always_said(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = write(tmp, "qrels", "q1 0 a 1\n")
+            for text, message in (('{"q1": ["a"], "q1": ["b"]}', "duplicated key 'q1' in a JSON object"),
+                                  ('{"q1": {"a": 1, "a": 2}}', "duplicated key 'a' in a JSON object"),
+                                  ('{"q1": ["a"], "q2": 5}', "query 'q2': expected a list of document ids"),
+                                  ('{"q1": ["a"]', "invalid JSON: Expecting ',' delimiter"),
+                                  ('{"q1": ["a"]} x', "invalid JSON: Extra data")):
+                with self.subTest(text):
+                    code, out, err = cli([qrels, write(tmp, "run.json", text)])
+                    self.assertEqual(code, 2)
+                    self.assertIn(message, err)
 
 
 class TestLimits(unittest.TestCase):
