@@ -2084,26 +2084,30 @@ class _Reducer:
         counts and the ties across cutoffs.  Only the judged documents'
         tied partners are looked for, when there are any.
         """
-        ascending = sorted(scores.values())
+        self.scored_lists(qid, list(scores), list(scores.values()))
+
+    def scored_lists(self, qid: str, docids: List, values: List[float]) -> None:
+        """``scored`` with the documents and their scores as two lists; each document once."""
+        ascending = sorted(values)
         count = len(ascending)
         length = min(count, self.depth)
         # Scored the same on both sides of a cutoff k: the k-th and the (k+1)-th best.
         tied = tuple(k for k in self.cutoffs if k < length and ascending[count - k] == ascending[count - k - 1])
-        found = []  # (rank counting only higher scores, docid, how many share its score)
-        for docid in self._judged_ids(qid).keys() & scores.keys():
-            score = scores[docid]
+        found = []  # (rank counting only higher scores, docid, its score, how many share it)
+        for docid in self._judged_ids(qid).keys() & set(docids):
+            score = values[docids.index(docid)]
             above = bisect_right(ascending, score)
-            found.append((count - above + 1, docid, above - bisect_left(ascending, score)))
-        shared = {scores[docid] for _, docid, same in found if same > 1}
+            found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
+        shared = {score for _, _, score, same in found if same > 1}
         partners: Dict[float, list] = {}
         if shared:
-            for docid, score in scores.items():
+            for docid, score in zip(docids, values):
                 if score in shared:
                     partners.setdefault(score, []).append(docid)
         ranks = []
-        for rank, docid, same in found:
+        for rank, docid, score, same in found:
             if same > 1:
-                rank += sum(other > docid for other in partners[scores[docid]])
+                rank += sum(other > docid for other in partners[score])
             if rank <= self.depth:
                 ranks.append((rank, docid))
         self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
@@ -2180,6 +2184,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
     by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
     qid = top = query = None
+    held_ids: List[bytes] = []  # reading by block: the current query's documents and scores, besides ``top``
+    held_scores: List[float] = []
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
     for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
@@ -2193,30 +2199,30 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
                     qid = segment_qid
-                    if query is not None and top.floor != math.inf:
-                        reducer.scored(query, top.scores)
+                    _reduce_query(reducer, query, top, held_ids, held_scores)
+                    held_ids, held_scores = [], []
                     query = qid.decode("utf-8")
                     top = _TopScores(depth)
                     if not reducer.knows(query):
                         top.floor = math.inf
-                    scores = top.scores
                 if top.floor == math.inf:
                     continue
                 if looking:
                     looking = {docid.encode("utf-8") for docid in judged.get(query, ())}.isdisjoint(docids)
-                new = dict(zip(docids, values))
-                if len(new) == len(docids) and scores.keys().isdisjoint(new):
-                    scores.update(new)
-                else:  # a document listed twice keeps its higher score
-                    for docid, score in zip(docids, values):
-                        if scores.get(docid, score) <= score:
-                            scores[docid] = score
-                if len(scores) > 2 * depth + 64:
+                # Two lists, not a dict: a third of the cost; duplicates are resolved when the query ends.
+                held_ids += docids
+                held_scores += values
+                if len(held_ids) > 2 * depth + 64:
+                    _hold(top, held_ids, held_scores)
                     top.prune()
-                    scores = top.scores
-            floor, scores, mark = top.floor, top.scores, top.mark  # for the next block, if it is read line by line
-            setdefault = scores.setdefault
+                    held_ids, held_scores = [], []
             continue
+        if held_ids:  # lines come one by one again: what the blocks held goes where the loop below keeps it
+            _hold(top, held_ids, held_scores)
+            held_ids, held_scores = [], []
+        if top is not None:
+            floor, scores, mark = top.floor, top.scores, top.mark
+            setdefault = scores.setdefault
         for line in lines:
             fields = line.split()
             if len(fields) < 6:
@@ -2233,9 +2239,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = tops[qid]
                     query = qid.decode("utf-8")
                 else:
-                    if query is not None and top.floor != math.inf:
-                        top.prune()
-                        reducer.scored(query, top.scores)
+                    _reduce_query(reducer, query, top, held_ids, held_scores)
                     query = qid.decode("utf-8")
                     top = _TopScores(depth)
                     if not reducer.knows(query):
@@ -2272,13 +2276,31 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise long_id[1]
     found = judged is not None and not looking
     if reducer is not None:
-        if query is not None and top.floor != math.inf:
-            top.prune()
-            reducer.scored(query, top.scores)
+        _reduce_query(reducer, query, top, held_ids, held_scores)
         return reducer.run(), found
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
     return run, found
+
+
+def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
+    """Add documents to ``top``, a document listed twice keeping its higher score."""
+    scores = top.scores
+    for docid, score in zip(docids, values):
+        if scores.get(docid, score) <= score:
+            scores[docid] = score
+
+
+def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
+                  held_scores: List[float]) -> None:
+    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it."""
+    if query is None or top.floor == math.inf:
+        return
+    if not top.scores and len(set(held_ids)) == len(held_ids):  # the common case: each document once
+        reducer.scored_lists(query, held_ids, held_scores)
+        return
+    _hold(top, held_ids, held_scores)
+    reducer.scored(query, top.scores)
 
 
 def _trec_columns(lines: List[bytes]) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:

@@ -44,7 +44,7 @@ def random_case(rng, fmt):
         if rng.random() < 0.1:
             continue  # a judged query the run skipped
         scores = [rng.choice((1.0, 2.0, 2.0, 3.0)) if rng.random() < 0.5 else round(rng.random(), 2)
-                  for _ in range(rng.randint(0, 40))]
+                  for _ in range(rng.randint(0, rng.choice((40, 40, 200))))]
         for score in scores:
             rows.append((qid, rng.choice(pool), score))  # repeats of an id are duplicates
     if fmt == "trec":
@@ -132,6 +132,18 @@ class TestReducedEqualsWhole(unittest.TestCase):
                     outcome = self.compare(qrels, run, cutoffs, options)
                     seen.add(fmt + (" error" if outcome[0] == "error" else " ok"))
         self.assertGreaterEqual(len({name for name in seen if name.endswith(" ok")}), len(self.FORMATS), seen)
+
+    def test_random_runs_in_small_blocks_read_whole(self):
+        """Blocks of about 300 bytes, read whole at every depth: queries cross blocks, and some are pruned."""
+        saved = rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH
+        rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = 300, 0
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                for case, fmt, qrels, run, cutoffs, options in self.random_cases(tmp, 60):
+                    with self.subTest(case=case, fmt=fmt, cutoffs=cutoffs, options=options):
+                        self.compare(qrels, run, cutoffs, options)
+        finally:
+            rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = saved
 
     def test_a_planted_off_by_one_is_caught(self):
         """The random comparison finds a reduced path that ranks judged documents one place too low."""
