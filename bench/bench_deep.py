@@ -73,6 +73,27 @@ print(json.dumps({name: sum(q[name] for q in per_query.values()) / len(per_query
 """
 
 
+# bench.py's wrapper, plus the CPU seconds of the child (user + system): on a shared machine wall time
+# includes waiting for a CPU, so both are shown.
+WRAPPER = bench.WRAPPER.replace(
+    'print(json.dumps({"rc": rc, "wall": wall, "peak": peak}))',
+    'usage = resource.getrusage(resource.RUSAGE_CHILDREN) if resource is not None else None\n'
+    'cpu = usage.ru_utime + usage.ru_stime if usage is not None else None\n'
+    'print(json.dumps({"rc": rc, "wall": wall, "peak": peak, "cpu": cpu}))')
+assert "cpu" in WRAPPER
+
+
+def measure(argv, out_path, env):
+    """Run argv under the wrapper: {"rc", "wall", "cpu", "peak", "stderr"}."""
+    proc = subprocess.run([sys.executable, "-S", "-c", WRAPPER, out_path, *argv], cwd=os.path.dirname(out_path),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"measuring wrapper failed: {proc.stderr.decode(errors='replace')}")
+    result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    result["stderr"] = proc.stderr.decode(errors="replace")
+    return result
+
+
 def generate(queries, docs, judged_per_query, seed, paths):
     """The qrels and the run in each format of ``paths``; scores in thousandths, ties about 1 in 6."""
     rng = random.Random(seed)
@@ -198,7 +219,7 @@ def main(argv=None):
     for attempt in range(args.repeat):
         for label, fmt, command in rows:
             out = os.path.join(args.workdir, f"deep_out_{label.replace(' ', '_')}.txt")
-            result = bench.measure(command, out, env)
+            result = measure(command, out, env)
             if result["rc"] != 0:
                 raise SystemExit(f"{label} failed (exit {result['rc']}): {result['stderr'][-2000:]}")
             with open(out) as f:
@@ -206,7 +227,8 @@ def main(argv=None):
             if outputs.setdefault(label, text) != text:
                 raise SystemExit(f"{label}: output differs between repeats")
             results[label].append(result)
-            bench.progress(f"  {label}: {result['wall']:.2f} s, {result['peak'] / 2**20:.0f} MB")
+            bench.progress(f"  {label}: {result['wall']:.2f} s wall, {result['cpu']:.2f} s CPU, "
+                           f"{result['peak'] / 2**20:.0f} MB")
     reference = "trec_eval" if "trec_eval" in results else "pytrec_eval" if "pytrec_eval" in results else None
     checked = []
     if reference:
@@ -218,16 +240,19 @@ def main(argv=None):
                 raise SystemExit(f"rag_eval {fmt} differs from {reference} on {', '.join(wrong)}")
             checked.append(f"rag_eval {fmt}: {len(expected)} means equal to {reference}'s")
     walls = {label: statistics.median(r["wall"] for r in runs) for label, runs in results.items()}
+    cpus = {label: statistics.median(r["cpu"] for r in runs) for label, runs in results.items()}
     peaks = {label: statistics.median(r["peak"] for r in runs) / 2**20 for label, runs in results.items()}
     lines = [f"{args.queries:,} queries x {args.docs:,} documents ({args.queries * args.docs:,} lines), "
              f"{args.judged} judged per query; k = 10,100,1000; six measures; median of {args.repeat}; {bench.machine()}",
              ""]
-    header = ["tool", "input", "wall s", "peak MB"] + ([f"wall / {reference}", f"peak / {reference}"] if reference else [])
+    header = ["tool", "input", "wall s", "CPU s", "peak MB"] + (
+        [f"wall / {reference}", f"CPU / {reference}", f"peak / {reference}"] if reference else [])
     table = [header]
     for label, fmt, _ in rows:
-        row = [label, fmt, f"{walls[label]:.2f}", f"{peaks[label]:.0f}"]
+        row = [label, fmt, f"{walls[label]:.2f}", f"{cpus[label]:.2f}", f"{peaks[label]:.0f}"]
         if reference:
-            row += [f"{walls[label] / walls[reference]:.2f}", f"{peaks[label] / peaks[reference]:.2f}"]
+            row += [f"{walls[label] / walls[reference]:.2f}", f"{cpus[label] / cpus[reference]:.2f}",
+                    f"{peaks[label] / peaks[reference]:.2f}"]
         table.append(row)
     if args.markdown:
         lines += ["| " + " | ".join(row) + " |" for row in table[:1]] + ["|" + "---|" * len(header)]
