@@ -19,6 +19,7 @@ import sys
 import tempfile
 import unittest
 from contextlib import redirect_stderr, redirect_stdout
+from itertools import chain
 
 import rag_eval
 
@@ -299,6 +300,92 @@ class TestLimits(unittest.TestCase):
                 rag_eval.MAX_UNKNOWN_QUERIES = limit
             self.assertEqual(code, 2)
             self.assertIn("more than 10 run queries are not in the qrels (one: 'u10')", err)
+
+
+# Runs rag_eval's main() in a child of its own and prints the child's exit code and peak RSS (MiB) as JSON.
+PEAK = r"""
+import json, resource, subprocess, sys
+proc = subprocess.run(sys.argv[1:], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / (1 << 20 if sys.platform == "darwin" else 1 << 10)
+print(json.dumps({"rc": proc.returncode, "peak": peak, "stderr": proc.stderr.decode(errors="replace")}))
+"""
+MAIN = "import sys, rag_eval; rag_eval.MAX_UNKNOWN_QUERIES = int(sys.argv[1]); sys.exit(rag_eval.main(sys.argv[2:]))"
+
+
+@unittest.skipIf(sys.platform == "win32", "resource is POSIX only")
+class TestAttacks(unittest.TestCase):
+    """The inputs of issue 18's attack table end in a result or one error line, in bounded memory.
+
+    By default at a small scale (a few seconds in all); RAG_EVAL_HUGE=1 runs
+    them at the table's sizes (gigabytes inflated, minutes), where the old
+    readers took 4 to 6 GB or ran out of memory.
+    """
+
+    SCALE = 1 if HUGE else 1 / 256
+    LIMIT_MB = 1024 if HUGE else 200
+
+    def run_peak(self, argv, unknown_cap=rag_eval.MAX_UNKNOWN_QUERIES):
+        command = [sys.executable, "-c", MAIN, str(unknown_cap), *argv]
+        out = subprocess.run([sys.executable, "-c", PEAK, *command], cwd=HERE, capture_output=True, text=True)
+        result = json.loads(out.stdout)
+        self.assertLess(result["peak"], self.LIMIT_MB, result)
+        if result["rc"] == 2:
+            self.assertEqual(len(result["stderr"].splitlines()), 1, result["stderr"])
+        return result
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.qrels = write(self.tmp, "qrels", "q1 0 d1 1\n")
+
+    def tearDown(self):
+        import shutil
+        shutil.rmtree(self.tmp)
+
+    def gzipped(self, name, chunks):
+        path = os.path.join(self.tmp, name)
+        with gzip.open(path, "wb", compresslevel=1) as out:
+            for chunk in chunks:
+                out.write(chunk)
+        return path
+
+    def test_a_ranked_json_run_of_one_query(self):
+        count = int(256 * 2**20 * self.SCALE / 16)
+        ids = (f'"d{n:012d}", ' for n in range(count))
+        path = self.gzipped("run.json.gz", chain([b'{"q1": ["d1", '], (i.encode() for i in ids), [b'"d2"]}']))
+        result = self.run_peak([self.qrels, path, "--k", "10"])
+        self.assertEqual(result["rc"], 0, result)
+
+    def test_long_document_ids(self):
+        size = 60 * 2**20 if HUGE else 64 * 2**10
+        path = self.gzipped("run.gz", [b"q1 Q0 d1 1 2 t\n"] + [b"q1 Q0 " + bytes([97 + n % 26]) * size + b" 1 1 t\n"
+                                                                for n in range(70)])
+        result = self.run_peak([self.qrels, path])
+        self.assertEqual(result["rc"], 2)
+        self.assertIn(":2: document id longer than 4096 bytes", result["stderr"])
+
+    def test_many_queries_the_qrels_lack(self):
+        count = 10_000_000 if HUGE else 40_000
+        lines = (f"u{n} Q0 d1 1 1 t\n".encode() for n in range(count))
+        path = self.gzipped("run.gz", chain([b"q1 Q0 d1 1 1 t\n"], lines))
+        result = self.run_peak([self.qrels, path, "--drop-unknown-queries"], unknown_cap=200_000 if HUGE else 1000)
+        self.assertEqual(result["rc"], 2)
+        self.assertIn("run queries are not in the qrels", result["stderr"])
+
+    def test_a_jsonl_run_without_scores_of_one_query(self):
+        count = 10_000_000 if HUGE else 40_000
+        rows = (f'{{"query_id": "q1", "doc_id": "d{n}"}}\n'.encode() for n in range(count))
+        path = self.gzipped("run.jsonl.gz", rows)
+        result = self.run_peak([self.qrels, path, "--k", "10"])
+        self.assertEqual(result["rc"], 0, result)
+
+    def test_a_gzip_bomb_of_one_valid_line(self):
+        size = 2**30 if HUGE else 8 * 2**20
+        line = b"q1 Q0 d1 1 1 t\n"
+        block = line * (2**20 // len(line))
+        path = self.gzipped("run.gz", (block for _ in range(size // len(block))))
+        result = self.run_peak([self.qrels, path, "--max-input-bytes", str(size // 4)])
+        self.assertEqual(result["rc"], 2)
+        self.assertIn("raise the limit with --max-input-bytes", result["stderr"])
 
 
 if __name__ == "__main__":
