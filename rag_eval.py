@@ -57,7 +57,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections import abc
 from contextlib import contextmanager
-from itertools import chain
+from itertools import chain, groupby
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -208,20 +208,6 @@ def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: 
     return _normalised([grades.get(docid, -1) for docid in ranking[:depth]], grades, depth, conv)  # -1: unjudged
 
 
-def _reduced_grades(entry: _Reduced, grades: Mapping[str, int], depth: int) -> List[int]:
-    """The grades in rank order of a reduced query, to its last judged document within ``depth``.
-
-    A deep ranking is mostly unjudged documents after the last judged one:
-    stopping there leaves every measure's value as it is (see ``Judged``)
-    and spares them the loops over the rest.
-    """
-    within = [(rank, docid) for rank, docid in entry.judged if rank <= depth]
-    top = [-1] * (within[-1][0] if within else 0)
-    for rank, docid in within:
-        top[rank - 1] = grades.get(docid, -1)
-    return top
-
-
 def _normalised(top: List[int], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """``top``: the grades in rank order (-1: unjudged), at most ``depth``.
 
@@ -236,6 +222,26 @@ def _normalised(top: List[int], grades: Mapping[str, int], depth: int, conv: Con
         ideal=[_gain(g, conv.gain) for g in best if g > 0],
         num_relevant=sum(g >= conv.min_grade for g in grades.values()),
     )
+
+
+def _normalised_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``_normalised`` of a reduced query: every document unjudged but the few it names.
+
+    The lists stop at its last judged document within ``depth``: a deep
+    ranking is mostly unjudged documents after it, and stopping there leaves
+    every measure's value as it is (see ``Judged``) while sparing them the
+    loops over the rest.  They are made unjudged, then the judged places set.
+    """
+    placed = [(rank - 1, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth]
+    placed = [(index, grade) for index, grade in placed if grade >= 0]
+    size = placed[-1][0] + 1 if placed else 0
+    relevant, gains, judged = [False] * size, [0.0] * size, [False] * size
+    for index, grade in placed:
+        relevant[index] = grade >= conv.min_grade
+        gains[index] = _gain(grade, conv.gain) if grade > 0 else 0.0
+        judged[index] = True
+    q = _normalised([], grades, depth, conv)
+    return q._replace(relevant=relevant, gains=gains, judged=judged)
 
 
 def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
@@ -597,14 +603,13 @@ def evaluate(
         grades = qrels[qid]
         entry = run.get(qid, [])
         if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
-            top, length, tied = _reduced_grades(entry, grades, depth), entry.length, entry.tied
+            q, length, tied = _normalised_reduced(entry, grades, depth, conv), entry.length, entry.tied
         else:
             ranking = _ranking(entry)
             if keep is not None:
                 ranking = [docid for docid in ranking if keep(qid, docid)]
-            top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
+            q = _normalise(ranking, grades, depth, conv)
             length, tied = len(ranking), _tied_at(entry, ranking, cutoffs)
-        q = _normalised(top, grades, depth, conv)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
@@ -2086,24 +2091,31 @@ class _Reducer:
         """
         self.scored_lists(qid, list(scores), list(scores.values()))
 
-    def scored_lists(self, qid: str, docids: List, values: List[float]) -> None:
-        """``scored`` with the documents and their scores as two lists; each document once."""
+    def scored_lists(self, qid: str, docids: List, values: List[float], places: Optional[dict] = None) -> None:
+        """``scored`` with the documents and their scores as two lists; each document once.
+
+        ``places``, when given, maps each document to its index in the lists.
+        """
         ascending = sorted(values)
         count = len(ascending)
         length = min(count, self.depth)
         # Scored the same on both sides of a cutoff k: the k-th and the (k+1)-th best.
         tied = tuple(k for k in self.cutoffs if k < length and ascending[count - k] == ascending[count - k - 1])
         found = []  # (rank counting only higher scores, docid, its score, how many share it)
-        for docid in self._judged_ids(qid).keys() & set(docids):
-            score = values[docids.index(docid)]
+        if places is None:
+            places = dict(zip(docids, range(len(docids))))
+        for docid in self._judged_ids(qid).keys() & places.keys():
+            score = values[places[docid]]
             above = bisect_right(ascending, score)
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
-        shared = {score for _, _, score, same in found if same > 1}
         partners: Dict[float, list] = {}
-        if shared:
-            for docid, score in zip(docids, values):
-                if score in shared:
-                    partners.setdefault(score, []).append(docid)
+        for _, _, score, same in found:
+            if same > 1 and score not in partners:  # the documents scored the same: index() finds them in C
+                partners[score] = tied_with = []
+                where = -1
+                for _ in range(same):
+                    where = values.index(score, where + 1)
+                    tied_with.append(docids[where])
         ranks = []
         for rank, docid, score, same in found:
             if same > 1:
@@ -2296,8 +2308,9 @@ def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopSco
     """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it."""
     if query is None or top.floor == math.inf:
         return
-    if not top.scores and len(set(held_ids)) == len(held_ids):  # the common case: each document once
-        reducer.scored_lists(query, held_ids, held_scores)
+    places = dict(zip(held_ids, range(len(held_ids))))
+    if not top.scores and len(places) == len(held_ids):  # the common case: each document once
+        reducer.scored_lists(query, held_ids, held_scores, places)
         return
     _hold(top, held_ids, held_scores)
     reducer.scored(query, top.scores)
@@ -2327,15 +2340,14 @@ def _trec_columns(lines: List[bytes]) -> Optional[List[Tuple[bytes, List[bytes],
     if not math.isfinite(sum(values)):
         return None  # inf or nan somewhere (or a sum beyond a float's range: the loop sorts it out)
     docids = fields[2::7]
-    distinct = list(dict.fromkeys(qids))
-    if len(distinct) == 1:
+    queries = [qid for qid, _ in groupby(qids)]  # one per run of equal ids; groupby compares in C
+    if len(queries) == 1:
         return [(qids[0], docids, values)]
-    starts = [qids.index(qid) for qid in distinct]
-    ends = starts[1:] + [count]
-    if starts != sorted(starts) or any(qids[start:end].count(qid) != end - start
-                                       for qid, start, end in zip(distinct, starts, ends)):
+    if len(set(queries)) < len(queries):
         return None  # a query's lines apart: the reducer's own checks, line by line
-    return [(qid, docids[start:end], values[start:end]) for qid, start, end in zip(distinct, starts, ends)]
+    starts = [qids.index(qid) for qid in queries]  # each id's one run starts at its first line
+    ends = starts[1:] + [count]
+    return [(qid, docids[start:end], values[start:end]) for qid, start, end in zip(queries, starts, ends)]
 
 
 def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
