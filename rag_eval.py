@@ -2056,8 +2056,9 @@ class _ReadAgain(Exception):
 class _Reducer:
     """Reduces each query of a run to a ``_Reduced`` as soon as its documents end.
 
-    The readers hand it one query at a time (``start``), and the query's
-    kept documents when the next one starts or the file ends.  Queries the
+    The readers ask whether the qrels know each query as it starts
+    (``knows``), and hand over its kept documents when the next one starts
+    or the file ends (``scored``, ``scored_lists``, ``ranked``).  Queries the
     qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
     by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
     """
@@ -2592,9 +2593,11 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
-    Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
-    ``depth`` documents of each query are kept, so memory follows queries x
-    depth, not the file.  ``keep(qid, docid)``, when given, filters documents
+    Runs are streamed (JSON one query at a time, unless read from standard
+    input): with ``depth`` only the best ``depth`` documents of each query
+    are kept (without scores, its first ``depth`` unique ones), so memory
+    follows queries x depth, not the file.  An id longer than MAX_ID bytes
+    is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents
     before that cut (``--judged-only``, see ``judged_filter``); with
     ``doc_id_sep`` chunk ids become document ids before it
     (``--doc-id-sep``), since k counts documents then.  The documents of a
