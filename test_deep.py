@@ -195,6 +195,43 @@ class TestReducedEqualsWhole(unittest.TestCase):
             self.assertEqual(reduced, whole)
 
 
+CONFORMANCE = os.path.join(os.path.dirname(HERE), "shared", "conformance", "trec_eval")
+
+
+@unittest.skipUnless(os.path.isdir(CONFORMANCE), "trec_eval's test collection is not beside the repository")
+class TestReducedAgainstTrecEval(unittest.TestCase):
+    """The command line's reduced path at k = 1000 against trec_eval's own per-query output."""
+
+    NAMES = {"P": "precision", "recall": "recall", "ndcg_cut": "ndcg", "map_cut": "ap"}
+
+    def check(self, out_name, qrels_name, run_name, *options):
+        golden = {}
+        with open(os.path.join(CONFORMANCE, out_name)) as lines:
+            for line in lines:
+                measure, qid, value = line.split()
+                name, _, cutoff = measure.rpartition("_")
+                if name in self.NAMES and cutoff in ("10", "100", "1000") and qid != "all":
+                    golden[(qid, f"{self.NAMES[name]}@{cutoff}")] = float(value)
+        code, out, err = cli([os.path.join(CONFORMANCE, qrels_name), os.path.join(CONFORMANCE, run_name),
+                              "--k", "10,100,1000", "--measures", "recall,ndcg,precision,ap", "--gain", "linear",
+                              "--per-query", "--digits", "17", *options])
+        self.assertEqual(code, 0, err)
+        per_query = json.loads(out)["per_query"]
+        compared = 0
+        for (qid, metric), expected in sorted(golden.items()):
+            if qid in per_query:
+                with self.subTest(out_name, qid=qid, metric=metric):
+                    self.assertAlmostEqual(per_query[qid][metric], expected, delta=5e-5)  # 4 decimals printed
+                    compared += 1
+        return compared
+
+    def test_out_test_aq(self):
+        self.assertGreater(self.check("out.test.aq", "qrels.test", "results.test"), 20)
+
+    def test_out_test_aql(self):
+        self.assertGreater(self.check("out.test.aql", "qrels.rel_level", "results.test", "--min-grade", "2"), 20)
+
+
 class TestStreamedJson(unittest.TestCase):
     def test_streamed_json_equals_the_whole_document_in_tiny_blocks(self):
         """Blocks of 7 bytes: every query crosses blocks; valid or broken, the result or the error is the same."""
