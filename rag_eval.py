@@ -2492,13 +2492,15 @@ class _JsonStream:
                 return ""
 
 
-def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
+def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], None]]) -> Iterator[Tuple[str, object]]:
     """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
 
     Only what the plain decoder would accept, and each value by that decoder
     (``raw_decode``), so numbers, strings and duplicated keys inside a value
-    are read as ever.  Whatever is not plainly valid raises ``_ReadAgain``:
-    the plain reader then reports it, in the same words as always.
+    are read as ever; a list, though, is read one string at a time, each
+    handed to ``ranked(key)`` (its value is then None), so that a ranking of
+    millions of ids is never held.  Whatever is not plainly valid raises
+    ``_ReadAgain``: the plain reader then reports it, in the same words as always.
     """
     if stream.skip_space() != "{":
         raise _ReadAgain()
@@ -2506,44 +2508,69 @@ def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
     first = True
     while True:
         stream.forget()
-        start = stream.pos
-        while True:  # one member; read on while it runs past what is held
-            try:
-                stream.pos = start
-                char = stream.skip_space()
-                if char == "}" and first:
-                    stream.pos += 1
-                    key = None
-                    break
-                if not first:
-                    if char == "}":
-                        stream.pos += 1
-                        key = None
-                        break
-                    if char != ",":
-                        raise _ReadAgain()
-                    stream.pos += 1
-                    char = stream.skip_space()
-                if char != '"':
-                    raise ValueError("a key")
-                key, stream.pos = json.decoder.scanstring(stream.text, stream.pos + 1)
-                if stream.skip_space() != ":":
-                    raise ValueError("a colon")
-                stream.pos += 1
-                stream.skip_space()
-                value, stream.pos = _JSON.raw_decode(stream.text, stream.pos)
-                break
-            except (ValueError, IndexError):  # incomplete here, or invalid
-                if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
-                    raise _ReadAgain() from None
-            except (RagEvalError, RecursionError):
-                raise _ReadAgain() from None
-        if key is None:
+        char = stream.skip_space()
+        if char == "}":
+            stream.pos += 1
             if stream.skip_space():
                 raise _ReadAgain()  # more after the document
             return
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            char = stream.skip_space()
+        if char != '"':
+            raise _ReadAgain()
+        key = _json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1))
+        if stream.skip_space() != ":":
+            raise _ReadAgain()
+        stream.pos += 1
+        if stream.skip_space() == "[":
+            _json_strings(stream, ranked(key))
+            value = None
+        else:
+            value = _json_parsed(stream, _JSON.raw_decode)
         first = False
         yield key, value
+
+
+def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
+    """``parse(text, pos)`` at the stream's position, reading on while the text runs out first."""
+    start = stream.pos
+    while True:
+        try:
+            value, end = parse(stream.text, start)
+        except (ValueError, IndexError):  # incomplete here, or invalid
+            if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
+                raise _ReadAgain() from None
+            continue
+        except (RagEvalError, RecursionError):
+            raise _ReadAgain() from None
+        if end == len(stream.text) and stream.more(READ_BLOCK):
+            continue  # a number may go on in the text not read yet: parse it again with more
+        stream.pos = end
+        return value
+
+
+def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
+    """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()
+        char = stream.skip_space()
+        if char == "]":
+            stream.pos += 1
+            return
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            char = stream.skip_space()
+        if char != '"':
+            raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
+        take(_json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1)))
+        first = False
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
@@ -2558,10 +2585,37 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     run: Run = {}
     seen = set()
     found = False
-    for qid, entry in _json_members(_JsonStream(inp, max_bytes)):
+    ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
+    ranked_judged = [False]  # whether a ranked list names a judged document
+
+    def ranked(qid: str) -> Callable[[str], None]:
+        grades = judged.get(qid, {}) if judged is not None else {}
+        ranking.clear()
+        ranked_judged[0] = False
+
+        def take(docid: str) -> None:
+            if len(docid) > MAX_ID // 4 and len(docid.encode("utf-8")) > MAX_ID:
+                raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            if doc_id_sep is not None:
+                docid = document_of(docid, doc_id_sep)
+            if docid in grades:
+                ranked_judged[0] = True
+            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                ranking[docid] = None  # a repeated id stays at its first place
+
+        return take
+
+    for qid, entry in _json_members(_JsonStream(inp, max_bytes), ranked):
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
+        if entry is None:  # a ranked list, read already: checked, mapped, filtered and cut
+            found = found or ranked_judged[0]
+            if reducer is None:
+                run[qid] = list(ranking)
+            elif reducer.knows(qid):
+                reducer.ranked(qid, list(ranking))
+            continue
         try:
             _check_run({qid: entry}, inp.source)
         except RagEvalError:
