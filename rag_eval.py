@@ -1662,8 +1662,8 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _line_blocks(inp: _Input, split: Callable[[bytes], list],
-                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, list]]:
+def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
+                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Reads blocks of READ_BLOCK bytes, each completed to the end of its last
@@ -1672,7 +1672,8 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list],
     at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
     doing it line by line.  ``split`` cuts a checked block into
     its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line.  Blank blocks are checked, counted and skipped.
+    next block's first line; without ``split``, the block itself is yielded
+    (whole lines, checked).  Blank blocks are checked, counted and skipped.
     More than ``max_bytes`` in all (after gunzip) is an error: a gzip bomb
     ends after a bounded time.
     """
@@ -1690,10 +1691,13 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list],
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
-                yield first, _lines_of(data[:start], split)
+                yield first, data[:start] if split is None else _lines_of(data[:start], split)
             raise error
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
+        elif split is None:
+            yield first, data
+            first += data.count(b"\n") + (not data.endswith(b"\n"))
         else:
             lines = _lines_of(data, split)
             yield first, lines
@@ -2201,13 +2205,16 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     held_scores: List[float] = []
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
-    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
+    for first, lines in _line_blocks(inp, None if by_block else _byte_lines, max_bytes):
+        columns = None
+        if by_block:  # ``lines`` is the block itself
+            columns = _trec_columns(lines)
+            lines = _lines_of(lines, _byte_lines) if columns is None else None
         long_id = None
-        if max(map(len, lines)) > MAX_ID:  # in C: only a block with a long line can hold a long id
+        if lines is not None and max(map(len, lines)) > MAX_ID:  # in C: only a long line can hold a long id
             long_id = _long_id(lines, inp.source, first)
             if long_id is not None:
                 lines = lines[:long_id[0]]  # the lines before it first: an error on one of them comes first
-        columns = _trec_columns(lines) if by_block and long_id is None else None
         if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
@@ -2317,20 +2324,21 @@ def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopSco
     reducer.scored(query, top.scores)
 
 
-def _trec_columns(lines: List[bytes]) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
+def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
     """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
 
-    Plain: six fields on every line, no blank or comment line, every score a
-    finite number, each query's lines together.  Anything else is None, and
-    the caller reads the block line by line, which says what is wrong where.
-    Every step is one call into C: one split of the whole block (a NUL, which
-    no checked line holds, marks the line ends), slices for the columns, one
-    float() per score.
+    Plain: six fields on every line, no blank or comment line, no id longer
+    than MAX_ID, every score a finite number, each query's lines together.
+    Anything else is None, and the caller reads the block line by line,
+    which says what is wrong where.  Every step is one call into C: one
+    split of the whole block (a NUL, which no checked line holds, marks the
+    line ends), slices for the columns, one float() per score.
     """
-    count = len(lines)
-    fields = b" \0 ".join(lines).split()
-    if len(fields) != 7 * count - 1 or fields.count(b"\0") != count - 1 or fields[6::7].count(b"\0") != count - 1:
-        return None  # some line has more or fewer than six fields
+    count = data.count(b"\n") + (not data.endswith(b"\n"))
+    fields = data.replace(b"\n", b" \0 ").split()
+    # The marks are the block's only NULs: when every seventh field is one, every line has six fields.
+    if len(fields) != 7 * count - (not data.endswith(b"\n")) or fields[6::7].count(b"\0") != len(fields) // 7:
+        return None
     qids = fields[0::7]
     if b"#" in b"".join(qids):
         return None  # a comment line, or a # inside an id: the line-by-line loop knows which
@@ -2342,6 +2350,8 @@ def _trec_columns(lines: List[bytes]) -> Optional[List[Tuple[bytes, List[bytes],
         return None  # inf or nan somewhere (or a sum beyond a float's range: the loop sorts it out)
     docids = fields[2::7]
     queries = [qid for qid, _ in groupby(qids)]  # one per run of equal ids; groupby compares in C
+    if max(map(len, docids)) > MAX_ID or max(map(len, queries)) > MAX_ID:
+        return None
     if len(queries) == 1:
         return [(qids[0], docids, values)]
     if len(set(queries)) < len(queries):
