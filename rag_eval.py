@@ -2502,13 +2502,16 @@ class _JsonStream:
                 return ""
 
 
+_STREAMED = object()  # the value of a member whose list was handed over one string at a time
+
+
 def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], None]]) -> Iterator[Tuple[str, object]]:
     """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
 
     Only what the plain decoder would accept, and each value by that decoder
     (``raw_decode``), so numbers, strings and duplicated keys inside a value
     are read as ever; a list, though, is read one string at a time, each
-    handed to ``ranked(key)`` (its value is then None), so that a ranking of
+    handed to ``ranked(key)`` (its value is then ``_STREAMED``), so that a ranking of
     millions of ids is never held.  Whatever is not plainly valid raises
     ``_ReadAgain``: the plain reader then reports it, in the same words as always.
     """
@@ -2537,7 +2540,7 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
         stream.pos += 1
         if stream.skip_space() == "[":
             _json_strings(stream, ranked(key))
-            value = None
+            value = _STREAMED
         else:
             value = _json_parsed(stream, _JSON.raw_decode)
         first = False
@@ -2619,7 +2622,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
-        if entry is None:  # a ranked list, read already: checked, mapped, filtered and cut
+        if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
             found = found or ranked_judged[0]
             if reducer is None:
                 run[qid] = list(ranking)

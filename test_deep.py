@@ -245,6 +245,8 @@ class TestStreamedJson(unittest.TestCase):
                     run = {f"q{i}": {f"d{j}": rng.choice([1, 2.5, -3e2]) for j in range(rng.randint(0, 6))}
                            if rng.random() < 0.5 else [f"d{j}" for j in range(rng.randint(0, 5))]
                            for i in range(rng.randint(1, 5))}
+                    if rng.random() < 0.2:  # a value of the wrong kind
+                        run["qz"] = rng.choice([None, 5, "x", True, [1], ["a", None], {"a": "b"}, {"a": None}])
                     text = json.dumps(run, indent=rng.choice([None, 1]))
                     if rng.random() < 0.4:  # break it somewhere
                         at = rng.randrange(len(text))
