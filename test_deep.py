@@ -232,6 +232,29 @@ class TestReducedAgainstTrecEval(unittest.TestCase):
         self.assertGreater(self.check("out.test.aql", "qrels.rel_level", "results.test", "--min-grade", "2"), 20)
 
 
+class TestBenchDeep(unittest.TestCase):
+    """bench/bench_deep.py's workload and its reading of trec_eval's output (its timings are never asserted)."""
+
+    def test_every_format_of_the_workload_scores_the_same(self):
+        sys.path.insert(0, os.path.join(HERE, "bench"))
+        import bench_deep
+
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = {what: os.path.join(tmp, what) for what in ("qrels", "trec", "json", "jsonl")}
+            bench_deep.generate(12, 40, 5, 0, paths)
+            outputs = {cli([paths["qrels"], paths[fmt], "--k", "10,100,1000", "--digits", "17",
+                            "--measures", ",".join(bench_deep.MEASURES)])[1] for fmt in ("trec", "json", "jsonl")}
+            self.assertEqual(len(outputs), 1)
+
+    def test_trec_eval_output_names_our_metrics(self):
+        sys.path.insert(0, os.path.join(HERE, "bench"))
+        import bench_deep
+
+        text = "recall_10\tall\t0.5\nrecall_10\tq1\t1.0\nrecip_rank\tall\t0.25\nmap_cut_1000\tall\t0.125\n"
+        self.assertEqual(bench_deep.reference_means("trec_eval", text),
+                         {"recall@10": 0.5, "mrr@1000": 0.25, "ap@1000": 0.125})
+
+
 class TestStreamedJson(unittest.TestCase):
     def test_streamed_json_equals_the_whole_document_in_tiny_blocks(self):
         """Blocks of 7 bytes: every query crosses blocks; valid or broken, the result or the error is the same."""
@@ -367,6 +390,8 @@ class TestAttacks(unittest.TestCase):
         command = [sys.executable, "-c", MAIN, str(unknown_cap), *argv]
         out = subprocess.run([sys.executable, "-c", PEAK, *command], cwd=HERE, capture_output=True, text=True)
         result = json.loads(out.stdout)
+        if HUGE:  # the figures for the record
+            print(f"\n{self.id()}: exit {result['rc']}, peak {result['peak']:.0f} MiB, {result['stderr'].strip()[:160]}")
         self.assertLess(result["peak"], self.LIMIT_MB, result)
         if result["rc"] == 2:
             self.assertEqual(len(result["stderr"].splitlines()), 1, result["stderr"])
