@@ -69,7 +69,7 @@ from bisect import bisect_left, bisect_right
 from collections import abc
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import chain
+from itertools import chain, groupby
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -145,8 +145,11 @@ class Judged(NamedTuple):
     """One query's ranking after normalisation: all that a measure may read.
 
     ``relevant``, ``gains`` and ``judged`` follow the ranking (unique ids, best
-    first); ``ideal`` holds the gains of every judged document of the query,
-    best first, whether retrieved or not.
+    first), at most to the cutoff; they may stop after the last judged
+    document, as the rest would be unjudged, non-relevant and of no gain, which
+    no measure counts (precision divides by k, not by the length).  ``ideal``
+    holds the gains of every judged document of the query, best first,
+    whether retrieved or not.
     """
 
     relevant: List[bool]
@@ -194,13 +197,41 @@ def _gain(grade: int, kind: str) -> float:
     return float(grade) if kind == "linear" else 2.0**grade - 1.0
 
 
+class _Reduced(NamedTuple):
+    """One query of a run, reduced while it was read to what the measures read.
+
+    A measure reads only the grades in rank order, and every unjudged
+    document has the same one; so a query is its judged documents' ranks
+    (rank = 1 + the documents ordered before it, unjudged ones included)
+    and how many documents it ranks.  The command line reads deep runs so:
+    memory follows the judgments, not the run.
+    """
+
+    length: int  # unique documents ranked, at most the reader's depth
+    judged: Tuple[Tuple[int, str], ...]  # (rank, docid) of each judged document within that depth
+    tied: Tuple[int, ...]  # the cutoffs with equal scores on both sides
+    best: Optional[float]  # the highest score; None for a ranked list (no scores)
+
+
+class _ReducedRun(dict):
+    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
+
+    def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
+        super().__init__(queries)
+        self.unknown = unknown  # sorted
+
+
 def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """Turn one query's unique ranking into what the measures read, once.
+    """Turn one query's unique ranking into what the measures read, once."""
+    return _normalised([grades.get(docid, -1) for docid in ranking[:depth]], grades, depth, conv)  # -1: unjudged
+
+
+def _normalised(top: List[int], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``top``: the grades in rank order (-1: unjudged), at most ``depth``.
 
     Grades are never negative here (the readers drop negative ones), and a
     gain grows with the grade, so the best grades give the ideal gains.
     """
-    top = [grades.get(docid, -1) for docid in ranking[:depth]]  # -1: unjudged
     best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
         relevant=[g >= conv.min_grade for g in top],
@@ -209,6 +240,26 @@ def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: 
         ideal=[_gain(g, conv.gain) for g in best if g > 0],
         num_relevant=sum(g >= conv.min_grade for g in grades.values()),
     )
+
+
+def _normalised_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``_normalised`` of a reduced query: every document unjudged but the few it names.
+
+    The lists stop at its last judged document within ``depth``: a deep
+    ranking is mostly unjudged documents after it, and stopping there leaves
+    every measure's value as it is (see ``Judged``) while sparing them the
+    loops over the rest.  They are made unjudged, then the judged places set.
+    """
+    placed = [(rank - 1, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth]
+    placed = [(index, grade) for index, grade in placed if grade >= 0]
+    size = placed[-1][0] + 1 if placed else 0
+    relevant, gains, judged = [False] * size, [0.0] * size, [False] * size
+    for index, grade in placed:
+        relevant[index] = grade >= conv.min_grade
+        gains[index] = _gain(grade, conv.gain) if grade > 0 else 0.0
+        judged[index] = True
+    q = _normalised([], grades, depth, conv)
+    return q._replace(relevant=relevant, gains=gains, judged=judged)
 
 
 def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
@@ -614,14 +665,17 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
-    _check_run(run)
+    reduced = isinstance(run, _ReducedRun)  # checked, and mapped to documents, as it was read
+    if not reduced:
+        _check_run(run)
     if doc_id_sep is not None:
-        qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
+        qrels = documents_qrels(qrels, doc_id_sep)
+        run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_brief(abstain_below)}")
 
-    unknown = sorted(set(run) - set(qrels))
+    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
             f"{len(unknown)} run queries are not in the qrels (first: {_brief(unknown[0])}; the qrels have "
@@ -641,16 +695,20 @@ def evaluate(
     for qid in sorted(qrels):
         grades = qrels[qid]
         entry = run.get(qid, [])
-        ranking = _ranking(entry)
-        if keep is not None:
-            ranking = [docid for docid in ranking if keep(qid, docid)]
-        q = _normalise(ranking, grades, depth, conv)
+        if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
+            q, length, tied = _normalised_reduced(entry, grades, depth, conv), entry.length, entry.tied
+        else:
+            ranking = _ranking(entry)
+            if keep is not None:
+                ranking = [docid for docid in ranking if keep(qid, docid)]
+            q = _normalise(ranking, grades, depth, conv)
+            length, tied = len(ranking), _tied_at(entry, ranking, cutoffs)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
-        if not ranking:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
+        if not length:  # nothing returned (or, with judged_only, nothing judged): every measure is 0
             skipped.append(qid)
-        for cutoff in _tied_at(entry, ranking, cutoffs):
+        for cutoff in tied:
             ties[cutoff] += 1
         for cutoff in cutoffs:
             judged_sum[cutoff] += _judged(q, cutoff)
@@ -681,13 +739,14 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
     """How many unanswerable queries the run left unanswered, as it should."""
     def abstained(qid: str) -> bool:
         entry = run.get(qid)
-        if not entry:
+        if not entry or (type(entry) is _Reduced and not entry.length):
             return True
         if abstain_below is None:
             return False
-        if not isinstance(entry, _MAPPINGS):
+        best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
+        if best is None:
             raise RagEvalError(f"query {_brief(qid)}: --abstain-below needs scores, and this ranking has none", "run")
-        return max(entry.values()) < abstain_below
+        return best < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
@@ -2639,6 +2698,11 @@ READ_BLOCK = 1 << 17
 # must stay far below it: a line that fits in one block is never measured.
 MAX_LINE = 1 << 26
 MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
+# Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
+MAX_UNKNOWN_QUERIES = 200_000
+BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
+MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 # dict first: isinstance() stops at the common case before the slower abstract-class check.
@@ -2805,7 +2869,8 @@ def _decode(data: bytes, source: str, first_line: int = 1) -> str:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
-def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[int, list]]:
+def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
+                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Reads blocks of READ_BLOCK bytes, each completed to the end of its last
@@ -2814,27 +2879,41 @@ def _line_blocks(inp: _Input, split: Callable[[bytes], list]) -> Iterator[Tuple[
     at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
     doing it line by line.  ``split`` cuts a checked block into
     its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line.  Blank blocks are checked, counted and skipped.
+    next block's first line; without ``split``, the block itself is yielded
+    (whole lines, checked).  Blank blocks are checked, counted and skipped.
+    More than ``max_bytes`` in all (after gunzip) is an error: a gzip bomb
+    ends after a bounded time.
     """
     first = inp.first_line
     data = inp.head
+    read = 0
     while data:
         data, too_long = _whole_lines(inp.rest, inp.source, data, first)
+        read += len(data)
+        if max_bytes is not None and read > max_bytes:
+            raise _too_large(inp.source, max_bytes)
         problem = _block_problem(data, inp.source, first)
         if problem is None and too_long is not None:
             problem = (len(data), too_long)  # after every line before it
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
-                yield first, _lines_of(data[:start], split)
+                yield first, data[:start] if split is None else _lines_of(data[:start], split)
             raise error
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
+        elif split is None:
+            yield first, data
+            first += data.count(b"\n") + (not data.endswith(b"\n"))
         else:
             lines = _lines_of(data, split)
             yield first, lines
             first += len(lines)
         data = _read_block(inp.rest, inp.source)
+
+
+def _too_large(source: str, max_bytes: int) -> RagEvalError:
+    return RagEvalError(f"more than {max_bytes} bytes (after gunzip); raise the limit with --max-input-bytes", source)
 
 
 def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
@@ -2943,6 +3022,7 @@ def _reject_constant(name):
 # One decoder for every input: json.loads with options builds a new one per
 # call, which doubled the cost of a JSONL line.
 _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_constant)
+_JSON_SPACE = json.decoder.WHITESPACE  # JSON's own white space: a regular expression
 
 
 def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
@@ -2958,8 +3038,8 @@ def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: i
     return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
 
 
-def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
-    for lineno, line in _raw_lines(inp):
+def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
+    for lineno, line in _raw_lines(inp, max_bytes):
         if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
             raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
         row = _decode_json(line, inp.source, lineno)
@@ -2968,9 +3048,9 @@ def _jsonl_rows(inp: _Input) -> Iterator[Tuple[int, dict]]:
         yield lineno, row
 
 
-def _raw_lines(inp: _Input) -> Iterator[Tuple[int, str]]:
+def _raw_lines(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, str]]:
     """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
-    for first, lines in _line_blocks(inp, _text_lines):
+    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
             if line.strip():
                 yield lineno, line
@@ -3158,12 +3238,22 @@ class _TopScores:
     scored below it can be passed over unread.
     """
 
-    __slots__ = ("depth", "scores", "floor")
+    __slots__ = ("depth", "scores", "floor", "mark")
 
     def __init__(self, depth: Optional[int]):
         self.depth = depth
         self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
+        self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
+
+    def grown(self) -> float:
+        """For a caller that adds to ``scores`` itself: call when it holds ``mark`` documents; returns the floor."""
+        if len(self.scores) == self.depth:
+            self.floor = min(self.scores.values())
+        else:
+            self.prune()
+        self.mark = 2 * self.depth + 65
+        return self.floor
 
     def add(self, docid: Union[str, bytes], score: float) -> float:
         """Offer one document; return the floor, for the caller's next comparison."""
@@ -3183,6 +3273,104 @@ class _TopScores:
             best = _order_scored(self.scores)[: self.depth]
             self.scores = {docid: self.scores[docid] for docid in best}
             self.floor = self.scores[best[-1]]
+
+
+class _ReadAgain(Exception):
+    """The streamed reading cannot go on (a query's lines apart, or JSON the plain reader must judge): read again."""
+
+
+class _Reducer:
+    """Reduces each query of a run to a ``_Reduced`` as soon as its documents end.
+
+    The readers ask whether the qrels know each query as it starts
+    (``knows``), and hand over its kept documents when the next one starts
+    or the file ends (``scored``, ``scored_lists``, ``ranked``).  Queries the
+    qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
+    by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
+    """
+
+    def __init__(self, judged: Qrels, cutoffs: Iterable[int], depth: int, as_bytes: bool, source: str):
+        self.judged, self.cutoffs, self.depth, self.as_bytes, self.source = judged, sorted(cutoffs), depth, as_bytes, source
+        self.queries: Dict[str, _Reduced] = {}
+        self.unknown: set = set()
+
+    def knows(self, qid: str) -> bool:
+        """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
+        if qid in self.queries:
+            raise _ReadAgain(qid)
+        if qid in self.judged:
+            return True
+        if qid not in self.unknown:
+            self.unknown.add(qid)
+            if len(self.unknown) > MAX_UNKNOWN_QUERIES:
+                raise RagEvalError(f"more than {MAX_UNKNOWN_QUERIES} run queries are not in the qrels (one: {qid!r}); "
+                                   "is this a run of these qrels?", self.source)
+        return False
+
+    def scored(self, qid: str, scores: Mapping) -> None:
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more).
+
+        rank = 1 + the documents ordered before: those scored higher, and
+        those scored the same with a larger docid (trec_eval's order), so no
+        (score, docid) pair is sorted: the scores alone are, in C, for the
+        counts and the ties across cutoffs.  Only the judged documents'
+        tied partners are looked for, when there are any.
+        """
+        self.scored_lists(qid, list(scores), list(scores.values()))
+
+    def scored_lists(self, qid: str, docids: List, values: List[float], places: Optional[dict] = None) -> None:
+        """``scored`` with the documents and their scores as two lists; each document once.
+
+        ``places``, when given, maps each document to its index in the lists.
+        """
+        ascending = sorted(values)
+        count = len(ascending)
+        length = min(count, self.depth)
+        # Scored the same on both sides of a cutoff k: the k-th and the (k+1)-th best.
+        tied = tuple(k for k in self.cutoffs if k < length and ascending[count - k] == ascending[count - k - 1])
+        found = []  # (rank counting only higher scores, docid, its score, how many share it)
+        if places is None:
+            places = dict(zip(docids, range(len(docids))))
+        for docid in self._judged_ids(qid).keys() & places.keys():
+            score = values[places[docid]]
+            above = bisect_right(ascending, score)
+            found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
+        partners: Dict[float, list] = {}
+        for _, _, score, same in found:
+            if same > 1 and score not in partners:  # the documents scored the same: index() finds them in C
+                partners[score] = tied_with = []
+                where = -1
+                for _ in range(same):
+                    where = values.index(score, where + 1)
+                    tied_with.append(docids[where])
+        ranks = []
+        for rank, docid, score, same in found:
+            if same > 1:
+                rank += sum(other > docid for other in partners[score])
+            if rank <= self.depth:
+                ranks.append((rank, docid))
+        self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
+
+    def ranked(self, qid: str, ranking: List) -> None:
+        """A query's unique documents in rank order, without scores."""
+        ranking = ranking[: self.depth]
+        # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
+        ranks = [(ranking.index(docid) + 1, docid) for docid in self._judged_ids(qid).keys() & set(ranking)]
+        self._add(qid, len(ranking), ranks, (), None)
+
+    def _judged_ids(self, qid: str) -> Dict:
+        """The query's judged ids as the reader holds them (bytes or text) -> as text."""
+        grades = self.judged[qid]
+        return {docid.encode("utf-8"): docid for docid in grades} if self.as_bytes else dict(zip(grades, grades))
+
+    def _add(self, qid: str, length: int, ranks: List[Tuple[int, Union[str, bytes]]], tied: Tuple[int, ...],
+             best: Optional[float]) -> None:
+        names = self._judged_ids(qid) if self.as_bytes else None
+        judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
+        self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
+
+    def run(self) -> _ReducedRun:
+        return _ReducedRun(self.queries, sorted(self.unknown))
 
 
 class _TopsByQuery(dict):
@@ -3217,24 +3405,69 @@ def _score(text: str, source: str, lineno: int) -> float:
 
 
 def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-              judged: Optional[Qrels]) -> Tuple[Run, bool]:
+              judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
+              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     Returns the run and whether any line names a document judged for its
-    query in ``judged`` (always False without it).  This loop runs once per
-    line of files with millions of lines, so it does the least it can.  It
-    splits bytes, not text: bytes.split cuts at C's white space exactly, the
-    block was checked as UTF-8 already, and only the ids kept are decoded.
-    Lines of one query come together, so the query's state stays in locals,
-    and a line scored below the query's floor is dropped after one
-    comparison.  Errors cost a search for the line's number.
+    query in ``judged`` (always False without it).  With ``cutoffs`` (and
+    ``judged``), each query is reduced when its lines end (see ``_Reducer``):
+    its lines must come together, or ``_Interleaved`` is raised.  This loop
+    runs once per line of files with millions of lines, so it does the
+    least it can.  It splits bytes, not text: bytes.split cuts at C's white
+    space exactly, the block was checked as UTF-8 already, and only the ids
+    kept are decoded.  Lines of one query come together, so the query's
+    state stays in locals, and a line scored below the query's floor is
+    dropped after one comparison.  Errors cost a search for the line's number.
     """
     tops = _TopsByQuery(depth)
     as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
+    # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
+    by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
     qid = top = query = None
+    held_ids: List[bytes] = []  # reading by block: the current query's documents and scores, besides ``top``
+    held_scores: List[float] = []
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
-    for first, lines in _line_blocks(inp, _byte_lines):
+    for first, lines in _line_blocks(inp, None if by_block else _byte_lines, max_bytes):
+        columns = None
+        if by_block:  # ``lines`` is the block itself
+            columns = _trec_columns(lines)
+            lines = _lines_of(lines, _byte_lines) if columns is None else None
+        long_id = None
+        if lines is not None and max(map(len, lines)) > MAX_ID:  # in C: only a long line can hold a long id
+            long_id = _long_id(lines, inp.source, first)
+            if long_id is not None:
+                lines = lines[:long_id[0]]  # the lines before it first: an error on one of them comes first
+        if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
+            for segment_qid, docids, values in columns:
+                if segment_qid != qid:
+                    qid = segment_qid
+                    _reduce_query(reducer, query, top, held_ids, held_scores)
+                    held_ids, held_scores = [], []
+                    query = qid.decode("utf-8")
+                    top = _TopScores(depth)
+                    if not reducer.knows(query):
+                        top.floor = math.inf
+                if top.floor == math.inf:
+                    continue
+                if looking:
+                    looking = {docid.encode("utf-8") for docid in judged.get(query, ())}.isdisjoint(docids)
+                # Two lists, not a dict: a third of the cost; duplicates are resolved when the query ends.
+                held_ids += docids
+                held_scores += values
+                if len(held_ids) > 2 * depth + 64:
+                    _hold(top, held_ids, held_scores)
+                    top.prune()
+                    held_ids, held_scores = [], []
+            continue
+        if held_ids:  # lines come one by one again: what the blocks held goes where the loop below keeps it
+            _hold(top, held_ids, held_scores)
+            held_ids, held_scores = [], []
+        if top is not None:
+            floor, scores, mark = top.floor, top.scores, top.mark
+            setdefault = scores.setdefault
         for line in lines:
             fields = line.split()
             if len(fields) < 6:
@@ -3249,9 +3482,17 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if fields[0][:1] == b"#":
                     continue  # a comment of six words or more
                 qid = fields[0]
-                top = tops[qid]
-                query = qid.decode("utf-8")
-                floor = top.floor
+                if reducer is None:
+                    top = tops[qid]
+                    query = qid.decode("utf-8")
+                else:
+                    _reduce_query(reducer, query, top, held_ids, held_scores)
+                    query = qid.decode("utf-8")
+                    top = _TopScores(depth)
+                    if not reducer.knows(query):
+                        top.floor = math.inf  # lines of a query the qrels lack are checked, not kept
+                floor, scores, mark = top.floor, top.scores, top.mark
+                setdefault = scores.setdefault
             if looking:
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
@@ -3269,10 +3510,100 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 docid = _id_text(docid, doc_id_sep)
                 if keep is not None and not keep(query, docid):
                     continue
-            floor = top.add(docid, score)
+            # _TopScores.add, inlined (a method call cost a third of the loop at k = 1000).  setdefault returns
+            # this line's own float only when it stored it: a float stored before is another object.
+            old = setdefault(docid, score)
+            if old is not score:
+                if score > old:
+                    scores[docid] = score  # a document listed again keeps its higher score
+            elif len(scores) >= mark:
+                floor = top.grown()
+                scores, mark = top.scores, top.mark
+                setdefault = scores.setdefault
+        if long_id is not None:
+            raise long_id[1]
+    found = judged is not None and not looking
+    if reducer is not None:
+        _reduce_query(reducer, query, top, held_ids, held_scores)
+        return reducer.run(), found
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
-    return run, judged is not None and not looking
+    return run, found
+
+
+def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
+    """Add documents to ``top``, a document listed twice keeping its higher score."""
+    scores = top.scores
+    for docid, score in zip(docids, values):
+        if scores.get(docid, score) <= score:
+            scores[docid] = score
+
+
+def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
+                  held_scores: List[float]) -> None:
+    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it."""
+    if query is None or top.floor == math.inf:
+        return
+    places = dict(zip(held_ids, range(len(held_ids))))
+    if not top.scores and len(places) == len(held_ids):  # the common case: each document once
+        reducer.scored_lists(query, held_ids, held_scores, places)
+        return
+    _hold(top, held_ids, held_scores)
+    reducer.scored(query, top.scores)
+
+
+def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
+    """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
+
+    Plain: six fields on every line, no blank or comment line, no id longer
+    than MAX_ID, every score a finite number, each query's lines together.
+    Anything else is None, and the caller reads the block line by line,
+    which says what is wrong where.  Every step is one call into C: one
+    split of the whole block (a NUL, which no checked line holds, marks the
+    line ends), slices for the columns, one float() per score.
+    """
+    count = data.count(b"\n") + (not data.endswith(b"\n"))
+    fields = data.replace(b"\n", b" \0 ").split()
+    # The marks are the block's only NULs: when every seventh field is one, every line has six fields.
+    if len(fields) != 7 * count - (not data.endswith(b"\n")) or fields[6::7].count(b"\0") != len(fields) // 7:
+        return None
+    qids = fields[0::7]
+    if b"#" in b"".join(qids):
+        return None  # a comment line, or a # inside an id: the line-by-line loop knows which
+    try:
+        values = list(map(float, fields[4::7]))
+    except ValueError:
+        return None
+    if not math.isfinite(sum(values)):
+        return None  # inf or nan somewhere (or a sum beyond a float's range: the loop sorts it out)
+    docids = fields[2::7]
+    queries = [qid for qid, _ in groupby(qids)]  # one per run of equal ids; groupby compares in C
+    if max(map(len, docids)) > MAX_ID or max(map(len, queries)) > MAX_ID:
+        return None
+    if len(queries) == 1:
+        return [(qids[0], docids, values)]
+    if len(set(queries)) < len(queries):
+        return None  # a query's lines apart: the reducer's own checks, line by line
+    starts = [qids.index(qid) for qid in queries]  # each id's one run starts at its first line
+    ends = starts[1:] + [count]
+    return [(qid, docids[start:end], values[start:end]) for qid, start, end in zip(queries, starts, ends)]
+
+
+def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
+    """The first run line with an id longer than MAX_ID: (its index, the error), or None.
+
+    Such an id is an error, not kept: memory must follow what is kept, and
+    trec_eval's own limits are far below.
+    """
+    for index, line in enumerate(lines):
+        if len(line) > MAX_ID:
+            fields = line.split()
+            if len(fields) < 6 or fields[0][:1] == b"#":
+                continue  # a comment, or a line the reader refuses for its fields
+            for field, what in ((0, "query id"), (2, "document id")):
+                if len(fields[field]) > MAX_ID:
+                    return index, RagEvalError(f"{what} longer than {MAX_ID} bytes", source, first + index)
+    return None
 
 
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
@@ -3281,40 +3612,287 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               judged: Optional[Qrels]) -> Tuple[Run, bool]:
-    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``."""
+               judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
+               max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+    """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
+
+    Without scores, a query keeps its first ``depth`` unique documents (after
+    ``keep``): the rest can never reach a cutoff.
+    """
     tops = _TopsByQuery(depth)
-    lists: Dict[str, List[str]] = {}
+    lists: Dict[str, Dict[str, None]] = {}
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+    current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
+    open_qid = None
+    scored_rows = ranked_rows = False  # rows with a score seen, rows without one seen
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp):
+    for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        for value, what in ((qid, "query id"), (docid, "document id")):
+            if len(value) > MAX_ID // 4 and len(value.encode("utf-8")) > MAX_ID:
+                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
             looking = docid not in judged.get(qid, ())
         has_score = "score" in row
-        if (tops and not has_score) or (lists and has_score):
+        if (scored_rows and not has_score) or (ranked_rows and has_score):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if not has_score:
-            lists.setdefault(qid, []).append(docid)
+        if reducer is not None and qid != open_qid:
+            _close_jsonl_query(reducer, open_qid, current, tops, lists)
+            open_qid, current = qid, qid if reducer.knows(qid) else None
+        if has_score:
+            score = row["score"]
+            if not _is_finite(score):
+                raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
+            scored_rows = True
+            if reducer is not None and current is None:
+                continue
+            top = tops[qid]
+            if keep is None or keep(qid, docid):
+                top.add(docid, float(score))
+        else:
+            ranked_rows = True
+            if reducer is not None and current is None:
+                continue
+            ranking = lists.setdefault(qid, {})
+            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                ranking[docid] = None
+    found = judged is not None and not looking
+    if reducer is not None:
+        _close_jsonl_query(reducer, open_qid, current, tops, lists)
+        return reducer.run(), found
+    return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
+
+
+def _close_jsonl_query(reducer: "_Reducer", qid: Optional[str], current: Optional[str], tops: "_TopsByQuery",
+                       lists: Dict[str, Dict[str, None]]) -> None:
+    """The rows of ``qid`` ended: reduce it (when the qrels know it) and forget its documents."""
+    if qid is None or current is None:
+        return
+    if qid in lists:
+        reducer.ranked(qid, list(lists.pop(qid)))
+    else:
+        top = tops.pop(qid, None) or _TopScores(reducer.depth)
+        top.prune()
+        reducer.scored(qid, top.scores)
+
+
+class _JsonStream:
+    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse."""
+
+    def __init__(self, inp: _Input, max_bytes: int):
+        import codecs
+
+        self.inp, self.max_bytes, self.read = inp, max_bytes, len(inp.head)
+        self.decoder = codecs.getincrementaldecoder("utf-8")()
+        self.text, self.pos, self.ended = self._decoded(inp.head), 0, False
+
+    def _decoded(self, data: bytes, final: bool = False) -> str:
+        try:
+            return self.decoder.decode(data, final)
+        except UnicodeDecodeError:
+            raise _ReadAgain() from None  # the plain reader names the line
+
+    def more(self, at_least: int) -> bool:
+        """Read on, at least ``at_least`` bytes (or to the end): False at the end."""
+        if self.ended:
+            return False
+        blocks = []
+        size = 0
+        while size < at_least:
+            block = _read_block(self.inp.rest, self.inp.source)
+            if not block:
+                self.ended = True
+                break
+            blocks.append(block)
+            size += len(block)
+        self.read += size
+        if self.read > self.max_bytes:
+            raise _too_large(self.inp.source, self.max_bytes)
+        self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
+        return bool(blocks)
+
+    def forget(self) -> None:
+        """Drop the text parsed already (between members, where no position is held)."""
+        if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):
+            self.text, self.pos = self.text[self.pos:], 0
+
+    def skip_space(self) -> str:
+        """The next character that is not white space, "" at the end of the document."""
+        while True:
+            match = _JSON_SPACE.match(self.text, self.pos)
+            self.pos = match.end()
+            if self.pos < len(self.text):
+                return self.text[self.pos]
+            if not self.more(READ_BLOCK):
+                return ""
+
+
+_STREAMED = object()  # the value of a member whose list was handed over one string at a time
+
+
+def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], None]]) -> Iterator[Tuple[str, object]]:
+    """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
+
+    Only what the plain decoder would accept, and each value by that decoder
+    (``raw_decode``), so numbers, strings and duplicated keys inside a value
+    are read as ever; a list, though, is read one string at a time, each
+    handed to ``ranked(key)`` (its value is then ``_STREAMED``), so that a ranking of
+    millions of ids is never held.  Whatever is not plainly valid raises
+    ``_ReadAgain``: the plain reader then reports it, in the same words as always.
+    """
+    if stream.skip_space() != "{":
+        raise _ReadAgain()
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()
+        char = stream.skip_space()
+        if char == "}":
+            stream.pos += 1
+            if stream.skip_space():
+                raise _ReadAgain()  # more after the document
+            return
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            char = stream.skip_space()
+        if char != '"':
+            raise _ReadAgain()
+        key = _json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1))
+        if stream.skip_space() != ":":
+            raise _ReadAgain()
+        stream.pos += 1
+        if stream.skip_space() == "[":
+            _json_strings(stream, ranked(key))
+            value = _STREAMED
+        else:
+            value = _json_parsed(stream, _JSON.raw_decode)
+        first = False
+        yield key, value
+
+
+def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
+    """``parse(text, pos)`` at the stream's position, reading on while the text runs out first."""
+    start = stream.pos
+    while True:
+        try:
+            value, end = parse(stream.text, start)
+        except (ValueError, IndexError):  # incomplete here, or invalid
+            if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
+                raise _ReadAgain() from None
             continue
-        score = row["score"]
-        if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-        top = tops[qid]
-        if keep is None or keep(qid, docid):
-            top.add(docid, float(score))
-    return lists or tops.finished(), judged is not None and not looking
+        except (RagEvalError, RecursionError):
+            raise _ReadAgain() from None
+        if end == len(stream.text) and stream.more(READ_BLOCK):
+            continue  # a number may go on in the text not read yet: parse it again with more
+        stream.pos = end
+        return value
+
+
+def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
+    """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()
+        char = stream.skip_space()
+        if char == "]":
+            stream.pos += 1
+            return
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            char = stream.skip_space()
+        if char != '"':
+            raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
+        take(_json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1)))
+        first = False
+
+
+def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
+              cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
+    """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
+
+    Returns as ``_trec_run``; the numbers are those of the whole document
+    parsed at once, and so are the errors: anything unusual is left to the
+    plain reader (``_ReadAgain``).
+    """
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+    run: Run = {}
+    seen = set()
+    found = False
+    ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
+    ranked_judged = [False]  # whether a ranked list names a judged document
+
+    def ranked(qid: str) -> Callable[[str], None]:
+        grades = judged.get(qid, {}) if judged is not None else {}
+        ranking.clear()
+        ranked_judged[0] = False
+
+        def take(docid: str) -> None:
+            if len(docid) > MAX_ID // 4 and len(docid.encode("utf-8")) > MAX_ID:
+                raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            if doc_id_sep is not None:
+                docid = document_of(docid, doc_id_sep)
+            if docid in grades:
+                ranked_judged[0] = True
+            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                ranking[docid] = None  # a repeated id stays at its first place
+
+        return take
+
+    for qid, entry in _json_members(_JsonStream(inp, max_bytes), ranked):
+        if qid in seen:
+            raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
+        seen.add(qid)
+        if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
+            found = found or ranked_judged[0]
+            if reducer is None:
+                run[qid] = list(ranking)
+            elif reducer.knows(qid):
+                reducer.ranked(qid, list(ranking))
+            continue
+        try:
+            _check_run({qid: entry}, inp.source)
+        except RagEvalError:
+            raise _ReadAgain() from None
+        if len(qid) > MAX_ID // 4 and len(qid.encode("utf-8")) > MAX_ID or max(map(len, entry), default=0) > MAX_ID // 4 \
+                and max(len(docid.encode("utf-8")) for docid in entry) > MAX_ID:
+            raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+        if doc_id_sep is not None:
+            entry = documents_run({qid: entry}, doc_id_sep)[qid]
+        if judged is not None and not found:
+            found = not judged.get(qid, {}).keys().isdisjoint(entry)
+        if reducer is not None and not reducer.knows(qid):
+            continue
+        scored = isinstance(entry, _MAPPINGS)
+        if keep is not None:
+            entry = {docid: score for docid, score in entry.items() if keep(qid, docid)} if scored \
+                else [docid for docid in entry if keep(qid, docid)]
+        if reducer is not None:
+            reducer.scored(qid, entry) if scored else reducer.ranked(qid, list(dict.fromkeys(entry)))
+        elif depth is not None:
+            run[qid] = {docid: entry[docid] for docid in _order_scored(entry)[:depth]} if scored \
+                else list(dict.fromkeys(entry))[:depth]
+        else:
+            run[qid] = entry
+    return (run if reducer is None else reducer.run()), found
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
-    Line-based runs (TREC, JSONL) are streamed: with ``depth`` only the best
-    ``depth`` documents of each query are kept, so memory follows queries x
-    depth, not the file.  ``keep(qid, docid)``, when given, filters documents
+    Runs are streamed (JSON one query at a time, unless read from standard
+    input): with ``depth`` only the best ``depth`` documents of each query
+    are kept (without scores, its first ``depth`` unique ones), so memory
+    follows queries x depth, not the file.  An id longer than MAX_ID bytes
+    is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents
     before that cut (``--judged-only``, see ``judged_filter``); with
     ``doc_id_sep`` chunk ids become document ids before it
     (``--doc-id-sep``), since k counts documents then.  The documents of a
@@ -3324,20 +3902,39 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
-              judged: Optional[Qrels] = None) -> Tuple[Run, bool]:
+              judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
+              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
     """``read_run``, and whether any document read (before any cut) is judged for its query in ``judged``.
 
     A run that shares no judged document with the qrels was never evaluated:
-    the command line refuses it.
+    the command line refuses it.  With ``cutoffs`` (and ``judged`` and
+    ``depth``, more than the largest cutoff), each query is reduced as it is
+    read to what ``evaluate`` needs at those cutoffs (a ``_ReducedRun``), so
+    memory follows the judgments, not the run.  A run whose queries'
+    lines do not come together is read again whole (a file) or not
+    reduced at all (standard input, which cannot be read twice).
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_brief(depth)}")
+    if cutoffs is not None and (judged is None or depth is None or path == "-"):
+        cutoffs = None
+    try:
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-")
+    except _ReadAgain:
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False)
+
+
+def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
+                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
+                   stream_json: bool) -> Tuple[Run, bool]:
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged)
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
-            return _trec_run(inp, depth, keep, doc_id_sep, judged)
+            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if stream_json:
+            return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
         _check_run(run, inp.source)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
@@ -4248,6 +4845,14 @@ def _build_parser():
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
+    def input_bytes(text: str) -> int:
+        value = _whole(text, 19)
+        if not value:
+            raise RagEvalError(f"expected a positive number of bytes, got {text!r}")
+        return value
+
+    parser.add_argument("--max-input-bytes", type=typed(input_bytes), default=MAX_RUN_BYTES, metavar="N",
+                        help=f"largest run read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     _span_options(parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)"), typed)
@@ -4570,16 +5175,22 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
     # One more than the largest cutoff: enough to see a tie across it.
-    deepest = max((cutoff for _, cutoff in _check_measures(args.measures, args.k)), default=1)
-    run, any_judged = _read_run(path, args.run_format, None if whole else deepest + 1, keep, sep, judged)
+    used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
+    # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
+    cutoffs = None if args.unjudged else used
+    run, any_judged = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged, cutoffs,
+                                args.max_input_bytes)
     try:
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
+        # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
+        whole_run = (lambda: read_run(path, args.run_format, depth=50)) if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
-                         "" if any_judged or sep else _separator_hint(run, judged))
-        _check_not_qrels(run, judged, path)
+                         "" if any_judged or sep else _separator_hint(whole_run(), judged))
+        if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
+            _check_not_qrels(whole_run(), judged, path)
     except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
         files = {"qrels": args.qrels, "run": path}
         if exc.source in files:
@@ -4689,6 +5300,11 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
         if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     return ""
+
+
+def _only_judged_documents(run: "_ReducedRun", qrels: Qrels) -> bool:
+    """Every query of a reduced run ranks its judged documents and nothing else: a copy of the qrels?"""
+    return all(entry.length == len(entry.judged) == len(qrels.get(qid, ())) for qid, entry in run.items())
 
 
 def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:

@@ -341,7 +341,8 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
         rows = [{"query_id": "q1", "doc_id": f"d{n}", "score": 1.0 / (n + 1)} for n in range(3)]
         text = "".join(json.dumps(row) + "\n" for row in rows)
         expected = {"q1": {"d0": 1.0, "d1": 0.5, "d2": 1 / 3}}
-        long_row = json.dumps({"query_id": "q1", "doc_id": "x" * 200_000, "score": 0.1}) + "\n"
+        # Long for another field than an id: ids are at most MAX_ID bytes.
+        long_row = json.dumps({"query_id": "q1", "doc_id": "x", "text": "x" * 200_000, "score": 0.1}) + "\n"
         for name, content in (("blank lines first", "\n" * ((1 << 17) - 5) + text), ("a long first row", long_row + text)):
             for packed in (False, True):
                 with self.subTest(name, gzipped=packed):
