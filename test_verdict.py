@@ -244,5 +244,43 @@ class TestMaxT(unittest.TestCase):
         self.assertEqual(entry["p_holm"], 4 / 2 ** 8)
 
 
+class TestEffectSizes(unittest.TestCase):
+    """The mean delta with its interval, the standardised effect and the counts, in every format."""
+
+    def setUp(self):
+        qids = [f"q{i:02d}" for i in range(40)]
+        self.before = {"recall@5": {q: 1.0 for q in qids}}
+        self.after = {"recall@5": dict(self.before["recall@5"], **{q: 0.5 for q in qids[:8]}, q39=0.75)}
+
+    def test_json_entry(self):
+        entry = gate_of(self.before, self.after)["metrics"]["recall@5"]
+        deltas = [-0.5] * 8 + [-0.25] + [0.0] * 31
+        mean = sum(deltas) / 40
+        sd = math.sqrt(sum((d - mean) ** 2 for d in deltas) / 39)
+        self.assertAlmostEqual(entry["effect_size"], mean / sd, places=12)
+        self.assertEqual((entry["improved"], entry["worse"], entry["same"]), (0, 9, 31))
+        self.assertAlmostEqual(entry["mean_delta"], mean, places=15)
+        self.assertLessEqual(entry["interval"][0], mean)
+
+    def test_every_format_shows_them(self):
+        gate = gate_of(self.before, self.after)
+        result = {"abstention": {"queries": 0, "abstained": [], "share": None}, "dropped": [], "k": 5,
+                  "mean": {"recall@5": gate["metrics"]["recall@5"]["now"]}, "queries": 40, "skipped": [],
+                  "missing": [], "ties": {}, "unscored": []}
+        report = rag_eval.build_report(result, gate_report=gate)
+        entry = gate["metrics"]["recall@5"]
+        for name in ("table", "markdown", "csv"):
+            with self.subTest(name):
+                text = rag_eval.FORMATTERS[name](report, 4)
+                for header in ("delta low", "delta high", "effect", "better/worse/same", "p (adj.)"):
+                    self.assertIn(header, text)
+                self.assertIn("0/9/31", text)
+                self.assertIn(f"{entry['effect_size']:.4f}", text)
+                self.assertIn(f"{entry['interval'][0]:.4f}", text)
+        data = json.loads(rag_eval.FORMATTERS["json"](report, 4))["gate"]["metrics"]["recall@5"]
+        for field in ("effect_size", "interval", "mean_delta", "improved", "worse", "same", "p_adjusted"):
+            self.assertIn(field, data)
+
+
 if __name__ == "__main__":
     unittest.main()
