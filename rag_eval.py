@@ -1433,20 +1433,27 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     return found
 
 
-def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None) -> dict:
+def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
+                     raised: Iterable[str] = ()) -> dict:
     """The extended baseline of a result.
 
-    With ``keep_from`` (``--ratchet``), each metric whose mean was better in
-    that older baseline keeps the older mean with the older per-query scores
-    (none, from a flat baseline), so that a mean always matches its own
-    per-query scores.
+    With ``keep_from`` (``--ratchet``), a metric takes the new mean only when
+    it rose significantly (``raised``: adjusted p < alpha and the interval of
+    the delta above 0); otherwise it keeps the older mean with the older
+    per-query scores, so that a mean always matches its own per-query scores
+    and noise alone cannot lift it (keeping the better of two noisy means
+    drifts upward: the winner's curse).  A flat older baseline has no
+    per-query scores to test against: there the better mean is kept (none of
+    its per-query scores, which it lacks).
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
+    raised = set(raised)
     if keep_from is not None:
         for metric, old in keep_from.means.items():
-            if metric in means and old > means[metric]:
+            tested = metric in (keep_from.per_query or {})
+            if metric in means and (metric not in raised if tested else old > means[metric]):
                 means[metric] = old
                 if metric in (keep_from.per_query or {}):
                     per_query[metric] = keep_from.per_query[metric]
@@ -1467,8 +1474,19 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
     }
 
 
-def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None) -> str:
-    return json.dumps(_baseline_record(result, fingerprint, keep_from), sort_keys=True, indent=2) + "\n"
+def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
+                   raised: Iterable[str] = ()) -> str:
+    return json.dumps(_baseline_record(result, fingerprint, keep_from, raised), sort_keys=True, indent=2) + "\n"
+
+
+def significant_gains(gate_report: Optional[dict]) -> List[str]:
+    """The gated metrics (not slices) that rose significantly: adjusted p < alpha, interval above 0.
+    What ``--ratchet`` raises."""
+    if not gate_report:
+        return []
+    return sorted(key for key, entry in gate_report["metrics"].items()
+                  if ":" not in key and entry.get("p_adjusted") is not None
+                  and entry["p_adjusted"] < gate_report["alpha"] and entry["interval"][0] > 0)
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -3317,7 +3335,8 @@ def _build_parser():
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
-                        help="with --update-baseline: keep the better of the old and new mean of each metric")
+                        help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
+                             "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
     parser.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
     parser.add_argument("--min-grade", type=typed(_whole_arg(1)), default=1, metavar="N",
@@ -3699,7 +3718,8 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None)))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None,
+                                                     significant_gains(report.get("gate")))))
     return files
 
 

@@ -282,5 +282,61 @@ class TestEffectSizes(unittest.TestCase):
             self.assertIn(field, data)
 
 
+def noisy_run(quality, rng):
+    """One run of an unchanged system: per query, success and recall drawn around its quality."""
+    per_query = {}
+    for qid, q in quality.items():
+        recall = min(1.0, max(0.0, round(q + rng.choice([-0.25, 0.0, 0.0, 0.25]), 2)))
+        per_query[qid] = {"success": float(rng.random() < q), "recall": recall}
+    mean = {f"{m}@5": math.fsum(v[m] for v in per_query.values()) / len(per_query) for m in ("success", "recall")}
+    return {"k": 5, "mean": mean, "per_query": per_query, "unscored": [],
+            "conventions": {"gain": "exp", "min_grade": 1, "judged_only": False, "doc_id_sep": None}}
+
+
+class TestHonestRatchet(unittest.TestCase):
+    def chain(self, honest, runs=15, seed=5):
+        rng = random.Random(seed)
+        quality = {f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(200)}
+        record = rag_eval._baseline_record(noisy_run(quality, rng), "x")
+        first = dict(record["mean"])
+        settings = rag_eval.GateSettings(resamples=500)
+        raises = 0
+        for _ in range(runs):
+            baseline = rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
+            result = noisy_run(quality, rng)
+            report = rag_eval.gate(result, baseline, settings)
+            raised = rag_eval.significant_gains(report) if honest else \
+                [m for m in result["mean"] if result["mean"][m] > baseline.means[m]]
+            raises += len(raised)
+            record = rag_eval._baseline_record(result, "x", baseline, raised)
+            for metric, scores in record["per_query"].items():  # a mean always matches its scores
+                self.assertAlmostEqual(math.fsum(scores.values()) / len(scores), record["mean"][metric], places=12)
+        return first, record["mean"], raises
+
+    def test_an_unchanged_system_does_not_drift_upward(self):
+        # 10 seeded chains of 15 runs of one unchanged system, 2 metrics: 300 chances to rise on noise.
+        honest, naive, raises = [], [], 0
+        for seed in range(1, 11):
+            first, last, count = self.chain(honest=True, seed=seed)
+            raises += count
+            honest += [last[m] - first[m] for m in first]
+            first, last, _ = self.chain(honest=False, seed=seed)
+            naive += [last[m] - first[m] for m in first]
+        # a false raise needs p < alpha and the interval above 0: at most alpha / 2 a step (7.5 of 300)
+        self.assertLessEqual(raises, 2)
+        self.assertLess(sum(honest) / len(honest), 0.01)
+        # keeping the better mean (the old ratchet) climbs on noise alone: the winner's curse
+        self.assertGreater(sum(naive) / len(naive), 0.03)
+        self.assertGreater(sum(naive), 4 * sum(honest))
+
+    def test_a_significant_rise_is_taken(self):
+        qids = [f"q{i:02d}" for i in range(30)]
+        before = {"recall@5": {q: 0.5 for q in qids}}
+        after = {"recall@5": {q: 1.0 for q in qids}}
+        self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), ["recall@5"])
+        after = {"recall@5": dict(before["recall@5"], q00=1.0)}  # one query: no evidence
+        self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), [])
+
+
 if __name__ == "__main__":
     unittest.main()
