@@ -50,11 +50,13 @@ __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
     "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
-    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
+    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "calibrate", "canonical_metric",
+    "clopper_pearson", "compare_paired",
     "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
     "gate", "holm", "judged_at_k", "judged_filter", "main", "maxt", "mean_intervals", "ndcg_at_k", "parse_metric", "per_query_by_metric",
     "precision_at_k", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
-    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "sign_test", "slice_members",
+    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "sign_flip_test", "sign_test", "significant_gains",
+    "slice_members",
     "slice_report", "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
@@ -1871,6 +1873,77 @@ def _paired_entry(comparison: PairedComparison, p_holm: float, p_adjusted: float
     }
 
 
+CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
+PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
+
+
+def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
+              keys: Optional[Iterable[str]] = None) -> dict:
+    """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
+
+    Each simulation resamples the baseline's per-query scores against
+    themselves: every query is paired with a random query (with
+    replacement), and a fair coin says which of the two score vectors is
+    "before" and which "after".  Every query's delta is then symmetric about
+    0 with the real spread, ties at 0 and 1 and the real correlation of the
+    metrics, so a fail is a false fail (A/A); each query changes, the worst
+    case for noise.  A planted drop of f tolerances then sets a random share
+    of the "after" queries to 0 (lost evidence, the same queries for every
+    metric) so that each metric's mean falls by f times its tolerance in
+    expectation.  The gate runs as configured (rule, tolerances, alpha,
+    adjustment) with CALIBRATION_RESAMPLES resamples.  Rates are shares of
+    ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
+    Seeded by ``settings.seed``.
+    """
+    import random
+
+    scores = {key: values for key, values in (baseline.per_query or {}).items()
+              if ":" not in key and (keys is None or key in keys)}
+    if not scores:
+        raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
+    queries = sorted(set.intersection(*(set(values) for values in scores.values())))
+    if len(queries) < 2:
+        raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
+    metrics = sorted(scores, key=_metric_order)
+    rows = [[scores[m][qid] for m in metrics] for qid in queries]
+    quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
+    scenarios = {}
+    for factor in (0.0,) + PLANTED_DROPS:
+        rng = random.Random(f"rag_eval:{settings.seed}:calibrate:{factor}")
+        counts = {"regression": 0, "inconclusive": 0, "pass": 0}
+        for _ in range(simulations):
+            before, after = [], []
+            for row in rows:
+                other = rows[rng.randrange(len(rows))]
+                first, second = (row, other) if rng.random() < 0.5 else (other, row)
+                before.append(first)
+                after.append(list(second))
+            if factor:
+                means = [math.fsum(r[i] for r in after) / len(after) for i in range(len(metrics))]
+                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(
+                    r[i] for r in before) / len(before)) for i, m in enumerate(metrics)]
+                shares = [min(1.0, drop / mean) if mean > 0 else 0.0 for drop, mean in zip(drops, means)]
+                for r in after:
+                    lost = rng.random()
+                    r[:] = [0.0 if lost < share else value for value, share in zip(r, shares)]
+            targets = []
+            for i, metric in enumerate(metrics):
+                was = dict(zip(queries, (r[i] for r in before)))
+                now = dict(zip(queries, (r[i] for r in after)))
+                targets.append(_Target(metric, _mean(was.values()), _mean(now.values()), was, now))
+            paired, p_holm, p_adjusted = _paired_family(targets, quick)
+            verdicts = {_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))["verdict"]
+                        for t in targets}
+            counts["regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
+                   else "pass"] += 1
+        name = "a/a" if not factor else f"drop {factor:g}x tolerance"
+        scenarios[name] = {"planted_drop": factor, **{
+            outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
+            for outcome, count in counts.items()}}
+    return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
+            "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
+
+
 # === Reading inputs ===
 
 # Bytes per read when streaming line-based files: small enough that a block
@@ -2823,11 +2896,28 @@ def _verdict_line(report: dict) -> str:
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
 
 
+def _calibration_lines(report: dict) -> List[str]:
+    """--calibrate: one line per scenario, each rate with its Monte Carlo standard error."""
+    found = (report.get("gate") or {}).get("calibration")
+    if not found:
+        return []
+    lines = [f"calibration: {found['simulations']} simulations per scenario on {found['queries']} queries "
+             f"resampled against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}"]
+    for name, outcome in found["scenarios"].items():
+        shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
+                          for kind in ("regression", "inconclusive", "pass"))
+        role = "false fails" if not outcome["planted_drop"] else "power"
+        lines.append(f"  {name} ({role} = regression): {shown}")
+    return lines
+
+
 def _format_table(report: dict, digits: int) -> str:
     parts = [_verdict_line(report), _aligned(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, str)
     if drops:
         parts.append("\n".join(drops))
+    if _calibration_lines(report):
+        parts.append("\n".join(_calibration_lines(report)))
     line = _abstention_line(report)
     if line:
         parts.append(line)
@@ -2851,6 +2941,10 @@ def _format_markdown(report: dict, digits: int) -> str:
     for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
         metric, _, rest = line.partition(": ")
         parts.append(f"**{metric}**: {rest}")
+    calibration = _calibration_lines(report)
+    if calibration:
+        parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
+                               + [f"- {line.strip()}" for line in calibration[1:]]))
     line = _abstention_line(report)
     if line:
         parts.append(line[0].upper() + line[1:])
@@ -3418,6 +3512,8 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.calibrate and not (args.baseline or args.baseline_run):
+        raise RagEvalError("--calibrate needs per-query scores to resample: --baseline FILE (extended) or --baseline-run")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
                ("--junit", args.junit), ("--unjudged", args.unjudged), ("--metrics-file", args.metrics_file))
                if path is not None]
@@ -3697,6 +3793,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
+    if args.calibrate:
+        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
     return gate_report
 
 

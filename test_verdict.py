@@ -338,5 +338,51 @@ class TestHonestRatchet(unittest.TestCase):
         self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), [])
 
 
+class TestCalibrate(unittest.TestCase):
+    def baseline(self, n=300, seed=2):
+        rng = random.Random(seed)
+        result = noisy_run({f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(n)}, rng)
+        record = rag_eval._baseline_record(result, "x")
+        return rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
+
+    def test_rates_errors_and_seed(self):
+        baseline = self.baseline()
+        settings = rag_eval.GateSettings(rule="significant", seed=4)
+        found = rag_eval.calibrate(baseline, settings, 40)
+        self.assertEqual(rag_eval.calibrate(baseline, settings, 40), found)  # seeded: the same numbers
+        self.assertEqual(sorted(found["scenarios"]), ["a/a", "drop 1x tolerance", "drop 2x tolerance"])
+        self.assertEqual((found["simulations"], found["queries"], found["resamples"]), (40, 300, 200))
+        for name, scenario in found["scenarios"].items():
+            with self.subTest(name):
+                rates = [scenario[kind]["rate"] for kind in ("regression", "inconclusive", "pass")]
+                self.assertAlmostEqual(sum(rates), 1.0, places=12)
+                for kind in ("regression", "inconclusive", "pass"):
+                    r = scenario[kind]["rate"]
+                    self.assertAlmostEqual(scenario[kind]["se"], math.sqrt(r * (1 - r) / 40), places=12)
+        aa, big = found["scenarios"]["a/a"]["regression"], found["scenarios"]["drop 2x tolerance"]["regression"]
+        self.assertLessEqual(aa["rate"], 0.05 + 3 * math.sqrt(0.05 * 0.95 / 40))  # false fails near alpha or below
+        self.assertGreater(big["rate"], aa["rate"] + 0.3)
+
+    def test_command_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = {f"q{i}": {f"d{i}": 1, f"e{i}": 2} for i in range(60)}
+            run = {f"q{i}": ([f"d{i}"] if i % 3 else ["x", f"e{i}"]) for i in range(60)}
+            paths = {}
+            for name, data in (("qrels", qrels), ("run", run)):
+                paths[name] = os.path.join(tmp, name + ".json")
+                with open(paths[name], "w") as f:
+                    json.dump(data, f)
+            code, out, err = run_main([paths["qrels"], paths["run"], "--baseline-run", paths["run"], "--calibrate", "20",
+                                       "--format", "table"])
+            self.assertEqual(code, 0, err)
+            self.assertIn("calibration: 20 simulations per scenario on 60 queries", out)
+            self.assertIn("a/a (false fails = regression): regression ", out)
+            code, out, _ = run_main([paths["qrels"], paths["run"], "--baseline-run", paths["run"], "--calibrate", "20"])
+            self.assertEqual(json.loads(out)["gate"]["calibration"]["simulations"], 20)
+            code, _, err = run_main([paths["qrels"], paths["run"], "--calibrate"])
+            self.assertEqual(code, 2)
+            self.assertIn("--calibrate needs per-query scores", err)
+
+
 if __name__ == "__main__":
     unittest.main()
