@@ -885,14 +885,16 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
         tables.append([array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, len(active), 8)])
         # None: the column covers every position, so its half holds every set bit
         masks.append(None if len(column) == width else sum(1 << i for i, p in enumerate(order) if p in column))
-    halves: List[List[Tuple[float, int]]] = [[] for _ in columns]
-    for _ in range(resamples):
-        bits = rng.getrandbits(width)  # bit i puts position order[i] in the half
-        chosen = bits.to_bytes(blocks, "little")
-        everyone = sum(chosen.translate(_BITS_SET))
-        for column_tables, mask, out in zip(tables, masks, halves):
-            size = everyone if mask is None else bin(bits & mask).count("1")
-            out.append((sum(map(getitem, column_tables, chosen)), size))
+    # bit i puts position order[i] in the half; all draws first, then one column at a time, so that
+    # each column's tables stay in the processor's cache through all of its lookups
+    draws = [rng.getrandbits(width).to_bytes(blocks, "little") for _ in range(resamples)]
+    everyone = [sum(chosen.translate(_BITS_SET)) for chosen in draws]
+    halves = []
+    for column_tables, mask in zip(tables, masks):
+        sums = [sum(map(getitem, column_tables, chosen)) for chosen in draws]
+        sizes = everyone if mask is None else [bin(int.from_bytes(chosen, "little") & mask).count("1")
+                                              for chosen in draws]
+        halves.append(list(zip(sums, sizes)))
     return halves
 
 
