@@ -18,8 +18,9 @@ environment variables, never pasted into a shell script:
 
 It runs ``rag_eval.main()`` in this process, appends the markdown summary to
 the step summary, writes the step outputs (``GITHUB_OUTPUT``) and exits with
-rag_eval's exit code: 0 pass, 1 regression, 2 error (3, inconclusive, is
-reserved for a later release).  The comment never changes the exit code.
+rag_eval's exit code: 0 pass, 1 regression, 2 error, 3 inconclusive
+(``--gate significant`` found too little evidence either way; ``--inconclusive
+pass|fail`` in ``args`` maps it to 0 or 1).  The comment never changes the exit code.
 Standard library only, like rag_eval.py.
 """
 
@@ -38,9 +39,8 @@ from typing import Dict, List, Mapping, Optional, Tuple
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # this Action's rag_eval.py, not an installed one
 import rag_eval  # noqa: E402
 
-VERDICTS = {rag_eval.EXIT_OK: "pass", rag_eval.EXIT_REGRESSION: "regression", rag_eval.EXIT_ERROR: "error"}
-# Exit code 3 will be "inconclusive" (a gate that found too little evidence either way); until it
-# exists, any code but 0 and 1 is an error.
+VERDICTS = {rag_eval.EXIT_OK: "pass", rag_eval.EXIT_REGRESSION: "regression", rag_eval.EXIT_ERROR: "error",
+            rag_eval.EXIT_INCONCLUSIVE: "inconclusive"}  # any other code is an error
 MARKER = "<!-- rag_eval -->"  # first line of the one comment this Action keeps on a pull request
 MAX_COMMENT = 65536  # characters GitHub accepts in a comment body
 MAX_PAGES = 20  # of 100 comments each, searched for the marker
@@ -276,7 +276,7 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
         code, err = run_rag_eval(argv, summary)
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
         message = errors[-1] if errors else f"rag_eval exited {code}"
-    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION):
+    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE):
         report_error(message, argv, summary)
     with open(summary, encoding="utf-8", errors="replace") as handle:
         summary_text = handle.read()

@@ -38,23 +38,26 @@ Public functions
 
 Exit codes of the command line: 0 scored and no regression, 1 at least one
 regression, 2 bad usage, bad input or a failure to deliver (a full disk, a
-closed stdout, memory), 130 interrupted (Ctrl-C), 141 standard output closed
-early, 143 terminated (SIGTERM).
+closed stdout, memory), 3 inconclusive (``--gate significant`` found too
+little evidence either way; ``--inconclusive pass|fail`` maps it to 0 or 1),
+130 interrupted (Ctrl-C), 141 standard output closed early, 143 terminated
+(SIGTERM).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
+    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
     "FORMATTERS",
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
-    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "canonical_metric", "clopper_pearson", "compare_paired",
-    "compare_runs",
-    "delta_split", "detectable_drop", "document_of", "documents_qrels", "documents_run", "evaluate", "explain", "format_metric",
-    "gate", "holm", "judged_at_k", "judged_filter", "label_changes", "main", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric", "per_query_by_metric",
-    "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline", "read_qrels", "read_run",
-    "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "slice_members",
-    "slice_report", "stored_judgments", "success_at_k", "unjudged_documents", "write_atomically",
+    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "calibrate", "canonical_metric", "clopper_pearson",
+    "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
+    "documents_run", "evaluate", "explain", "format_metric", "gate", "holm", "judged_at_k", "judged_filter",
+    "label_changes", "main", "maxt", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric",
+    "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline",
+    "read_qrels", "read_run", "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name",
+    "sign_flip_test", "sign_test", "significant_gains", "slice_members", "slice_report", "stored_judgments",
+    "success_at_k", "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -78,6 +81,7 @@ from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
+EXIT_INCONCLUSIVE = 3  # --gate significant found too little evidence either way
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 EXIT_TERMINATED = 143  # 128 + SIGTERM
@@ -1555,6 +1559,7 @@ DEFAULT_ALPHA = 0.05
 DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
+DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties
 # it, and a tie counts as extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two
@@ -1600,29 +1605,54 @@ def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float
     The one resampling of this section: the half has its signs flipped, so
     sum(signs * values) = sum(values) - 2 * sum(half).  The sign-flip test
     flips the signs of the deltas, the bootstrap those of the values'
-    distances from their mean.
+    distances from their mean.  One column of ``_joint_halves``.
+    """
+    return _joint_halves([dict(enumerate(values))], len(values), resamples, rng)[0]
 
-    It is the hot loop, so eight values share a table of their 256 subset
+
+def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[List[Tuple[float, int]]]:
+    """Random halves shared by several tests: per column, per resample, (sum of the half, its size).
+
+    ``columns`` map positions 0 .. width - 1 (queries) to values; a column
+    may cover only some positions (a slice).  Every resample draws one
+    random bit per position and every column flips the positions whose bit
+    is set: all tests of a query flip together, as a joint (MaxT)
+    adjustment needs.  A column's half size counts its own positions only.
+
+    It is the hot loop, so eight positions share a table of their 256 subset
     sums and one random byte picks a subset: a resample costs one lookup per
-    eight values.  Zeros go last and need no table, only their random bits.
+    eight positions and column.  Positions where every value is 0 go last
+    and need no table, only their random bits.
     """
     from array import array
     from operator import getitem
 
-    ordered = [value for value in values if value] + [value for value in values if not value]
-    nonzero = len(ordered) - ordered.count(0.0)
-    # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
-    # 2**53 of them: every subset sum is then a float held exactly, so sum() adds them in any order
-    # to the same bits (as fsum would, at a fraction of its cost).  The rounding moves a value by at
-    # most sum(|values|) * 2**-54, far inside TIE_TOLERANCE.
-    unit = 2.0 ** (math.frexp(math.fsum(map(abs, ordered)) or 1.0)[1] - 53)
-    ordered = [round(value / unit) * unit for value in ordered]
-    tables = [array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, nonzero, 8)]
-    blocks = (len(ordered) + 7) // 8
+    zero = [not any(column.get(p) for column in columns) for p in range(width)]
+    order = [p for p in range(width) if not zero[p]] + [p for p in range(width) if zero[p]]
+    active = order[:zero.count(False)]
+    blocks = (width + 7) // 8
+    tables, masks = [], []
+    for column in columns:
+        ordered = [column.get(p, 0.0) for p in active] + [0.0] * (width - len(active))  # a last table's zeros
+        # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
+        # 2**53 of them: every subset sum is then a float held exactly, so sum() adds them in any order
+        # to the same bits (as fsum would, at a fraction of its cost).  The rounding moves a value by at
+        # most sum(|values|) * 2**-54, far inside TIE_TOLERANCE.
+        unit = 2.0 ** (math.frexp(math.fsum(map(abs, ordered)) or 1.0)[1] - 53)
+        ordered = [round(value / unit) * unit for value in ordered]
+        tables.append([array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, len(active), 8)])
+        # None: the column covers every position, so its half holds every set bit
+        masks.append(None if len(column) == width else sum(1 << i for i, p in enumerate(order) if p in column))
+    # bit i puts position order[i] in the half; all draws first, then one column at a time, so that
+    # each column's tables stay in the processor's cache through all of its lookups
+    draws = [rng.getrandbits(width).to_bytes(blocks, "little") for _ in range(resamples)]
+    everyone = [sum(chosen.translate(_BITS_SET)) for chosen in draws]
     halves = []
-    for _ in range(resamples):
-        chosen = rng.getrandbits(len(ordered)).to_bytes(blocks, "little")  # bit i puts value i in the half
-        halves.append((sum(map(getitem, tables, chosen)), sum(chosen.translate(_BITS_SET))))
+    for column_tables, mask in zip(tables, masks):
+        sums = [sum(map(getitem, column_tables, chosen)) for chosen in draws]
+        sizes = everyone if mask is None else [bin(int.from_bytes(chosen, "little") & mask).count("1")
+                                              for chosen in draws]
+        halves.append(list(zip(sums, sizes)))
     return halves
 
 
@@ -1644,8 +1674,10 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
 
     Under the null hypothesis each query's difference is as likely to have the
     other sign (Fisher's randomization test; Smucker, Allan & Carterette 2007
-    recommend it for IR).  With up to EXACT_SIGN_FLIP_MAX differing queries
-    every sign pattern is enumerated and p is exact; otherwise ``resamples``
+    recommend it for IR).  When every nonzero delta has one size (a 0/1
+    measure: +1 or -1) it is the sign test, exact at any count
+    (``sign_test``).  Otherwise, with up to EXACT_SIGN_FLIP_MAX differing
+    queries every sign pattern is enumerated and p is exact; beyond, ``resamples``
     random patterns (random halves flipped) give p = (1 + as extreme) /
     (1 + resamples), never 0.  A pattern within TIE_TOLERANCE of the observed
     sum ties it and counts as extreme.
@@ -1659,6 +1691,8 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
+    if _one_size(nonzero):  # +-c only (a 0/1 measure): the sign test, exact at any count
+        return sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
     if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
         return _count_as_extreme(nonzero, _subset_sums(nonzero)) / 2 ** len(nonzero), True
     return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
@@ -1784,6 +1818,141 @@ def holm(p_values: Mapping[str, float]) -> Dict[str, float]:
     return adjusted
 
 
+def _one_size(nonzero: List[float]) -> bool:
+    """Whether every value has the same size (+-c): then the sign-flip test is the sign test."""
+    size = abs(nonzero[0])
+    return all(abs(value) == size for value in nonzero)
+
+
+def sign_test(better: int, differing: int) -> float:
+    """Exact two-sided sign test: P(|B - n/2| >= |better - n/2|), B ~ Binomial(n, 1/2), n = ``differing``.
+
+    The sign-flip test of deltas of one size (a 0/1 measure's +1 and -1),
+    computed exactly at any count from whole binomial coefficients
+    (``math.comb``) and one correctly rounded division; never 0 (a p below
+    the smallest float is shown as the smallest float).
+
+    >>> sign_test(0, 6)  # six worse, none better: 2 of the 64 patterns
+    0.03125
+    >>> sign_test(0, 17) == 2 / 2 ** 17
+    True
+    """
+    if differing <= 0:
+        return 1.0
+    fewer = min(better, differing - better)
+    if 2 * fewer >= differing:  # the observed sum is 0 (or the count is odd and as balanced as it gets)
+        return 1.0
+    tail, term = 0, 1
+    for i in range(fewer + 1):  # comb(n, i), one step at a time
+        tail += term
+        term = term * (differing - i) // (i + 1)
+    return max(2 * tail / (1 << differing), 5e-324)
+
+
+class _Family(NamedTuple):
+    """The tests of one family on shared sign flips: per test, its deltas by position, and the resampling."""
+
+    keys: List[str]
+    columns: List[Dict[int, float]]  # test -> position -> delta (the test's own queries only)
+    width: int  # positions: the union of every test's queries
+    halves: Optional[List[List[Tuple[float, int]]]]  # None: enumerated exactly
+
+
+def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int) -> _Family:
+    """Line up the tests on the union of their queries and draw one shared resampling (or none: exact)."""
+    import random
+
+    keys = sorted(deltas)
+    queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
+    position = {qid: i for i, qid in enumerate(queries)}
+    columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
+    differing = sum(1 for p in range(len(queries)) if any(column.get(p) for column in columns))
+    if differing <= EXACT_SIGN_FLIP_MAX:
+        return _Family(keys, columns, len(queries), None)
+    rng = random.Random(f"rag_eval:{seed}:family")
+    return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
+
+
+def _flipped_statistics(family: _Family) -> List[List[float]]:
+    """Per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) for every sign pattern drawn (or every one)."""
+    found = []
+    for index, column in enumerate(family.columns):
+        values = list(column.values())
+        total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
+        if not scale:
+            found.append(None)
+            continue
+        if family.halves is None:  # every pattern of the positions where any test differs
+            active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
+            flipped = _subset_sums([column.get(p, 0.0) for p in active])
+        else:
+            flipped = [half for half, _ in family.halves[index]]
+        found.append([abs(total - 2 * half) / scale for half in flipped])
+    return found
+
+
+def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+         p_values: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
+    """Step-down MaxT adjusted p-values of a family of paired tests (Westfall & Young 1993, alg. 2.8).
+
+    ``deltas`` maps each test (a metric, a cutoff, a slice) to its per-query
+    deltas.  Each test's statistic is T = |sum(deltas)| / sqrt(sum(deltas**2)),
+    a sum in units of its own scale, unchanged by sign flips, so tests of
+    0/1 and graded measures compare.  Every sign pattern flips all tests of a
+    query together, so metrics that move on the same queries (they do) share
+    their null distribution and cost little power, where Holm pays for each
+    (Boytsov, Belova & Westfall 2013 for IR).  Tests are taken from the
+    largest T down; a test's adjusted p is the share of patterns whose
+    largest T among it and the tests after it reaches its own T, never below
+    the adjusted p before it nor its own p (``p_values``; its sign-flip p by
+    default).  With up to EXACT_SIGN_FLIP_MAX queries differing in any test
+    every pattern is enumerated (exact); otherwise ``resamples`` seeded
+    random patterns give (1 + reached) / (1 + resamples), never 0.
+
+    >>> maxt({"a": {"q1": -1.0, "q2": -1.0}, "b": {"q1": -0.5, "q2": -0.5}})
+    {'a': 0.5, 'b': 0.5}
+    """
+    family = _family(deltas, resamples, seed)
+    if p_values is None:
+        p_values = {key: sign_flip_test(deltas[key].values(), resamples)[0] for key in family.keys}
+    return _maxt_of(family, p_values)
+
+
+def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]:
+    statistics = _flipped_statistics(family)
+    observed, thresholds = [], []
+    for column in family.columns:
+        values = list(column.values())
+        scale = math.sqrt(math.fsum(v * v for v in values))
+        total, spread = abs(math.fsum(values)), math.fsum(map(abs, values))
+        observed.append(total / scale if scale else 0.0)
+        # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
+        thresholds.append((total - TIE_TOLERANCE * spread) / scale if scale else -1.0)
+    order = sorted(range(len(family.keys)), key=lambda i: (-observed[i], family.keys[i]))
+    patterns = 2 ** sum(1 for p in range(family.width) if any(c.get(p) for c in family.columns)) \
+        if family.halves is None else len(family.halves[0]) if family.halves else 0
+    reached = [0] * len(order)
+    rows = [statistics[i] for i in order]
+    for pattern in range(patterns):
+        running = 0.0
+        for rank in range(len(order) - 1, -1, -1):
+            row = rows[rank]
+            if row is not None and row[pattern] > running:
+                running = row[pattern]
+            if running >= thresholds[order[rank]]:
+                reached[rank] += 1
+    adjusted, floor = {}, 0.0
+    for rank, index in enumerate(order):
+        key = family.keys[index]
+        if family.halves is None:
+            share = reached[rank] / patterns if patterns else 1.0
+        else:
+            share = (1 + reached[rank]) / (1 + patterns)
+        floor = max(floor, share, p_values[key])
+        adjusted[key] = min(1.0, floor)
+    return {key: adjusted[key] for key in family.keys}
+
+
 def _standard_deviation(values: List[float]) -> Optional[float]:
     """Sample standard deviation with exactly rounded sums: the same bits on
     every Python (statistics.stdev changed its arithmetic in 3.11)."""
@@ -1835,8 +2004,14 @@ def compare_paired(
     seed: int = DEFAULT_SEED,
     alpha: float = DEFAULT_ALPHA,
     show: int = 5,
+    halves: Optional[List[Tuple[float, int]]] = None,
 ) -> PairedComparison:
-    """Compare one metric's per-query scores on the queries scored on both sides."""
+    """Compare one metric's per-query scores on the queries scored on both sides.
+
+    ``halves``: a resampling of the deltas in query order drawn already (the
+    gate draws one for its whole family, ``_joint_halves``); by default one
+    generator per metric, seeded by its name.
+    """
     import random
 
     common = sorted(set(before) & set(after))
@@ -1844,10 +2019,11 @@ def compare_paired(
         raise RagEvalError(f"{metric}: no query is scored on both sides")
     deltas = [after[qid] - before[qid] for qid in common]
     differing = sum(1 for delta in deltas if delta)
-    # One generator per metric, seeded by its name: adding a metric changes no other's numbers.
     # One pass of random halves serves the test (unless exact) and the interval.
-    halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}")) if differing else []
-    p_value, exact = sign_flip_test(deltas) if differing <= EXACT_SIGN_FLIP_MAX else (_sampled_p(deltas, halves), False)
+    if halves is None:
+        halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}")) if differing else []
+    exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size([delta for delta in deltas if delta])
+    p_value = sign_flip_test(deltas)[0] if exact else _sampled_p(deltas, halves)
     drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
     return PairedComparison(
         metric=metric,
@@ -1859,8 +2035,8 @@ def compare_paired(
         p_value=p_value,
         exact=exact,
         # the smallest p there could be: 2 of the 2**n patterns, or 1 in resamples + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + resamples)) > alpha,
-        interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
+        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + len(halves))) > alpha,
+        interval=_bootstrap_from_halves(deltas, halves if differing else [], CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
         spread=_standard_deviation(deltas),
@@ -1886,6 +2062,8 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 BASELINE_FORMAT = "rag_eval-baseline/1"
 TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
+ADJUSTMENTS = ("maxt", "holm")
+INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 
 
 class Baseline(NamedTuple):
@@ -2025,20 +2203,27 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     return found
 
 
-def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None) -> dict:
+def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
+                     raised: Iterable[str] = ()) -> dict:
     """The extended baseline of a result.
 
-    With ``keep_from`` (``--ratchet``), each metric whose mean was better in
-    that older baseline keeps the older mean with the older per-query scores
-    (none, from a flat baseline), so that a mean always matches its own
-    per-query scores.
+    With ``keep_from`` (``--ratchet``), a metric takes the new mean only when
+    it rose significantly (``raised``: adjusted p < alpha and the interval of
+    the delta above 0); otherwise it keeps the older mean with the older
+    per-query scores, so that a mean always matches its own per-query scores
+    and noise alone cannot lift it (keeping the better of two noisy means
+    drifts upward: the winner's curse).  A flat older baseline has no
+    per-query scores to test against: there the better mean is kept (none of
+    its per-query scores, which it lacks).
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
+    raised = set(raised)
     if keep_from is not None:
         for metric, old in keep_from.means.items():
-            if metric in means and old > means[metric]:
+            tested = metric in (keep_from.per_query or {})
+            if metric in means and (metric not in raised if tested else old > means[metric]):
                 means[metric] = old
                 if metric in (keep_from.per_query or {}):
                     per_query[metric] = keep_from.per_query[metric]
@@ -2060,10 +2245,20 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
 
 
 def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
-                   extra: Optional[dict] = None) -> str:
+                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
     """The extended baseline as a file, with ``extra`` records (``meta``) beside the rest."""
-    return json.dumps(dict(_baseline_record(result, fingerprint, keep_from), **(extra or {})), sort_keys=True,
+    return json.dumps(dict(_baseline_record(result, fingerprint, keep_from, raised), **(extra or {})), sort_keys=True,
                       indent=2) + "\n"
+
+
+def significant_gains(gate_report: Optional[dict]) -> List[str]:
+    """The gated metrics (not slices) that rose significantly: adjusted p < alpha, interval above 0.
+    What ``--ratchet`` raises."""
+    if not gate_report:
+        return []
+    return sorted(key for key, entry in gate_report["metrics"].items()
+                  if ":" not in key and entry.get("p_adjusted") is not None
+                  and entry["p_adjusted"] < gate_report["alpha"] and entry["interval"][0] > 0)
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -2278,6 +2473,7 @@ class GateSettings(NamedTuple):
     resamples: int = DEFAULT_RESAMPLES
     seed: int = DEFAULT_SEED
     show: int = 5
+    adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2337,30 +2533,46 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
-    paired = {
-        t.key: compare_paired(t.key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
-                              alpha=settings.alpha, show=settings.show)
-        for t in targets if t.before is not None and set(t.before) & set(t.after)
-    }
+    paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    corrected = holm({key: comparison.p_value for key, comparison in paired.items()})
-    report = {"rule": settings.rule, "alpha": settings.alpha, "metrics": {}, "floors": {}}
+    report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": {}, "floors": {}}
     for target in targets:
         comparison = paired.get(target.key)
-        report["metrics"][target.key] = _gated_metric(target, settings, comparison,
-                                                      None if comparison is None else corrected[target.key])
+        report["metrics"][target.key] = _gated_metric(target, settings, comparison, p_holm.get(target.key),
+                                                      p_adjusted.get(target.key))
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None and baseline.conventions is not None:
         report["new"] = sorted(set(result["mean"]) - set(baseline.means))
-    report["passed"] = not any(
-        entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()
-    ) and all(entry["verdict"] == "pass" for entry in report["floors"].values())
+    failed = any(entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()) \
+        or any(entry["verdict"] != "pass" for entry in report["floors"].values())
+    undecided = [key for key, entry in report["metrics"].items() if entry["verdict"] == "inconclusive"]
+    report["verdict"] = "regression" if failed else "inconclusive" if undecided else "pass"
+    report["passed"] = report["verdict"] == "pass"
     return report
+
+
+def _paired_family(targets: List[_Target], settings: GateSettings
+                   ) -> Tuple[Dict[str, PairedComparison], Dict[str, float], Dict[str, float]]:
+    """Every paired test of the gate (metrics x cutoffs x slices) as one family on one resampling:
+    the comparisons, their Holm p-values and their p-values adjusted as ``settings.adjust`` says."""
+    tests = {t.key: t for t in targets if t.before is not None and set(t.before) & set(t.after)}
+    deltas = {key: {qid: t.after[qid] - t.before[qid] for qid in set(t.before) & set(t.after)}
+              for key, t in tests.items()}
+    family = _family(deltas, settings.resamples, settings.seed)
+    paired = {}
+    for index, key in enumerate(family.keys):
+        t = tests[key]
+        halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
+        paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
+                                     alpha=settings.alpha, show=settings.show, halves=halves)
+    p_values = {key: comparison.p_value for key, comparison in paired.items()}
+    p_holm = holm(p_values)
+    return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
 def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
@@ -2375,37 +2587,52 @@ def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float]) -> dict:
-    """One metric's entry in the gate's report, its verdict last."""
+                  p_holm: Optional[float], p_adjusted: Optional[float] = None) -> dict:
+    """One metric's entry in the gate's report, its verdict last.
+
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule
+    ``significant``, a non-inferiority test with the tolerance as its margin:
+    a regression when the mean fell beyond the tolerance and the fall is
+    significant (adjusted p < alpha and the interval of the delta below 0);
+    a pass when the interval's low end is within the tolerance (the drop is
+    shown to be smaller); otherwise inconclusive.
+    """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
     entry = {"baseline": target.was, "now": target.now,
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:
-        entry.update(_paired_entry(comparison, p_holm, allowed, settings.alpha))
+        entry.update(_paired_entry(comparison, p_holm, p_adjusted if p_adjusted is not None else p_holm, allowed,
+                                   settings.alpha))
     if target.now is None:
         verdict = "missing"
-    elif not _fell(target.was, target.now, allowed):
-        verdict = "pass"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
+        verdict = "regression" if _fell(target.was, target.now, allowed) else "pass"
+    elif _fell(target.was, target.now, allowed) and entry["p_adjusted"] < settings.alpha \
+            and comparison.interval.high < 0:
         verdict = "regression"
+    elif not _fell(0.0, comparison.interval.low, allowed):  # the whole interval within the tolerance
+        verdict = "pass"
     else:
-        significant = p_holm < settings.alpha and comparison.interval.high < 0
-        verdict = "regression" if significant else "not significant"
+        verdict = "inconclusive"
     entry["verdict"] = verdict
     return entry
 
 
-def _paired_entry(comparison: PairedComparison, p_holm: float, allowed: float, alpha: float) -> dict:
+def _paired_entry(comparison: PairedComparison, p_holm: float, p_adjusted: float, allowed: float,
+                  alpha: float) -> dict:
+    spread = comparison.spread
     return {
         "queries": comparison.queries,
         "improved": comparison.improved,
         "worse": comparison.worse,
         "same": comparison.same,
         "mean_delta": comparison.mean_delta,
+        "effect_size": comparison.mean_delta / spread if spread else None,
         "p_value": comparison.p_value,
         "p_holm": p_holm,
+        "p_adjusted": p_adjusted,
         "exact": comparison.exact,
         "unresolvable": comparison.unresolvable,
         "interval": list(comparison.interval),
@@ -2428,8 +2655,10 @@ def _adjust_family(p_values: Mapping[str, float]) -> Dict[str, float]:
     """Adjust a family of p-values together, as the gate adjusts its metrics'.
 
     The one place that says how a family of candidates x metrics is
-    corrected: Holm's step-down method today (see ``holm``), so that the
-    chance of any false "better" or "worse" in the whole table stays at alpha.
+    corrected: Holm's step-down method (see ``holm``), so that the chance of
+    any false "better" or "worse" in the whole table stays at alpha.  Not
+    the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R
+    and B - R is a relabelling of three, so MaxT's joint null fails here.
     """
     return holm(p_values)
 
@@ -2687,6 +2916,75 @@ def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_o
     return {metric: {"total": now[metric] - old_on_old[metric], "labels": old_on_new[metric] - old_on_old[metric],
                      "system": now[metric] - old_on_new[metric]}
             for metric in sorted(now, key=_metric_order) if metric in old_on_new and metric in old_on_old}
+CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
+PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
+
+
+def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
+              keys: Optional[Iterable[str]] = None) -> dict:
+    """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
+
+    Each simulation resamples the baseline's per-query scores against
+    themselves: every query is paired with a random query (with
+    replacement), and a fair coin says which of the two score vectors is
+    "before" and which "after".  Every query's delta is then symmetric about
+    0 with the real spread, ties at 0 and 1 and the real correlation of the
+    metrics, so a fail is a false fail (A/A); each query changes, the worst
+    case for noise.  A planted drop of f tolerances then sets a random share
+    of the "after" queries to 0 (lost evidence, the same queries for every
+    metric) so that each metric's mean falls by f times its tolerance in
+    expectation.  The gate runs as configured (rule, tolerances, alpha,
+    adjustment) with CALIBRATION_RESAMPLES resamples.  Rates are shares of
+    ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
+    Seeded by ``settings.seed``.
+    """
+    import random
+
+    scores = {key: values for key, values in (baseline.per_query or {}).items()
+              if ":" not in key and (keys is None or key in keys)}
+    if not scores:
+        raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
+    queries = sorted(set.intersection(*(set(values) for values in scores.values())))
+    if len(queries) < 2:
+        raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
+    metrics = sorted(scores, key=_metric_order)
+    rows = [[scores[m][qid] for m in metrics] for qid in queries]
+    quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
+    scenarios = {}
+    for factor in (0.0,) + PLANTED_DROPS:
+        rng = random.Random(f"rag_eval:{settings.seed}:calibrate:{factor}")
+        counts = {"regression": 0, "inconclusive": 0, "pass": 0}
+        for _ in range(simulations):
+            before, after = [], []
+            for row in rows:
+                other = rows[rng.randrange(len(rows))]
+                first, second = (row, other) if rng.random() < 0.5 else (other, row)
+                before.append(first)
+                after.append(list(second))
+            if factor:
+                means = [math.fsum(r[i] for r in after) / len(after) for i in range(len(metrics))]
+                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(
+                    r[i] for r in before) / len(before)) for i, m in enumerate(metrics)]
+                shares = [min(1.0, drop / mean) if mean > 0 else 0.0 for drop, mean in zip(drops, means)]
+                for r in after:
+                    lost = rng.random()
+                    r[:] = [0.0 if lost < share else value for value, share in zip(r, shares)]
+            targets = []
+            for i, metric in enumerate(metrics):
+                was = dict(zip(queries, (r[i] for r in before)))
+                now = dict(zip(queries, (r[i] for r in after)))
+                targets.append(_Target(metric, _mean(was.values()), _mean(now.values()), was, now))
+            paired, p_holm, p_adjusted = _paired_family(targets, quick)
+            verdicts = {_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))["verdict"]
+                        for t in targets}
+            counts["regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
+                   else "pass"] += 1
+        name = "a/a" if not factor else f"drop {factor:g}x tolerance"
+        scenarios[name] = {"planted_drop": factor, **{
+            outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
+            for outcome, count in counts.items()}}
+    return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
+            "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
 
 
 # === Reading inputs ===
@@ -4080,6 +4378,8 @@ def _natural_order(text: str) -> tuple:
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
     """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
     verdicts = [entry.get("verdict")] if entry else []
+    if entry and entry.get("verdict") == "inconclusive" and entry.get("queries_needed"):
+        verdicts = [f"inconclusive (~{entry['queries_needed']} queries would resolve it)"]
     if floor is not None:
         verdicts.append("floor met" if floor["verdict"] == "pass" else f"below floor {floor['min']:g}")
     failing = [v for v in verdicts if v in ("missing", "regression") or (v or "").startswith("below floor")]
@@ -4095,7 +4395,8 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     if intervals is not None:
         header += ["95% low", "95% high"]
     if gate_entries or floors:
-        header += ["baseline", "delta", "allowed drop", "p (Holm)", "verdict"]
+        header += ["baseline", "delta", "delta low", "delta high", "effect", "better/worse/same", "allowed drop",
+                   "p (adj.)", "verdict"]
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
@@ -4105,8 +4406,12 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
             row += [_shown(low, digits, missing), _shown(high, digits, missing)]
         if gate_entries or floors:
             entry = gate_entries.get(metric, {})
+            low, high = entry.get("interval") or (None, None)  # the paired interval of the delta
+            counts = f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing
             row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing),
-                    _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_holm"), digits, missing),
+                    _shown(low, digits, missing), _shown(high, digits, missing),
+                    _shown(entry.get("effect_size"), digits, missing), counts,
+                    _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_adjusted"), digits, missing),
                     _verdict_cell(entry, floors.get(metric)) or missing]
         rows.append(row)
     return rows
@@ -4172,8 +4477,26 @@ def _verdict_line(report: dict) -> str:
         return f"scored {report['queries']} queries{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in ("missing", "regression", "below floor")}, key=_metric_order)
-    verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
+    undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
+                       key=_metric_order)
+    verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})" if failed \
+        else f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})"
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
+
+
+def _calibration_lines(report: dict) -> List[str]:
+    """--calibrate: one line per scenario, each rate with its Monte Carlo standard error."""
+    found = (report.get("gate") or {}).get("calibration")
+    if not found:
+        return []
+    lines = [f"calibration: {found['simulations']} simulations per scenario on {found['queries']} queries "
+             f"resampled against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}"]
+    for name, outcome in found["scenarios"].items():
+        shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
+                          for kind in ("regression", "inconclusive", "pass"))
+        role = "false fails" if not outcome["planted_drop"] else "power"
+        lines.append(f"  {name} ({role} = regression): {shown}")
+    return lines
 
 
 def _format_table(report: dict, digits: int) -> str:
@@ -4181,6 +4504,8 @@ def _format_table(report: dict, digits: int) -> str:
     drops = _drop_lines(report, digits, str)
     if drops:
         parts.append("\n".join(drops))
+    if _calibration_lines(report):
+        parts.append("\n".join(_calibration_lines(report)))
     line = _abstention_line(report)
     if line:
         parts.append(line)
@@ -4205,6 +4530,10 @@ def _format_markdown(report: dict, digits: int) -> str:
     for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
         metric, _, rest = line.partition(": ")
         parts.append(f"**{metric}**: {rest}")
+    calibration = _calibration_lines(report)
+    if calibration:
+        parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
+                               + [f"- {line.strip()}" for line in calibration[1:]]))
     line = _abstention_line(report)
     if line:
         parts.append(line[0].upper() + line[1:])
@@ -4332,6 +4661,13 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
     if fell:
         found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
                               f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    undecided = [f"{metric}" + (f" (~{entry['queries_needed']} queries would resolve it)"
+                                if entry.get("queries_needed") else "")
+                 for metric, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"]
+    if undecided:
+        found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
+                              f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
+                              "; ".join(undecided)))
     coarse = []
     for metric, entry in gate_report["metrics"].items():
         detectable = entry.get("min_detectable_drop")
@@ -4752,6 +5088,8 @@ def _help_epilog() -> str:
             f"  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr); "
             "with --check-labels: an orphaned label",
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
+            f"  {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way",
+            "       (lines 'INCONCLUSIVE <metric>: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
             f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
@@ -4808,8 +5146,19 @@ def _build_parser():
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
-                        help="drop: any fall beyond the tolerance fails (default); significant: it must also "
-                             "be significant (Holm-corrected p < alpha, interval below 0)")
+                        help="drop: any fall beyond the tolerance fails (default); significant: a "
+                             "non-inferiority test with the tolerance as margin: regression when the fall is "
+                             "beyond it and significant (adjusted p < alpha, interval below 0), pass when the "
+                             "interval's low end is within it, else inconclusive (exit 3)")
+    gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
+                        help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
+                             "maxt, step-down MaxT on shared sign flips (default), or holm")
+    gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
+                        help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
+    gating.add_argument("--calibrate", type=typed(_whole_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
+                        metavar="N",
+                        help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) and power "
+                             f"at planted drops, N seeded simulations each (default {DEFAULT_SIMULATIONS})")
     gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
     gating.add_argument("--resamples", type=typed(_whole_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
                         help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
@@ -4829,7 +5178,8 @@ def _build_parser():
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
-                        help="with --update-baseline: keep the better of the old and new mean of each metric")
+                        help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
+                             "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
     parser.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
     parser.add_argument("--min-grade", type=typed(_whole_arg(1)), default=1, metavar="N",
@@ -4924,6 +5274,8 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.calibrate and not (args.baseline or args.baseline_run):
+        raise RagEvalError("--calibrate needs per-query scores to resample: --baseline FILE (extended) or --baseline-run")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
                ("--junit", args.junit), ("--unjudged", args.unjudged), ("--metrics-file", args.metrics_file))
                if path is not None]
@@ -4990,7 +5342,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
         hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
     return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
-                        args.largest_drops)
+                        args.largest_drops, args.adjust)
 
 
 def _spelled_ours(key: str) -> str:
@@ -5113,7 +5465,8 @@ def _run(args, argv: List[str]) -> int:
         messages = _messages(result, gate_report)
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
-        passed = gate_report is None or gate_report["passed"]
+        code = _exit_code(args, gate_report)
+        passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
         # Every file is written to its temporary first (a missing folder or a full disk fails here,
         # with nothing printed), then the report goes out, and only then are the files renamed into place.
@@ -5132,7 +5485,15 @@ def _run(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")
                                  if passed else f"the gate failed, so {args.baseline} was not changed"))
     _print_messages(args, report, messages)
-    return EXIT_OK if passed else EXIT_REGRESSION
+    return code
+
+
+def _exit_code(args, gate_report: Optional[dict]) -> int:
+    """0 pass, 1 regression, 3 inconclusive (or what --inconclusive maps it to)."""
+    verdict = "pass" if gate_report is None else gate_report["verdict"]
+    if verdict == "inconclusive" and args.inconclusive != "exit":
+        verdict = "pass" if args.inconclusive == "pass" else "regression"
+    return {"pass": EXIT_OK, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}[verdict]
 
 
 def _deliver(text: str) -> None:
@@ -5217,6 +5578,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         gate_report["meta_changes"] = changes
     if earlier is not None and qrels is not None:
         gate_report.update(_label_report(earlier, qrels, result, baseline, qrels_changed))
+    if args.calibrate:
+        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
     return gate_report
 
 
@@ -5239,7 +5602,8 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None, extra)))
+        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None,
+                                                     significant_gains(report.get("gate")), extra)))
     return files
 
 

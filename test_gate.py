@@ -199,8 +199,11 @@ class TestSignFlipTest(unittest.TestCase):
         # zeros do not count as differing: limit nonzero deltas and 10 zeros are still exact
         _, exact = rag_eval.sign_flip_test([0.25] * limit + [0.0] * 10, 100, random.Random(0))
         self.assertTrue(exact)
-        _, exact = rag_eval.sign_flip_test([0.25] * (limit + 1), 100, random.Random(0))
+        _, exact = rag_eval.sign_flip_test([0.25] * limit + [0.5], 100, random.Random(0))
         self.assertFalse(exact)
+        # deltas of one size (a 0/1 measure) are the sign test, exact at any count
+        self.assertEqual(rag_eval.sign_flip_test([0.25] * (limit + 1), 100, random.Random(0)),
+                         (2 / 2 ** (limit + 1), True))
 
     def test_sampled_p_is_one_plus_count_over_one_plus_resamples(self):
         rng = random.Random(3)
@@ -214,9 +217,10 @@ class TestSignFlipTest(unittest.TestCase):
                 self.assertTrue(0 <= round(count) <= resamples)
 
     def test_sampled_p_is_never_zero(self):
-        # 40 deltas of +1/2: 2 of 2**40 patterns are as extreme, so no sample hits
-        # one and p is the smallest value it can take, 1 / (1 + R).
-        p, exact = rag_eval.sign_flip_test([0.5] * 40, 200, random.Random(0))
+        # 40 positive deltas of two sizes (one size would be the exact sign test): 2 of
+        # 2**40 patterns are as extreme, so no sample hits one and p is the smallest
+        # value it can take, 1 / (1 + R).
+        p, exact = rag_eval.sign_flip_test([0.5] * 20 + [0.25] * 20, 200, random.Random(0))
         self.assertEqual((p, exact), (1 / (1 + 200), False))
 
     def test_sampled_agrees_with_exact_on_the_same_data(self):
@@ -237,7 +241,8 @@ class TestSignFlipTest(unittest.TestCase):
                 self.assertLess(abs(p_sampled - p_exact), 4 * error + 2 / resamples)
 
     def test_deterministic_given_the_seed(self):
-        deltas = [random.Random(2).uniform(-1, 1) for _ in range(60)]
+        rng = random.Random(2)  # one generator: 60 different deltas (a fresh one each time gave 60 equal ones)
+        deltas = [rng.uniform(-1, 1) for _ in range(60)]
         first = rag_eval.sign_flip_test(deltas, 300, random.Random(42))
         self.assertEqual(rag_eval.sign_flip_test(deltas, 300, random.Random(42)), first)
         self.assertFalse(first[1])
@@ -566,7 +571,8 @@ class TestComparePaired(unittest.TestCase):
                 self.assertEqual((comparison.worse, comparison.same), (differing, 20 - differing))
         for differing, exact in [(limit, True), (limit + 1, False)]:
             before = {f"q{i:02d}": 1.0 for i in range(limit + 5)}
-            after = dict(before, **{f"q{i:02d}": 0.0 for i in range(differing)})
+            # deltas of two sizes: one size (a 0/1 measure) is the sign test, exact at any count
+            after = dict(before, **{f"q{i:02d}": 0.5 if i == 0 else 0.0 for i in range(differing)})
             with self.subTest(differing=differing):
                 self.assertEqual(rag_eval.compare_paired("success@5", before, after, resamples=100).exact, exact)
 
@@ -1072,7 +1078,8 @@ class TestPairedGate(unittest.TestCase):
                                  [f"REGRESSION {m}" for m in ("mrr@5", "ndcg@5", "recall@5", "success@5")])
                 for metric, entry in gate["metrics"].items():
                     self.assertEqual(entry["verdict"], "regression", metric)
-                    self.assertFalse(entry["exact"])  # 100 queries differ: sampled
+                    # 100 queries differ: sampled, but a 0/1 measure is the sign test, exact at any count
+                    self.assertEqual(entry["exact"], metric == "success@5")
                     self.assertEqual(entry["worse"], 100)
                     self.assertLess(entry["p_holm"], 0.05)
                     self.assertLess(entry["interval"][1], 0)
@@ -1083,13 +1090,24 @@ class TestPairedGate(unittest.TestCase):
         self.assertEqual(gate["rule"], "drop")
         self.assertEqual(gate["metrics"]["success@5"]["verdict"], "regression")
         self.assertIn("REGRESSION success@5: baseline", "\n".join(lines))
-        gate, lines = self.gate(self.slight, 0, "--max-drop", "0.01", "--gate", "significant")
+        # Holm: no metric's fall is significant, and none is shown to be within 0.01 either:
+        # inconclusive (exit 3), where the two-outcome gate passed them as "not significant".
+        gate, lines = self.gate(self.slight, 3, "--max-drop", "0.01", "--gate", "significant", "--adjust", "holm")
         self.assertEqual(gate["rule"], "significant")
-        self.assertTrue(gate["passed"])
+        self.assertFalse(gate["passed"])
+        self.assertEqual(gate["verdict"], "inconclusive")
         self.assertEqual(lines, [])
         success = gate["metrics"]["success@5"]
-        self.assertEqual(success["verdict"], "not significant")
-        self.assertEqual({e["verdict"] for e in gate["metrics"].values()} - {"pass", "not significant"}, set())
+        self.assertEqual(success["verdict"], "inconclusive")
+        self.assertEqual({e["verdict"] for e in gate["metrics"].values()}, {"inconclusive"})
+        # MaxT (the default) shares the 2**16 sign patterns of the 16 differing queries among the four
+        # metrics: ndcg@5 (raw p 0.0136, Holm 0.054) adjusts to 0.0315 and its interval is below 0.
+        gate, lines = self.gate(self.slight, 1, "--max-drop", "0.01", "--gate", "significant")
+        ndcg = gate["metrics"]["ndcg@5"]
+        self.assertEqual(ndcg["verdict"], "regression")
+        self.assertLess(ndcg["p_adjusted"], 0.05)
+        self.assertGreater(ndcg["p_holm"], 0.05)
+        self.assertEqual(gate["metrics"]["success@5"]["verdict"], "inconclusive")
         self.assertAlmostEqual(success["delta"], (6 - 10) / 200, places=12)
         self.assertAlmostEqual(success["mean_delta"], (6 - 10) / 200, places=12)
         self.assertEqual((success["worse"], success["improved"], success["same"]), (10, 6, 200 - 16))

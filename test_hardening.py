@@ -507,14 +507,20 @@ class TestConcurrentUpdates(TempDirMixin, unittest.TestCase):
         import time
 
         baseline = self.write("baseline.json", {"recall@5": 0.1, "mrr@5": 0.1})
-        # A: the fixtures (recall 2/3, mrr 1/2).  B: recall (1/2 + 0 + 1/2) / 3 = 1/3, mrr (1 + 0 + 1) / 3 = 2/3.
-        run_b = self.write("run_b.json", {"q1": ["refund-policy#2"], "q2": [], "q3": ["sso-setup#5"]})
+        # The ratchet raises a mean only on a significant rise, so each run must beat the other on
+        # one metric on enough queries: 20 queries, two relevant documents each.  A: both in the top 5
+        # at ranks 3 and 4 (recall 1, mrr 1/3).  B: one at rank 1 (recall 1/2, mrr 1).  Whichever
+        # runs second rises on its metric on all 20 queries (sign test p = 2 / 2**20) and keeps the
+        # other's better one: recall 1 and mrr 1.  A lost update keeps one run's means alone.
+        qrels = self.write("qrels_ab.json", {f"q{i}": {f"r{i}a": 1, f"r{i}b": 1} for i in range(20)})
+        run_a = self.write("run_a.json", {f"q{i}": ["n1", "n2", f"r{i}a", f"r{i}b", "n3"] for i in range(20)})
+        run_b = self.write("run_b.json", {f"q{i}": [f"r{i}a", "n1", "n2", "n3", "n4"] for i in range(20)})
         handle = self.hold_lock(baseline)
         children = []
         try:
-            for run in (RUN, run_b):
+            for run in (run_a, run_b):
                 children.append(subprocess.Popen(
-                    [sys.executable, SCRIPT, QRELS, run, "--baseline", baseline, "--update-baseline", "--ratchet",
+                    [sys.executable, SCRIPT, qrels, run, "--baseline", baseline, "--update-baseline", "--ratchet",
                      "--max-drop", "1", "--lock-timeout", str(TIME_BOX)],
                     cwd=REPO, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE))
@@ -525,9 +531,9 @@ class TestConcurrentUpdates(TempDirMixin, unittest.TestCase):
             _, err = child.communicate(timeout=TIME_BOX)
             self.assertEqual(child.returncode, 0, err)
         means = rag_eval.read_baseline(baseline).means
-        self.assertAlmostEqual(means["recall@5"], 2 / 3, places=12)
-        self.assertAlmostEqual(means["mrr@5"], 2 / 3, places=12)
-        self.assertEqual(sorted(os.listdir(self.tmp)), ["baseline.json", "run_b.json"])
+        self.assertAlmostEqual(means["recall@5"], 1.0, places=12)
+        self.assertAlmostEqual(means["mrr@5"], 1.0, places=12)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["baseline.json", "qrels_ab.json", "run_a.json", "run_b.json"])
 
     def test_a_held_lock_times_out_with_a_clear_message(self):
         baseline = self.write("baseline.json", self.read(BASELINE))

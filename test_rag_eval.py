@@ -1154,11 +1154,13 @@ class TestStatistics(unittest.TestCase):
                 self.assertEqual(rag_eval.sign_flip_test(deltas), (expected, True))
 
     def test_sign_flip_test_sampled_is_never_zero(self):
-        # 20 equal differences: 2 of 2**20 patterns as extreme; sampled, p = (1 + hits) / (1 + 100)
-        p, exact = rag_eval.sign_flip_test([0.1] * 20, 100, random.Random(1))
+        # 20 positive differences of two sizes: 2 of 2**20 patterns as extreme; sampled,
+        # p = (1 + hits) / (1 + 100) (one size would be the exact sign test)
+        deltas = [0.1] * 10 + [0.2] * 10
+        p, exact = rag_eval.sign_flip_test(deltas, 100, random.Random(1))
         self.assertFalse(exact)
         self.assertGreaterEqual(p, 1 / 101)
-        self.assertEqual(rag_eval.sign_flip_test([0.1] * 20, 100, random.Random(1)), (p, exact))
+        self.assertEqual(rag_eval.sign_flip_test(deltas, 100, random.Random(1)), (p, exact))
 
     def test_clopper_pearson(self):
         # no success in n: upper = 1 - (alpha/2) ** (1/n); all successes: lower = (alpha/2) ** (1/n)

@@ -43,13 +43,14 @@ class TestSampledPIsNeverZero(unittest.TestCase):
     """Kills: the sampled p computed as extreme / resamples (0 when no sample is as extreme)."""
 
     def test_sign_flip_test(self):
-        # 40 deltas of +1/2: only 2 of 2**40 patterns are as extreme, so no sample
-        # of 200 hits one and p is its smallest value, 1 / (1 + 200).
-        self.assertEqual(rag_eval.sign_flip_test([0.5] * 40, 200, random.Random(0)), (1 / 201, False))
+        # 40 positive deltas of two sizes (one size is the exact sign test): only 2 of
+        # 2**40 patterns are as extreme, so no sample of 200 hits one and p is its
+        # smallest value, 1 / (1 + 200).
+        self.assertEqual(rag_eval.sign_flip_test([0.5] * 20 + [0.25] * 20, 200, random.Random(0)), (1 / 201, False))
 
     def test_compare_paired(self):
         before = {f"q{i:02d}": 1.0 for i in range(40)}
-        after = {qid: 0.5 for qid in before}
+        after = {qid: 0.5 if i % 2 else 0.75 for i, qid in enumerate(before)}  # two sizes: sampled
         comparison = rag_eval.compare_paired("mrr@5", before, after, resamples=300)
         self.assertEqual((comparison.p_value, comparison.exact), (1 / 301, False))
 
@@ -181,7 +182,8 @@ class TestSignificantGate(unittest.TestCase):
         mean = -1.04 / 6
         self.assertAlmostEqual(entry["interval"][1], mean + ((mean + 0.99) + 3 * (-0.01 - mean)) / 6, places=12)
         self.assertGreater(entry["interval"][1], 0)
-        self.assertEqual(entry["verdict"], "not significant")
+        # the interval reaches 0 and its low end is far beyond the tolerance 0: inconclusive
+        self.assertEqual(entry["verdict"], "inconclusive")
 
     def test_rule_drop_fails_both(self):
         for deltas in ([-0.5] * 6, [-0.01] * 5 + [-0.99]):

@@ -1,0 +1,388 @@
+"""Tests of the gate's verdict (issue 15): three outcomes under ``--gate significant``,
+one family adjusted jointly by step-down MaxT, exact sign tests, effect sizes, an
+honest ratchet and the gate measuring itself.
+
+Expected values are worked by hand or computed independently: MaxT by brute
+force over every sign pattern (plain Python, no code shared with rag_eval),
+binomial tails from ``math.comb`` as exact rationals.  Seeds are fixed, counts
+are bounded, the clock is never read.
+
+Run with ``python3 -m unittest test_verdict`` from the repository root.
+"""
+
+import itertools
+import json
+import math
+import os
+import random
+import tempfile
+import unittest
+import unittest.mock
+from fractions import Fraction
+
+import action
+import rag_eval
+from helpers_for_tests import run_main
+
+
+def brute_force_maxt(deltas):
+    """Step-down MaxT (Westfall & Young 1993, algorithm 2.8) over every sign pattern of the
+    queries where any test differs; statistic |sum| / sqrt(sum of squares); exact rationals."""
+    keys = sorted(deltas)
+    queries = sorted({q for key in keys for q, d in deltas[key].items() if d})
+    def stat(key, signs):
+        values = deltas[key]
+        scale = math.sqrt(sum(d * d for d in values.values()))
+        if not scale:
+            return 0.0
+        return abs(sum(signs.get(q, 1) * d for q, d in values.items())) / scale
+    identity = {}
+    observed = {key: stat(key, identity) for key in keys}
+    order = sorted(keys, key=lambda key: (-observed[key], key))
+    patterns = [dict(zip(queries, signs)) for signs in itertools.product((1, -1), repeat=len(queries))]
+    adjusted, floor = {}, Fraction(0)
+    for rank, key in enumerate(order):
+        later = order[rank:]
+        hits = sum(1 for signs in patterns
+                   if max(stat(other, signs) for other in later) >= observed[key] * (1 - 1e-9))
+        floor = max(floor, Fraction(hits, len(patterns)))
+        adjusted[key] = floor
+    return adjusted
+
+
+def exact_sign_test(better, worse):
+    n, fewer = better + worse, min(better, worse)
+    if 2 * fewer >= n:
+        return Fraction(1)
+    return min(Fraction(1), Fraction(2 * sum(math.comb(n, i) for i in range(fewer + 1)), 2 ** n))
+
+
+def gate_of(before, after, rule="significant", tolerance=0.0, adjust="maxt", resamples=2000, slices=None,
+            tolerances=None):
+    """Gate every metric of ``before``/``after`` ({metric: {qid: value}}), k = 5."""
+    qids = sorted(next(iter(after.values())))
+    result = {"k": 5, "mean": {m: math.fsum(v.values()) / len(v) for m, v in after.items()},
+              "per_query": {q: {m.split("@")[0]: after[m][q] for m in after} for q in qids}}
+    baseline = rag_eval.Baseline({m: math.fsum(v.values()) / len(v) for m, v in before.items()}, before)
+    settings = rag_eval.GateSettings(rule=rule, default=rag_eval.Tolerance(tolerance), resamples=resamples,
+                                     adjust=adjust, tolerances=tolerances or {})
+    return rag_eval.gate(result, baseline, settings, slices)
+
+
+class TestThreeOutcomes(unittest.TestCase):
+    """--gate significant: pass, regression or inconclusive (exit 3)."""
+
+    def one_metric(self, deltas, tolerance=0.02, n=50):
+        before = {"recall@5": {f"q{i:02d}": 1.0 for i in range(n)}}
+        after = {"recall@5": {f"q{i:02d}": 1.0 + (deltas[i] if i < len(deltas) else 0.0) for i in range(n)}}
+        return gate_of(before, after, tolerance=tolerance)
+
+    def test_no_evidence_is_inconclusive_not_pass(self):
+        # the issue's two cases: one query 1.0 -> 0.0, two queries falling by 0.5
+        for deltas in ([-1.0], [-0.5, -0.5]):
+            with self.subTest(deltas=deltas):
+                gate = self.one_metric(deltas)
+                entry = gate["metrics"]["recall@5"]
+                self.assertEqual(entry["verdict"], "inconclusive")
+                self.assertEqual(gate["verdict"], "inconclusive")
+                self.assertFalse(gate["passed"])
+                self.assertIsNotNone(entry["queries_needed"])
+
+    def test_identical_runs_pass(self):
+        gate = self.one_metric([], tolerance=0.0)
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")  # interval [0, 0]: within a tolerance of 0
+        self.assertEqual(gate["verdict"], "pass")
+
+    def test_evidence_within_the_tolerance_passes(self):
+        # 200 queries, 10 lose 0.01: mean -0.0005, the interval's low end far above -0.02
+        gate = self.one_metric([-0.01] * 10, tolerance=0.02, n=200)
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")
+
+    def test_significant_drop_beyond_the_tolerance_is_a_regression(self):
+        gate = self.one_metric([-1.0] * 10)  # 10 of 50 from 1 to 0: p = 2 / 2**10
+        entry = gate["metrics"]["recall@5"]
+        self.assertEqual(entry["verdict"], "regression")
+        self.assertEqual(entry["p_value"], 2 / 2 ** 10)
+        self.assertEqual(gate["verdict"], "regression")
+
+    def test_exit_codes_and_the_inconclusive_option(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = {f"q{i}": {f"d{i}": 1} for i in range(30)}
+            run = {f"q{i}": [f"d{i}"] for i in range(30)}
+            worse = dict(run, q0=["x"])  # one query from 1 to 0
+            paths = {}
+            for name, data in (("qrels", qrels), ("run", run), ("worse", worse)):
+                paths[name] = os.path.join(tmp, name + ".json")
+                with open(paths[name], "w") as f:
+                    json.dump(data, f)
+            common = [paths["qrels"], paths["worse"], "--baseline-run", paths["run"], "--gate", "significant",
+                      "--resamples", "200"]
+            for extra, code in (([], rag_eval.EXIT_INCONCLUSIVE), (["--inconclusive", "pass"], 0),
+                                (["--inconclusive", "fail"], 1), (["--inconclusive", "exit"], 3)):
+                with self.subTest(extra=extra):
+                    got, out, err = run_main(common + extra)
+                    self.assertEqual(got, code, err)
+                    self.assertEqual(json.loads(out)["gate"]["verdict"], "inconclusive")
+                    self.assertNotIn("REGRESSION", err)  # exit 1 from --inconclusive fail, but no regression line
+            got, out, err = run_main(common + ["--format", "table"])
+            self.assertTrue(out.startswith("INCONCLUSIVE (4: "), out)
+            self.assertIn("queries would resolve it", out)
+            # the default rule is unchanged: a drop of 1/30 beyond 0.02 fails
+            got, _, _ = run_main([paths["qrels"], paths["worse"], "--baseline-run", paths["run"]])
+            self.assertEqual(got, 1)
+
+    def test_exit_3_is_documented_and_mapped_by_the_action(self):
+        self.assertEqual(rag_eval.EXIT_INCONCLUSIVE, 3)
+        self.assertIn("3 inconclusive", " ".join(rag_eval.__doc__.split()))
+        self.assertIn(f"  {rag_eval.EXIT_INCONCLUSIVE}    inconclusive", rag_eval._help_epilog())
+        self.assertEqual(action.outputs_of(3, "", "")["verdict"], "inconclusive")
+        self.assertEqual(action.outputs_of(3, "", "")["passed"], "false")
+        self.assertEqual(action.outputs_of(4, "", "")["verdict"], "error")
+
+
+class TestExactSignTest(unittest.TestCase):
+    def test_against_exact_rationals(self):
+        for better, worse in [(0, 1), (0, 6), (1, 5), (3, 3), (0, 17), (2, 40), (10, 6), (7, 8), (0, 60), (45, 80)]:
+            with self.subTest(better=better, worse=worse):
+                want = exact_sign_test(better, worse)
+                got = rag_eval.sign_test(better, better + worse)
+                self.assertEqual(got, float(want))  # one correctly rounded division
+                self.assertGreater(got, 0)
+
+    def test_seventeen_all_worse_is_exact(self):
+        before = {f"q{i:02d}": 1.0 for i in range(40)}
+        after = dict(before, **{f"q{i:02d}": 0.0 for i in range(17)})
+        comparison = rag_eval.compare_paired("success@5", before, after, resamples=500)
+        self.assertEqual((comparison.p_value, comparison.exact), (2 / 2 ** 17, True))  # not 1/(1+R)
+        self.assertFalse(comparison.unresolvable)
+
+    def test_large_counts_never_zero(self):
+        self.assertEqual(rag_eval.sign_test(0, 5000), 5e-324)  # below the smallest float: shown as it
+        self.assertEqual(rag_eval.sign_test(2500, 5000), 1.0)
+        p = rag_eval.sign_test(4800, 10_000)
+        self.assertAlmostEqual(p, float(exact_sign_test(4800, 5200)), delta=1e-12 * p)
+
+
+class TestMaxT(unittest.TestCase):
+    def test_agrees_with_brute_force_over_every_sign_pattern(self):
+        rng = random.Random(15)
+        checked = 0
+        for trial in range(30):
+            n = rng.randint(2, 9)
+            queries = [f"q{i}" for i in range(n)]
+            tests = {}
+            for index in range(rng.randint(1, 4)):
+                pool = [-1.0, 0.0, 1.0] if index == 0 else [-0.5, -0.25, 0.0, 0.125, 0.25, 0.5, -1.0]
+                tests[f"m{index}"] = {q: rng.choice(pool) for q in queries}
+            if trial % 3 == 0:  # a slice: a test on some of the queries only
+                tests["slice:m0"] = {q: tests["m0"][q] for q in queries[: max(1, n // 2)]}
+            with self.subTest(trial=trial, tests=tests):
+                want = brute_force_maxt(tests)
+                got = rag_eval.maxt(tests, resamples=100)
+                for key in tests:
+                    raw = rag_eval.sign_flip_test(tests[key].values())[0]
+                    self.assertAlmostEqual(got[key], max(float(want[key]), raw), places=12)
+                checked += 1
+        self.assertEqual(checked, 30)
+
+    def test_six_worse_of_fifty_maxt_against_holm(self):
+        # success@5 falls on 6 of 50 queries and rises on none; recall, nDCG and MRR move on the
+        # same six.  Each exact p is 2 / 2**6 = 0.03125 (the two one-sign patterns).  Holm over four
+        # metrics: 4 * 0.03125 = 0.125.  MaxT: every metric reaches its own statistic only on those two
+        # patterns of the same six signs, so the joint p stays 2/64.
+        qids = [f"q{i:02d}" for i in range(50)]
+        falls = {"success@5": [1.0] * 6, "recall@5": [0.5, 0.5, 1.0, 0.5, 1.0, 0.5],
+                 "ndcg@5": [0.37, 0.63, 1.0, 0.5, 0.8, 0.3], "mrr@5": [0.5, 1.0, 1.0, 0.25, 1.0, 0.5]}
+        before = {m: {q: 1.0 for q in qids} for m in falls}
+        after = {m: dict(before[m], **{q: 1.0 - f for q, f in zip(qids, fall)}) for m, fall in falls.items()}
+        deltas = {m: {q: after[m][q] - before[m][q] for q in qids} for m in falls}
+        self.assertEqual(rag_eval.maxt(deltas), dict.fromkeys(sorted(falls), 2 / 64))
+        raw = {m: rag_eval.sign_flip_test(d.values())[0] for m, d in deltas.items()}
+        self.assertEqual(raw, dict.fromkeys(falls, 2 / 64))
+        self.assertEqual(rag_eval.holm(raw), dict.fromkeys(falls, 0.125))
+        maxt = gate_of(before, after)
+        holm = gate_of(before, after, adjust="holm")
+        for metric in falls:
+            with self.subTest(metric):
+                self.assertEqual(maxt["metrics"][metric]["p_adjusted"], 0.03125)
+                self.assertEqual(maxt["metrics"][metric]["p_holm"], 0.125)
+                self.assertEqual(maxt["metrics"][metric]["verdict"], "regression")
+                self.assertEqual(holm["metrics"][metric]["p_adjusted"], 0.125)
+                self.assertEqual(holm["metrics"][metric]["verdict"], "inconclusive")
+        self.assertEqual((maxt["adjust"], holm["adjust"]), ("maxt", "holm"))
+
+    def test_sampled_agrees_with_exact_within_monte_carlo_error(self):
+        rng = random.Random(4)
+        queries = [f"q{i}" for i in range(12)]
+        tests = {f"m{j}": {q: rng.choice([-0.5, -0.25, 0.0, 0.25, -1.0]) for q in queries} for j in range(3)}
+        exact = rag_eval.maxt(tests)
+        resamples = 4000
+        with unittest.mock.patch.object(rag_eval, "EXACT_SIGN_FLIP_MAX", 4):
+            sampled = rag_eval.maxt(tests, resamples=resamples, p_values=dict.fromkeys(tests, 0.0))
+        for key in tests:
+            error = math.sqrt(exact[key] * (1 - exact[key]) / resamples)
+            self.assertLess(abs(sampled[key] - exact[key]), 4 * error + 2 / resamples, key)
+            self.assertGreater(sampled[key], 0)
+
+    def test_sampled_is_seeded_and_never_zero(self):
+        rng = random.Random(8)
+        tests = {f"m{j}": {f"q{i}": -rng.random() for i in range(40)} for j in range(2)}
+        first = rag_eval.maxt(tests, resamples=200, seed=3, p_values=dict.fromkeys(tests, 0.0))
+        self.assertEqual(rag_eval.maxt(tests, resamples=200, seed=3, p_values=dict.fromkeys(tests, 0.0)), first)
+        self.assertEqual(set(first.values()), {1 / 201})  # all 40 fall: no pattern of 200 reaches them
+
+    def test_slices_and_cutoffs_are_in_the_family(self):
+        qids = [f"q{i:02d}" for i in range(30)]
+        tags = {q: ("billing" if i < 10 else "other") for i, q in enumerate(qids)}
+        before = {"recall@5": {q: 1.0 for q in qids}}
+        after = {"recall@5": dict(before["recall@5"], **{q: 0.5 for q in qids[:8]})}
+        gate = gate_of(before, after, slices=tags, tolerances={"billing:recall@5": rag_eval.Tolerance(0.0)})
+        entry = gate["metrics"]["billing:recall@5"]
+        # two tests, all falls shared: MaxT keeps the one-test p, 2 / 2**8; Holm would double it
+        self.assertEqual(entry["p_value"], 2 / 2 ** 8)
+        self.assertEqual(entry["p_adjusted"], 2 / 2 ** 8)
+        self.assertEqual(entry["p_holm"], 4 / 2 ** 8)
+
+
+class TestEffectSizes(unittest.TestCase):
+    """The mean delta with its interval, the standardised effect and the counts, in every format."""
+
+    def setUp(self):
+        qids = [f"q{i:02d}" for i in range(40)]
+        self.before = {"recall@5": {q: 1.0 for q in qids}}
+        self.after = {"recall@5": dict(self.before["recall@5"], **{q: 0.5 for q in qids[:8]}, q39=0.75)}
+
+    def test_json_entry(self):
+        entry = gate_of(self.before, self.after)["metrics"]["recall@5"]
+        deltas = [-0.5] * 8 + [-0.25] + [0.0] * 31
+        mean = sum(deltas) / 40
+        sd = math.sqrt(sum((d - mean) ** 2 for d in deltas) / 39)
+        self.assertAlmostEqual(entry["effect_size"], mean / sd, places=12)
+        self.assertEqual((entry["improved"], entry["worse"], entry["same"]), (0, 9, 31))
+        self.assertAlmostEqual(entry["mean_delta"], mean, places=15)
+        self.assertLessEqual(entry["interval"][0], mean)
+
+    def test_every_format_shows_them(self):
+        gate = gate_of(self.before, self.after)
+        result = {"abstention": {"queries": 0, "abstained": [], "share": None}, "dropped": [], "k": 5,
+                  "mean": {"recall@5": gate["metrics"]["recall@5"]["now"]}, "queries": 40, "skipped": [],
+                  "missing": [], "ties": {}, "unscored": []}
+        report = rag_eval.build_report(result, gate_report=gate)
+        entry = gate["metrics"]["recall@5"]
+        for name in ("table", "markdown", "csv"):
+            with self.subTest(name):
+                text = rag_eval.FORMATTERS[name](report, 4)
+                for header in ("delta low", "delta high", "effect", "better/worse/same", "p (adj.)"):
+                    self.assertIn(header, text)
+                self.assertIn("0/9/31", text)
+                self.assertIn(f"{entry['effect_size']:.4f}", text)
+                self.assertIn(f"{entry['interval'][0]:.4f}", text)
+        data = json.loads(rag_eval.FORMATTERS["json"](report, 4))["gate"]["metrics"]["recall@5"]
+        for field in ("effect_size", "interval", "mean_delta", "improved", "worse", "same", "p_adjusted"):
+            self.assertIn(field, data)
+
+
+def noisy_run(quality, rng):
+    """One run of an unchanged system: per query, success and recall drawn around its quality."""
+    per_query = {}
+    for qid, q in quality.items():
+        recall = min(1.0, max(0.0, round(q + rng.choice([-0.25, 0.0, 0.0, 0.25]), 2)))
+        per_query[qid] = {"success": float(rng.random() < q), "recall": recall}
+    mean = {f"{m}@5": math.fsum(v[m] for v in per_query.values()) / len(per_query) for m in ("success", "recall")}
+    return {"k": 5, "mean": mean, "per_query": per_query, "unscored": [],
+            "conventions": {"gain": "exp", "min_grade": 1, "judged_only": False, "doc_id_sep": None}}
+
+
+class TestHonestRatchet(unittest.TestCase):
+    def chain(self, honest, runs=15, seed=5):
+        rng = random.Random(seed)
+        quality = {f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(200)}
+        record = rag_eval._baseline_record(noisy_run(quality, rng), "x")
+        first = dict(record["mean"])
+        settings = rag_eval.GateSettings(resamples=500)
+        raises = 0
+        for _ in range(runs):
+            baseline = rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
+            result = noisy_run(quality, rng)
+            report = rag_eval.gate(result, baseline, settings)
+            raised = rag_eval.significant_gains(report) if honest else \
+                [m for m in result["mean"] if result["mean"][m] > baseline.means[m]]
+            raises += len(raised)
+            record = rag_eval._baseline_record(result, "x", baseline, raised)
+            for metric, scores in record["per_query"].items():  # a mean always matches its scores
+                self.assertAlmostEqual(math.fsum(scores.values()) / len(scores), record["mean"][metric], places=12)
+        return first, record["mean"], raises
+
+    def test_an_unchanged_system_does_not_drift_upward(self):
+        # 10 seeded chains of 15 runs of one unchanged system, 2 metrics: 300 chances to rise on noise.
+        honest, naive, raises = [], [], 0
+        for seed in range(1, 11):
+            first, last, count = self.chain(honest=True, seed=seed)
+            raises += count
+            honest += [last[m] - first[m] for m in first]
+            first, last, _ = self.chain(honest=False, seed=seed)
+            naive += [last[m] - first[m] for m in first]
+        # a false raise needs p < alpha and the interval above 0: at most alpha / 2 a step (7.5 of 300)
+        self.assertLessEqual(raises, 2)
+        self.assertLess(sum(honest) / len(honest), 0.01)
+        # keeping the better mean (the old ratchet) climbs on noise alone: the winner's curse
+        self.assertGreater(sum(naive) / len(naive), 0.03)
+        self.assertGreater(sum(naive), 4 * sum(honest))
+
+    def test_a_significant_rise_is_taken(self):
+        qids = [f"q{i:02d}" for i in range(30)]
+        before = {"recall@5": {q: 0.5 for q in qids}}
+        after = {"recall@5": {q: 1.0 for q in qids}}
+        self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), ["recall@5"])
+        after = {"recall@5": dict(before["recall@5"], q00=1.0)}  # one query: no evidence
+        self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), [])
+
+
+class TestCalibrate(unittest.TestCase):
+    def baseline(self, n=300, seed=2):
+        rng = random.Random(seed)
+        result = noisy_run({f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(n)}, rng)
+        record = rag_eval._baseline_record(result, "x")
+        return rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
+
+    def test_rates_errors_and_seed(self):
+        baseline = self.baseline()
+        settings = rag_eval.GateSettings(rule="significant", seed=4)
+        found = rag_eval.calibrate(baseline, settings, 40)
+        self.assertEqual(rag_eval.calibrate(baseline, settings, 40), found)  # seeded: the same numbers
+        self.assertEqual(sorted(found["scenarios"]), ["a/a", "drop 1x tolerance", "drop 2x tolerance"])
+        self.assertEqual((found["simulations"], found["queries"], found["resamples"]), (40, 300, 200))
+        for name, scenario in found["scenarios"].items():
+            with self.subTest(name):
+                rates = [scenario[kind]["rate"] for kind in ("regression", "inconclusive", "pass")]
+                self.assertAlmostEqual(sum(rates), 1.0, places=12)
+                for kind in ("regression", "inconclusive", "pass"):
+                    r = scenario[kind]["rate"]
+                    self.assertAlmostEqual(scenario[kind]["se"], math.sqrt(r * (1 - r) / 40), places=12)
+        aa, big = found["scenarios"]["a/a"]["regression"], found["scenarios"]["drop 2x tolerance"]["regression"]
+        self.assertLessEqual(aa["rate"], 0.05 + 3 * math.sqrt(0.05 * 0.95 / 40))  # false fails near alpha or below
+        self.assertGreater(big["rate"], aa["rate"] + 0.3)
+
+    def test_command_line(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels = {f"q{i}": {f"d{i}": 1, f"e{i}": 2} for i in range(60)}
+            run = {f"q{i}": ([f"d{i}"] if i % 3 else ["x", f"e{i}"]) for i in range(60)}
+            paths = {}
+            for name, data in (("qrels", qrels), ("run", run)):
+                paths[name] = os.path.join(tmp, name + ".json")
+                with open(paths[name], "w") as f:
+                    json.dump(data, f)
+            code, out, err = run_main([paths["qrels"], paths["run"], "--baseline-run", paths["run"], "--calibrate", "20",
+                                       "--format", "table"])
+            self.assertEqual(code, 0, err)
+            self.assertIn("calibration: 20 simulations per scenario on 60 queries", out)
+            self.assertIn("a/a (false fails = regression): regression ", out)
+            code, out, _ = run_main([paths["qrels"], paths["run"], "--baseline-run", paths["run"], "--calibrate", "20"])
+            self.assertEqual(json.loads(out)["gate"]["calibration"]["simulations"], 20)
+            code, _, err = run_main([paths["qrels"], paths["run"], "--calibrate"])
+            self.assertEqual(code, 2)
+            self.assertIn("--calibrate needs per-query scores", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
