@@ -4387,16 +4387,21 @@ def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
 
 
 def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
-    """Header and one row per metric (and gated slice): the table, markdown and csv summaries."""
+    """Header and one row per metric (and gated slice): the table, markdown and csv summaries.
+
+    The paired columns (the delta's interval, the effect, the counts) appear
+    when some metric was compared query by query."""
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
     intervals = report.get("intervals")
+    paired = any("improved" in entry for entry in gate_entries.values())
     header = ["metric", "mean"]
     if intervals is not None:
         header += ["95% low", "95% high"]
     if gate_entries or floors:
-        header += ["baseline", "delta", "delta low", "delta high", "effect", "better/worse/same", "allowed drop",
-                   "p (adj.)", "verdict"]
+        header += ["baseline", "delta"]
+        header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
+        header += ["allowed drop", "p (adj.)", "verdict"]
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
@@ -4406,12 +4411,13 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
             row += [_shown(low, digits, missing), _shown(high, digits, missing)]
         if gate_entries or floors:
             entry = gate_entries.get(metric, {})
-            low, high = entry.get("interval") or (None, None)  # the paired interval of the delta
-            counts = f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing
-            row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing),
-                    _shown(low, digits, missing), _shown(high, digits, missing),
-                    _shown(entry.get("effect_size"), digits, missing), counts,
-                    _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_adjusted"), digits, missing),
+            row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing)]
+            if paired:
+                low, high = entry.get("interval") or (None, None)  # the paired interval of the delta
+                counts = f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing
+                row += [_shown(low, digits, missing), _shown(high, digits, missing),
+                        _shown(entry.get("effect_size"), digits, missing), counts]
+            row += [_shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_adjusted"), digits, missing),
                     _verdict_cell(entry, floors.get(metric)) or missing]
         rows.append(row)
     return rows

@@ -282,8 +282,7 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
         blocks = table_blocks(out)
         self.assertEqual(blocks[0], "FAIL (2: recall@5, mrr@5), rule 'drop', 3 queries scored")
         rows = aligned_rows(blocks[1])
-        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "delta low", "delta high", "effect",
-                                   "better/worse/same", "allowed drop", "p (adj.)", "verdict"])
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (adj.)", "verdict"])  # a flat baseline: no paired columns
         table = by_first_cell(rows)
         self.assertEqual(sorted(table), list(METRICS))
         for metric in METRICS:
@@ -315,8 +314,8 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
         out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "table", "--ci", "--resamples", R],
                          expected_code=1)
         rows = aligned_rows(table_blocks(out)[1])
-        self.assertEqual(rows[0], ["metric", "mean", "95% low", "95% high", "baseline", "delta", "delta low",
-                                   "delta high", "effect", "better/worse/same", "allowed drop", "p (adj.)", "verdict"])
+        self.assertEqual(rows[0], ["metric", "mean", "95% low", "95% high", "baseline", "delta", "allowed drop",
+                                   "p (adj.)", "verdict"])
         result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
         intervals = rag_eval.mean_intervals(result, int(R), 0)
         table = by_first_cell(rows)
@@ -367,8 +366,7 @@ class TestMarkdownFormat(TempDirMixin, unittest.TestCase):
         out, _ = self.ok([QRELS, RUN, "--baseline", BASELINE, "--format", "markdown"], expected_code=1)
         self.assertEqual(out.split("\n", 1)[0], "### rag_eval: FAIL (2: recall@5, mrr@5), rule 'drop', 3 queries scored")
         (rows,) = markdown_tables(out)
-        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "delta low", "delta high", "effect",
-                                   "better/worse/same", "allowed drop", "p (adj.)", "verdict"])
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (adj.)", "verdict"])  # a flat baseline: no paired columns
         table = by_first_cell(rows)
         for metric in METRICS:
             self.assertEqual(table[metric]["mean"], shown(FIXTURE_MEANS[metric]))
@@ -416,15 +414,14 @@ class TestCsvFormat(TempDirMixin, unittest.TestCase):
 
     def test_with_baseline(self):
         rows = self.rows([QRELS, RUN, "--baseline", BASELINE], expected_code=1)
-        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "delta low", "delta high", "effect",
-                                   "better/worse/same", "allowed drop", "p (adj.)", "verdict"])
+        self.assertEqual(rows[0], ["metric", "mean", "baseline", "delta", "allowed drop", "p (adj.)", "verdict"])  # a flat baseline: no paired columns
         table = by_first_cell(rows)
         for metric in METRICS:
             self.assertEqual(table[metric]["baseline"], shown(SHIPPED[metric]))
             self.assertEqual(table[metric]["verdict"], FIXTURE_VERDICTS[metric])
             self.assertEqual(table[metric]["p (adj.)"], "")  # missing is empty in csv
-        self.assertEqual(rows[-1], ["abstention", "0.0000"] + [""] * 9)  # 9 gate columns, empty
-        self.assertEqual({len(row) for row in rows}, {11})  # 2 + 9 gate columns
+        self.assertEqual(rows[-1], ["abstention", "0.0000"] + [""] * 5)  # 5 gate columns (no paired ones), empty
+        self.assertEqual({len(row) for row in rows}, {7})  # 2 + 5 gate columns
 
     def test_per_query_one_row_per_query_and_metric(self):
         result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
