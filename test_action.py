@@ -383,7 +383,10 @@ class FakeGitHub:
 
         def serve():
             for _ in range(limit):
-                self.server.handle_request()
+                try:
+                    self.server.handle_request()
+                except (OSError, ValueError):  # closed by close() before all `limit` requests came
+                    return
 
         self.thread = threading.Thread(target=serve, daemon=True)
         self.thread.start()
