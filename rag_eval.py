@@ -4915,9 +4915,7 @@ def _check_options(args) -> None:
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
-        for path in inputs:
-            if path != "-" and _symlink_in(path):
-                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+        _refuse_symlinks(inputs)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
@@ -4955,16 +4953,18 @@ def _identity(path: str) -> Optional[Tuple[int, int]]:
     return found.st_dev, found.st_ino
 
 
-def _symlink_in(path: str) -> bool:
-    """Whether the path, as written, is a symbolic link or has one among its folders."""
-    while path and path not in (os.sep, os.curdir, os.pardir):
-        if os.path.islink(path):
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-    return False
+def _refuse_symlinks(paths: List[str]) -> None:
+    """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
+    folders is an error."""
+    for path in paths:
+        part = path if path != "-" else ""
+        while part and part not in (os.sep, os.curdir, os.pardir):
+            if os.path.islink(part):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+            parent = os.path.dirname(part)
+            if parent == part:
+                break
+            part = parent
 
 
 def _same_file(first: str, second: str) -> bool:
@@ -5044,22 +5044,28 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
 def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str],
                  messages: List[_Message]) -> str:
     """--output: everything needed to say how the numbers were made, and every note and warning in full."""
+    roles = (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
+             ("baseline_run", args.baseline_run), ("slices", args.slices), ("baseline_qrels", args.baseline_qrels))
+    full = _how_made(dict(report, per_query=_per_query_full_names(result)), args, argv, result, roles, fingerprint,
+                     digests, messages)
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+
+
+def _how_made(full: dict, args, argv: List[str], result: dict, roles: Iterable[Tuple[str, Optional[str]]],
+              fingerprint: str, digests: Dict[str, str], messages: List[_Message]) -> dict:
+    """``full`` with what every --output records: notes, conventions, tool, python, command, meta, inputs."""
     import platform
 
-    full = dict(report)
     full["notes"] = [str(message) for message in messages]
-    full["per_query"] = _per_query_full_names(result)
     full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
     full["meta"] = _provenance(args)
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
-                      for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-                                         ("baseline_run", args.baseline_run), ("slices", args.slices),
-                                         ("baseline_qrels", args.baseline_qrels)) if path}
+    # The bytes as read, once.
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+    return full
 
 
 def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
@@ -5259,14 +5265,17 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
                                "drop of the means; use --gate drop, or save a baseline on these judgments")
 
 
-def _print_messages(args, report: dict, messages: List[_Message]) -> None:
-    """Notes, warnings and REGRESSION lines on stderr (and GitHub's annotations), once the report is out."""
+def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
+                    markdown: Callable[[dict, int], str] = _format_markdown) -> None:
+    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, and
+    GitHub's annotations, once the report is out."""
     shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
-    failures = _gate_lines(report["gate"]) if "gate" in report else []
+    if failures is None:
+        failures = _gate_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures, _provenance(args))
+        _github(report, args.digits, shown, failures, _provenance(args), markdown)
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -5373,13 +5382,14 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None) -> None:
+def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None,
+            markdown: Callable[[dict, int], str] = _format_markdown) -> None:
     """Under GitHub Actions: the markdown report in the step summary, and annotations.
 
     The runner reads workflow commands from both output streams; stderr keeps
     stdout parseable.
     """
-    _append_step_summary(_step_summary(report, digits, warnings, failures, meta=meta))
+    _append_step_summary(_step_summary(report, digits, warnings, failures, markdown, meta))
     notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
     for line in _annotations("warning", notices) + _annotations("error", failures):
         _warn(line, command=True)  # the commands the runner must obey
@@ -5468,9 +5478,7 @@ def _check_candidate_options(args) -> None:
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     paths = [path for _, path in args.runs]
     if args.no_symlinks:
-        for path in paths:
-            if path != "-" and _symlink_in(path):
-                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+        _refuse_symlinks(paths)
     if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
                            for path in paths if path != "-"):
         raise RagEvalError("--output would overwrite an input", args.output)
@@ -5522,44 +5530,22 @@ def _run_candidates(args, argv: List[str]) -> int:
         _discard(staged)
     if args.output:
         messages.append(_Message("note", f"wrote {args.output}"))
-    _print_candidate_messages(args, report, messages)
+    # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
+    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
+                for line in _gate_lines(run["gate"])]
+    _print_messages(args, report, messages, failures, _format_comparison_markdown)
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
 
 
 def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
                        digests: Dict[str, str], messages: List[_Message]) -> str:
     """--output of several runs: the report, every run's per-query scores, and how it all was made."""
-    import platform
-
-    full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
-                              for run, s in zip(report["runs"], scored)])
-    full["notes"] = [str(message) for message in messages]
-    full["conventions"] = dict(_conventions_record(scored[0].result), abstain_below=args.abstain_below)
-    full["tool"] = f"rag_eval {__version__}"
-    full["python"] = platform.python_version()
-    full["command"] = ["rag_eval"] + list(argv)
-    full["meta"] = _provenance(args)
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
-                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
-                                         ("baseline_qrels", args.baseline_qrels)) if path}
-    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    runs = [dict(run, per_query=_per_query_full_names(s.result)) for run, s in zip(report["runs"], scored)]
+    roles = (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
+             ("baseline_qrels", args.baseline_qrels))
+    full = _how_made(dict(report, runs=runs), args, argv, scored[0].result, roles, fingerprint, digests, messages)
     full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
-
-
-def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> None:
-    """As _print_messages, each REGRESSION line naming its run: ``REGRESSION <metric>: ... (run NAME)``."""
-    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
-    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
-                for line in _gate_lines(run["gate"])]
-    for line in shown + failures:
-        _warn(line)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown,
-                                           _provenance(args)))
-        notices = [line.split("warning: ", 1)[1] for line in shown if line.startswith("rag_eval: warning: ")]
-        for line in _annotations("warning", notices) + _annotations("error", failures):
-            _warn(line, command=True)
 
 
 # --- Provenance on the command line ---
@@ -5607,8 +5593,8 @@ def _check_label_options(args) -> None:
         raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
     if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
-    if args.no_symlinks and _symlink_in(args.baseline_qrels):
-        raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", args.baseline_qrels)
+    if args.no_symlinks:
+        _refuse_symlinks([args.baseline_qrels])
     for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
         if path and _same_file(path, args.baseline_qrels):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
