@@ -3039,21 +3039,17 @@ def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: i
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
-    for lineno, line in _raw_lines(inp, max_bytes):
-        if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
-            raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
-        row = _decode_json(line, inp.source, lineno)
-        if not isinstance(row, dict):
-            raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
-        yield lineno, row
-
-
-def _raw_lines(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
+    """Yield ``(line number, row)`` for each non-blank line: a JSON object."""
     for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            if line.strip():
-                yield lineno, line
+            if not line.strip():
+                continue
+            if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
+                raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
+            row = _decode_json(line, inp.source, lineno)
+            if not isinstance(row, dict):
+                raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
+            yield lineno, row
 
 
 def _kind(value) -> str:
@@ -3074,14 +3070,10 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _is_finite(value) -> bool:
     """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
     try:
-        return _is_number(value) and math.isfinite(value)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     except OverflowError:
         return False
 
@@ -3444,12 +3436,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
                     qid = segment_qid
-                    _reduce_query(reducer, query, top, held_ids, held_scores)
+                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                     held_ids, held_scores = [], []
-                    query = qid.decode("utf-8")
-                    top = _TopScores(depth)
-                    if not reducer.knows(query):
-                        top.floor = math.inf
                 if top.floor == math.inf:
                     continue
                 if looking:
@@ -3486,11 +3474,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = tops[qid]
                     query = qid.decode("utf-8")
                 else:
-                    _reduce_query(reducer, query, top, held_ids, held_scores)
-                    query = qid.decode("utf-8")
-                    top = _TopScores(depth)
-                    if not reducer.knows(query):
-                        top.floor = math.inf  # lines of a query the qrels lack are checked, not kept
+                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                 floor, scores, mark = top.floor, top.scores, top.mark
                 setdefault = scores.setdefault
             if looking:
@@ -3552,6 +3536,18 @@ def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopSco
     reducer.scored(query, top.scores)
 
 
+def _next_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
+                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores]:
+    """Reduce the query that ended; ``qid``'s name and its empty ``_TopScores``, whose floor is infinite
+    when the qrels lack it (its lines are checked, not kept)."""
+    _reduce_query(reducer, query, top, held_ids, held_scores)
+    query = qid.decode("utf-8")
+    top = _TopScores(reducer.depth)
+    if not reducer.knows(query):
+        top.floor = math.inf
+    return query, top
+
+
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
     """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
 
@@ -3606,6 +3602,11 @@ def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int,
     return None
 
 
+def _too_long_id(text: str) -> bool:
+    """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
+    return len(text) > MAX_ID // 4 and len(text.encode("utf-8")) > MAX_ID
+
+
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     text = docid.decode("utf-8")
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
@@ -3624,38 +3625,34 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
     open_qid = None
-    scored_rows = ranked_rows = False  # rows with a score seen, rows without one seen
+    scored = None  # whether the rows have scores, as the first row says
     looking = judged is not None
     for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and len(value.encode("utf-8")) > MAX_ID:
+            if _too_long_id(value):
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
             looking = docid not in judged.get(qid, ())
-        has_score = "score" in row
-        if (scored_rows and not has_score) or (ranked_rows and has_score):
+        if scored is None:
+            scored = "score" in row
+        elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if reducer is not None and qid != open_qid:
             _close_jsonl_query(reducer, open_qid, current, tops, lists)
             open_qid, current = qid, qid if reducer.knows(qid) else None
-        if has_score:
-            score = row["score"]
-            if not _is_finite(score):
-                raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-            scored_rows = True
-            if reducer is not None and current is None:
-                continue
+        if scored and not _is_finite(row["score"]):
+            raise RagEvalError(f"score must be a finite number, got {_brief(row['score'])}", inp.source, lineno)
+        if reducer is not None and current is None:
+            continue  # a query the qrels lack: its rows are checked, not kept
+        if scored:
             top = tops[qid]
             if keep is None or keep(qid, docid):
-                top.add(docid, float(score))
+                top.add(docid, float(row["score"]))
         else:
-            ranked_rows = True
-            if reducer is not None and current is None:
-                continue
             ranking = lists.setdefault(qid, {})
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None
@@ -3747,22 +3744,8 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
         raise _ReadAgain()
     stream.pos += 1
     first = True
-    while True:
-        stream.forget()
-        char = stream.skip_space()
-        if char == "}":
-            stream.pos += 1
-            if stream.skip_space():
-                raise _ReadAgain()  # more after the document
-            return
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            char = stream.skip_space()
-        if char != '"':
-            raise _ReadAgain()
-        key = _json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1))
+    while _json_next_string(stream, "}", first):
+        key = _json_parsed(stream, _scan_string)
         if stream.skip_space() != ":":
             raise _ReadAgain()
         stream.pos += 1
@@ -3773,6 +3756,31 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
             value = _json_parsed(stream, _JSON.raw_decode)
         first = False
         yield key, value
+    if stream.skip_space():
+        raise _ReadAgain()  # more after the document
+
+
+def _json_next_string(stream: _JsonStream, closing: str, first: bool) -> bool:
+    """Step to the next member (or item) of a JSON object (or list) that ``closing`` ends: True at its
+    opening quote, past any comma; False past ``closing``; anything else raises ``_ReadAgain``."""
+    stream.forget()  # between members, no position is held
+    char = stream.skip_space()
+    if char == closing:
+        stream.pos += 1
+        return False
+    if not first:
+        if char != ",":
+            raise _ReadAgain()
+        stream.pos += 1
+        char = stream.skip_space()
+    if char != '"':
+        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
+    return True
+
+
+def _scan_string(text: str, at: int) -> Tuple[str, int]:
+    """The JSON string whose opening quote is at ``at``, and the position after it (json's own scanner)."""
+    return json.decoder.scanstring(text, at + 1)
 
 
 def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
@@ -3797,20 +3805,8 @@ def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
     """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
     stream.pos += 1
     first = True
-    while True:
-        stream.forget()
-        char = stream.skip_space()
-        if char == "]":
-            stream.pos += 1
-            return
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            char = stream.skip_space()
-        if char != '"':
-            raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
-        take(_json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1)))
+    while _json_next_string(stream, "]", first):
+        take(_json_parsed(stream, _scan_string))
         first = False
 
 
@@ -3835,7 +3831,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         ranked_judged[0] = False
 
         def take(docid: str) -> None:
-            if len(docid) > MAX_ID // 4 and len(docid.encode("utf-8")) > MAX_ID:
+            if _too_long_id(docid):
                 raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
@@ -3861,8 +3857,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             _check_run({qid: entry}, inp.source)
         except RagEvalError:
             raise _ReadAgain() from None
-        if len(qid) > MAX_ID // 4 and len(qid.encode("utf-8")) > MAX_ID or max(map(len, entry), default=0) > MAX_ID // 4 \
-                and max(len(docid.encode("utf-8")) for docid in entry) > MAX_ID:
+        # map(len) in C first: only a long id can be too long.
+        if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
             raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
         if doc_id_sep is not None:
             entry = documents_run({qid: entry}, doc_id_sep)[qid]
