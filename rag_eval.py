@@ -4029,6 +4029,9 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     return report
 
 
+_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
+
+
 def _format_json(report: dict, digits: int) -> str:
     """The report as one JSON object, keys sorted, every number exact (the shortest
     repr that reads back as the same float): scripts compare them, so no rounding
@@ -4036,7 +4039,7 @@ def _format_json(report: dict, digits: int) -> str:
     return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
-def _shown(value, digits: int, missing: str = "-") -> str:
+def _format_number(value, digits: int, missing: str = "-") -> str:
     if value is None:
         return missing
     if isinstance(value, float):
@@ -4095,15 +4098,13 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
-        row = [metric, _shown(mean, digits, missing)]
-        if intervals is not None:
-            low, high = intervals.get(metric, (None, None))
-            row += [_shown(low, digits, missing), _shown(high, digits, missing)]
+        numbers = [mean] + (list(intervals.get(metric, (None, None))) if intervals is not None else [])
         if gate_entries or floors:
             entry = gate_entries.get(metric, {})
-            row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing),
-                    _shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_holm"), digits, missing),
-                    _verdict_cell(entry, floors.get(metric)) or missing]
+            numbers += [entry.get(key) for key in ("baseline", "delta", "allowed_drop", "p_holm")]
+        row = [metric] + [_format_number(number, digits, missing) for number in numbers]
+        if gate_entries or floors:
+            row.append(_verdict_cell(entry, floors.get(metric)) or missing)
         rows.append(row)
     return rows
 
@@ -4121,7 +4122,7 @@ def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
     for tag, entry in sorted(slices.items(), key=lambda item: _natural_order(item[0])):
-        rows.append([tag, str(entry["queries"])] + [_shown(entry["mean"].get(m), digits) for m in metrics])
+        rows.append([tag, str(entry["queries"])] + [_format_number(entry["mean"].get(m), digits) for m in metrics])
     return rows
 
 
@@ -4133,13 +4134,14 @@ def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
     queries = sorted(table, key=_natural_order)
     before = report.get("per_query_baseline")
     if not before:
-        return [["query"] + metrics] + [[qid] + [_shown(table[qid].get(m), digits) for m in metrics] for qid in queries]
+        return [["query"] + metrics] + [[qid] + [_format_number(table[qid].get(m), digits) for m in metrics]
+                                        for qid in queries]
     rows = [["query", "metric", "baseline", "now", "delta"]]
     for qid in queries:
         for metric in metrics:
             was, now = before.get(metric, {}).get(qid), table[qid].get(metric)
             delta = None if was is None or now is None else now - was
-            rows.append([qid, metric, _shown(was, digits), _shown(now, digits), _shown(delta, digits)])
+            rows.append([qid, metric] + [_format_number(number, digits) for number in (was, now, delta)])
     return rows
 
 
@@ -4167,7 +4169,7 @@ def _verdict_line(report: dict) -> str:
     if gate_report is None:
         return f"scored {report['queries']} queries{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
-                     if entry["verdict"] in ("missing", "regression", "below floor")}, key=_metric_order)
+                     if entry["verdict"] in _FAILED}, key=_metric_order)
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
 
@@ -4214,16 +4216,13 @@ def _format_markdown(report: dict, digits: int) -> str:
 
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
-    import csv
-
-    out = io.StringIO()
-    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
+    writer = _SafeCells()
     if "per_query" in report:
         writer.writerow(["query", "metric", "value"])
         for qid in sorted(report["per_query"], key=_natural_order):
             values = report["per_query"][qid]
-            writer.writerows([qid, metric, _shown(values[metric], digits)] for metric in sorted(values, key=_metric_order))
+            writer.writerows([qid, metric, _format_number(values[metric], digits)]
+                             for metric in sorted(values, key=_metric_order))
         abstained = set(report["abstention"]["abstained"])
         writer.writerows([qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"])
     else:
@@ -4231,12 +4230,12 @@ def _format_csv(report: dict, digits: int) -> str:
         writer.writerows(rows)
         shown = {row[0] for row in rows}
         for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
-            writer.writerows([f"{tag}:{metric}", _shown(value, digits, "")] + [""] * (len(rows[0]) - 2)
+            writer.writerows([f"{tag}:{metric}", _format_number(value, digits, "")] + [""] * (len(rows[0]) - 2)
                              for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown)
         share = report["abstention"]["share"]
         if share is not None:
-            writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
-    return _neutralise_workflow_commands(out.getvalue())
+            writer.writerow(["abstention", _format_number(share, digits)] + [""] * (len(rows[0]) - 2))
+    return writer.text()
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
@@ -4251,10 +4250,17 @@ def _safe_cell(text: str) -> str:
 
 
 class _SafeCells:
-    """A csv writer whose every cell passes through ``_safe_cell``."""
+    """CSV text whose every cell passes through ``_safe_cell``."""
 
-    def __init__(self, writer):
-        self.writer = writer
+    def __init__(self):
+        import csv
+
+        self.out = io.StringIO()
+        # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
+        self.writer = csv.writer(self.out, lineterminator="\r\n")
+
+    def text(self) -> str:
+        return _neutralise_workflow_commands(self.out.getvalue())
 
     def writerow(self, row) -> None:
         self.writer.writerow([_safe_cell(cell) for cell in row])
@@ -4275,14 +4281,11 @@ FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 def _gate_lines(gate_report: dict) -> List[str]:
     """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
-    for metric, entry in gate_report["metrics"].items():
-        if entry["verdict"] in ("missing", "regression"):
-            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
-            lines.append(f"REGRESSION {metric}: baseline {entry['baseline']:.4f}, now {now}")
-    for metric, entry in gate_report["floors"].items():
-        if entry["verdict"] != "pass":
-            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
-            lines.append(f"REGRESSION {metric}: floor {entry['min']:.4f}, now {now}")
+    for part, against, key in (("metrics", "baseline", "baseline"), ("floors", "floor", "min")):
+        for metric, entry in gate_report[part].items():
+            if entry["verdict"] in _FAILED:
+                now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
+                lines.append(f"REGRESSION {metric}: {against} {entry[key]:.4f}, now {now}")
     return lines
 
 
@@ -4291,14 +4294,14 @@ def _junit_xml(report: dict) -> str:
     from xml.etree import ElementTree
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
-    cases = [(key, entry, f"baseline {_shown(entry['baseline'], 4)}, now {_shown(entry['now'], 4)}, "
-                          f"allowed drop {_shown(entry['allowed_drop'], 4)}")
+    cases = [(key, entry, f"baseline {_format_number(entry['baseline'], 4)}, now {_format_number(entry['now'], 4)}, "
+                          f"allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_shown(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         cases = [("scored", {"verdict": "pass"}, f"{report['queries']} queries scored, no baseline or floor to gate")]
-    failed = [case for case in cases if case[1]["verdict"] in ("missing", "regression", "below floor")]
+    failed = [case for case in cases if case[1]["verdict"] in _FAILED]
     suite = ElementTree.Element("testsuite", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)),
                                 errors="0", skipped="0")
     for key, entry, detail in cases:
@@ -4560,10 +4563,10 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
         for name in comparison["order"]:
             entry = entries[name]
             low, high = entry.get("interval", (None, None))
-            row = [metric, name, _shown(entry["mean"], digits, missing), _shown(entry.get("delta"), digits, missing),
-                   _shown(low, digits, missing), _shown(high, digits, missing)]
-            row += [_shown(entry.get(key), digits, missing) for key in ("better", "worse", "same")]
-            row += [_shown(entry.get(key), digits, missing) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            numbers = [entry["mean"], entry.get("delta"), low, high]
+            numbers += [entry.get(key) for key in ("better", "worse", "same")]
+            numbers += [entry.get(key) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            row = [metric, name] + [_format_number(number, digits, missing) for number in numbers]
             row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
             if gates:
                 gated = gates.get(name)
@@ -4602,12 +4605,9 @@ def _format_comparison_markdown(report: dict, digits: int) -> str:
 
 def _format_comparison_csv(report: dict, digits: int) -> str:
     """One row per (metric, run): the comparison, and each run's verdict under the gate."""
-    import csv
-
-    out = io.StringIO()
-    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
+    writer = _SafeCells()
     writer.writerows(_comparison_rows(report, digits, missing="", raw=True))
-    return _neutralise_workflow_commands(out.getvalue())
+    return writer.text()
 
 
 COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -4657,7 +4657,7 @@ def _cutoffs_arg(text: str) -> List[int]:
     return sorted(set(parts))
 
 
-def _amount(text: str) -> Tolerance:
+def _tolerance_amount(text: str) -> Tolerance:
     relative = text.endswith("%")
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
@@ -4673,7 +4673,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_brief(text)}")
-    return metric, _amount(amount)
+    return metric, _tolerance_amount(amount)
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
