@@ -945,11 +945,17 @@ def read_chunks(path: str) -> Dict[str, Location]:
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp):
-            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
-            where = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
-            if chunks.setdefault(chunk, where) != where:
-                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+            _locate_chunk(row, chunks, inp.source, lineno)
     return chunks
+
+
+def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: int) -> str:
+    """Record where a row with ``chunk_id, doc_id, start, end`` locates its chunk; return the chunk id."""
+    chunk = _row_id(row, ("chunk_id",), "chunk id", source, lineno)
+    where = (_row_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
+    if chunks.setdefault(chunk, where) != where:
+        raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", source, lineno)
+    return chunk
 
 
 def read_located_run(path: str, fmt: str = "auto") -> Tuple[Run, Dict[str, Location]]:
@@ -979,10 +985,7 @@ def _located_rows(inp: _Input) -> Tuple[Run, Dict[str, Location]]:
     for lineno, row in _jsonl_rows(inp):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         if "chunk_id" in row:
-            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
-            located = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
-            if where.setdefault(chunk, located) != located:
-                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+            chunk = _locate_chunk(row, where, inp.source, lineno)
         else:
             chunk = _row_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if (scores and "score" not in row) or (lists and "score" in row):
@@ -1479,16 +1482,11 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     located = chunk_locations(run, in_run, read_chunks(args.chunks) if args.chunks else None, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
     measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
-    try:
+    with _naming_files(args.qrels, path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                                 gain=args.gain, min_grade=args.min_grade,
                                 min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                 drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
-    except RagEvalError as exc:  # name the file that evaluate_spans() could only call "qrels" or "run"
-        files = {"qrels": args.qrels, "run": path}
-        if exc.source in files:
-            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
-        raise
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
@@ -1530,14 +1528,7 @@ def _label_job(args) -> int:
     check = check_labels(qrels, read_corpus(args.corpus))
     if args.fix_labels:
         _output_target(args.fix_labels)
-        staged = _stage([(args.fix_labels, spans_text(check.fixed))])
-        try:
-            _deliver(labels_table(check))
-            _commit(staged)
-        finally:
-            _discard(staged)
-    else:
-        _deliver(labels_table(check))
+    _publish(labels_table(check), [(args.fix_labels, spans_text(check.fixed))] if args.fix_labels else [])
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 
@@ -5149,6 +5140,16 @@ def _deliver(text: str) -> None:
         raise RagEvalError(f"cannot write the report to standard output: {exc.strerror or exc}") from None
 
 
+def _publish(text: str, files: List[Tuple[str, str]]) -> None:
+    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing."""
+    staged = _stage(files)
+    try:
+        _deliver(text)
+        _commit(staged)
+    finally:
+        _discard(staged)  # what was not renamed: the run failed, or was interrupted
+
+
 def _silence(stream) -> None:
     """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
     try:
@@ -5182,7 +5183,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     cutoffs = None if args.unjudged else used
     run, any_judged = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged, cutoffs,
                                 args.max_input_bytes)
-    try:
+    with _naming_files(args.qrels, path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
@@ -5193,12 +5194,19 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
-    except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
-        files = {"qrels": args.qrels, "run": path}
-        if exc.source in files:
-            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
-        raise
     return result, run
+
+
+@contextmanager
+def _naming_files(qrels: str, run: str) -> Iterator[None]:
+    """Name the files that evaluate() and evaluate_spans() could only call "qrels" or "run" in their errors."""
+    try:
+        yield
+    except RagEvalError as exc:
+        files = {"qrels": qrels, "run": run}
+        if exc.source not in files:
+            raise
+        raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
@@ -5518,12 +5526,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
         if args.output else []
-    staged = _stage(files)
-    try:
-        _deliver(text)
-        _commit(staged)
-    finally:
-        _discard(staged)
+    _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {args.output}"))
     # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
