@@ -763,28 +763,22 @@ def document_of(docid: str, sep: str) -> str:
 
 def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
     """Judgments per document: the best grade among the document's chunks."""
-    mapped: Qrels = {}
-    for qid, docs in qrels.items():
-        best = mapped[qid] = {}
-        for docid, grade in docs.items():
-            document = document_of(docid, sep)
-            best[document] = max(grade, best.get(document, grade))
-    return mapped
+    return {qid: _best_by_document(docs, sep) for qid, docs in qrels.items()}
 
 
 def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each ranked at its best chunk's place (a score: the best chunk's)."""
-    mapped: Run = {}
-    for qid, entry in run.items():
-        if isinstance(entry, _MAPPINGS):
-            best: Dict[str, float] = {}
-            for docid, score in entry.items():
-                document = document_of(docid, sep)
-                best[document] = max(score, best.get(document, score))
-            mapped[qid] = best
-        else:
-            mapped[qid] = list(dict.fromkeys(document_of(docid, sep) for docid in entry))
-    return mapped
+    return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
+            else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
+
+
+def _best_by_document(values: Mapping[str, float], sep: str) -> Dict[str, float]:
+    """chunk id -> value (a grade, a score) as document id -> the best value of its chunks."""
+    best: Dict[str, float] = {}
+    for docid, value in values.items():
+        document = document_of(docid, sep)
+        best[document] = max(value, best.get(document, value))
+    return best
 
 
 def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
