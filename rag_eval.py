@@ -1423,13 +1423,6 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
 # --- The command line's evidence jobs (the options are read in _build_parser) ---
 
 
-def _min_overlap_arg(text: str) -> float:
-    value = _number(text)
-    if value is None or not 0 < value <= 1:
-        raise RagEvalError(f"expected a fraction in (0, 1], such as 0.5, got {_brief(text)}")
-    return value
-
-
 def _span_options(group, typed) -> None:
     group.add_argument("--chunks", metavar="FILE",
                        help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
@@ -4681,24 +4674,26 @@ def _whole_arg(low: int, high: Optional[int] = None):
     return parse
 
 
-def _alpha_arg(text: str) -> float:
-    value = _number(text)
-    if value is None or not 0 < value < 1:
-        raise RagEvalError(f"expected a number between 0 and 1, got {_brief(text)}")
-    return value
+def _number_arg(accepted: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """A parser of finite numbers that ``accepted`` takes; ``expected`` says which in the error."""
+    def parse(text: str) -> float:
+        value = _number(text)
+        if value is None or not accepted(value):
+            raise RagEvalError(f"expected {expected}, got {_brief(text)}")
+        return value
+
+    return parse
+
+
+_alpha_arg = _number_arg(lambda value: 0 < value < 1, "a number between 0 and 1")
+_score_arg = _number_arg(lambda value: True, "a finite number")
+_min_overlap_arg = _number_arg(lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 
 
 def _separator_arg(text: str) -> str:
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
     return text
-
-
-def _score_arg(text: str) -> float:
-    value = _number(text)
-    if value is None:
-        raise RagEvalError(f"expected a finite number, got {_brief(text)}")
-    return value
 
 
 def _meta_arg(text: str) -> Tuple[str, str]:
@@ -5462,8 +5457,7 @@ def _split_runs(args) -> None:
     if texts.count("-") + [args.qrels, args.baseline, args.slices].count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     runs = [run_name(text) for text in texts]
-    names = [name for name, _ in runs]
-    twice = next((name for name in names if names.count(name) > 1), None)
+    twice = _first_repeated([name for name, _ in runs])
     if twice is not None:
         raise RagEvalError(f"two runs are named {_brief(twice)}: name them NAME=PATH")
     args.run, args.runs = runs[0][1], runs
@@ -5546,11 +5540,14 @@ def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored
 
 def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
     """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
-    keys = [key for key, _ in pairs]
-    twice = next((key for key in keys if keys.count(key) > 1), None)
+    twice = _first_repeated([key for key, _ in pairs])
     if twice is not None:
         raise RagEvalError(f"--meta names {_brief(twice)} twice")
     return dict(pairs)
+
+
+def _first_repeated(items: List[str]) -> Optional[str]:
+    return next((item for item in items if items.count(item) > 1), None)
 
 
 def _provenance(args) -> Dict[str, str]:
