@@ -3801,20 +3801,19 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     seen = set()
     found = False
     ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
-    ranked_judged = [False]  # whether a ranked list names a judged document
 
     def ranked(qid: str) -> Callable[[str], None]:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranking.clear()
-        ranked_judged[0] = False
 
         def take(docid: str) -> None:
+            nonlocal found
             if _too_long_id(docid):
                 raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
             if docid in grades:
-                ranked_judged[0] = True
+                found = True
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None  # a repeated id stays at its first place
 
@@ -3825,7 +3824,6 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
-            found = found or ranked_judged[0]
             if reducer is None:
                 run[qid] = list(ranking)
             elif reducer.knows(qid):
