@@ -2715,7 +2715,11 @@ def _opened(path: str) -> Iterator[_Input]:
     raw = _open_binary(path, source, hashed=digests is not None)
     stream = raw
     try:
-        if _read_magic(raw, source) == _GZIP_MAGIC:
+        try:
+            magic = raw.peek(2)[:2]
+        except OSError as exc:
+            raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+        if magic == _GZIP_MAGIC:
             import gzip  # only gzipped inputs pay for it
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -2787,13 +2791,6 @@ def _first_content(stream, source: str) -> _Input:
     return _Input(source, head, stream, first_line)
 
 
-def _read_magic(raw, source: str) -> bytes:
-    try:
-        return raw.peek(2)[:2]
-    except OSError as exc:
-        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
-
-
 def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
     """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
     try:
@@ -2837,14 +2834,6 @@ def _detect_format(inp: _Input) -> str:
     is_row = isinstance(row, dict) and any(
         name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
     return "jsonl" if is_row else "json"
-
-
-def _decode(data: bytes, source: str, first_line: int = 1) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + data.count(b"\n", 0, exc.start)
-        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
 def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
@@ -2959,7 +2948,12 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     data = _read_all(inp, limit)
     if not data.strip():
         raise RagEvalError("file is empty", inp.source)
-    return _decode_json(_decode(data, inp.source, inp.first_line), inp.source, inp.first_line, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = inp.first_line + data.count(b"\n", 0, exc.start)
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", inp.source, line) from None
+    return _decode_json(text, inp.source, inp.first_line, what)
 
 
 def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
@@ -4192,26 +4186,25 @@ def _format_markdown(report: dict, digits: int) -> str:
 
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
-    writer = _SafeCells()
     if "per_query" in report:
-        writer.writerow(["query", "metric", "value"])
+        rows = [["query", "metric", "value"]]
         for qid in sorted(report["per_query"], key=_natural_order):
             values = report["per_query"][qid]
-            writer.writerows([qid, metric, _format_number(values[metric], digits)]
-                             for metric in sorted(values, key=_metric_order))
+            rows += [[qid, metric, _format_number(values[metric], digits)]
+                     for metric in sorted(values, key=_metric_order)]
         abstained = set(report["abstention"]["abstained"])
-        writer.writerows([qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"])
-    else:
-        rows = _metric_rows(report, digits, missing="")
-        writer.writerows(rows)
-        shown = {row[0] for row in rows}
-        for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
-            writer.writerows([f"{tag}:{metric}", _format_number(value, digits, "")] + [""] * (len(rows[0]) - 2)
-                             for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown)
-        share = report["abstention"]["share"]
-        if share is not None:
-            writer.writerow(["abstention", _format_number(share, digits)] + [""] * (len(rows[0]) - 2))
-    return writer.text()
+        rows += [[qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"]]
+        return _csv_text(rows)
+    rows = _metric_rows(report, digits, missing="")
+    shown = {row[0] for row in rows}
+    blank = [""] * (len(rows[0]) - 2)
+    for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
+        rows += [[f"{tag}:{metric}", _format_number(value, digits, "")] + blank
+                 for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown]
+    share = report["abstention"]["share"]
+    if share is not None:
+        rows.append(["abstention", _format_number(share, digits)] + blank)
+    return _csv_text(rows)
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
@@ -4225,25 +4218,14 @@ def _safe_cell(text: str) -> str:
     return text
 
 
-class _SafeCells:
-    """CSV text whose every cell passes through ``_safe_cell``."""
+def _csv_text(rows: List[List[str]]) -> str:
+    """CSV whose every cell passes through ``_safe_cell``."""
+    import csv
 
-    def __init__(self):
-        import csv
-
-        self.out = io.StringIO()
-        # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-        self.writer = csv.writer(self.out, lineterminator="\r\n")
-
-    def text(self) -> str:
-        return _neutralise_workflow_commands(self.out.getvalue())
-
-    def writerow(self, row) -> None:
-        self.writer.writerow([_safe_cell(cell) for cell in row])
-
-    def writerows(self, rows) -> None:
-        for row in rows:
-            self.writerow(row)
+    out = io.StringIO()
+    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
+    csv.writer(out, lineterminator="\r\n").writerows([_safe_cell(cell) for cell in row] for row in rows)
+    return _neutralise_workflow_commands(out.getvalue())
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -4581,9 +4563,7 @@ def _format_comparison_markdown(report: dict, digits: int) -> str:
 
 def _format_comparison_csv(report: dict, digits: int) -> str:
     """One row per (metric, run): the comparison, and each run's verdict under the gate."""
-    writer = _SafeCells()
-    writer.writerows(_comparison_rows(report, digits, missing="", raw=True))
-    return writer.text()
+    return _csv_text(_comparison_rows(report, digits, missing="", raw=True))
 
 
 COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
