@@ -3211,7 +3211,7 @@ class _TopScores:
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
     def grown(self) -> float:
-        """For a caller that adds to ``scores`` itself: call when it holds ``mark`` documents; returns the floor."""
+        """Call when ``scores`` holds ``mark`` documents (``add`` does; the TREC reader adds itself); returns the floor."""
         if len(self.scores) == self.depth:
             self.floor = min(self.scores.values())
         else:
@@ -3219,18 +3219,13 @@ class _TopScores:
         self.mark = 2 * self.depth + 65
         return self.floor
 
-    def add(self, docid: Union[str, bytes], score: float) -> float:
-        """Offer one document; return the floor, for the caller's next comparison."""
-        scores = self.scores
-        old = scores.get(docid)
+    def add(self, docid: Union[str, bytes], score: float) -> None:
+        """Offer one document; one offered again keeps its higher score."""
+        old = self.scores.get(docid)
         if old is None or score > old:
-            scores[docid] = score
-            held = len(scores)
-            if held == self.depth and old is None:
-                self.floor = min(scores.values())
-            elif self.depth is not None and held > 2 * self.depth + 64:
-                self.prune()
-        return self.floor
+            self.scores[docid] = score
+            if old is None and len(self.scores) >= self.mark:
+                self.grown()
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
@@ -5464,10 +5459,8 @@ def _run_candidates(args, argv: List[str]) -> int:
         slices = read_slices(args.slices) if args.slices else None
         qrels = read_qrels(args.qrels, args.qrels_format)
         fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
-        scored = []
-        for name, path in args.runs:
-            result, _ = _score_file(args, qrels, path)  # the run goes here: only its scores stay
-            scored.append(_Scored(name, path, result))
+        # Each run goes once scored: only its scores stay.
+        scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         if args.baseline_run:
             old = scored[0].result
             baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
