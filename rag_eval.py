@@ -3609,7 +3609,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if reducer is not None and qid != open_qid:
-            _close_jsonl_query(reducer, open_qid, current, tops, lists)
+            _close_jsonl_query(reducer, current, tops, lists)
             open_qid, current = qid, qid if reducer.knows(qid) else None
         if scored and not _is_finite(row["score"]):
             raise RagEvalError(f"score must be a finite number, got {_brief(row['score'])}", inp.source, lineno)
@@ -3625,15 +3625,15 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                 ranking[docid] = None
     found = judged is not None and not looking
     if reducer is not None:
-        _close_jsonl_query(reducer, open_qid, current, tops, lists)
+        _close_jsonl_query(reducer, current, tops, lists)
         return reducer.run(), found
     return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
 
 
-def _close_jsonl_query(reducer: "_Reducer", qid: Optional[str], current: Optional[str], tops: "_TopsByQuery",
+def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
                        lists: Dict[str, Dict[str, None]]) -> None:
-    """The rows of ``qid`` ended: reduce it (when the qrels know it) and forget its documents."""
-    if qid is None or current is None:
+    """The rows of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
+    if qid is None:
         return
     if qid in lists:
         reducer.ranked(qid, list(lists.pop(qid)))
