@@ -767,28 +767,22 @@ def document_of(docid: str, sep: str) -> str:
 
 def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
     """Judgments per document: the best grade among the document's chunks."""
-    mapped: Qrels = {}
-    for qid, docs in qrels.items():
-        best = mapped[qid] = {}
-        for docid, grade in docs.items():
-            document = document_of(docid, sep)
-            best[document] = max(grade, best.get(document, grade))
-    return mapped
+    return {qid: _best_by_document(docs, sep) for qid, docs in qrels.items()}
 
 
 def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each ranked at its best chunk's place (a score: the best chunk's)."""
-    mapped: Run = {}
-    for qid, entry in run.items():
-        if isinstance(entry, _MAPPINGS):
-            best: Dict[str, float] = {}
-            for docid, score in entry.items():
-                document = document_of(docid, sep)
-                best[document] = max(score, best.get(document, score))
-            mapped[qid] = best
-        else:
-            mapped[qid] = list(dict.fromkeys(document_of(docid, sep) for docid in entry))
-    return mapped
+    return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
+            else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
+
+
+def _best_by_document(values: Mapping[str, float], sep: str) -> Dict[str, float]:
+    """chunk id -> value (a grade, a score) as document id -> the best value of its chunks."""
+    best: Dict[str, float] = {}
+    for docid, value in values.items():
+        document = document_of(docid, sep)
+        best[document] = max(value, best.get(document, value))
+    return best
 
 
 def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
@@ -949,11 +943,17 @@ def read_chunks(path: str) -> Dict[str, Location]:
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp):
-            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
-            where = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
-            if chunks.setdefault(chunk, where) != where:
-                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+            _locate_chunk(row, chunks, inp.source, lineno)
     return chunks
+
+
+def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: int) -> str:
+    """Record where a row with ``chunk_id, doc_id, start, end`` locates its chunk; return the chunk id."""
+    chunk = _row_id(row, ("chunk_id",), "chunk id", source, lineno)
+    where = (_row_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
+    if chunks.setdefault(chunk, where) != where:
+        raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", source, lineno)
+    return chunk
 
 
 def read_located_run(path: str, fmt: str = "auto") -> Tuple[Run, Dict[str, Location]]:
@@ -983,10 +983,7 @@ def _located_rows(inp: _Input) -> Tuple[Run, Dict[str, Location]]:
     for lineno, row in _jsonl_rows(inp):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         if "chunk_id" in row:
-            chunk = _row_id(row, ("chunk_id",), "chunk id", inp.source, lineno)
-            located = (_row_id(row, _JSONL_DOC, "document id", inp.source, lineno), *_offsets(row, inp.source, lineno))
-            if where.setdefault(chunk, located) != located:
-                raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", inp.source, lineno)
+            chunk = _locate_chunk(row, where, inp.source, lineno)
         else:
             chunk = _row_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if (scores and "score" not in row) or (lists and "score" in row):
@@ -1430,13 +1427,6 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
 # --- The command line's evidence jobs (the options are read in _build_parser) ---
 
 
-def _min_overlap_arg(text: str) -> float:
-    value = _number(text)
-    if value is None or not 0 < value <= 1:
-        raise RagEvalError(f"expected a fraction in (0, 1], such as 0.5, got {_brief(text)}")
-    return value
-
-
 def _span_options(group, typed) -> None:
     group.add_argument("--chunks", metavar="FILE",
                        help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
@@ -1483,16 +1473,11 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     located = chunk_locations(run, in_run, read_chunks(args.chunks) if args.chunks else None, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
     measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
-    try:
+    with _naming_files(args.qrels, path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                                 gain=args.gain, min_grade=args.min_grade,
                                 min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                 drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
-    except RagEvalError as exc:  # name the file that evaluate_spans() could only call "qrels" or "run"
-        files = {"qrels": args.qrels, "run": path}
-        if exc.source in files:
-            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
-        raise
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
@@ -1534,14 +1519,7 @@ def _label_job(args) -> int:
     check = check_labels(qrels, read_corpus(args.corpus))
     if args.fix_labels:
         _output_target(args.fix_labels)
-        staged = _stage([(args.fix_labels, spans_text(check.fixed))])
-        try:
-            _deliver(labels_table(check))
-            _commit(staged)
-        finally:
-            _discard(staged)
-    else:
-        _deliver(labels_table(check))
+    _publish(labels_table(check), [(args.fix_labels, spans_text(check.fixed))] if args.fix_labels else [])
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 
@@ -3035,7 +3013,11 @@ def _opened(path: str) -> Iterator[_Input]:
     raw = _open_binary(path, source, hashed=digests is not None)
     stream = raw
     try:
-        if _read_magic(raw, source) == _GZIP_MAGIC:
+        try:
+            magic = raw.peek(2)[:2]
+        except OSError as exc:
+            raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
+        if magic == _GZIP_MAGIC:
             import gzip  # only gzipped inputs pay for it
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
@@ -3107,13 +3089,6 @@ def _first_content(stream, source: str) -> _Input:
     return _Input(source, head, stream, first_line)
 
 
-def _read_magic(raw, source: str) -> bytes:
-    try:
-        return raw.peek(2)[:2]
-    except OSError as exc:
-        raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
-
-
 def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
     """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
     try:
@@ -3157,14 +3132,6 @@ def _detect_format(inp: _Input) -> str:
     is_row = isinstance(row, dict) and any(
         name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
     return "jsonl" if is_row else "json"
-
-
-def _decode(data: bytes, source: str, first_line: int = 1) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + data.count(b"\n", 0, exc.start)
-        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source, line) from None
 
 
 def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
@@ -3279,7 +3246,12 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     data = _read_all(inp, limit)
     if not data.strip():
         raise RagEvalError("file is empty", inp.source)
-    return _decode_json(_decode(data, inp.source, inp.first_line), inp.source, inp.first_line, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = inp.first_line + data.count(b"\n", 0, exc.start)
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", inp.source, line) from None
+    return _decode_json(text, inp.source, inp.first_line, what)
 
 
 def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
@@ -3337,21 +3309,17 @@ def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: i
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
-    for lineno, line in _raw_lines(inp, max_bytes):
-        if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
-            raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
-        row = _decode_json(line, inp.source, lineno)
-        if not isinstance(row, dict):
-            raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
-        yield lineno, row
-
-
-def _raw_lines(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, str]]:
-    """Yield ``(line number, line)`` for each non-blank line, its text untouched."""
+    """Yield ``(line number, row)`` for each non-blank line: a JSON object."""
     for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            if line.strip():
-                yield lineno, line
+            if not line.strip():
+                continue
+            if line.startswith("\ufeff"):  # json.loads would say so; the decoder used here does not
+                raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
+            row = _decode_json(line, inp.source, lineno)
+            if not isinstance(row, dict):
+                raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
+            yield lineno, row
 
 
 def _kind(value) -> str:
@@ -3372,14 +3340,10 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _is_finite(value) -> bool:
     """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
     try:
-        return _is_number(value) and math.isfinite(value)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     except OverflowError:
         return False
 
@@ -3545,7 +3509,7 @@ class _TopScores:
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
     def grown(self) -> float:
-        """For a caller that adds to ``scores`` itself: call when it holds ``mark`` documents; returns the floor."""
+        """Call when ``scores`` holds ``mark`` documents (``add`` does; the TREC reader adds itself); returns the floor."""
         if len(self.scores) == self.depth:
             self.floor = min(self.scores.values())
         else:
@@ -3553,18 +3517,13 @@ class _TopScores:
         self.mark = 2 * self.depth + 65
         return self.floor
 
-    def add(self, docid: Union[str, bytes], score: float) -> float:
-        """Offer one document; return the floor, for the caller's next comparison."""
-        scores = self.scores
-        old = scores.get(docid)
+    def add(self, docid: Union[str, bytes], score: float) -> None:
+        """Offer one document; one offered again keeps its higher score."""
+        old = self.scores.get(docid)
         if old is None or score > old:
-            scores[docid] = score
-            held = len(scores)
-            if held == self.depth and old is None:
-                self.floor = min(scores.values())
-            elif self.depth is not None and held > 2 * self.depth + 64:
-                self.prune()
-        return self.floor
+            self.scores[docid] = score
+            if old is None and len(self.scores) >= self.mark:
+                self.grown()
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
@@ -3742,12 +3701,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
                     qid = segment_qid
-                    _reduce_query(reducer, query, top, held_ids, held_scores)
+                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                     held_ids, held_scores = [], []
-                    query = qid.decode("utf-8")
-                    top = _TopScores(depth)
-                    if not reducer.knows(query):
-                        top.floor = math.inf
                 if top.floor == math.inf:
                     continue
                 if looking:
@@ -3784,11 +3739,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                     top = tops[qid]
                     query = qid.decode("utf-8")
                 else:
-                    _reduce_query(reducer, query, top, held_ids, held_scores)
-                    query = qid.decode("utf-8")
-                    top = _TopScores(depth)
-                    if not reducer.knows(query):
-                        top.floor = math.inf  # lines of a query the qrels lack are checked, not kept
+                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                 floor, scores, mark = top.floor, top.scores, top.mark
                 setdefault = scores.setdefault
             if looking:
@@ -3850,6 +3801,18 @@ def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopSco
     reducer.scored(query, top.scores)
 
 
+def _next_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
+                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores]:
+    """Reduce the query that ended; ``qid``'s name and its empty ``_TopScores``, whose floor is infinite
+    when the qrels lack it (its lines are checked, not kept)."""
+    _reduce_query(reducer, query, top, held_ids, held_scores)
+    query = qid.decode("utf-8")
+    top = _TopScores(reducer.depth)
+    if not reducer.knows(query):
+        top.floor = math.inf
+    return query, top
+
+
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
     """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
 
@@ -3904,6 +3867,11 @@ def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int,
     return None
 
 
+def _too_long_id(text: str) -> bool:
+    """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
+    return len(text) > MAX_ID // 4 and len(text.encode("utf-8")) > MAX_ID
+
+
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     text = docid.decode("utf-8")
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
@@ -3922,52 +3890,48 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
     open_qid = None
-    scored_rows = ranked_rows = False  # rows with a score seen, rows without one seen
+    scored = None  # whether the rows have scores, as the first row says
     looking = judged is not None
     for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and len(value.encode("utf-8")) > MAX_ID:
+            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
             looking = docid not in judged.get(qid, ())
-        has_score = "score" in row
-        if (scored_rows and not has_score) or (ranked_rows and has_score):
+        if scored is None:
+            scored = "score" in row
+        elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if reducer is not None and qid != open_qid:
-            _close_jsonl_query(reducer, open_qid, current, tops, lists)
+            _close_jsonl_query(reducer, current, tops, lists)
             open_qid, current = qid, qid if reducer.knows(qid) else None
-        if has_score:
-            score = row["score"]
-            if not _is_finite(score):
-                raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
-            scored_rows = True
-            if reducer is not None and current is None:
-                continue
+        if scored and not _is_finite(row["score"]):
+            raise RagEvalError(f"score must be a finite number, got {_brief(row['score'])}", inp.source, lineno)
+        if reducer is not None and current is None:
+            continue  # a query the qrels lack: its rows are checked, not kept
+        if scored:
             top = tops[qid]
             if keep is None or keep(qid, docid):
-                top.add(docid, float(score))
+                top.add(docid, float(row["score"]))
         else:
-            ranked_rows = True
-            if reducer is not None and current is None:
-                continue
             ranking = lists.setdefault(qid, {})
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None
     found = judged is not None and not looking
     if reducer is not None:
-        _close_jsonl_query(reducer, open_qid, current, tops, lists)
+        _close_jsonl_query(reducer, current, tops, lists)
         return reducer.run(), found
     return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
 
 
-def _close_jsonl_query(reducer: "_Reducer", qid: Optional[str], current: Optional[str], tops: "_TopsByQuery",
+def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
                        lists: Dict[str, Dict[str, None]]) -> None:
-    """The rows of ``qid`` ended: reduce it (when the qrels know it) and forget its documents."""
-    if qid is None or current is None:
+    """The rows of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
+    if qid is None:
         return
     if qid in lists:
         reducer.ranked(qid, list(lists.pop(qid)))
@@ -4045,22 +4009,8 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
         raise _ReadAgain()
     stream.pos += 1
     first = True
-    while True:
-        stream.forget()
-        char = stream.skip_space()
-        if char == "}":
-            stream.pos += 1
-            if stream.skip_space():
-                raise _ReadAgain()  # more after the document
-            return
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            char = stream.skip_space()
-        if char != '"':
-            raise _ReadAgain()
-        key = _json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1))
+    while _json_next_string(stream, "}", first):
+        key = _json_parsed(stream, _scan_string)
         if stream.skip_space() != ":":
             raise _ReadAgain()
         stream.pos += 1
@@ -4071,6 +4021,31 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
             value = _json_parsed(stream, _JSON.raw_decode)
         first = False
         yield key, value
+    if stream.skip_space():
+        raise _ReadAgain()  # more after the document
+
+
+def _json_next_string(stream: _JsonStream, closing: str, first: bool) -> bool:
+    """Step to the next member (or item) of a JSON object (or list) that ``closing`` ends: True at its
+    opening quote, past any comma; False past ``closing``; anything else raises ``_ReadAgain``."""
+    stream.forget()  # between members, no position is held
+    char = stream.skip_space()
+    if char == closing:
+        stream.pos += 1
+        return False
+    if not first:
+        if char != ",":
+            raise _ReadAgain()
+        stream.pos += 1
+        char = stream.skip_space()
+    if char != '"':
+        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
+    return True
+
+
+def _scan_string(text: str, at: int) -> Tuple[str, int]:
+    """The JSON string whose opening quote is at ``at``, and the position after it (json's own scanner)."""
+    return json.decoder.scanstring(text, at + 1)
 
 
 def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
@@ -4095,20 +4070,8 @@ def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
     """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
     stream.pos += 1
     first = True
-    while True:
-        stream.forget()
-        char = stream.skip_space()
-        if char == "]":
-            stream.pos += 1
-            return
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            char = stream.skip_space()
-        if char != '"':
-            raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
-        take(_json_parsed(stream, lambda text, at: json.decoder.scanstring(text, at + 1)))
+    while _json_next_string(stream, "]", first):
+        take(_json_parsed(stream, _scan_string))
         first = False
 
 
@@ -4125,20 +4088,19 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     seen = set()
     found = False
     ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
-    ranked_judged = [False]  # whether a ranked list names a judged document
 
     def ranked(qid: str) -> Callable[[str], None]:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranking.clear()
-        ranked_judged[0] = False
 
         def take(docid: str) -> None:
-            if len(docid) > MAX_ID // 4 and len(docid.encode("utf-8")) > MAX_ID:
+            nonlocal found
+            if _too_long_id(docid):
                 raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
             if docid in grades:
-                ranked_judged[0] = True
+                found = True
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None  # a repeated id stays at its first place
 
@@ -4149,7 +4111,6 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
-            found = found or ranked_judged[0]
             if reducer is None:
                 run[qid] = list(ranking)
             elif reducer.knows(qid):
@@ -4159,8 +4120,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             _check_run({qid: entry}, inp.source)
         except RagEvalError:
             raise _ReadAgain() from None
-        if len(qid) > MAX_ID // 4 and len(qid.encode("utf-8")) > MAX_ID or max(map(len, entry), default=0) > MAX_ID // 4 \
-                and max(len(docid.encode("utf-8")) for docid in entry) > MAX_ID:
+        # map(len) in C first: only a long id can be too long.
+        if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
             raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
         if doc_id_sep is not None:
             entry = documents_run({qid: entry}, doc_id_sep)[qid]
@@ -4331,6 +4292,9 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     return report
 
 
+_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
+
+
 def _format_json(report: dict, digits: int) -> str:
     """The report as one JSON object, keys sorted, every number exact (the shortest
     repr that reads back as the same float): scripts compare them, so no rounding
@@ -4338,7 +4302,7 @@ def _format_json(report: dict, digits: int) -> str:
     return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
-def _shown(value, digits: int, missing: str = "-") -> str:
+def _format_number(value, digits: int, missing: str = "-") -> str:
     if value is None:
         return missing
     if isinstance(value, float):
@@ -4405,19 +4369,18 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
-        row = [metric, _shown(mean, digits, missing)]
-        if intervals is not None:
-            low, high = intervals.get(metric, (None, None))
-            row += [_shown(low, digits, missing), _shown(high, digits, missing)]
+        numbers = [mean] + (list(intervals.get(metric, (None, None))) if intervals is not None else [])
         if gate_entries or floors:
             entry = gate_entries.get(metric, {})
-            row += [_shown(entry.get("baseline"), digits, missing), _shown(entry.get("delta"), digits, missing)]
+            numbers += [entry.get("baseline"), entry.get("delta")]
             if paired:
-                low, high = entry.get("interval") or (None, None)  # the paired interval of the delta
-                counts = f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing
-                row += [_shown(low, digits, missing), _shown(high, digits, missing),
-                        _shown(entry.get("effect_size"), digits, missing), counts]
-            row += [_shown(entry.get("allowed_drop"), digits, missing), _shown(entry.get("p_adjusted"), digits, missing),
+                numbers += list(entry.get("interval") or (None, None)) + [entry.get("effect_size")]
+        row = [metric] + [_format_number(number, digits, missing) for number in numbers]
+        if gate_entries or floors:
+            if paired:  # better/worse/same, after the numbers of the paired comparison
+                row.append(f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing)
+            row += [_format_number(entry.get("allowed_drop"), digits, missing),
+                    _format_number(entry.get("p_adjusted"), digits, missing),
                     _verdict_cell(entry, floors.get(metric)) or missing]
         rows.append(row)
     return rows
@@ -4436,7 +4399,7 @@ def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
     for tag, entry in sorted(slices.items(), key=lambda item: _natural_order(item[0])):
-        rows.append([tag, str(entry["queries"])] + [_shown(entry["mean"].get(m), digits) for m in metrics])
+        rows.append([tag, str(entry["queries"])] + [_format_number(entry["mean"].get(m), digits) for m in metrics])
     return rows
 
 
@@ -4448,13 +4411,14 @@ def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
     queries = sorted(table, key=_natural_order)
     before = report.get("per_query_baseline")
     if not before:
-        return [["query"] + metrics] + [[qid] + [_shown(table[qid].get(m), digits) for m in metrics] for qid in queries]
+        return [["query"] + metrics] + [[qid] + [_format_number(table[qid].get(m), digits) for m in metrics]
+                                        for qid in queries]
     rows = [["query", "metric", "baseline", "now", "delta"]]
     for qid in queries:
         for metric in metrics:
             was, now = before.get(metric, {}).get(qid), table[qid].get(metric)
             delta = None if was is None or now is None else now - was
-            rows.append([qid, metric, _shown(was, digits), _shown(now, digits), _shown(delta, digits)])
+            rows.append([qid, metric] + [_format_number(number, digits) for number in (was, now, delta)])
     return rows
 
 
@@ -4482,7 +4446,7 @@ def _verdict_line(report: dict) -> str:
     if gate_report is None:
         return f"scored {report['queries']} queries{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
-                     if entry["verdict"] in ("missing", "regression", "below floor")}, key=_metric_order)
+                     if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})" if failed \
@@ -4553,29 +4517,25 @@ def _format_markdown(report: dict, digits: int) -> str:
 
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
-    import csv
-
-    out = io.StringIO()
-    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
     if "per_query" in report:
-        writer.writerow(["query", "metric", "value"])
+        rows = [["query", "metric", "value"]]
         for qid in sorted(report["per_query"], key=_natural_order):
             values = report["per_query"][qid]
-            writer.writerows([qid, metric, _shown(values[metric], digits)] for metric in sorted(values, key=_metric_order))
+            rows += [[qid, metric, _format_number(values[metric], digits)]
+                     for metric in sorted(values, key=_metric_order)]
         abstained = set(report["abstention"]["abstained"])
-        writer.writerows([qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"])
-    else:
-        rows = _metric_rows(report, digits, missing="")
-        writer.writerows(rows)
-        shown = {row[0] for row in rows}
-        for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
-            writer.writerows([f"{tag}:{metric}", _shown(value, digits, "")] + [""] * (len(rows[0]) - 2)
-                             for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown)
-        share = report["abstention"]["share"]
-        if share is not None:
-            writer.writerow(["abstention", _shown(share, digits)] + [""] * (len(rows[0]) - 2))
-    return _neutralise_workflow_commands(out.getvalue())
+        rows += [[qid, "abstention", "1" if qid in abstained else "0"] for qid in report["unscored"]]
+        return _csv_text(rows)
+    rows = _metric_rows(report, digits, missing="")
+    shown = {row[0] for row in rows}
+    blank = [""] * (len(rows[0]) - 2)
+    for tag, entry in (report.get("slices") or {}).items():  # a slice's means, named as tolerances name them
+        rows += [[f"{tag}:{metric}", _format_number(value, digits, "")] + blank
+                 for metric, value in entry["mean"].items() if f"{tag}:{metric}" not in shown]
+    share = report["abstention"]["share"]
+    if share is not None:
+        rows.append(["abstention", _format_number(share, digits)] + blank)
+    return _csv_text(rows)
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
@@ -4589,18 +4549,14 @@ def _safe_cell(text: str) -> str:
     return text
 
 
-class _SafeCells:
-    """A csv writer whose every cell passes through ``_safe_cell``."""
+def _csv_text(rows: List[List[str]]) -> str:
+    """CSV whose every cell passes through ``_safe_cell``."""
+    import csv
 
-    def __init__(self, writer):
-        self.writer = writer
-
-    def writerow(self, row) -> None:
-        self.writer.writerow([_safe_cell(cell) for cell in row])
-
-    def writerows(self, rows) -> None:
-        for row in rows:
-            self.writerow(row)
+    out = io.StringIO()
+    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
+    csv.writer(out, lineterminator="\r\n").writerows([_safe_cell(cell) for cell in row] for row in rows)
+    return _neutralise_workflow_commands(out.getvalue())
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -4614,14 +4570,11 @@ FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 def _gate_lines(gate_report: dict) -> List[str]:
     """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
-    for metric, entry in gate_report["metrics"].items():
-        if entry["verdict"] in ("missing", "regression"):
-            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
-            lines.append(f"REGRESSION {metric}: baseline {entry['baseline']:.4f}, now {now}")
-    for metric, entry in gate_report["floors"].items():
-        if entry["verdict"] != "pass":
-            now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
-            lines.append(f"REGRESSION {metric}: floor {entry['min']:.4f}, now {now}")
+    for part, against, key in (("metrics", "baseline", "baseline"), ("floors", "floor", "min")):
+        for metric, entry in gate_report[part].items():
+            if entry["verdict"] in _FAILED:
+                now = "missing" if entry["now"] is None else f"{entry['now']:.4f}"
+                lines.append(f"REGRESSION {metric}: {against} {entry[key]:.4f}, now {now}")
     return lines
 
 
@@ -4630,14 +4583,14 @@ def _junit_xml(report: dict) -> str:
     from xml.etree import ElementTree
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
-    cases = [(key, entry, f"baseline {_shown(entry['baseline'], 4)}, now {_shown(entry['now'], 4)}, "
-                          f"allowed drop {_shown(entry['allowed_drop'], 4)}")
+    cases = [(key, entry, f"baseline {_format_number(entry['baseline'], 4)}, now {_format_number(entry['now'], 4)}, "
+                          f"allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_shown(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         cases = [("scored", {"verdict": "pass"}, f"{report['queries']} queries scored, no baseline or floor to gate")]
-    failed = [case for case in cases if case[1]["verdict"] in ("missing", "regression", "below floor")]
+    failed = [case for case in cases if case[1]["verdict"] in _FAILED]
     suite = ElementTree.Element("testsuite", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)),
                                 errors="0", skipped="0")
     for key, entry, detail in cases:
@@ -4906,10 +4859,10 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
         for name in comparison["order"]:
             entry = entries[name]
             low, high = entry.get("interval", (None, None))
-            row = [metric, name, _shown(entry["mean"], digits, missing), _shown(entry.get("delta"), digits, missing),
-                   _shown(low, digits, missing), _shown(high, digits, missing)]
-            row += [_shown(entry.get(key), digits, missing) for key in ("better", "worse", "same")]
-            row += [_shown(entry.get(key), digits, missing) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            numbers = [entry["mean"], entry.get("delta"), low, high]
+            numbers += [entry.get(key) for key in ("better", "worse", "same")]
+            numbers += [entry.get(key) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
+            row = [metric, name] + [_format_number(number, digits, missing) for number in numbers]
             row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
             if gates:
                 gated = gates.get(name)
@@ -4948,12 +4901,7 @@ def _format_comparison_markdown(report: dict, digits: int) -> str:
 
 def _format_comparison_csv(report: dict, digits: int) -> str:
     """One row per (metric, run): the comparison, and each run's verdict under the gate."""
-    import csv
-
-    out = io.StringIO()
-    writer = _SafeCells(csv.writer(out, lineterminator="\r\n"))
-    writer.writerows(_comparison_rows(report, digits, missing="", raw=True))
-    return _neutralise_workflow_commands(out.getvalue())
+    return _csv_text(_comparison_rows(report, digits, missing="", raw=True))
 
 
 COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -5003,7 +4951,7 @@ def _cutoffs_arg(text: str) -> List[int]:
     return sorted(set(parts))
 
 
-def _amount(text: str) -> Tolerance:
+def _tolerance_amount(text: str) -> Tolerance:
     relative = text.endswith("%")
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
@@ -5019,7 +4967,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_brief(text)}")
-    return metric, _amount(amount)
+    return metric, _tolerance_amount(amount)
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
@@ -5042,24 +4990,26 @@ def _whole_arg(low: int, high: Optional[int] = None):
     return parse
 
 
-def _alpha_arg(text: str) -> float:
-    value = _number(text)
-    if value is None or not 0 < value < 1:
-        raise RagEvalError(f"expected a number between 0 and 1, got {_brief(text)}")
-    return value
+def _number_arg(accepted: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    """A parser of finite numbers that ``accepted`` takes; ``expected`` says which in the error."""
+    def parse(text: str) -> float:
+        value = _number(text)
+        if value is None or not accepted(value):
+            raise RagEvalError(f"expected {expected}, got {_brief(text)}")
+        return value
+
+    return parse
+
+
+_alpha_arg = _number_arg(lambda value: 0 < value < 1, "a number between 0 and 1")
+_score_arg = _number_arg(lambda value: True, "a finite number")
+_min_overlap_arg = _number_arg(lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 
 
 def _separator_arg(text: str) -> str:
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
     return text
-
-
-def _score_arg(text: str) -> float:
-    value = _number(text)
-    if value is None:
-        raise RagEvalError(f"expected a finite number, got {_brief(text)}")
-    return value
 
 
 def _meta_arg(text: str) -> Tuple[str, str]:
@@ -5271,9 +5221,7 @@ def _check_options(args) -> None:
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
-        for path in inputs:
-            if path != "-" and _symlink_in(path):
-                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+        _refuse_symlinks(inputs)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
@@ -5313,16 +5261,18 @@ def _identity(path: str) -> Optional[Tuple[int, int]]:
     return found.st_dev, found.st_ino
 
 
-def _symlink_in(path: str) -> bool:
-    """Whether the path, as written, is a symbolic link or has one among its folders."""
-    while path and path not in (os.sep, os.curdir, os.pardir):
-        if os.path.islink(path):
-            return True
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-    return False
+def _refuse_symlinks(paths: List[str]) -> None:
+    """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
+    folders is an error."""
+    for path in paths:
+        part = path if path != "-" else ""
+        while part and part not in (os.sep, os.curdir, os.pardir):
+            if os.path.islink(part):
+                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+            parent = os.path.dirname(part)
+            if parent == part:
+                break
+            part = parent
 
 
 def _same_file(first: str, second: str) -> bool:
@@ -5402,22 +5352,28 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
 def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str],
                  messages: List[_Message]) -> str:
     """--output: everything needed to say how the numbers were made, and every note and warning in full."""
+    roles = (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
+             ("baseline_run", args.baseline_run), ("slices", args.slices), ("baseline_qrels", args.baseline_qrels))
+    full = _how_made(dict(report, per_query=_per_query_full_names(result)), args, argv, result, roles, fingerprint,
+                     digests, messages)
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+
+
+def _how_made(full: dict, args, argv: List[str], result: dict, roles: Iterable[Tuple[str, Optional[str]]],
+              fingerprint: str, digests: Dict[str, str], messages: List[_Message]) -> dict:
+    """``full`` with what every --output records: notes, conventions, tool, python, command, meta, inputs."""
     import platform
 
-    full = dict(report)
     full["notes"] = [str(message) for message in messages]
-    full["per_query"] = _per_query_full_names(result)
     full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
     full["tool"] = f"rag_eval {__version__}"
     full["python"] = platform.python_version()
     full["command"] = ["rag_eval"] + list(argv)
     full["meta"] = _provenance(args)
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}  # the bytes as read, once
-                      for role, path in (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-                                         ("baseline_run", args.baseline_run), ("slices", args.slices),
-                                         ("baseline_qrels", args.baseline_qrels)) if path}
+    # The bytes as read, once.
+    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path}
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+    return full
 
 
 def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
@@ -5514,6 +5470,16 @@ def _deliver(text: str) -> None:
         raise RagEvalError(f"cannot write the report to standard output: {exc.strerror or exc}") from None
 
 
+def _publish(text: str, files: List[Tuple[str, str]]) -> None:
+    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing."""
+    staged = _stage(files)
+    try:
+        _deliver(text)
+        _commit(staged)
+    finally:
+        _discard(staged)  # what was not renamed: the run failed, or was interrupted
+
+
 def _silence(stream) -> None:
     """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
     try:
@@ -5547,7 +5513,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     cutoffs = None if args.unjudged else used
     run, any_judged = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged, cutoffs,
                                 args.max_input_bytes)
-    try:
+    with _naming_files(args.qrels, path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
@@ -5558,12 +5524,19 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
-    except RagEvalError as exc:  # name the file that evaluate() could only call "qrels" or "run"
-        files = {"qrels": args.qrels, "run": path}
-        if exc.source in files:
-            raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
-        raise
     return result, run
+
+
+@contextmanager
+def _naming_files(qrels: str, run: str) -> Iterator[None]:
+    """Name the files that evaluate() and evaluate_spans() could only call "qrels" or "run" in their errors."""
+    try:
+        yield
+    except RagEvalError as exc:
+        files = {"qrels": qrels, "run": run}
+        if exc.source not in files:
+            raise
+        raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
@@ -5629,14 +5602,17 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
                                "drop of the means; use --gate drop, or save a baseline on these judgments")
 
 
-def _print_messages(args, report: dict, messages: List[_Message]) -> None:
-    """Notes, warnings and REGRESSION lines on stderr (and GitHub's annotations), once the report is out."""
+def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
+                    markdown: Callable[[dict, int], str] = _format_markdown) -> None:
+    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, and
+    GitHub's annotations, once the report is out."""
     shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
-    failures = _gate_lines(report["gate"]) if "gate" in report else []
+    if failures is None:
+        failures = _gate_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures, _provenance(args))
+        _github(report, args.digits, shown, failures, _provenance(args), markdown)
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -5743,13 +5719,14 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None) -> None:
+def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None,
+            markdown: Callable[[dict, int], str] = _format_markdown) -> None:
     """Under GitHub Actions: the markdown report in the step summary, and annotations.
 
     The runner reads workflow commands from both output streams; stderr keeps
     stdout parseable.
     """
-    _append_step_summary(_step_summary(report, digits, warnings, failures, meta=meta))
+    _append_step_summary(_step_summary(report, digits, warnings, failures, markdown, meta))
     notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
     for line in _annotations("warning", notices) + _annotations("error", failures):
         _warn(line, command=True)  # the commands the runner must obey
@@ -5824,8 +5801,7 @@ def _split_runs(args) -> None:
     if texts.count("-") + [args.qrels, args.baseline, args.slices].count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     runs = [run_name(text) for text in texts]
-    names = [name for name, _ in runs]
-    twice = next((name for name in names if names.count(name) > 1), None)
+    twice = _first_repeated([name for name, _ in runs])
     if twice is not None:
         raise RagEvalError(f"two runs are named {_brief(twice)}: name them NAME=PATH")
     args.run, args.runs = runs[0][1], runs
@@ -5838,9 +5814,7 @@ def _check_candidate_options(args) -> None:
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     paths = [path for _, path in args.runs]
     if args.no_symlinks:
-        for path in paths:
-            if path != "-" and _symlink_in(path):
-                raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
+        _refuse_symlinks(paths)
     if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
                            for path in paths if path != "-"):
         raise RagEvalError("--output would overwrite an input", args.output)
@@ -5856,10 +5830,8 @@ def _run_candidates(args, argv: List[str]) -> int:
         slices = read_slices(args.slices) if args.slices else None
         qrels = read_qrels(args.qrels, args.qrels_format)
         fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
-        scored = []
-        for name, path in args.runs:
-            result, _ = _score_file(args, qrels, path)  # the run goes here: only its scores stay
-            scored.append(_Scored(name, path, result))
+        # Each run goes once scored: only its scores stay.
+        scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         if args.baseline_run:
             old = scored[0].result
             baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
@@ -5884,52 +5856,25 @@ def _run_candidates(args, argv: List[str]) -> int:
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
         if args.output else []
-    staged = _stage(files)
-    try:
-        _deliver(text)
-        _commit(staged)
-    finally:
-        _discard(staged)
+    _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {args.output}"))
-    _print_candidate_messages(args, report, messages)
+    # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
+    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
+                for line in _gate_lines(run["gate"])]
+    _print_messages(args, report, messages, failures, _format_comparison_markdown)
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
 
 
 def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
                        digests: Dict[str, str], messages: List[_Message]) -> str:
     """--output of several runs: the report, every run's per-query scores, and how it all was made."""
-    import platform
-
-    full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
-                              for run, s in zip(report["runs"], scored)])
-    full["notes"] = [str(message) for message in messages]
-    full["conventions"] = dict(_conventions_record(scored[0].result), abstain_below=args.abstain_below)
-    full["tool"] = f"rag_eval {__version__}"
-    full["python"] = platform.python_version()
-    full["command"] = ["rag_eval"] + list(argv)
-    full["meta"] = _provenance(args)
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)}
-                      for role, path in (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
-                                         ("baseline_qrels", args.baseline_qrels)) if path}
-    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    runs = [dict(run, per_query=_per_query_full_names(s.result)) for run, s in zip(report["runs"], scored)]
+    roles = (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
+             ("baseline_qrels", args.baseline_qrels))
+    full = _how_made(dict(report, runs=runs), args, argv, scored[0].result, roles, fingerprint, digests, messages)
     full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
-
-
-def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> None:
-    """As _print_messages, each REGRESSION line naming its run: ``REGRESSION <metric>: ... (run NAME)``."""
-    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
-    failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
-                for line in _gate_lines(run["gate"])]
-    for line in shown + failures:
-        _warn(line)
-    if os.environ.get("GITHUB_ACTIONS") == "true":
-        _append_step_summary(_step_summary(report, args.digits, shown, failures, _format_comparison_markdown,
-                                           _provenance(args)))
-        notices = [line.split("warning: ", 1)[1] for line in shown if line.startswith("rag_eval: warning: ")]
-        for line in _annotations("warning", notices) + _annotations("error", failures):
-            _warn(line, command=True)
 
 
 # --- Provenance on the command line ---
@@ -5937,11 +5882,14 @@ def _print_candidate_messages(args, report: dict, messages: List[_Message]) -> N
 
 def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
     """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
-    keys = [key for key, _ in pairs]
-    twice = next((key for key in keys if keys.count(key) > 1), None)
+    twice = _first_repeated([key for key, _ in pairs])
     if twice is not None:
         raise RagEvalError(f"--meta names {_brief(twice)} twice")
     return dict(pairs)
+
+
+def _first_repeated(items: List[str]) -> Optional[str]:
+    return next((item for item in items if items.count(item) > 1), None)
 
 
 def _provenance(args) -> Dict[str, str]:
@@ -5977,8 +5925,8 @@ def _check_label_options(args) -> None:
         raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
     if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
-    if args.no_symlinks and _symlink_in(args.baseline_qrels):
-        raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", args.baseline_qrels)
+    if args.no_symlinks:
+        _refuse_symlinks([args.baseline_qrels])
     for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
         if path and _same_file(path, args.baseline_qrels):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
