@@ -2973,7 +2973,10 @@ READ_BLOCK = 1 << 17
 # A longer line is an error, not a reason to run out of memory.  READ_BLOCK
 # must stay far below it: a line that fits in one block is never measured.
 MAX_LINE = 1 << 26
-MAX_JSON = 1 << 30  # JSON is parsed whole; parsing takes several times its size in memory
+MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
+# A JSON run read from a file is parsed as it streams, in bounded memory, but a ranked list costs about
+# 2 us per id: past this size (about a minute of parsing) it is refused; TREC is read up to --max-input-bytes.
+MAX_JSON_RUN = 1 << 29
 MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 MAX_UNKNOWN_QUERIES = 200_000
@@ -3618,7 +3621,9 @@ class _Reducer:
     def _judged_ids(self, qid: str) -> Dict:
         """The query's judged ids as the reader holds them (bytes or text) -> as text."""
         grades = self.judged[qid]
-        return {docid.encode("utf-8"): docid for docid in grades} if self.as_bytes else dict(zip(grades, grades))
+        # surrogatepass: an id a JSON escape made invalid ("\udcff") matches no UTF-8 line, but must not crash
+        return ({docid.encode("utf-8", "surrogatepass"): docid for docid in grades} if self.as_bytes
+                else dict(zip(grades, grades)))
 
     def _add(self, qid: str, length: int, ranks: List[Tuple[int, Union[str, bytes]]], tied: Tuple[int, ...],
              best: Optional[float]) -> None:
@@ -3706,7 +3711,7 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if top.floor == math.inf:
                     continue
                 if looking:
-                    looking = {docid.encode("utf-8") for docid in judged.get(query, ())}.isdisjoint(docids)
+                    looking = {docid.encode("utf-8", "surrogatepass") for docid in judged.get(query, ())}.isdisjoint(docids)
                 # Two lists, not a dict: a third of the cost; duplicates are resolved when the query ends.
                 held_ids += docids
                 held_scores += values
@@ -3869,7 +3874,7 @@ def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int,
 
 def _too_long_id(text: str) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
-    return len(text) > MAX_ID // 4 and len(text.encode("utf-8")) > MAX_ID
+    return len(text) > MAX_ID // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_ID
 
 
 def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
@@ -3971,7 +3976,10 @@ class _JsonStream:
             blocks.append(block)
             size += len(block)
         self.read += size
-        if self.read > self.max_bytes:
+        if self.read > min(self.max_bytes, MAX_JSON_RUN):
+            if self.max_bytes > MAX_JSON_RUN:  # JSON's own cap: parsing costs far more per byte than TREC
+                raise RagEvalError(f"JSON larger than {MAX_JSON_RUN >> 20} MiB; for larger runs use TREC "
+                                   "(read up to --max-input-bytes)", self.inp.source)
             raise _too_large(self.inp.source, self.max_bytes)
         self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
         return bool(blocks)

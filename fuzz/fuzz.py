@@ -1319,8 +1319,8 @@ class Fuzzer:
 
     def _judge(self, rc, stdout: str, lines: list, argv: list) -> str:
         """The issue's rule: a result, or exit 2 with one line."""
-        if rc not in (0, 1, 2):
-            return f"exit code {rc!r}, expected 0, 1 or 2"
+        if rc not in (0, 1, 2, 3):  # 3: --gate significant found too little evidence (inconclusive)
+            return f"exit code {rc!r}, expected 0, 1, 2 or 3"
         if rc == 2:
             if stdout:
                 return f"exit 2 with output on stdout: {stdout[:80]!r}"
