@@ -3909,6 +3909,9 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             looking = docid not in judged.get(qid, ())
         if scored is None:
             scored = "score" in row
+            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+                raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
+                                   inp.source, lineno)
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if reducer is not None and qid != open_qid:

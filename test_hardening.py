@@ -144,6 +144,12 @@ class TestSmallThings(TempDirMixin, unittest.TestCase):
         self.assert_error([QRELS, QRELS, "--judged-only", "--baseline", BASELINE], ["copy of the qrels"])
         self.assertIn("was the qrels file given as the run?", line)
 
+    def test_jsonl_qrels_given_as_the_run_are_refused(self):
+        qrels = self.write("qrels.jsonl", "".join(json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n"
+                                                  for q, d, g in (("q1", "refund-policy#2", 2), ("q3", "sso-setup#4", 2))))
+        line = self.assert_error([QRELS, qrels], [qrels + ":1:"])
+        self.assertIn("is this a qrels file? the order is QRELS RUN", line)
+
     def test_float_scores_equal_to_grades_are_a_run(self):
         run = self.write("run.json", {"q1": {"refund-policy#2": 2.0, "refund-policy#3": 1.0}})
         self.assertEqual(run_main([QRELS, run, "--allow-partial-run"])[0], 0)
