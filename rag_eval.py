@@ -427,9 +427,9 @@ def parse_metric(text: str) -> Tuple[str, int]:
     level = DOC_LEVEL if stem.lower().startswith(DOC_LEVEL) else ""
     name = _SPELLINGS.get(stem[len(level):].lower())
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
-    k = _whole(cutoff)
+    k = _ascii_int(cutoff)
     if name is None or not k or cutoff != str(k):
-        raise RagEvalError(f"unknown metric {_brief(text)} {_METRIC_HINT}")
+        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_METRIC_HINT}")
     return level + name, k
 
 
@@ -474,7 +474,7 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
     _check_conventions(conv)
     _check_grades(grades, "grades")
     if not isinstance(ranking, (list, *_MAPPINGS)):
-        raise RagEvalError(f"expected a list of document ids or an object of document -> score, got {_kind(ranking)}",
+        raise RagEvalError(f"expected a list of document ids or an object of document -> score, got {_json_kind(ranking)}",
                            "ranking")
     _check_run({"ranking": ranking}, "ranking")
     if conv.doc_id_sep is not None:
@@ -561,7 +561,7 @@ def judged_at_k(ranking, grades, k, **conventions) -> float:
 
 def _check_k(k) -> None:
     if not _is_int(k) or k < 1:
-        raise RagEvalError(f"k must be a positive integer, got {_brief(k)}")
+        raise RagEvalError(f"k must be a positive integer, got {_clipped_repr(k)}")
 
 
 def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional[Mapping] = None) -> List[Tuple[str, int]]:
@@ -584,7 +584,7 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional
         else:
             unknown.append(text)
     if unknown:
-        listed = ", ".join(_brief(name) for name in unknown)
+        listed = ", ".join(_clipped_repr(name) for name in unknown)
         raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(table)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
@@ -596,7 +596,7 @@ def _check_cutoffs(k) -> List[int]:
     elif isinstance(k, (list, tuple, set, frozenset, range)) and k:
         cutoffs = list(k)
     else:
-        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {_brief(k)}")
+        raise RagEvalError(f"k must be a positive integer or a non-empty list of them, got {_clipped_repr(k)}")
     for cutoff in cutoffs:
         _check_k(cutoff)
     return sorted(set(cutoffs))
@@ -613,13 +613,13 @@ def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
 
 def _check_conventions(conv: Conventions) -> None:
     if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
-        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_brief(conv.doc_id_sep)}")
+        raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_clipped_repr(conv.doc_id_sep)}")
     if conv.judged_only not in (True, False):
-        raise RagEvalError(f"judged_only must be true or false, got {_brief(conv.judged_only)}")
+        raise RagEvalError(f"judged_only must be true or false, got {_clipped_repr(conv.judged_only)}")
     if conv.gain not in GAINS:
-        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {_brief(conv.gain)}")
+        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {_clipped_repr(conv.gain)}")
     if not _is_int(conv.min_grade) or conv.min_grade < 1:
-        raise RagEvalError(f"min grade must be a positive integer, got {_brief(conv.min_grade)}")
+        raise RagEvalError(f"min grade must be a positive integer, got {_clipped_repr(conv.min_grade)}")
 
 
 def evaluate(
@@ -677,13 +677,13 @@ def evaluate(
         run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {_brief(abstain_below)}")
+        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
 
     unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         raise RagEvalError(
-            f"{len(unknown)} run queries are not in the qrels (first: {_brief(unknown[0])}; the qrels have "
-            f"{_brief(min(qrels))}); drop them with --drop-unknown-queries",
+            f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; the qrels have "
+            f"{_clipped_repr(min(qrels))}); drop them with --drop-unknown-queries",
             "run",
         )
     depth = cutoffs[-1]
@@ -749,7 +749,7 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
             return False
         best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
         if best is None:
-            raise RagEvalError(f"query {_brief(qid)}: --abstain-below needs scores, and this ranking has none", "run")
+            raise RagEvalError(f"query {_clipped_repr(qid)}: --abstain-below needs scores, and this ranking has none", "run")
         return best < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
@@ -805,7 +805,7 @@ def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str]
 
 def _check_qrels(qrels, source: str = "qrels") -> None:
     if not isinstance(qrels, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_kind(qrels)}", source)
+        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_json_kind(qrels)}", source)
     judgments = list(qrels.values())
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
@@ -818,9 +818,9 @@ def _check_qrels(qrels, source: str = "qrels") -> None:
 
 def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
     """One query's judgments: an object of document id -> grade."""
-    query = "" if qid is None else f"query {_brief(qid)}"
+    query = "" if qid is None else f"query {_clipped_repr(qid)}"
     if not isinstance(docs, _MAPPINGS):
-        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_kind(docs)}",
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}",
                            source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= MAX_GRADE:
@@ -828,8 +828,8 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
     for docid, grade in docs.items():
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
-            raise RagEvalError(f"{query}{', ' if query else ''}document {_brief(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_brief(grade)}", source)
+            raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
+                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}", source)
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
@@ -839,7 +839,7 @@ def _all_of(values: Iterable, *types: type) -> bool:
 
 def _check_run(run, source: str = "run") -> None:
     if not isinstance(run, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_kind(run)}", source)
+        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_json_kind(run)}", source)
     entries = list(run.values())
     if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
             and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
@@ -853,17 +853,17 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {_brief(qid)}: ranking must be a list of strings, found {_kind(docid)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found {_json_kind(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {_brief(qid)}, document {_brief(docid)}: score must be a finite number, got {_brief(score)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a finite number, got {_clipped_repr(score)}", source)
         else:
             raise RagEvalError(
-                f"query {_brief(qid)}: expected a list of document ids or an object of document -> score, got {_kind(entry)}",
+                f"query {_clipped_repr(qid)}: expected a list of document ids or an object of document -> score, got {_json_kind(entry)}",
                 source,
             )
 
@@ -906,8 +906,8 @@ class LabelCheck(NamedTuple):
 def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
     start, end = row.get("start"), row.get("end")
     if not (_is_int(start) and _is_int(end) and 0 <= start < end):
-        raise RagEvalError(f"start and end must be integers with 0 <= start < end, got {_brief(start)} and "
-                           f"{_brief(end)}", source, lineno)
+        raise RagEvalError(f"start and end must be integers with 0 <= start < end, got {_clipped_repr(start)} and "
+                           f"{_clipped_repr(end)}", source, lineno)
     return start, end
 
 
@@ -922,7 +922,7 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
         span = _span_of(row, _row_id(row, _JSONL_DOC, "document id", source, lineno), source, lineno)
         old = found.setdefault(qid, {}).setdefault(span[:3], span)
         if old.grade != span.grade:
-            raise RagEvalError(f"conflicting judgments for {_brief(qid)}/{_brief(span.doc_id)} "
+            raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(span.doc_id)} "
                                f"[{span.start}, {span.end}): {old.grade} and {span.grade}", source, lineno)
     return SpanQrels({qid: tuple(sorted(spans.values())) for qid, spans in found.items()})
 
@@ -931,10 +931,10 @@ def _span_of(row: dict, doc_id: str, source: str, lineno: int) -> Span:
     start, end = _offsets(row, source, lineno)
     grade = _row_field(row, _JSONL_GRADE, "grade", source, lineno)
     if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
-        raise RagEvalError(f"grade must be a non-negative integer, got {_brief(grade)}", source, lineno)
+        raise RagEvalError(f"grade must be a non-negative integer, got {_clipped_repr(grade)}", source, lineno)
     text = row.get("text")
     if text is not None and (not isinstance(text, str) or not text):
-        raise RagEvalError(f"text must be the quoted evidence, a non-empty string, got {_brief(text)}", source, lineno)
+        raise RagEvalError(f"text must be the quoted evidence, a non-empty string, got {_clipped_repr(text)}", source, lineno)
     return Span(doc_id, start, end, grade, text)
 
 
@@ -952,7 +952,7 @@ def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: i
     chunk = _row_id(row, ("chunk_id",), "chunk id", source, lineno)
     where = (_row_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
     if chunks.setdefault(chunk, where) != where:
-        raise RagEvalError(f"chunk {_brief(chunk)} is located twice, differently", source, lineno)
+        raise RagEvalError(f"chunk {_clipped_repr(chunk)} is located twice, differently", source, lineno)
     return chunk
 
 
@@ -993,7 +993,7 @@ def _located_rows(inp: _Input) -> Tuple[Run, Dict[str, Location]]:
             continue
         score = row["score"]
         if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_brief(score)}", inp.source, lineno)
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(score)}", inp.source, lineno)
         held = scores.setdefault(qid, {})
         held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
     return lists or scores, where
@@ -1011,10 +1011,10 @@ def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optiona
             mine, mapped = in_run.get(chunk), chunk_map.get(chunk)
             if mine is None and mapped is None:
                 hint = "" if chunk_map else " (give a chunk map with --chunks, or locate chunks in the run's rows)"
-                raise RagEvalError(f"query {_brief(qid)}: chunk {_brief(chunk)} is not in the chunk map{hint}", source)
+                raise RagEvalError(f"query {_clipped_repr(qid)}: chunk {_clipped_repr(chunk)} is not in the chunk map{hint}", source)
             if mine is not None and mapped is not None and mine != mapped:
-                raise RagEvalError(f"chunk {_brief(chunk)}: the run locates it at {_brief(mine)}, the chunk map "
-                                   f"at {_brief(mapped)}", map_source)
+                raise RagEvalError(f"chunk {_clipped_repr(chunk)}: the run locates it at {_clipped_repr(mine)}, the chunk map "
+                                   f"at {_clipped_repr(mapped)}", map_source)
             found[chunk] = mine or mapped
     return found
 
@@ -1235,7 +1235,7 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     from fractions import Fraction
 
     if not _is_finite(min_overlap) or not 0 < min_overlap <= 1:
-        raise RagEvalError(f"min overlap must be a fraction in (0, 1], got {_brief(min_overlap)}")
+        raise RagEvalError(f"min overlap must be a fraction in (0, 1], got {_clipped_repr(min_overlap)}")
     ratio = Fraction(repr(float(min_overlap)))
     return ratio.numerator, ratio.denominator
 
@@ -1249,8 +1249,8 @@ def _check_span_qrels(qrels) -> None:
             if not isinstance(span, Span) or not isinstance(span.doc_id, str) \
                     or not (_is_int(span.start) and _is_int(span.end) and 0 <= span.start < span.end) \
                     or not (_is_int(span.grade) and 0 <= span.grade <= MAX_GRADE):
-                raise RagEvalError(f"query {_brief(qid)}: expected a Span(doc_id, start, end, grade) with "
-                                   f"0 <= start < end, got {_brief(span)}", "qrels")
+                raise RagEvalError(f"query {_clipped_repr(qid)}: expected a Span(doc_id, start, end, grade) with "
+                                   f"0 <= start < end, got {_clipped_repr(span)}", "qrels")
 
 
 def evaluate_spans(
@@ -1292,7 +1292,7 @@ def evaluate_spans(
     rankings = {qid: _ranking(entry) for qid, entry in run.items()}
     missing = next((chunk for ranking in rankings.values() for chunk in ranking if chunk not in chunks), None)
     if missing is not None:
-        raise RagEvalError(f"chunk {_brief(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
+        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
     documents = {qid: {} for qid in qrels}
     for qid, spans in qrels.items():
         for span in spans:
@@ -1337,9 +1337,9 @@ def read_corpus(path: str) -> Dict[str, str]:
             doc = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
             text = _row_field(row, ("text",), "text", inp.source, lineno)
             if not isinstance(text, str):
-                raise RagEvalError(f"text must be a string, got {_kind(text)}", inp.source, lineno)
+                raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
             if corpus.setdefault(doc, text) is not text:
-                raise RagEvalError(f"document {_brief(doc)} appears twice", inp.source, lineno)
+                raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
     return corpus
 
 
@@ -1415,10 +1415,10 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
         kept: Dict[Location, Span] = {}
         for chunk, grade in sorted(qrels[qid].items()):
             if chunk not in chunks:
-                raise RagEvalError(f"query {_brief(qid)}: judged chunk {_brief(chunk)} is not in the chunk map", "chunks")
+                raise RagEvalError(f"query {_clipped_repr(qid)}: judged chunk {_clipped_repr(chunk)} is not in the chunk map", "chunks")
             span = kept.setdefault(chunks[chunk], Span(*chunks[chunk], grade))
             if span.grade != grade:
-                raise RagEvalError(f"query {_brief(qid)}: chunks at {_brief(chunks[chunk])} are judged "
+                raise RagEvalError(f"query {_clipped_repr(qid)}: chunks at {_clipped_repr(chunks[chunk])} are judged "
                                    f"{span.grade} and {grade}", "qrels")
         spans[qid] = tuple(sorted(kept.values()))
     return spans
@@ -1463,8 +1463,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
         orphaned = [row for row in check.rows if row[2] == "orphaned"]
         if orphaned:
             qid, span, _, found = orphaned[0]
-            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_brief(qid)}, "
-                               f"{_brief(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
+                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
                                args.qrels)
         qrels = check.fixed
         labels = {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
@@ -2078,7 +2078,7 @@ def read_baseline(path: str) -> Baseline:
         data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
     path = inp.source
     if not isinstance(data, dict):
-        raise RagEvalError(f"expected a JSON object of metric -> number, got {_kind(data)}", path)
+        raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", path)
     if "format" not in data:
         return Baseline(_check_means(data, path, metrics=True))
     baseline = _extended_baseline(data, path)
@@ -2092,7 +2092,7 @@ def read_baseline(path: str) -> Baseline:
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline's record, checked part by part."""
     if data["format"] != BASELINE_FORMAT:
-        raise RagEvalError(f"unknown baseline format {_brief(data['format'])} (expected {BASELINE_FORMAT!r})", path)
+        raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
@@ -2106,10 +2106,10 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
-        raise RagEvalError(f"conventions.k must be a list of positive integers, got {_brief(cutoffs)}", path)
+        raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
     for metric, values in scores.items():
         if metric in means and not _reproduces(means[metric], values):
-            raise RagEvalError(f"corrupt: the per-query scores of {_brief(metric)} do not average to its mean "
+            raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
 
@@ -2123,14 +2123,14 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False, value
     """Check a baseline's object of name -> number; with ``metrics``, every name
     must be a metric (``ndcg@10``) or a slice's metric (``pricing:ndcg@10``)."""
     if not isinstance(table, dict):
-        raise RagEvalError(f"expected an object of name -> number, got {_kind(table)}", path)
+        raise RagEvalError(f"expected an object of name -> number, got {_json_kind(table)}", path)
     prefix = f"{where}: " if where else ""
     for name, value in table.items():
         if metrics and not _is_metric_key(name):
-            raise RagEvalError(f"{prefix}baseline names {_brief(name)}, which is not a metric "
+            raise RagEvalError(f"{prefix}baseline names {_clipped_repr(name)}, which is not a metric "
                                "(measure@k, or slice:measure@k)", path)
         if values and not _is_finite(value):
-            raise RagEvalError(f"{prefix}baseline value of {_brief(name)} must be a finite number, got {_brief(value)}",
+            raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
         names = [canonical_metric(name) for name in table]
@@ -2173,7 +2173,7 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     if baseline.conventions is None:
         return []
     now = _conventions_record(result)
-    found = [f"{key}: baseline {_brief(baseline.conventions.get(key))}, now {_brief(value)}"
+    found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(value)}"
              for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
     # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
     if baseline.qrels_sha256 != qrels_sha256:
@@ -2208,7 +2208,7 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
                 else:  # a flat baseline has no per-query scores to go with its mean: keep none
                     del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    pinned = _whole(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as the convention says
+    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as the convention says
     stamp = time.time() if pinned is None else pinned
     return {
         "format": BASELINE_FORMAT,
@@ -2424,12 +2424,12 @@ def regressions(
     {'mrr@5': (0.5, None), 'recall@5': (0.7, 0.6)}
     """
     if not _is_finite(max_drop) or max_drop < 0:
-        raise RagEvalError(f"max drop must be a non-negative number, got {_brief(max_drop)}")
+        raise RagEvalError(f"max drop must be a non-negative number, got {_clipped_repr(max_drop)}")
     found = {}
     for metric in sorted(baseline_means):
         was, now = baseline_means[metric], current_means.get(metric)
         if not _is_finite(was) or not (now is None or _is_finite(now)):
-            raise RagEvalError(f"{metric}: means must be finite numbers, got baseline {_brief(was)}, now {_brief(now)}")
+            raise RagEvalError(f"{metric}: means must be finite numbers, got baseline {_clipped_repr(was)}, now {_clipped_repr(now)}")
         if now is None or _fell(was, now, max_drop):
             found[metric] = (was, now)
     return found
@@ -2666,14 +2666,14 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
     names = [name for name, _ in results]
     if len(set(names)) < len(names):
-        raise RagEvalError(f"two runs are named {_brief(next(n for n in names if names.count(n) > 1))}")
+        raise RagEvalError(f"two runs are named {_clipped_repr(next(n for n in names if names.count(n) > 1))}")
     metrics = sorted(results[0][1]["mean"], key=_metric_order)
     scores = {}
     for name, result in results:
         table = per_query_by_metric(result)
         lacking = [metric for metric in metrics if metric not in table]
         if lacking:
-            raise RagEvalError(f"run {_brief(name)} has no scores for {lacking[0]}")
+            raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
         scores[name] = {metric: table[metric] for metric in metrics}
     reference, candidates = names[0], names[1:]
 
@@ -2772,10 +2772,10 @@ def _git(*arguments: str) -> Optional[str]:
 def _check_meta(table, path: str) -> Dict[str, str]:
     """A baseline's ``meta``: an object of printable string keys (no '=') and string values."""
     if not isinstance(table, dict):
-        raise RagEvalError(f"meta must be an object of key -> string, got {_kind(table)}", path)
+        raise RagEvalError(f"meta must be an object of key -> string, got {_json_kind(table)}", path)
     for key, value in table.items():
         if not _meta_key_ok(key) or not isinstance(value, str):
-            raise RagEvalError(f"meta: {_brief(key)} -> {_brief(value)} is not a key (printable, no '=') "
+            raise RagEvalError(f"meta: {_clipped_repr(key)} -> {_clipped_repr(value)} is not a key (printable, no '=') "
                                "and a string", path)
     return dict(table)
 
@@ -3283,7 +3283,7 @@ def _unique_keys(pairs):
         seen = set()
         for key, _ in pairs:
             if key in seen:
-                raise RagEvalError(f"duplicated key {_brief(key)} in a JSON object")
+                raise RagEvalError(f"duplicated key {_clipped_repr(key)} in a JSON object")
             seen.add(key)
     return result
 
@@ -3321,16 +3321,16 @@ def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[
                 raise RagEvalError("a byte order mark (BOM) starts this line: were files joined?", inp.source, lineno)
             row = _decode_json(line, inp.source, lineno)
             if not isinstance(row, dict):
-                raise RagEvalError(f"expected a JSON object per line, got {_kind(row)}", inp.source, lineno)
+                raise RagEvalError(f"expected a JSON object per line, got {_json_kind(row)}", inp.source, lineno)
             yield lineno, row
 
 
-def _kind(value) -> str:
+def _json_kind(value) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value), "a number")
 
 
-def _whole(text: str, digits: int = 9) -> Optional[int]:
+def _ascii_int(text: str, digits: int = 9) -> Optional[int]:
     """A whole number of at most ``digits`` ASCII digits, else None.
 
     int() alone would take '²', '1_0' and ' 5', and refuses 5,000 digits with
@@ -3367,7 +3367,7 @@ def _clip(text: str) -> str:
     return text if len(text) <= CLIP else text[:CLIP] + "..."
 
 
-def _brief(value) -> str:
+def _clipped_repr(value) -> str:
     """repr() of at most CLIP characters of a value: an error line stays one
     short line, and a file read by mistake (a symlinked run) shows no more
     than that of its content."""
@@ -3378,7 +3378,7 @@ def _brief(value) -> str:
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_kind(value)}", source, lineno)
+        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}", source, lineno)
     return value
 
 
@@ -3386,7 +3386,7 @@ def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, l
     """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
-        raise RagEvalError(f"conflicting judgments for {_brief(qid)}/{_brief(docid)}: {docs[docid]} and {grade}", source, lineno)
+        raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(docid)}: {docs[docid]} and {grade}", source, lineno)
 
 
 def _without_negative(qrels: Qrels) -> Qrels:
@@ -3446,8 +3446,8 @@ def _grade(text: str, source: str, lineno: int) -> int:
     """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
     if not (digits.isascii() and digits.isdigit()):
-        raise RagEvalError(f"grade must be an integer, got {_brief(text)}", source, lineno)
-    value = _whole(digits, digits=10)
+        raise RagEvalError(f"grade must be an integer, got {_clipped_repr(text)}", source, lineno)
+    value = _ascii_int(digits, digits=10)
     if value is None or value > MAX_GRADE:
         raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {_clip(text)}", source, lineno)
     return sign * value
@@ -3466,7 +3466,7 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {_brief(grade)}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -3660,9 +3660,9 @@ def _score(text: str, source: str, lineno: int) -> float:
             raise ValueError(text)
         score = float(text)
     except ValueError:
-        raise RagEvalError(f"score must be a number, got {_brief(text)}", source, lineno) from None
+        raise RagEvalError(f"score must be a number, got {_clipped_repr(text)}", source, lineno) from None
     if not math.isfinite(score):
-        raise RagEvalError(f"score must be a finite number, got {_brief(text)}", source, lineno)
+        raise RagEvalError(f"score must be a finite number, got {_clipped_repr(text)}", source, lineno)
     return score
 
 
@@ -3918,7 +3918,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             _close_jsonl_query(reducer, current, tops, lists)
             open_qid, current = qid, qid if reducer.knows(qid) else None
         if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_brief(row['score'])}", inp.source, lineno)
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
         if reducer is not None and current is None:
             continue  # a query the qrels lack: its rows are checked, not kept
         if scored:
@@ -4107,7 +4107,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         def take(docid: str) -> None:
             nonlocal found
             if _too_long_id(docid):
-                raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
             if docid in grades:
@@ -4133,7 +4133,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise _ReadAgain() from None
         # map(len) in C first: only a long id can be too long.
         if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
-            raise RagEvalError(f"query {_brief(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
         if doc_id_sep is not None:
             entry = documents_run({qid: entry}, doc_id_sep)[qid]
         if judged is not None and not found:
@@ -4185,7 +4185,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     reduced at all (standard input, which cannot be read twice).
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
-        raise RagEvalError(f"depth must be a positive integer, got {_brief(depth)}")
+        raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
     if cutoffs is not None and (judged is None or depth is None or path == "-"):
         cutoffs = None
     try:
@@ -4226,14 +4226,14 @@ def read_slices(path: str) -> Slices:
         else:
             data = _parse_json(inp, "slices", MAX_SMALL_JSON)
             if not isinstance(data, dict):
-                raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_kind(data)}", inp.source)
+                raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_json_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
     slices: Slices = {}
     for qid, tags, lineno in pairs:
         tags = [tags] if isinstance(tags, str) else tags
         if not isinstance(tags, list) or not all(
                 isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
-            raise RagEvalError(f"query {_brief(qid)}: a slice is a non-empty printable name without ':', "
+            raise RagEvalError(f"query {_clipped_repr(qid)}: a slice is a non-empty printable name without ':', "
                                "or a list of them", path, lineno)
         slices.setdefault(qid, [])
         slices[qid] += [tag for tag in tags if tag not in slices[qid]]
@@ -4956,9 +4956,9 @@ def _number(text: str) -> Optional[float]:
 
 
 def _cutoffs_arg(text: str) -> List[int]:
-    parts = [_whole(part.strip()) for part in text.split(",")]
+    parts = [_ascii_int(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
-        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_brief(text)}")
+        raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_clipped_repr(text)}")
     return sorted(set(parts))
 
 
@@ -4966,9 +4966,9 @@ def _tolerance_amount(text: str) -> Tolerance:
     relative = text.endswith("%")
     value = _number(text[:-1] if relative else text)
     if value is None or value < 0:
-        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_brief(text)}")
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(text)}")
     if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {_brief(text)} "
+        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {_clipped_repr(text)} "
                            f"(did you mean {_clip(text)}%?)")
     return Tolerance(value / 100 if relative else value, relative)
 
@@ -4977,7 +4977,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
-        raise RagEvalError(f"expected METRIC=X or X, got {_brief(text)}")
+        raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
     return metric, _tolerance_amount(amount)
 
 
@@ -4985,17 +4985,17 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     metric, sep, amount = text.partition("=")
     value = _number(amount)
     if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_brief(text)}")
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_clipped_repr(text)}")
     return metric, value
 
 
 def _whole_arg(low: int, high: Optional[int] = None):
     def parse(text: str) -> int:
-        value = _whole(text)
+        value = _ascii_int(text)
         if value is None or value < low or (high is not None and value > high):
             span = f"an integer from {low} to {high}" if high is not None else (
                 "a positive integer" if low == 1 else f"an integer >= {low}")
-            raise RagEvalError(f"expected {span}, got {_brief(text)}")
+            raise RagEvalError(f"expected {span}, got {_clipped_repr(text)}")
         return value
 
     return parse
@@ -5006,7 +5006,7 @@ def _number_arg(accepted: Callable[[float], bool], expected: str) -> Callable[[s
     def parse(text: str) -> float:
         value = _number(text)
         if value is None or not accepted(value):
-            raise RagEvalError(f"expected {expected}, got {_brief(text)}")
+            raise RagEvalError(f"expected {expected}, got {_clipped_repr(text)}")
         return value
 
     return parse
@@ -5027,7 +5027,7 @@ def _meta_arg(text: str) -> Tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > MAX_META_VALUE:
         raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {MAX_META_KEY} characters "
-                           f"and a printable value of at most {MAX_META_VALUE}, got {_brief(text)}")
+                           f"and a printable value of at most {MAX_META_VALUE}, got {_clipped_repr(text)}")
     return key, value
 
 
@@ -5163,7 +5163,7 @@ def _build_parser():
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     def input_bytes(text: str) -> int:
-        value = _whole(text, 19)
+        value = _ascii_int(text, 19)
         if not value:
             raise RagEvalError(f"expected a positive number of bytes, got {text!r}")
         return value
@@ -5327,14 +5327,14 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     try:
         parse_metric(metric)
     except RagEvalError:
-        return f"{option}: unknown metric {_brief(metric)}"  # the hint, once for all, follows the list
+        return f"{option}: unknown metric {_clipped_repr(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
     if metric not in result["mean"]:
         return f"{option}: {metric} is not computed by this run (see --measures and --k)"
     if tag and tag not in members:
-        return f"{option}: no slice named {_brief(tag)}" + ("" if slices else " (see --slices)")
+        return f"{option}: no slice named {_clipped_repr(tag)}" + ("" if slices else " (see --slices)")
     if tag and not any(qid in result["per_query"] for qid in members[tag]):
-        return f"{option}: slice {_brief(tag)} has no scored query"
+        return f"{option}: slice {_clipped_repr(tag)} has no scored query"
     if option == "--max-drop" and not tag and baseline is not None and key not in baseline.means:
         return f"--max-drop: {key} is not in the baseline, so nothing would be gated"
     if option == "--max-drop" and baseline is None:
@@ -5642,7 +5642,7 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
     answered = result["queries"] - len(result["missing"])
     if answered < result["queries"] * MIN_COVERAGE and not allow_partial:
         raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
-                           f"(first missing: {_brief(result['missing'][0])}): a truncated run? "
+                           f"(first missing: {_clipped_repr(result['missing'][0])}): a truncated run? "
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
 
 
@@ -5701,7 +5701,7 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
-                              f"scored queries (first: {_brief(result['missing'][0])}); they score 0",
+                              f"scored queries (first: {_clipped_repr(result['missing'][0])}); they score 0",
                               "missing: " + ", ".join(result["missing"][:20])))
     if result.get("labels", {}).get("moved"):
         found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
@@ -5787,7 +5787,7 @@ def run_name(text: str) -> Tuple[str, str]:
     if not (sep and name and path and "/" not in name and os.sep not in name and not os.path.exists(text)):
         name, path = _file_stem(text), text
     if not name.isprintable() or len(name) > MAX_RUN_NAME:
-        raise RagEvalError(f"run name {_brief(name)} must be printable and at most {MAX_RUN_NAME} characters "
+        raise RagEvalError(f"run name {_clipped_repr(name)} must be printable and at most {MAX_RUN_NAME} characters "
                            "(name it with NAME=PATH)")
     return name, path
 
@@ -5814,7 +5814,7 @@ def _split_runs(args) -> None:
     runs = [run_name(text) for text in texts]
     twice = _first_repeated([name for name, _ in runs])
     if twice is not None:
-        raise RagEvalError(f"two runs are named {_brief(twice)}: name them NAME=PATH")
+        raise RagEvalError(f"two runs are named {_clipped_repr(twice)}: name them NAME=PATH")
     args.run, args.runs = runs[0][1], runs
 
 
@@ -5895,7 +5895,7 @@ def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
     """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
     twice = _first_repeated([key for key, _ in pairs])
     if twice is not None:
-        raise RagEvalError(f"--meta names {_brief(twice)} twice")
+        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
     return dict(pairs)
 
 
