@@ -24,6 +24,11 @@ Public functions
 ``build_report(result)``        the report; ``FORMATTERS`` render it
 ``recall_at_k`` ...             one function per measure: ``(ranking, grades, k)``
 ``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
+``compare_runs(results)``       several runs against a reference, one adjusted family
+``evaluate_spans(...)``         evidence spans: measures of the covered evidence
+``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
+``calibrate(baseline)``         the gate's false-fail rate and power on its own data
+``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
 ``main(argv=None)``             the command line; returns the exit code
 =============================  ================================================
 
@@ -52,7 +57,7 @@ __all__ = [
     "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
     "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "calibrate", "canonical_metric", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
-    "documents_run", "evaluate", "explain", "format_metric", "gate", "holm", "judged_at_k", "judged_filter",
+    "documents_run", "evaluate", "evaluate_spans", "explain", "format_metric", "gate", "holm", "judged_at_k", "judged_filter",
     "label_changes", "main", "maxt", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric",
     "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline",
     "read_qrels", "read_run", "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name",
@@ -4234,7 +4239,7 @@ def read_slices(path: str) -> Slices:
         if not isinstance(tags, list) or not all(
                 isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
             raise RagEvalError(f"query {_clipped_repr(qid)}: a slice is a non-empty printable name without ':', "
-                               "or a list of them", path, lineno)
+                               "or a list of them", inp.source, lineno)
         slices.setdefault(qid, [])
         slices[qid] += [tag for tag in tags if tag not in slices[qid]]
     return slices
@@ -5061,9 +5066,10 @@ def _help_epilog() -> str:
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
             f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
             "",
-            "Exit 1 means a regression and nothing else: a closed or full stdout, memory, a",
-            "lock or a file that cannot be written are exit 2.  Files are written only after",
-            "the report reached stdout, all or nothing.",
+            "Exit 1 means a regression (with --check-labels: an orphaned label) and nothing",
+            "else: a closed or full stdout, memory, a lock or a file that cannot be written",
+            "are exit 2.  Files are written only after the report reached stdout, all or",
+            "nothing.",
         ]
     )
 
@@ -5165,7 +5171,7 @@ def _build_parser():
     def input_bytes(text: str) -> int:
         value = _ascii_int(text, 19)
         if not value:
-            raise RagEvalError(f"expected a positive number of bytes, got {text!r}")
+            raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
         return value
 
     parser.add_argument("--max-input-bytes", type=typed(input_bytes), default=MAX_RUN_BYTES, metavar="N",

@@ -347,6 +347,14 @@ class TestHints(TempDirMixin, unittest.TestCase):
         code, out, _ = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "3", "--k", "1,5"])
         self.assertEqual(json.loads(out)["k"], [1, 3, 5])
 
+    def test_slices_from_stdin_are_named_stdin(self):
+        import subprocess
+        import sys
+        done = subprocess.run([sys.executable, "rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--slices",
+                               "-"], input=b'{"q1": 5}', stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        self.assertEqual(done.returncode, rag_eval.EXIT_ERROR)
+        self.assertTrue(done.stderr.startswith(b"rag_eval: error: <stdin>: query 'q1': a slice is"), done.stderr)
+
     def test_query_ids_that_differ_by_a_prefix(self):
         run = self.write("run.json", json.dumps({"query-q1": ["refund-policy#2"]}))
         code, _, err = run_main(["fixtures/qrels.json", run])
