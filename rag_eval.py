@@ -153,17 +153,19 @@ class Conventions(NamedTuple):
 class Judged(NamedTuple):
     """One query's ranking after normalisation: all that a measure may read.
 
-    ``relevant``, ``gains`` and ``judged`` follow the ranking (unique ids, best
-    first), at most to the cutoff; they may stop after the last judged
-    document, as the rest would be unjudged, non-relevant and of no gain, which
-    no measure counts (precision divides by k, not by the length).  ``ideal``
-    holds the gains of every judged document of the query, best first,
-    whether retrieved or not.
+    A measure reads only where the judged documents are: every other ranked
+    document is unjudged, not relevant and of no gain, whatever its id.  So a
+    query is the ranks (1 = best, unique ids) of its relevant documents, of
+    its documents with a gain (and that gain), and of its judged documents,
+    each ascending and within the deepest cutoff; ``ideal`` holds the gains of
+    every judged document of the query, best first, whether retrieved or not.
+    A deep ranking of 1,000 documents with 20 judged is then 20 places, and
+    every measure costs what the judgments cost, not what the run does.
     """
 
-    relevant: List[bool]
-    gains: List[float]
-    judged: List[bool]
+    relevant: List[int]  # ranks of the relevant documents (grade >= min grade)
+    gains: List[Tuple[int, float]]  # (rank, gain) of each document whose gain is not 0
+    judged: List[int]  # ranks of the judged documents (any grade >= 0)
     ideal: List[float]
     num_relevant: int
 
@@ -232,43 +234,30 @@ class _ReducedRun(dict):
 
 def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """Turn one query's unique ranking into what the measures read, once."""
-    return _normalised([grades.get(docid, -1) for docid in ranking[:depth]], grades, depth, conv)  # -1: unjudged
+    return _normalised([(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades],
+                       grades, depth, conv)
 
 
-def _normalised(top: List[int], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """``top``: the grades in rank order (-1: unjudged), at most ``depth``.
+def _normalised(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
 
     Grades are never negative here (the readers drop negative ones), and a
     gain grows with the grade, so the best grades give the ideal gains.
     """
     best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
-        relevant=[g >= conv.min_grade for g in top],
-        gains=[_gain(g, conv.gain) if g > 0 else 0.0 for g in top],  # the test first: most documents gain nothing
-        judged=[g >= 0 for g in top],
-        ideal=[_gain(g, conv.gain) for g in best if g > 0],
-        num_relevant=sum(g >= conv.min_grade for g in grades.values()),
+        relevant=[rank for rank, grade in placed if grade >= conv.min_grade],
+        gains=[(rank, _gain(grade, conv.gain)) for rank, grade in placed if grade > 0],
+        judged=[rank for rank, _ in placed],
+        ideal=[_gain(grade, conv.gain) for grade in best if grade > 0],
+        num_relevant=sum(grade >= conv.min_grade for grade in grades.values()),
     )
 
 
 def _normalised_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """``_normalised`` of a reduced query: every document unjudged but the few it names.
-
-    The lists stop at its last judged document within ``depth``: a deep
-    ranking is mostly unjudged documents after it, and stopping there leaves
-    every measure's value as it is (see ``Judged``) while sparing them the
-    loops over the rest.  They are made unjudged, then the judged places set.
-    """
-    placed = [(rank - 1, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth]
-    placed = [(index, grade) for index, grade in placed if grade >= 0]
-    size = placed[-1][0] + 1 if placed else 0
-    relevant, gains, judged = [False] * size, [0.0] * size, [False] * size
-    for index, grade in placed:
-        relevant[index] = grade >= conv.min_grade
-        gains[index] = _gain(grade, conv.gain) if grade > 0 else 0.0
-        judged[index] = True
-    q = _normalised([], grades, depth, conv)
-    return q._replace(relevant=relevant, gains=gains, judged=judged)
+    """``_normalised`` of a reduced query: every document unjudged but the few it names."""
+    placed = sorted((rank, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth)  # -1: unjudged
+    return _normalised([(rank, grade) for rank, grade in placed if grade >= 0], grades, depth, conv)
 
 
 def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
@@ -279,51 +268,61 @@ def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> Lis
 
 
 # === Measures ===
-# Each takes one normalised query and a cutoff k; all lie in [0, 1].
+# Each takes one normalised query and a cutoff k; all lie in [0, 1].  They read the
+# ranks in ``Judged`` up to k (bisect counts those within it), never the whole ranking.
 
 
 def _recall(q: Judged, k: int) -> float:
-    return sum(q.relevant[:k]) / q.num_relevant if q.num_relevant else 0.0
+    """Relevant documents in the top k / all relevant documents of the query."""
+    return bisect_right(q.relevant, k) / q.num_relevant if q.num_relevant else 0.0
 
 
 def _success(q: Judged, k: int) -> float:
-    return 1.0 if any(q.relevant[:k]) else 0.0
+    """1 if a relevant document is in the top k, else 0."""
+    return 1.0 if q.relevant and q.relevant[0] <= k else 0.0
 
 
 def _reciprocal_rank(q: Judged, k: int) -> float:
-    for rank, relevant in enumerate(q.relevant[:k], 1):
-        if relevant:
-            return 1.0 / rank
-    return 0.0
+    """1 / rank of the first relevant document, if it is within the top k; else 0."""
+    return 1.0 / q.relevant[0] if q.relevant and q.relevant[0] <= k else 0.0
 
 
 def _dcg(gains: Iterable[float]) -> float:
-    # fsum, not sum: exactly rounded, so the same bits on every Python (sum() changed in 3.12).
-    # Zero gains (most documents) add nothing, so they are skipped.
-    return math.fsum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, 1) if gain)
+    """Gains in rank order (rank 1 first): the sum of gain / log2(1 + rank)."""
+    return _dcg_at(enumerate(gains, 1), math.inf)
+
+
+def _dcg_at(placed: Iterable[Tuple[int, float]], k: float) -> float:
+    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k.
+
+    fsum, not sum: exactly rounded, so the same bits on every Python (sum()
+    changed in 3.12) and in any order of the terms.  Zero gains add nothing.
+    """
+    return math.fsum(gain / math.log2(rank + 1) for rank, gain in placed if rank <= k and gain)
 
 
 def _ndcg(q: Judged, k: int) -> float:
+    """DCG of the top k / DCG of the ideal ranking of every judged document (0 if that is 0)."""
     ideal = _dcg(q.ideal[:k])
-    return _dcg(q.gains[:k]) / ideal if ideal > 0 else 0.0
+    return _dcg_at(q.gains, k) / ideal if ideal > 0 else 0.0
 
 
 def _precision(q: Judged, k: int) -> float:
-    return sum(q.relevant[:k]) / k
+    """Relevant documents in the top k / k."""
+    return bisect_right(q.relevant, k) / k
 
 
 def _average_precision(q: Judged, k: int) -> float:
-    hits = 0
+    """Sum of precision@rank at each relevant document within the top k / all relevant documents."""
     total = 0.0
-    for rank, relevant in enumerate(q.relevant[:k], 1):
-        if relevant:
-            hits += 1
-            total += hits / rank
+    for hits, rank in enumerate(q.relevant[:bisect_right(q.relevant, k)], 1):
+        total += hits / rank  # in rank order, as trec_eval adds them
     return total / q.num_relevant if q.num_relevant else 0.0
 
 
 def _judged(q: Judged, k: int) -> float:
-    return sum(q.judged[:k]) / k
+    """Judged documents (any grade) in the top k / k."""
+    return bisect_right(q.judged, k) / k
 
 
 class Measure(NamedTuple):
