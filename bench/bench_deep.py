@@ -14,7 +14,8 @@ Every tool computes the same six measures at the same three cutoffs:
 
 - rag_eval: ``--k 10,100,1000 --measures recall,success,mrr,ndcg,precision,ap
   --gain linear --digits 17`` (linear gain is trec_eval's ndcg_cut);
-- trec_eval (``--trec-eval PATH``; there is no binary to install here):
+- trec_eval (``--trec-eval PATH``; no Debian package has it: build it from
+  its source with ``-O2``):
   ``-m recall.10,100,1000 -m success.10,100,1000 -m recip_rank
   -m ndcg_cut.10,100,1000 -m P.10,100,1000 -m map_cut.10,100,1000``
   (recip_rank has no cutoff: ours at k = 1000 equals it when the first
@@ -26,8 +27,11 @@ Each command runs in its own process under bench.py's measuring wrapper (wall
 time, peak RSS from ``getrusage(RUSAGE_CHILDREN)``), interleaved, ``--repeat``
 times; the table shows medians and the ratios to the reference measured in
 the same invocation (trec_eval when given, else pytrec_eval).  Every mean
-rag_eval prints is compared with the reference's: the report says how many
-are equal (within 1e-9, as the tools print different digits) or fails.
+rag_eval prints is compared with each peer's: the report says how many are
+equal (to trec_eval's 4 printed decimals; to pytrec_eval's within 1e-9, as
+the tools sum in different orders) or fails.  With trec_eval, one more
+(untimed) run of each with per-query output compares every query's value at
+every cutoff (``trec_eval -q`` against ``--per-query``), to its 4 decimals.
 """
 
 import argparse
@@ -48,6 +52,9 @@ CUTOFFS = (10, 100, 1000)
 MEASURES = ("recall", "success", "mrr", "ndcg", "precision", "ap")
 GENERATOR_VERSION = 1
 # rag_eval's name -> trec_eval's, per cutoff; mrr is recip_rank (no cutoff), compared at k = 1000.
+# How close a peer's mean must be: trec_eval prints 4 decimals (so half a unit of the last), pytrec_eval
+# returns floats (its C sum over queries and our fsum may differ in the last bits).
+PRINTED = {"trec_eval": 0.5e-4 + 1e-12, "pytrec_eval": 1e-9}
 TREC_NAMES = {"recall": "recall_{k}", "success": "success_{k}", "ndcg": "ndcg_cut_{k}", "precision": "P_{k}",
               "ap": "map_cut_{k}"}
 
@@ -192,6 +199,31 @@ def reference_means(label, text):
     return means
 
 
+def per_query_agreement(args, paths, env):
+    """Every query's value, rag_eval (TREC run) against ``trec_eval -q``: a line for the report."""
+    k = ",".join(map(str, CUTOFFS))
+    measures = [f"recall.{k}", f"success.{k}", "recip_rank", f"ndcg_cut.{k}", f"P.{k}", f"map_cut.{k}"]
+    trec = subprocess.run([args.trec_eval, "-q", *[x for m in measures for x in ("-m", m)], paths["qrels"],
+                           paths["trec"]], stdout=subprocess.PIPE, check=True, env=env).stdout.decode()
+    ours = subprocess.run([sys.executable, args.snapshot, paths["qrels"], paths["trec"], "--k", k, "--measures",
+                           ",".join(MEASURES), "--gain", "linear", "--digits", "17", "--per-query"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=True, env=env).stdout
+    per_query = json.loads(ours)["per_query"]
+    names = {TREC_NAMES[name].format(k=cutoff): f"{name}@{cutoff}" for name in TREC_NAMES for cutoff in CUTOFFS}
+    names["recip_rank"] = f"mrr@{max(CUTOFFS)}"
+    compared, wrong = 0, []
+    for line in trec.splitlines():
+        name, qid, value = line.split()
+        if qid == "all" or name not in names:
+            continue
+        compared += 1
+        if qid not in per_query or abs(per_query[qid][names[name]] - float(value)) > PRINTED["trec_eval"]:
+            wrong.append(f"{qid} {name}")
+    if wrong:
+        raise SystemExit(f"per query: rag_eval differs from trec_eval -q on {len(wrong)} values (first: {wrong[0]})")
+    return f"per query: all {compared:,} values of trec_eval -q equal rag_eval's (to its 4 decimals)"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queries", type=int, default=7000)
@@ -231,14 +263,19 @@ def main(argv=None):
                            f"{result['peak'] / 2**20:.0f} MB")
     reference = "trec_eval" if "trec_eval" in results else "pytrec_eval" if "pytrec_eval" in results else None
     checked = []
-    if reference:
-        expected = reference_means(reference, outputs[reference])
+    for peer in ("trec_eval", "pytrec_eval"):
+        if peer not in outputs:
+            continue
+        expected = reference_means(peer, outputs[peer])
+        tolerance = PRINTED[peer]
         for fmt in args.formats:
             means = json.loads(outputs[f"rag_eval {fmt}"])["mean"]
-            wrong = [name for name, value in expected.items() if abs(means[name] - value) > 1e-9]
+            wrong = [name for name, value in expected.items() if abs(means[name] - value) > tolerance]
             if wrong:
-                raise SystemExit(f"rag_eval {fmt} differs from {reference} on {', '.join(wrong)}")
-            checked.append(f"rag_eval {fmt}: {len(expected)} means equal to {reference}'s")
+                raise SystemExit(f"rag_eval {fmt} differs from {peer} on {', '.join(wrong)}")
+            checked.append(f"rag_eval {fmt}: {len(expected)} means equal to {peer}'s (within {tolerance:g})")
+    if args.trec_eval and "trec" in args.formats:
+        checked.append(per_query_agreement(args, paths, env))
     walls = {label: statistics.median(r["wall"] for r in runs) for label, runs in results.items()}
     cpus = {label: statistics.median(r["cpu"] for r in runs) for label, runs in results.items()}
     peaks = {label: statistics.median(r["peak"] for r in runs) / 2**20 for label, runs in results.items()}
