@@ -5447,15 +5447,8 @@ def _run(args, argv: List[str]) -> int:
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
-        # Every file is written to its temporary first (a missing folder or a full disk fails here,
-        # with nothing printed), then the report goes out, and only then are the files renamed into place.
-        staged = _stage(_file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                    messages))
-        try:
-            _deliver(text)
-            _commit(staged)
-        finally:
-            _discard(staged)  # what was not renamed: the run failed, or was interrupted
+        _publish(text, _file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
+                                   messages))
     written = [path for path, option in ((args.output, "output"), (args.junit, "junit"), (args.metrics_file, "metrics"),
                                          (args.unjudged, "unjudged"), (args.save_baseline, "baseline")) if path]
     if written:
@@ -5488,7 +5481,10 @@ def _deliver(text: str) -> None:
 
 
 def _publish(text: str, files: List[Tuple[str, str]]) -> None:
-    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing."""
+    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
+
+    A missing folder or a full disk fails while staging, before anything is printed.
+    """
     staged = _stage(files)
     try:
         _deliver(text)
