@@ -2831,10 +2831,7 @@ def stored_judgments(qrels: Qrels) -> dict:
 
 
 def _query_digest(docs: Mapping[str, int]) -> str:
-    import hashlib
-
-    canonical = json.dumps(docs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:QUERY_DIGEST_CHARS]
+    return qrels_fingerprint(docs)[:QUERY_DIGEST_CHARS]  # the canonical form of the whole qrels, for one query's
 
 
 def _check_stored_judgments(stored, path: str) -> dict:
