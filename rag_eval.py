@@ -4705,9 +4705,8 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
 
 
 def _github_property(value) -> str:
-    """Workflow command property escapes (the runner's UnescapeProperty): %, CR, LF, ':' and ','."""
-    return (str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            .replace(":", "%3A").replace(",", "%2C"))
+    """Workflow command property escapes (the runner's UnescapeProperty): the data's, then ':' and ','."""
+    return _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
