@@ -5396,14 +5396,7 @@ def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _run(args, argv: List[str]) -> int:
-    """The command line's job, step by step: read, score, gate, then deliver.
-
-    Every text is made before anything is delivered; the files are written
-    to temporary files, the report goes to stdout, the files are renamed into
-    place (all or nothing), then the lines go to stderr.  A run that fails
-    leaves no file of its own behind, and no baseline is rewritten unless the
-    report was delivered.
-    """
+    """The command line's job: --explain, a job on the labels, several runs compared, or one run."""
     if args.explain:
         _deliver(explain())
         return EXIT_OK
@@ -5413,28 +5406,29 @@ def _run(args, argv: List[str]) -> int:
     _check_options(args)
     args.meta = _meta_table(args.meta)
     _check_label_options(args)
-    if args.runs:
-        return _run_candidates(args, argv)
+    return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
+
+
+def _run_one(args, argv: List[str]) -> int:
+    """One run, step by step: read, score, gate, then deliver.
+
+    Every text is made before anything is delivered; the files are written
+    to temporary files, the report goes to stdout, the files are renamed into
+    place (all or nothing), then the lines go to stderr.  A run that fails
+    leaves no file of its own behind, and no baseline is rewritten unless the
+    report was delivered.
+    """
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
-        digests: Dict[str, str] = {}
-        hashing = _INPUT_SHA256.set(digests if args.output else None)
-        try:
-            baseline = read_baseline(args.baseline) if args.baseline else None
-            slices = read_slices(args.slices) if args.slices else None
-            qrels = read_qrels(args.qrels, args.qrels_format)
+        with _hashing_inputs(bool(args.output)) as digests:
+            baseline, slices, qrels = _read_judgments(args)
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
-            # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
-            needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
-            fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
+            fingerprint = _fingerprint(args, qrels)
             if args.baseline_run:
-                old, _ = _score_file(args, qrels, args.baseline_run)
-                baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+                baseline = _run_baseline(_score_file(args, qrels, args.baseline_run)[0], fingerprint)
             earlier = _earlier_labels(args, baseline)
-        finally:
-            _INPUT_SHA256.reset(hashing)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
         messages = _messages(result, gate_report)
@@ -5454,6 +5448,36 @@ def _run(args, argv: List[str]) -> int:
                                  if passed else f"the gate failed, so {args.baseline} was not changed"))
     _print_messages(args, report, messages)
     return code
+
+
+@contextmanager
+def _hashing_inputs(wanted: bool) -> Iterator[Dict[str, str]]:
+    """``{path: sha256}`` of the inputs read inside, for --output (empty unless ``wanted``)."""
+    digests: Dict[str, str] = {}
+    hashing = _INPUT_SHA256.set(digests if wanted else None)
+    try:
+        yield digests
+    finally:
+        _INPUT_SHA256.reset(hashing)
+
+
+def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
+    """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
+    baseline = read_baseline(args.baseline) if args.baseline else None
+    slices = read_slices(args.slices) if args.slices else None
+    return baseline, slices, read_qrels(args.qrels, args.qrels_format)
+
+
+def _fingerprint(args, qrels: Qrels) -> str:
+    """``qrels_fingerprint`` once the runs are read, or "" when no baseline or output needs it
+    (hashlib costs an import and a pass over the qrels)."""
+    needed = args.baseline or args.baseline_run or args.save_baseline or args.output
+    return qrels_fingerprint(qrels) if needed else ""
+
+
+def _run_baseline(old: dict, fingerprint: str) -> Baseline:
+    """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
+    return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -5832,21 +5856,14 @@ def _check_candidate_options(args) -> None:
 def _run_candidates(args, argv: List[str]) -> int:
     """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
     _check_candidate_options(args)
-    digests: Dict[str, str] = {}
-    hashing = _INPUT_SHA256.set(digests if args.output else None)
-    try:
-        baseline = read_baseline(args.baseline) if args.baseline else None
-        slices = read_slices(args.slices) if args.slices else None
-        qrels = read_qrels(args.qrels, args.qrels_format)
-        fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
+    with _hashing_inputs(bool(args.output)) as digests:
+        baseline, slices, qrels = _read_judgments(args)
         # Each run goes once scored: only its scores stay.
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
+        fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
-            old = scored[0].result
-            baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+            baseline = _run_baseline(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline)
-    finally:
-        _INPUT_SHA256.reset(hashing)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
