@@ -4484,11 +4484,9 @@ def _calibration_lines(report: dict) -> List[str]:
 
 def _format_table(report: dict, digits: int) -> str:
     parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
-    drops = _drop_lines(report, digits, str)
-    if drops:
-        parts.append("\n".join(drops))
-    if _calibration_lines(report):
-        parts.append("\n".join(_calibration_lines(report)))
+    for lines in (_drop_lines(report, digits, str), _calibration_lines(report)):
+        if lines:
+            parts.append("\n".join(lines))
     line = _abstention_line(report)
     if line:
         parts.append(line)
@@ -5439,8 +5437,7 @@ def _run_one(args, argv: List[str]) -> int:
         text = FORMATTERS[args.format](report, args.digits)
         _publish(text, _file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
                                    messages))
-    written = [path for path, option in ((args.output, "output"), (args.junit, "junit"), (args.metrics_file, "metrics"),
-                                         (args.unjudged, "unjudged"), (args.save_baseline, "baseline")) if path]
+    written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(written)}"))
     if args.update_baseline:
