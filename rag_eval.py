@@ -2047,6 +2047,7 @@ TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
+_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 
 
 class Baseline(NamedTuple):
@@ -2531,10 +2532,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None and baseline.conventions is not None:
         report["new"] = sorted(set(result["mean"]) - set(baseline.means))
-    failed = any(entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()) \
-        or any(entry["verdict"] != "pass" for entry in report["floors"].values())
-    undecided = [key for key, entry in report["metrics"].items() if entry["verdict"] == "inconclusive"]
-    report["verdict"] = "regression" if failed else "inconclusive" if undecided else "pass"
+    verdicts = [entry["verdict"] for part in ("metrics", "floors") for entry in report[part].values()]
+    report["verdict"] = ("regression" if any(verdict in _FAILED for verdict in verdicts)
+                         else "inconclusive" if "inconclusive" in verdicts else "pass")
     report["passed"] = report["verdict"] == "pass"
     return report
 
@@ -4303,9 +4303,6 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
         report[tag] = {"queries": len(scored),
                        "mean": {metric: _mean(values[qid] for qid in scored) for metric, values in scores.items()}}
     return report
-
-
-_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 
 
 def _format_json(report: dict, digits: int) -> str:
