@@ -2209,7 +2209,7 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
             tested = metric in (keep_from.per_query or {})
             if metric in means and (metric not in raised if tested else old > means[metric]):
                 means[metric] = old
-                if metric in (keep_from.per_query or {}):
+                if tested:
                     per_query[metric] = keep_from.per_query[metric]
                 else:  # a flat baseline has no per-query scores to go with its mean: keep none
                     del per_query[metric]
@@ -5288,15 +5288,10 @@ def _same_file(first: str, second: str) -> bool:
 
 
 def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
-    """Tolerances and floors from the command line, every name checked at once."""
-    default = Tolerance(DEFAULT_MAX_DROP)
-    tolerances = {}
+    """Tolerances and floors from the command line, every name checked at once; the last of a name counts."""
     max_drop = [(_spelled_ours(key), tolerance) for key, tolerance in args.max_drop]
-    for key, tolerance in max_drop:
-        if key:
-            tolerances[key] = tolerance
-        else:
-            default = tolerance
+    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
+    tolerances = {key: tolerance for key, tolerance in max_drop if key}
     minimum = [(_spelled_ours(key), value) for key, value in args.min]
     floors = dict(minimum)
     problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
