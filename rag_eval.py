@@ -5244,11 +5244,8 @@ def _check_options(args) -> None:
     for option, path in outputs:
         if not path:
             raise RagEvalError(f"{option}: expected a file name, got ''")
-    # By path (for files not made yet) and by identity (a hard link, or a folder reached two ways).
-    input_files = {_identity(source) for source in inputs} - {None}
     for option, path in outputs:
-        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-") \
-                or _identity(path) in input_files:
+        if path == "-" or _overwrites(path, inputs):
             raise RagEvalError(f"{option} would overwrite an input" + (
                 "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
         _output_target(path)  # a device, FIFO or socket is refused before anything is read
@@ -5258,6 +5255,14 @@ def _check_options(args) -> None:
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
             len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
+
+
+def _overwrites(output: str, inputs: List[str]) -> bool:
+    """Whether writing ``output`` replaces an input: by path (for files not made yet) and by identity
+    (a hard link, a folder reached two ways, or the file standard input reads for -)."""
+    made = _identity(output)
+    return any((source != "-" and _same_file(output, source)) or (made is not None and made == _identity(source))
+               for source in inputs)
 
 
 def _identity(path: str) -> Optional[Tuple[int, int]]:
@@ -5837,8 +5842,7 @@ def _check_candidate_options(args) -> None:
     paths = [path for _, path in args.runs]
     if args.no_symlinks:
         _refuse_symlinks(paths)
-    if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
-                           for path in paths if path != "-"):
+    if args.output and _overwrites(args.output, [path for path in paths if path != "-"]):
         raise RagEvalError("--output would overwrite an input", args.output)
 
 
@@ -5943,7 +5947,7 @@ def _check_label_options(args) -> None:
     if args.no_symlinks:
         _refuse_symlinks([args.baseline_qrels])
     for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
-        if path and _same_file(path, args.baseline_qrels):
+        if path and _overwrites(path, [args.baseline_qrels]):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
 
 
