@@ -5224,7 +5224,8 @@ def _check_options(args) -> None:
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices, args.chunks,
+    runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
+    inputs = [path for path in (args.qrels, *runs, args.baseline, args.baseline_run, args.slices, args.chunks,
                                 args.corpus) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
@@ -5835,15 +5836,10 @@ def _split_runs(args) -> None:
 
 
 def _check_candidate_options(args) -> None:
-    """What several runs add to _check_options: the options of one run refused, every run's path checked."""
+    """What several runs add to _check_options (which checks every run's path): the options of one run refused."""
     for attribute, option in _ONE_RUN_OPTIONS:
         if getattr(args, attribute):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
-    paths = [path for _, path in args.runs]
-    if args.no_symlinks:
-        _refuse_symlinks(paths)
-    if args.output and _overwrites(args.output, [path for path in paths if path != "-"]):
-        raise RagEvalError("--output would overwrite an input", args.output)
 
 
 def _run_candidates(args, argv: List[str]) -> int:

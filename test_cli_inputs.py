@@ -32,6 +32,16 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         line = self.assert_error([QRELS, RUN, second, "--output", alias], [alias])
         self.assertIn("--output would overwrite an input", line)
 
+    def test_a_later_run_that_is_a_symbolic_link_is_refused(self):
+        link = self.path("link.json")
+        os.symlink(RUN, link)
+        self.assert_error([QRELS, RUN, link, "--no-symlinks"], [link, "--no-symlinks"])
+
+    def test_standard_input_is_read_once_whichever_run_names_it(self):
+        # The second run and --chunks would both read standard input.
+        line = self.assert_error([QRELS, RUN, "-", "--chunks", "-"])
+        self.assertIn("only one input can be - (standard input)", line)
+
     def test_the_predicate(self):
         first = self.write("a.json", "{}")
         os.link(first, self.path("b.json"))
