@@ -2319,38 +2319,6 @@ def _remove(path: str) -> None:
         pass
 
 
-def _stage(files: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """Write every ``(path, text)`` to its temporary file: ``(temporary, target)`` pairs for ``_commit``.
-
-    A failure (or a signal) removes the temporary files already written.
-    """
-    staged: List[Tuple[str, str]] = []
-    try:
-        for path, text in files:
-            staged.append(write_atomically(path, text, commit=False))
-    except BaseException:
-        _discard(staged)
-        raise
-    return staged
-
-
-def _commit(staged: List[Tuple[str, str]]) -> None:
-    """Rename each staged file over its target, taking it off the list once done."""
-    while staged:
-        temporary, target = staged[0]
-        try:
-            os.replace(temporary, target)
-        except OSError as exc:
-            raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
-        staged.pop(0)
-
-
-def _discard(staged: List[Tuple[str, str]]) -> None:
-    for temporary, _ in staged:
-        _remove(temporary)
-    staged.clear()
-
-
 def _file_mode(path: str) -> int:
     """The permissions the file has, or a new file would get under the umask."""
     try:
@@ -5498,14 +5466,23 @@ def _deliver(text: str) -> None:
 def _publish(text: str, files: List[Tuple[str, str]]) -> None:
     """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
 
-    A missing folder or a full disk fails while staging, before anything is printed.
+    A missing folder or a full disk fails while the temporary files are written, before anything is printed.
     """
-    staged = _stage(files)
+    staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
     try:
+        for path, content in files:
+            staged.append(write_atomically(path, content, commit=False))
         _deliver(text)
-        _commit(staged)
+        while staged:
+            temporary, target = staged[0]
+            try:
+                os.replace(temporary, target)
+            except OSError as exc:
+                raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
+            staged.pop(0)
     finally:
-        _discard(staged)  # what was not renamed: the run failed, or was interrupted
+        for temporary, _ in staged:  # not renamed: the run failed, or was interrupted (a signal too)
+            _remove(temporary)
 
 
 def _silence(stream) -> None:
