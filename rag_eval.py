@@ -5609,15 +5609,20 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
 
 def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
                     markdown: Callable[[dict, int], str] = _format_markdown) -> None:
-    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, and
-    GitHub's annotations, once the report is out."""
-    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
+    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, once
+    the report is out.  Under GitHub Actions also the markdown report in the step summary, and annotations:
+    the runner reads workflow commands from both output streams, and stderr keeps stdout parseable."""
+    printed = [] if args.quiet else [m for m in messages if m.printed]
+    shown = [f"rag_eval: {m.kind}: {m.line}" for m in printed]
     if failures is None:
         failures = _gate_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures, _provenance(args), markdown)
+        _append_step_summary(_step_summary(report, args.digits, shown, failures, markdown, _provenance(args)))
+        warnings = [m.line for m in printed if m.kind == "warning"]
+        for line in _annotations("warning", warnings) + _annotations("error", failures):
+            _warn(line, command=True)  # the commands the runner must obey
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -5722,19 +5727,6 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     if gate_report is not None:
         found += _gate_warnings(gate_report)
     return found
-
-
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None,
-            markdown: Callable[[dict, int], str] = _format_markdown) -> None:
-    """Under GitHub Actions: the markdown report in the step summary, and annotations.
-
-    The runner reads workflow commands from both output streams; stderr keeps
-    stdout parseable.
-    """
-    _append_step_summary(_step_summary(report, digits, warnings, failures, markdown, meta))
-    notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
-    for line in _annotations("warning", notices) + _annotations("error", failures):
-        _warn(line, command=True)  # the commands the runner must obey
 
 
 def _append_step_summary(text: str) -> None:
