@@ -4336,11 +4336,12 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
     intervals = report.get("intervals")
+    gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
     header = ["metric", "mean"]
     if intervals is not None:
         header += ["95% low", "95% high"]
-    if gate_entries or floors:
+    if gated:
         header += ["baseline", "delta"]
         header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
@@ -4348,13 +4349,13 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
         numbers = [mean] + (list(intervals.get(metric, (None, None))) if intervals is not None else [])
-        if gate_entries or floors:
+        if gated:
             entry = gate_entries.get(metric, {})
             numbers += [entry.get("baseline"), entry.get("delta")]
             if paired:
                 numbers += list(entry.get("interval") or (None, None)) + [entry.get("effect_size")]
         row = [metric] + [_format_number(number, digits, missing) for number in numbers]
-        if gate_entries or floors:
+        if gated:
             if paired:  # better/worse/same, after the numbers of the paired comparison
                 row.append(f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing)
             row += [_format_number(entry.get("allowed_drop"), digits, missing),
