@@ -4982,6 +4982,13 @@ _score_arg = _number_arg(lambda value: True, "a finite number")
 _min_overlap_arg = _number_arg(lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 
 
+def _input_bytes_arg(text: str) -> int:
+    value = _ascii_int(text, 19)
+    if not value:
+        raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
+    return value
+
+
 def _separator_arg(text: str) -> str:
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
@@ -5128,13 +5135,7 @@ def _build_parser():
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    def input_bytes(text: str) -> int:
-        value = _ascii_int(text, 19)
-        if not value:
-            raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
-        return value
-
-    parser.add_argument("--max-input-bytes", type=typed(input_bytes), default=MAX_RUN_BYTES, metavar="N",
+    parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
                         help=f"largest run read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
@@ -5192,7 +5193,6 @@ def _warn(message: str, command: bool = False) -> None:
 def _check_options(args) -> None:
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
-    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
     inputs = [path for path in (args.qrels, *runs, args.baseline, args.baseline_run, args.slices, args.chunks,
                                 args.corpus) if path]
@@ -5369,6 +5369,7 @@ def _run(args, argv: List[str]) -> int:
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
     _check_options(args)
+    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.meta = _meta_table(args.meta)
     _check_label_options(args)
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
