@@ -3,6 +3,8 @@ every input by path and by (device, inode), the same way for one run, several
 runs and --baseline-qrels (rag_eval._overwrites)."""
 
 import os
+import subprocess
+import sys
 import unittest
 
 import rag_eval
@@ -11,6 +13,7 @@ from helpers_for_tests import TempDirMixin
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
+SCRIPT = os.path.join(REPO, "rag_eval.py")
 
 
 @unittest.skipUnless(os.name == "posix", "hard links")
@@ -41,6 +44,16 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         # The second run and --chunks would both read standard input.
         line = self.assert_error([QRELS, RUN, "-", "--chunks", "-"])
         self.assertIn("only one input can be - (standard input)", line)
+
+    def test_the_file_a_later_run_reads_on_standard_input_is_not_overwritten(self):
+        target = self.write("run.json", self.read(RUN))
+        with open(target, "rb") as stdin:
+            done = subprocess.run([sys.executable, SCRIPT, QRELS, RUN, "-", "--output", target], stdin=stdin,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+        self.assertEqual(done.returncode, rag_eval.EXIT_ERROR, done.stderr)
+        self.assertEqual(done.stdout, b"")
+        self.assertIn(b"--output would overwrite an input", done.stderr)
+        self.assertEqual(self.read(target), self.read(RUN))
 
     def test_the_predicate(self):
         first = self.write("a.json", "{}")
