@@ -2046,6 +2046,7 @@ TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
+_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 
 
 class Baseline(NamedTuple):
@@ -2207,7 +2208,7 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
             tested = metric in (keep_from.per_query or {})
             if metric in means and (metric not in raised if tested else old > means[metric]):
                 means[metric] = old
-                if metric in (keep_from.per_query or {}):
+                if tested:
                     per_query[metric] = keep_from.per_query[metric]
                 else:  # a flat baseline has no per-query scores to go with its mean: keep none
                     del per_query[metric]
@@ -2315,38 +2316,6 @@ def _remove(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
-
-
-def _stage(files: List[Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """Write every ``(path, text)`` to its temporary file: ``(temporary, target)`` pairs for ``_commit``.
-
-    A failure (or a signal) removes the temporary files already written.
-    """
-    staged: List[Tuple[str, str]] = []
-    try:
-        for path, text in files:
-            staged.append(write_atomically(path, text, commit=False))
-    except BaseException:
-        _discard(staged)
-        raise
-    return staged
-
-
-def _commit(staged: List[Tuple[str, str]]) -> None:
-    """Rename each staged file over its target, taking it off the list once done."""
-    while staged:
-        temporary, target = staged[0]
-        try:
-            os.replace(temporary, target)
-        except OSError as exc:
-            raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
-        staged.pop(0)
-
-
-def _discard(staged: List[Tuple[str, str]]) -> None:
-    for temporary, _ in staged:
-        _remove(temporary)
-    staged.clear()
 
 
 def _file_mode(path: str) -> int:
@@ -2530,10 +2499,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None and baseline.conventions is not None:
         report["new"] = sorted(set(result["mean"]) - set(baseline.means))
-    failed = any(entry["verdict"] in ("missing", "regression") for entry in report["metrics"].values()) \
-        or any(entry["verdict"] != "pass" for entry in report["floors"].values())
-    undecided = [key for key, entry in report["metrics"].items() if entry["verdict"] == "inconclusive"]
-    report["verdict"] = "regression" if failed else "inconclusive" if undecided else "pass"
+    verdicts = [entry["verdict"] for part in ("metrics", "floors") for entry in report[part].values()]
+    report["verdict"] = ("regression" if any(verdict in _FAILED for verdict in verdicts)
+                         else "inconclusive" if "inconclusive" in verdicts else "pass")
     report["passed"] = report["verdict"] == "pass"
     return report
 
@@ -2830,10 +2798,7 @@ def stored_judgments(qrels: Qrels) -> dict:
 
 
 def _query_digest(docs: Mapping[str, int]) -> str:
-    import hashlib
-
-    canonical = json.dumps(docs, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:QUERY_DIGEST_CHARS]
+    return qrels_fingerprint(docs)[:QUERY_DIGEST_CHARS]  # the canonical form of the whole qrels, for one query's
 
 
 def _check_stored_judgments(stored, path: str) -> dict:
@@ -4307,9 +4272,6 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     return report
 
 
-_FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
-
-
 def _format_json(report: dict, digits: int) -> str:
     """The report as one JSON object, keys sorted, every number exact (the shortest
     repr that reads back as the same float): scripts compare them, so no rounding
@@ -4373,11 +4335,12 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
     intervals = report.get("intervals")
+    gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
     header = ["metric", "mean"]
     if intervals is not None:
         header += ["95% low", "95% high"]
-    if gate_entries or floors:
+    if gated:
         header += ["baseline", "delta"]
         header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
@@ -4385,13 +4348,13 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
         mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
         numbers = [mean] + (list(intervals.get(metric, (None, None))) if intervals is not None else [])
-        if gate_entries or floors:
+        if gated:
             entry = gate_entries.get(metric, {})
             numbers += [entry.get("baseline"), entry.get("delta")]
             if paired:
                 numbers += list(entry.get("interval") or (None, None)) + [entry.get("effect_size")]
         row = [metric] + [_format_number(number, digits, missing) for number in numbers]
-        if gate_entries or floors:
+        if gated:
             if paired:  # better/worse/same, after the numbers of the paired comparison
                 row.append(f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing)
             row += [_format_number(entry.get("allowed_drop"), digits, missing),
@@ -4486,11 +4449,9 @@ def _calibration_lines(report: dict) -> List[str]:
 
 def _format_table(report: dict, digits: int) -> str:
     parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
-    drops = _drop_lines(report, digits, str)
-    if drops:
-        parts.append("\n".join(drops))
-    if _calibration_lines(report):
-        parts.append("\n".join(_calibration_lines(report)))
+    for lines in (_drop_lines(report, digits, str), _calibration_lines(report)):
+        if lines:
+            parts.append("\n".join(lines))
     line = _abstention_line(report)
     if line:
         parts.append(line)
@@ -4707,9 +4668,8 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
 
 
 def _github_property(value) -> str:
-    """Workflow command property escapes (the runner's UnescapeProperty): %, CR, LF, ':' and ','."""
-    return (str(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-            .replace(":", "%3A").replace(",", "%2C"))
+    """Workflow command property escapes (the runner's UnescapeProperty): the data's, then ':' and ','."""
+    return _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
@@ -5021,6 +4981,13 @@ _score_arg = _number_arg(lambda value: True, "a finite number")
 _min_overlap_arg = _number_arg(lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 
 
+def _input_bytes_arg(text: str) -> int:
+    value = _ascii_int(text, 19)
+    if not value:
+        raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
+    return value
+
+
 def _separator_arg(text: str) -> str:
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
@@ -5167,13 +5134,7 @@ def _build_parser():
     parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    def input_bytes(text: str) -> int:
-        value = _ascii_int(text, 19)
-        if not value:
-            raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
-        return value
-
-    parser.add_argument("--max-input-bytes", type=typed(input_bytes), default=MAX_RUN_BYTES, metavar="N",
+    parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
                         help=f"largest run read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
@@ -5231,8 +5192,8 @@ def _warn(message: str, command: bool = False) -> None:
 def _check_options(args) -> None:
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
-    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    inputs = [path for path in (args.qrels, args.run, args.baseline, args.baseline_run, args.slices, args.chunks,
+    runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
+    inputs = [path for path in (args.qrels, *runs, args.baseline, args.baseline_run, args.slices, args.chunks,
                                 args.corpus) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
@@ -5252,11 +5213,8 @@ def _check_options(args) -> None:
     for option, path in outputs:
         if not path:
             raise RagEvalError(f"{option}: expected a file name, got ''")
-    # By path (for files not made yet) and by identity (a hard link, or a folder reached two ways).
-    input_files = {_identity(source) for source in inputs} - {None}
     for option, path in outputs:
-        if path == "-" or any(_same_file(path, source) for source in inputs if source != "-") \
-                or _identity(path) in input_files:
+        if path == "-" or _overwrites(path, inputs):
             raise RagEvalError(f"{option} would overwrite an input" + (
                 "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
         _output_target(path)  # a device, FIFO or socket is refused before anything is read
@@ -5266,6 +5224,14 @@ def _check_options(args) -> None:
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
             len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
+
+
+def _overwrites(output: str, inputs: List[str]) -> bool:
+    """Whether writing ``output`` replaces an input: by path (for files not made yet) and by identity
+    (a hard link, a folder reached two ways, or the file standard input reads for -)."""
+    made = _identity(output)
+    return any((source != "-" and _same_file(output, source)) or (made is not None and made == _identity(source))
+               for source in inputs)
 
 
 def _identity(path: str) -> Optional[Tuple[int, int]]:
@@ -5296,15 +5262,10 @@ def _same_file(first: str, second: str) -> bool:
 
 
 def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
-    """Tolerances and floors from the command line, every name checked at once."""
-    default = Tolerance(DEFAULT_MAX_DROP)
-    tolerances = {}
+    """Tolerances and floors from the command line, every name checked at once; the last of a name counts."""
     max_drop = [(_spelled_ours(key), tolerance) for key, tolerance in args.max_drop]
-    for key, tolerance in max_drop:
-        if key:
-            tolerances[key] = tolerance
-        else:
-            default = tolerance
+    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
+    tolerances = {key: tolerance for key, tolerance in max_drop if key}
     minimum = [(_spelled_ours(key), value) for key, value in args.min]
     floors = dict(minimum)
     problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
@@ -5399,14 +5360,7 @@ def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _run(args, argv: List[str]) -> int:
-    """The command line's job, step by step: read, score, gate, then deliver.
-
-    Every text is made before anything is delivered; the files are written
-    to temporary files, the report goes to stdout, the files are renamed into
-    place (all or nothing), then the lines go to stderr.  A run that fails
-    leaves no file of its own behind, and no baseline is rewritten unless the
-    report was delivered.
-    """
+    """The command line's job: --explain, a job on the labels, several runs compared, or one run."""
     if args.explain:
         _deliver(explain())
         return EXIT_OK
@@ -5414,30 +5368,32 @@ def _run(args, argv: List[str]) -> int:
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
     _check_options(args)
+    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.meta = _meta_table(args.meta)
     _check_label_options(args)
-    if args.runs:
-        return _run_candidates(args, argv)
+    return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
+
+
+def _run_one(args, argv: List[str]) -> int:
+    """One run, step by step: read, score, gate, then deliver.
+
+    Every text is made before anything is delivered; the files are written
+    to temporary files, the report goes to stdout, the files are renamed into
+    place (all or nothing), then the lines go to stderr.  A run that fails
+    leaves no file of its own behind, and no baseline is rewritten unless the
+    report was delivered.
+    """
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
-        digests: Dict[str, str] = {}
-        hashing = _INPUT_SHA256.set(digests if args.output else None)
-        try:
-            baseline = read_baseline(args.baseline) if args.baseline else None
-            slices = read_slices(args.slices) if args.slices else None
-            qrels = read_qrels(args.qrels, args.qrels_format)
+        with _hashing_inputs(bool(args.output)) as digests:
+            baseline, slices, qrels = _read_judgments(args)
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
-            # hashlib costs an import and a pass over the qrels: only when a baseline or the output needs it.
-            needs_fingerprint = args.baseline or args.baseline_run or args.save_baseline or args.output
-            fingerprint = qrels_fingerprint(qrels) if needs_fingerprint else ""
+            fingerprint = _fingerprint(args, qrels)
             if args.baseline_run:
-                old, _ = _score_file(args, qrels, args.baseline_run)
-                baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+                baseline = _run_baseline(_score_file(args, qrels, args.baseline_run)[0], fingerprint)
             earlier = _earlier_labels(args, baseline)
-        finally:
-            _INPUT_SHA256.reset(hashing)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
         messages = _messages(result, gate_report)
@@ -5446,17 +5402,9 @@ def _run(args, argv: List[str]) -> int:
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
-        # Every file is written to its temporary first (a missing folder or a full disk fails here,
-        # with nothing printed), then the report goes out, and only then are the files renamed into place.
-        staged = _stage(_file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                    messages))
-        try:
-            _deliver(text)
-            _commit(staged)
-        finally:
-            _discard(staged)  # what was not renamed: the run failed, or was interrupted
-    written = [path for path, option in ((args.output, "output"), (args.junit, "junit"), (args.metrics_file, "metrics"),
-                                         (args.unjudged, "unjudged"), (args.save_baseline, "baseline")) if path]
+        _publish(text, _file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
+                                   messages))
+    written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(written)}"))
     if args.update_baseline:
@@ -5464,6 +5412,36 @@ def _run(args, argv: List[str]) -> int:
                                  if passed else f"the gate failed, so {args.baseline} was not changed"))
     _print_messages(args, report, messages)
     return code
+
+
+@contextmanager
+def _hashing_inputs(wanted: bool) -> Iterator[Dict[str, str]]:
+    """``{path: sha256}`` of the inputs read inside, for --output (empty unless ``wanted``)."""
+    digests: Dict[str, str] = {}
+    hashing = _INPUT_SHA256.set(digests if wanted else None)
+    try:
+        yield digests
+    finally:
+        _INPUT_SHA256.reset(hashing)
+
+
+def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
+    """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
+    baseline = read_baseline(args.baseline) if args.baseline else None
+    slices = read_slices(args.slices) if args.slices else None
+    return baseline, slices, read_qrels(args.qrels, args.qrels_format)
+
+
+def _fingerprint(args, qrels: Qrels) -> str:
+    """``qrels_fingerprint`` once the runs are read, or "" when no baseline or output needs it
+    (hashlib costs an import and a pass over the qrels)."""
+    needed = args.baseline or args.baseline_run or args.save_baseline or args.output
+    return qrels_fingerprint(qrels) if needed else ""
+
+
+def _run_baseline(old: dict, fingerprint: str) -> Baseline:
+    """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
+    return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -5487,13 +5465,25 @@ def _deliver(text: str) -> None:
 
 
 def _publish(text: str, files: List[Tuple[str, str]]) -> None:
-    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing."""
-    staged = _stage(files)
+    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
+
+    A missing folder or a full disk fails while the temporary files are written, before anything is printed.
+    """
+    staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
     try:
+        for path, content in files:
+            staged.append(write_atomically(path, content, commit=False))
         _deliver(text)
-        _commit(staged)
+        while staged:
+            temporary, target = staged[0]
+            try:
+                os.replace(temporary, target)
+            except OSError as exc:
+                raise RagEvalError(f"cannot write: {exc.strerror or exc}", target) from None
+            staged.pop(0)
     finally:
-        _discard(staged)  # what was not renamed: the run failed, or was interrupted
+        for temporary, _ in staged:  # not renamed: the run failed, or was interrupted (a signal too)
+            _remove(temporary)
 
 
 def _silence(stream) -> None:
@@ -5620,15 +5610,20 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
 
 def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
                     markdown: Callable[[dict, int], str] = _format_markdown) -> None:
-    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, and
-    GitHub's annotations, once the report is out."""
-    shown = [] if args.quiet else [f"rag_eval: {m.kind}: {m.line}" for m in messages if m.printed]
+    """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, once
+    the report is out.  Under GitHub Actions also the markdown report in the step summary, and annotations:
+    the runner reads workflow commands from both output streams, and stderr keeps stdout parseable."""
+    printed = [] if args.quiet else [m for m in messages if m.printed]
+    shown = [f"rag_eval: {m.kind}: {m.line}" for m in printed]
     if failures is None:
         failures = _gate_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _github(report, args.digits, shown, failures, _provenance(args), markdown)
+        _append_step_summary(_step_summary(report, args.digits, shown, failures, markdown, _provenance(args)))
+        warnings = [m.line for m in printed if m.kind == "warning"]
+        for line in _annotations("warning", warnings) + _annotations("error", failures):
+            _warn(line, command=True)  # the commands the runner must obey
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
@@ -5735,19 +5730,6 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _github(report: dict, digits: int, warnings: List[str], failures: List[str], meta: Optional[dict] = None,
-            markdown: Callable[[dict, int], str] = _format_markdown) -> None:
-    """Under GitHub Actions: the markdown report in the step summary, and annotations.
-
-    The runner reads workflow commands from both output streams; stderr keeps
-    stdout parseable.
-    """
-    _append_step_summary(_step_summary(report, digits, warnings, failures, markdown, meta))
-    notices = [line.split("warning: ", 1)[1] for line in warnings if line.startswith("rag_eval: warning: ")]
-    for line in _annotations("warning", notices) + _annotations("error", failures):
-        _warn(line, command=True)  # the commands the runner must obey
-
-
 def _append_step_summary(text: str) -> None:
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
@@ -5824,36 +5806,23 @@ def _split_runs(args) -> None:
 
 
 def _check_candidate_options(args) -> None:
-    """What several runs add to _check_options: the options of one run refused, every run's path checked."""
+    """What several runs add to _check_options (which checks every run's path): the options of one run refused."""
     for attribute, option in _ONE_RUN_OPTIONS:
         if getattr(args, attribute):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
-    paths = [path for _, path in args.runs]
-    if args.no_symlinks:
-        _refuse_symlinks(paths)
-    if args.output and any(_same_file(args.output, path) or (_identity(args.output) or 0) == _identity(path)
-                           for path in paths if path != "-"):
-        raise RagEvalError("--output would overwrite an input", args.output)
 
 
 def _run_candidates(args, argv: List[str]) -> int:
     """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
     _check_candidate_options(args)
-    digests: Dict[str, str] = {}
-    hashing = _INPUT_SHA256.set(digests if args.output else None)
-    try:
-        baseline = read_baseline(args.baseline) if args.baseline else None
-        slices = read_slices(args.slices) if args.slices else None
-        qrels = read_qrels(args.qrels, args.qrels_format)
-        fingerprint = qrels_fingerprint(qrels) if args.baseline or args.baseline_run or args.output else ""
+    with _hashing_inputs(bool(args.output)) as digests:
+        baseline, slices, qrels = _read_judgments(args)
         # Each run goes once scored: only its scores stay.
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
+        fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
-            old = scored[0].result
-            baseline = Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+            baseline = _run_baseline(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline)
-    finally:
-        _INPUT_SHA256.reset(hashing)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
@@ -5944,7 +5913,7 @@ def _check_label_options(args) -> None:
     if args.no_symlinks:
         _refuse_symlinks([args.baseline_qrels])
     for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
-        if path and _same_file(path, args.baseline_qrels):
+        if path and _overwrites(path, [args.baseline_qrels]):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
 
 
