@@ -1600,15 +1600,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
-        orphaned = [row for row in check.rows if row[2] == "orphaned"]
-        if orphaned:
-            qid, span, _, found = orphaned[0]
-            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
-                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
-                               args.qrels)
-        qrels = check.fixed
-        labels = {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+        qrels, labels = _anchored(args, qrels)
     run, in_run = read_located_run(path, args.run_format, args.max_input_bytes)
     source = "<stdin>" if path == "-" else path
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
@@ -1628,33 +1620,51 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     return result, run
 
 
+def _anchored(args, qrels: SpanQrels) -> Tuple[SpanQrels, Dict[str, int]]:
+    """A gate's labels checked against --corpus: the qrels with moved spans re-anchored, and the counts;
+    an orphaned label is an error (a gate cannot pass on labels that no longer point at the evidence)."""
+    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    orphaned = [row for row in check.rows if row[2] == "orphaned"]
+    if orphaned:
+        qid, span, _, found = orphaned[0]
+        raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
+                           f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+                           args.qrels)
+    return check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+
+
 def _label_job(args) -> int:
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
-    output = args.to_spans or args.fix_labels
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or any(
                 source and source != "-" and _identity(source) is not None  # a missing input: the reader says so
                 and (_same_file(path, source) or _identity(path) == _identity(source))
                 for source in (args.qrels, args.chunks, args.corpus))):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
-    if args.to_spans:
-        if args.check_labels or args.fix_labels or not args.chunks:
-            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                               "and is a job of its own")
-        qrels = read_qrels(args.qrels, args.qrels_format)
-        if isinstance(qrels, SpanQrels):
-            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
-        chunks = read_chunks(args.chunks, args.max_input_bytes)
-        try:
-            spans = to_spans(qrels, chunks)
-        except RagEvalError as exc:
-            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
-        write_atomically(args.to_spans, spans_text(spans))
-        if not args.quiet:
-            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {output}")
-        return EXIT_OK
+    return _to_spans_job(args) if args.to_spans else _check_labels_job(args)
+
+
+def _to_spans_job(args) -> int:
+    if args.check_labels or args.fix_labels or not args.chunks:
+        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                           "and is a job of its own")
+    qrels = read_qrels(args.qrels, args.qrels_format)
+    if isinstance(qrels, SpanQrels):
+        raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
+    chunks = read_chunks(args.chunks, args.max_input_bytes)
+    try:
+        spans = to_spans(qrels, chunks)
+    except RagEvalError as exc:
+        raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
+    write_atomically(args.to_spans, spans_text(spans))
+    if not args.quiet:
+        _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
+    return EXIT_OK
+
+
+def _check_labels_job(args) -> int:
     if not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
     qrels = read_qrels(args.qrels, args.qrels_format)
