@@ -1121,14 +1121,15 @@ def _query_spans(spans: Iterable[Span], conv: Conventions,
     """A query's spans of positive grade by document; their gains, best first (the ideal); how many
     spans are relevant, and how many characters the union of those holds."""
     numerator, denominator = min_overlap
+    gain, min_grade = conv.gain, conv.min_grade
     rows: Dict[str, List[Tuple[int, int, int, float, bool]]] = {}
     num_relevant = relevant_chars = 0
     for doc, start, end, grade, _ in spans:
         if grade > 0:
             need = -(-numerator * (end - start) // denominator)  # ceil, in integers
-            relevant = grade >= conv.min_grade
+            relevant = grade >= min_grade
             num_relevant += relevant
-            rows.setdefault(doc, []).append((start, end, need, _gain(grade, conv.gain), relevant))
+            rows.setdefault(doc, []).append((start, end, need, _gain(grade, gain), relevant))
     documents = {}
     for doc, held in rows.items():
         held.sort()
