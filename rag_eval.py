@@ -1172,7 +1172,9 @@ def _evidence(spans: Tuple[Span, ...], top: List[str], located: List[Location], 
             if doc in chunks.overlapping:
                 walked.setdefault(doc, []).append(index)
         for doc, indexes in walked.items():
-            _walk_document([located[i] for i in indexes], indexes, documents.get(doc), added, found, covered)
+            d = documents.get(doc)
+            if d is not None or len(indexes) > 1:  # a lone chunk without spans adds its own characters, none relevant
+                _walk_document([located[i] for i in indexes], indexes, d, added, found, covered)
     covered.sort()
     return Evidence([rank for rank, _, relevant in covered if relevant], [rank for rank, _, _ in covered],
                     [gain / math.log2(rank + 1) for rank, gain, _ in covered], ideal, num_relevant,
