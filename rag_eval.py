@@ -77,7 +77,8 @@ from bisect import bisect_left, bisect_right
 from collections import abc
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import chain, groupby
+from itertools import accumulate, chain, groupby
+from operator import lt
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -896,8 +897,12 @@ class Span(NamedTuple):
 class SpanQrels(dict):
     """Evidence judgments: query id -> its spans, a tuple of ``Span`` sorted by document, start, end.
 
-    ``read_qrels`` returns one for JSONL rows that carry ``start`` and ``end``.
+    ``read_qrels`` returns one for JSONL rows that carry ``start`` and ``end``;
+    its ``rows`` keep each row as read, ``(query id, (doc_id, start, end),
+    row)``, so that --fix-labels rewrites them with every field kept.
     """
+
+    rows: Optional[List[Tuple[str, Location, dict]]] = None
 
 
 class LabelCheck(NamedTuple):
@@ -905,6 +910,7 @@ class LabelCheck(NamedTuple):
 
     fixed: SpanQrels
     rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, "valid" | "moved" | "orphaned", what was found)
+    moved: Dict[Tuple[str, Location], Tuple[int, int]]  # (qid, where a moved span was judged) -> its offsets now
 
 
 def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
@@ -918,6 +924,7 @@ def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
 def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     """JSONL rows ``query_id, doc_id, start, end, grade[, text]``, every row with offsets."""
     found: Dict[str, Dict[Location, Span]] = {}
+    kept: List[Tuple[str, Location, dict]] = []
     for lineno, row in rows:
         if "start" not in row and "end" not in row:
             raise RagEvalError("this row has no start and end, and the rows before it do: evidence judgments "
@@ -928,7 +935,10 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
         if old.grade != span.grade:
             raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(span.doc_id)} "
                                f"[{span.start}, {span.end}): {old.grade} and {span.grade}", source, lineno)
-    return SpanQrels({qid: tuple(sorted(spans.values())) for qid, spans in found.items()})
+        kept.append((qid, span[:3], row))
+    qrels = SpanQrels({qid: tuple(sorted(spans.values())) for qid, spans in found.items()})
+    qrels.rows = kept
+    return qrels
 
 
 def _span_of(row: dict, doc_id: str, source: str, lineno: int) -> Span:
@@ -942,54 +952,77 @@ def _span_of(row: dict, doc_id: str, source: str, lineno: int) -> Span:
     return Span(doc_id, start, end, grade, text)
 
 
-def read_chunks(path: str) -> Dict[str, Location]:
-    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end)."""
+def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Location]:
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end).
+
+    As in a run, an id longer than MAX_ID bytes is an error, and so is a
+    file of more than ``max_bytes`` after gunzip (--max-input-bytes; by
+    default MAX_RUN_BYTES).
+    """
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
-        for lineno, row in _jsonl_rows(inp):
+        for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
             _locate_chunk(row, chunks, inp.source, lineno)
     return chunks
 
 
+def _short_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
+    """An id field of a JSONL row, of at most MAX_ID bytes as the run readers take."""
+    value = _row_id(row, names, what, source, lineno)
+    if _too_long_id(value):
+        raise RagEvalError(f"{what} longer than {MAX_ID} bytes", source, lineno)
+    return value
+
+
 def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: int) -> str:
     """Record where a row with ``chunk_id, doc_id, start, end`` locates its chunk; return the chunk id."""
-    chunk = _row_id(row, ("chunk_id",), "chunk id", source, lineno)
-    where = (_row_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
+    chunk = _short_id(row, ("chunk_id",), "chunk id", source, lineno)
+    where = (_short_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
     if chunks.setdefault(chunk, where) != where:
         raise RagEvalError(f"chunk {_clipped_repr(chunk)} is located twice, differently", source, lineno)
     return chunk
 
 
-def read_located_run(path: str, fmt: str = "auto") -> Tuple[Run, Dict[str, Location]]:
+def read_located_run(path: str, fmt: str = "auto",
+                     max_bytes: Optional[int] = None) -> Tuple[Run, Dict[str, Location]]:
     """A run and where the run itself locates its chunks.
 
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
     their chunk (``doc_id`` is then the document); rows without ``chunk_id``
     name the chunk in ``doc_id`` and leave it to a chunk map, as TREC and
     JSON runs do.  Rows with scores rank by score (ties by chunk id,
-    descending), rows without by file order.
+    descending), rows without by file order.  The limits are ``read_run``'s:
+    ids of at most MAX_ID bytes, at most ``max_bytes`` after gunzip (by
+    default MAX_RUN_BYTES).
     """
+    max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _located_rows(inp)
+            return _located_rows(inp, max_bytes)
         if fmt == "trec":
-            return _trec_run(inp, None, None, None, None)[0], {}
-        run = _parse_json(inp, "run")
-        _check_run(run, inp.source)
-        return run, {}
+            return _trec_run(inp, None, None, None, None, max_bytes=max_bytes)[0], {}
+        if path == "-":  # read whole, as read_run reads JSON on standard input
+            run = _parse_json(inp, "run")
+            _check_run(run, inp.source)
+            return run, {}
+        try:
+            return _json_run(inp, None, None, None, None, None, max_bytes)[0], {}  # streamed, as read_run does
+        except _ReadAgain:
+            pass  # JSON that the plain reader must judge
+    return _read_run(path, "json", max_bytes=max_bytes)[0], {}
 
 
-def _located_rows(inp: _Input) -> Tuple[Run, Dict[str, Location]]:
+def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]]:
     scores: Dict[str, Dict[str, float]] = {}
     lists: Dict[str, List[str]] = {}
     where: Dict[str, Location] = {}
-    for lineno, row in _jsonl_rows(inp):
-        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+    for lineno, row in _jsonl_rows(inp, max_bytes):
+        qid = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         if "chunk_id" in row:
             chunk = _locate_chunk(row, where, inp.source, lineno)
         else:
-            chunk = _row_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
+            chunk = _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if (scores and "score" not in row) or (lists and "score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if "score" not in row:
@@ -1029,13 +1062,16 @@ def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optiona
 class Evidence(NamedTuple):
     """One query's spans against its ranked chunks: all that an evidence measure may read.
 
-    ``covered`` lists ``(rank, gain, relevant)`` for each span of positive
-    grade that became covered within the depth, at the rank where it did;
-    ``retrieved[r - 1]`` counts the characters of the union of the top r
-    chunks and ``hits[r - 1]`` those of them inside a relevant span.
+    ``ranks`` holds the rank at which each relevant span became covered
+    (within the depth), sorted; ``covered`` the same for every span of
+    positive grade, and ``discounted`` their gains over log2(1 + rank), in
+    that order; ``retrieved[r - 1]`` counts the characters of the union of
+    the top r chunks and ``hits[r - 1]`` those of them inside a relevant span.
     """
 
-    covered: List[Tuple[int, float, bool]]
+    ranks: List[int]
+    covered: List[int]
+    discounted: List[float]
     ideal: List[float]
     num_relevant: int
     retrieved: List[int]
@@ -1043,31 +1079,168 @@ class Evidence(NamedTuple):
     relevant_chars: int
 
 
-class _DocumentSpans:
-    """The spans of positive grade of one query in one document, by start, and the relevant characters."""
+class _DocumentSpans(NamedTuple):
+    """One query's spans of positive grade in one document, by start, and the union of its relevant ones."""
 
-    __slots__ = ("starts", "ends", "need", "gains", "relevant", "got", "longest", "relevant_starts", "relevant_ends")
+    spans: List[Tuple[int, int, int, float, bool]]  # (start, end, characters that cover it, gain, relevant)
+    relevant: List[Tuple[int, int]]  # the union of the relevant spans: disjoint intervals, by start
 
-    def __init__(self, spans: List[Span], conv: Conventions, min_overlap: Tuple[int, int]):
-        numerator, denominator = min_overlap
-        self.starts = [s.start for s in spans]
-        self.ends = [s.end for s in spans]
-        self.need = [-(-numerator * (s.end - s.start) // denominator) for s in spans]  # ceil, in integers
-        self.gains = [_gain(s.grade, conv.gain) for s in spans]
-        self.relevant = [s.grade >= conv.min_grade for s in spans]
-        self.got = [0] * len(spans)
-        self.longest = max(e - s for s, e in zip(self.starts, self.ends))
-        self.relevant_starts, self.relevant_ends = [], []
-        for start, end, relevant in zip(self.starts, self.ends, self.relevant):
-            if relevant:
-                _add_interval(self.relevant_starts, self.relevant_ends, start, end)
+
+class _ChunkIndex(NamedTuple):
+    """The chunks a run ranks, by document, once for all its queries.
+
+    ``by_document`` holds each document's chunks sorted by start (starts,
+    ends, ids) when they do not overlap, so that a span finds the chunks it
+    shares characters with by bisection; ``overlapping`` the documents
+    whose chunks do (a chunker with overlap, two chunkings mixed).
+    """
+
+    by_document: Dict[str, Tuple[List[int], List[int], List[str]]]
+    overlapping: set  # of document ids
+
+
+def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> _ChunkIndex:
+    rows: Dict[str, List[Tuple[int, int, str]]] = {}
+    for chunk in dict.fromkeys(chain.from_iterable(rankings.values())):
+        doc, start, end = chunks[chunk]
+        rows.setdefault(doc, []).append((start, end, chunk))
+    by_document, overlapping = {}, set()
+    for doc, held in rows.items():
+        held.sort()
+        starts, ends = [row[0] for row in held], [row[1] for row in held]
+        if any(map(lt, starts[1:], ends)):  # a chunk starts before the one before it ends
+            overlapping.add(doc)
+        else:
+            by_document[doc] = (starts, ends, [row[2] for row in held])
+    return _ChunkIndex(by_document, overlapping)
+
+
+def _query_spans(spans: Iterable[Span], conv: Conventions,
+                 min_overlap: Tuple[int, int]) -> Tuple[Dict[str, _DocumentSpans], List[float], int, int]:
+    """A query's spans of positive grade by document; their gains, best first (the ideal); how many
+    spans are relevant, and how many characters the union of those holds."""
+    numerator, denominator = min_overlap
+    gain, min_grade = conv.gain, conv.min_grade
+    rows: Dict[str, List[Tuple[int, int, int, float, bool]]] = {}
+    num_relevant = relevant_chars = 0
+    for doc, start, end, grade, _ in spans:
+        if grade > 0:
+            need = -(-numerator * (end - start) // denominator)  # ceil, in integers
+            relevant = grade >= min_grade
+            num_relevant += relevant
+            rows.setdefault(doc, []).append((start, end, need, _gain(grade, gain), relevant))
+    documents = {}
+    for doc, held in rows.items():
+        held.sort()
+        union: List[Tuple[int, int]] = []
+        for start, end, _, _, relevant in held:
+            if relevant and union and start <= union[-1][1]:
+                union[-1] = (union[-1][0], max(end, union[-1][1]))
+            elif relevant:
+                union.append((start, end))
+        relevant_chars += sum(end - start for start, end in union)
+        documents[doc] = _DocumentSpans(held, union)
+    ideal = sorted((row[3] for held in rows.values() for row in held), reverse=True)
+    return documents, ideal, num_relevant, relevant_chars
+
+
+def _evidence(spans: Tuple[Span, ...], top: List[str], located: List[Location], chunks: _ChunkIndex,
+              conv: Conventions, min_overlap: Tuple[int, int]) -> Evidence:
+    """What a query's ranked chunks (``top``, unique ids, at ``located``) retrieve of its spans, rank by rank.
+
+    Each chunk adds to the union the characters that no better chunk of its
+    document retrieved; a span is covered at the rank where those added
+    characters, summed, reach its share.  Chunks that do not overlap (one
+    chunking: the common case) each add their own characters, and the
+    chunks a span or a relevant interval touches are found by bisection in
+    its document's chunks (``_cover_disjoint``): the cost follows the spans,
+    not the chunks.  A document whose chunks overlap is walked in rank
+    order (``_walk_document``).
+    """
+    documents, ideal, num_relevant, relevant_chars = _query_spans(spans, conv, min_overlap)
+    rank_of = dict(zip(top, range(1, len(top) + 1)))
+    added = [end - start for _, start, end in located]  # rank order; corrected below where chunks overlap
+    found = [0] * len(top)  # of the characters added, those inside a relevant span
+    covered: List[Tuple[int, float, bool]] = []  # (rank, gain, relevant)
+    for doc, d in documents.items():
+        if doc in chunks.by_document:
+            _cover_disjoint(d, chunks.by_document[doc], rank_of, found, covered)
+    if chunks.overlapping:
+        walked: Dict[str, List[int]] = {}
+        for index, (doc, _, _) in enumerate(located):
+            if doc in chunks.overlapping:
+                walked.setdefault(doc, []).append(index)
+        for doc, indexes in walked.items():
+            d = documents.get(doc)
+            if d is not None or len(indexes) > 1:  # a lone chunk without spans adds its own characters, none relevant
+                _walk_document([located[i] for i in indexes], indexes, d, added, found, covered)
+    covered.sort()
+    return Evidence([rank for rank, _, relevant in covered if relevant], [rank for rank, _, _ in covered],
+                    [gain / math.log2(rank + 1) for rank, gain, _ in covered], ideal, num_relevant,
+                    list(accumulate(added)), list(accumulate(found)), relevant_chars)
+
+
+def _cover_disjoint(d: _DocumentSpans, held: Tuple[List[int], List[int], List[str]], rank_of: Dict[str, int],
+                    found: List[int], covered: List[Tuple[int, float, bool]]) -> None:
+    """Spans against the chunks of their document, which do not overlap (``held``: by start, so by end
+    too).  A span is covered at the rank where the characters it shares with the retrieved ones,
+    summed in rank order, reach its need."""
+    starts, ends, ids = held
+    for start, end, need, gain, relevant in d.spans:
+        first = bisect_right(ends, start)  # the first chunk that ends after the span starts
+        last = bisect_left(starts, end, first)  # chunks first .. last - 1 share characters with it
+        if last - first == 1:  # the common case: one chunk holds all the span has
+            rank = rank_of.get(ids[first])
+            if rank and min(end, ends[first]) - max(start, starts[first]) >= need:
+                covered.append((rank, gain, relevant))
+            continue
+        got = 0
+        for rank, j in sorted((rank_of[ids[j]], j) for j in range(first, last) if ids[j] in rank_of):
+            got += min(end, ends[j]) - max(start, starts[j])
+            if got >= need:
+                covered.append((rank, gain, relevant))
+                break
+    for start, end in d.relevant:
+        for j in range(bisect_right(ends, start), bisect_left(starts, end)):
+            rank = rank_of.get(ids[j])
+            if rank:
+                found[rank - 1] += min(end, ends[j]) - max(start, starts[j])
+
+
+def _walk_document(located: List[Location], indexes: List[int], d: Optional[_DocumentSpans],
+                   added: List[int], found: List[int], covered: List[Tuple[int, float, bool]]) -> None:
+    """The retrieved chunks of one document, some overlapping, in rank order (at ``indexes``, rank - 1):
+    each adds the characters no better one retrieved, and only those can cover more of a span.
+
+    The spans such a piece can touch are found by bisection: a span that
+    starts more than the longest span's length before the piece ends before it.
+    """
+    held_starts: List[int] = []
+    held_ends: List[int] = []
+    spans = d.spans if d is not None else []
+    span_starts = [span[0] for span in spans]
+    longest = max((end - start for start, end, *_ in spans), default=0)
+    got = [0] * len(spans)
+    relevant = d.relevant if d is not None else []
+    relevant_starts, relevant_ends = [s for s, _ in relevant], [e for _, e in relevant]
+    for (_, start, end), index in zip(located, indexes):
+        pieces = _add_interval(held_starts, held_ends, start, end)
+        added[index] = sum(high - low for low, high in pieces)
+        for low, high in pieces if spans else ():
+            found[index] += _overlap(relevant_starts, relevant_ends, low, high)
+            for i in range(bisect_right(span_starts, low - longest), bisect_left(span_starts, high)):
+                span_start, span_end, need, gain, is_relevant = spans[i]
+                if span_end > low and got[i] < need:
+                    got[i] += min(high, span_end) - max(low, span_start)
+                    if got[i] >= need:
+                        covered.append((index + 1, gain, is_relevant))
 
 
 def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> List[Tuple[int, int]]:
     """Add ``[start, end)`` to disjoint intervals sorted by start; return its parts that were not in them."""
     first = bisect_right(ends, start)  # the first interval that ends after start
     last = bisect_left(starts, end, first)  # the intervals first .. last - 1 overlap [start, end)
-    if first == last:  # it touches none: the common case, since the chunks of one chunking do not overlap
+    if first == last:  # it touches none
         starts.insert(first, start)
         ends.insert(first, end)
         return [(start, end)]
@@ -1092,82 +1265,26 @@ def _overlap(starts: List[int], ends: List[int], start: int, end: int) -> int:
     return total
 
 
-def _evidence(spans: Tuple[Span, ...], located: List[Location], conv: Conventions,
-              min_overlap: Tuple[int, int]) -> Evidence:
-    """Walk the ranked chunks once: each adds the characters no better chunk retrieved.
-
-    Only those new characters can cover more of a span, so a span's covered
-    share is a sum, and the spans a piece can touch are found by bisection
-    (a span starting more than the document's longest span before the piece
-    ends before it).  Cost: the chunks times log(spans), not chunks x spans.
-    """
-    documents = {doc: _DocumentSpans(group, conv, min_overlap)
-                 for doc, group in _by_document(s for s in spans if s.grade > 0)}
-    union: Dict[str, Tuple[List[int], List[int]]] = {}
-    covered, retrieved, hits = [], [], []
-    chars = relevant_chars = 0
-    for rank, (doc, start, end) in enumerate(located, 1):
-        held = union.get(doc)
-        if held is None:  # the query's first chunk of this document: nothing to merge with
-            union[doc] = ([start], [end])
-            pieces = [(start, end)]
-        else:
-            pieces = _add_interval(held[0], held[1], start, end)
-        d = documents.get(doc)
-        for low, high in pieces:
-            chars += high - low
-            if d is None:
-                continue
-            relevant_chars += _overlap(d.relevant_starts, d.relevant_ends, low, high)
-            for i in range(bisect_right(d.starts, low - d.longest), bisect_left(d.starts, high)):
-                if d.ends[i] > low and d.got[i] < d.need[i]:
-                    d.got[i] += min(high, d.ends[i]) - max(low, d.starts[i])
-                    if d.got[i] >= d.need[i]:
-                        covered.append((rank, d.gains[i], d.relevant[i]))
-        retrieved.append(chars)
-        hits.append(relevant_chars)
-    relevant = [s for s in spans if s.grade >= conv.min_grade]
-    return Evidence(covered, sorted((_gain(s.grade, conv.gain) for s in spans if s.grade > 0), reverse=True),
-                    len(relevant), retrieved, hits, _union_length(relevant))
-
-
-def _by_document(spans: Iterable[Span]) -> Iterator[Tuple[str, List[Span]]]:
-    """Spans sorted by document, grouped: (doc_id, its spans by start)."""
-    from itertools import groupby
-
-    return ((doc, list(group)) for doc, group in groupby(spans, key=lambda s: s.doc_id))
-
-
-def _union_length(spans: List[Span]) -> int:
-    total = 0
-    for _, group in _by_document(spans):
-        starts: List[int] = []
-        ends: List[int] = []
-        total += sum(high - low for s in group for low, high in _add_interval(starts, ends, s.start, s.end))
-    return total
-
-
 # --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
 
 
 def _span_recall(q: Evidence, k: int) -> float:
-    return sum(1 for rank, _, relevant in q.covered if relevant and rank <= k) / q.num_relevant if q.num_relevant else 0.0
+    return bisect_right(q.ranks, k) / q.num_relevant if q.num_relevant else 0.0
 
 
 def _span_success(q: Evidence, k: int) -> float:
-    return 1.0 if any(relevant and rank <= k for rank, _, relevant in q.covered) else 0.0
+    return 1.0 if q.ranks and q.ranks[0] <= k else 0.0
 
 
 def _span_reciprocal_rank(q: Evidence, k: int) -> float:
-    first = min((rank for rank, _, relevant in q.covered if relevant), default=k + 1)
-    return 1.0 / first if first <= k else 0.0
+    return 1.0 / q.ranks[0] if q.ranks and q.ranks[0] <= k else 0.0
 
 
 def _span_ndcg(q: Evidence, k: int) -> float:
     ideal = _dcg(q.ideal[:k])
     if ideal <= 0:
         return 0.0
-    found = math.fsum(gain / math.log2(rank + 1) for rank, gain, _ in q.covered if rank <= k and gain)
+    found = math.fsum(q.discounted[:bisect_right(q.covered, k)])
     return min(1.0, found / ideal)  # one chunk covering several spans can earn more than the ideal's one per rank
 
 
@@ -1294,51 +1411,55 @@ def evaluate_spans(
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
     rankings = {qid: _ranking(entry) for qid, entry in run.items()}
-    missing = next((chunk for ranking in rankings.values() for chunk in ranking if chunk not in chunks), None)
-    if missing is not None:
-        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
-    documents = {qid: {} for qid in qrels}
+    try:
+        located = {qid: list(map(chunks.__getitem__, ranking)) for qid, ranking in rankings.items()}
+    except KeyError:
+        missing = next(chunk for ranking in rankings.values() for chunk in ranking if chunk not in chunks)
+        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))",
+                           "chunks") from None
+    documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
+        grades = documents[qid] = {}
         for span in spans:
-            documents[qid][span.doc_id] = max(span.grade, documents[qid].get(span.doc_id, span.grade))
-    doc_run = {qid: list(dict.fromkeys(chunks[chunk][0] for chunk in ranking)) for qid, ranking in rankings.items()}
+            grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
+    doc_run = {qid: list(dict.fromkeys([doc for doc, _, _ in where])) for qid, where in located.items()}
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
     conv = Conventions(gain, min_grade)
+    index = _chunk_index(rankings, chunks)
     pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
+    columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
+               for name, cutoff in pairs]
+    doc_keys = {key: DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))} if on_documents else {}
     depth = max(cutoffs)
     ties = dict.fromkeys(cutoffs, 0)
     per_query: Dict[str, Dict[str, float]] = {}
-    for qid in docs["per_query"]:
-        entry = run.get(qid, [])
-        ranking = rankings.get(qid, [])
-        q = _evidence(qrels[qid], [chunks[chunk] for chunk in ranking[:depth]], conv, ratio)
-        for cutoff in _tied_at(entry, ranking, cutoffs):
+    for qid, doc_values in docs["per_query"].items():
+        q = _evidence(qrels[qid], rankings.get(qid, [])[:depth], located.get(qid, [])[:depth], index, conv, ratio)
+        for cutoff in _tied_at(run.get(qid, []), rankings.get(qid, []), cutoffs):
             ties[cutoff] += 1
-        values = {name if single else format_metric(name, cutoff): _SPAN_BY_NAME[name].compute(q, cutoff)
-                  for name, cutoff in pairs}
-        values.update((DOC_LEVEL + key, value) for key, value in docs["per_query"][qid].items() if on_documents)
-        per_query[qid] = values
+        values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
+        values.update({doc_keys[key]: value for key, value in doc_values.items()} if on_documents else ())
     count = len(per_query)
-    mean = {format_metric(name, cutoff): math.fsum(v[name if single else format_metric(name, cutoff)]
-                                                   for v in per_query.values()) / count for name, cutoff in pairs}
+    mean = {format_metric(name, cutoff): math.fsum(v[key] for v in per_query.values()) / count
+            for (name, cutoff), (key, _, _) in zip(pairs, columns)}
     mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
-    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): n for c, n in ties.items()}, judged={},
-                abstention=_abstention(docs["unscored"], run, abstain_below),
+    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): n for c, n in ties.items()},
+                judged={}, abstention=_abstention(docs["unscored"], run, abstain_below),
                 conventions=dict(conv._asdict(), min_overlap=float(min_overlap)))
 
 
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``."""
+def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
+    """The documents' text: JSONL rows ``doc_id, text``; the limits are ``read_chunks``'s."""
     corpus: Dict[str, str] = {}
     with _opened(path) as inp:
-        for lineno, row in _jsonl_rows(inp):
-            doc = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
+            doc = _short_id(row, _JSONL_DOC, "document id", inp.source, lineno)
             text = _row_field(row, ("text",), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
@@ -1357,15 +1478,17 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     document's end without quoting text, or its text is found nowhere or
     more than once (an ambiguous place is no place).
     """
-    rows, fixed = [], SpanQrels()
+    rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
         kept = {}
         for span in qrels[qid]:
             status, found, span_now = _label_status(span, corpus.get(span.doc_id))
             rows.append((qid, span, status, found))
             kept.setdefault(span_now[:3], span_now)
+            if status == "moved":
+                moved[qid, span[:3]] = (span_now.start, span_now.end)
         fixed[qid] = tuple(sorted(kept.values()))
-    return LabelCheck(fixed, rows)
+    return LabelCheck(fixed, rows, moved)
 
 
 def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
@@ -1408,6 +1531,22 @@ def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
                 row["text"] = span.text
             lines.append(json.dumps(row, ensure_ascii=False) + "\n")
     return "".join(lines)
+
+
+def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, source: str = "qrels") -> str:
+    """The evidence qrels with the moved spans at their new offsets: the rows as read, in file order,
+    every field kept (``spans_text`` of the fixed qrels for qrels made in memory).  Rows that would
+    then judge one place differently are an error (line numbers as in the output)."""
+    rows = getattr(qrels, "rows", None)
+    if rows is None:
+        return spans_text(check.fixed)
+    lines = []
+    for qid, where, row in rows:
+        now = check.moved.get((qid, where))
+        lines.append(dict(row, start=now[0], end=now[1]) if now else row)
+    if check.moved:
+        _span_qrels(enumerate(lines, 1), source)
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
 def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
@@ -1463,18 +1602,11 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus))
-        orphaned = [row for row in check.rows if row[2] == "orphaned"]
-        if orphaned:
-            qid, span, _, found = orphaned[0]
-            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
-                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
-                               args.qrels)
-        qrels = check.fixed
-        labels = {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
-    run, in_run = read_located_run(path, args.run_format)
+        qrels, labels = _anchored(args, qrels)
+    run, in_run = read_located_run(path, args.run_format, args.max_input_bytes)
     source = "<stdin>" if path == "-" else path
-    located = chunk_locations(run, in_run, read_chunks(args.chunks) if args.chunks else None, source, args.chunks)
+    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
+    located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
     measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
     with _naming_files(args.qrels, path):
@@ -1490,40 +1622,61 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     return result, run
 
 
+def _anchored(args, qrels: SpanQrels) -> Tuple[SpanQrels, Dict[str, int]]:
+    """A gate's labels checked against --corpus: the qrels with moved spans re-anchored, and the counts;
+    an orphaned label is an error (a gate cannot pass on labels that no longer point at the evidence)."""
+    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    orphaned = [row for row in check.rows if row[2] == "orphaned"]
+    if orphaned:
+        qid, span, _, found = orphaned[0]
+        raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
+                           f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+                           args.qrels)
+    return check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+
+
 def _label_job(args) -> int:
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
-    output = args.to_spans or args.fix_labels
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or any(
-                source and source != "-" and (_same_file(path, source) or _identity(path) == _identity(source))
+                source and source != "-" and _identity(source) is not None  # a missing input: the reader says so
+                and (_same_file(path, source) or _identity(path) == _identity(source))
                 for source in (args.qrels, args.chunks, args.corpus))):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
-    if args.to_spans:
-        if args.check_labels or args.fix_labels or not args.chunks:
-            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                               "and is a job of its own")
-        qrels = read_qrels(args.qrels, args.qrels_format)
-        if isinstance(qrels, SpanQrels):
-            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
-        try:
-            spans = to_spans(qrels, read_chunks(args.chunks))
-        except RagEvalError as exc:
-            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
-        write_atomically(args.to_spans, spans_text(spans))
-        if not args.quiet:
-            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {output}")
-        return EXIT_OK
+    return _to_spans_job(args) if args.to_spans else _check_labels_job(args)
+
+
+def _to_spans_job(args) -> int:
+    if args.check_labels or args.fix_labels or not args.chunks:
+        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                           "and is a job of its own")
+    qrels = read_qrels(args.qrels, args.qrels_format)
+    if isinstance(qrels, SpanQrels):
+        raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
+    chunks = read_chunks(args.chunks, args.max_input_bytes)
+    try:
+        spans = to_spans(qrels, chunks)
+    except RagEvalError as exc:
+        raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
+    write_atomically(args.to_spans, spans_text(spans))
+    if not args.quiet:
+        _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
+    return EXIT_OK
+
+
+def _check_labels_job(args) -> int:
     if not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
     qrels = read_qrels(args.qrels, args.qrels_format)
     if not isinstance(qrels, SpanQrels):
         raise RagEvalError("expected evidence judgments (JSONL rows with start and end)", args.qrels)
-    check = check_labels(qrels, read_corpus(args.corpus))
+    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
     if args.fix_labels:
         _output_target(args.fix_labels)
-    _publish(labels_table(check), [(args.fix_labels, spans_text(check.fixed))] if args.fix_labels else [])
+    fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
+    _publish(labels_table(check), fixed)
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 

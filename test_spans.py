@@ -436,3 +436,147 @@ class TestWalkThrough(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestDisjointChunks(unittest.TestCase):
+    """One chunking (chunks that do not overlap), the path found by bisection: equal to the brute force,
+    with spans across chunk boundaries, chunks not retrieved, and documents of both kinds in one query."""
+
+    CASES = 300
+
+    def test_one_chunking_against_brute_force(self):
+        rng = random.Random(1617)
+        for case in range(self.CASES):
+            chunks, at = {}, {"a": 0, "b": 0, "c": 0}
+            for n in range(rng.randint(1, 12)):
+                doc = rng.choice("abc")
+                at[doc] += rng.randint(0, 3)  # gaps between chunks, or none
+                size = rng.randint(1, 12)
+                chunks[f"{doc}{n}"] = (doc, at[doc], at[doc] + size)
+                at[doc] += size
+            if rng.random() < 0.3:  # a document whose chunks overlap, beside the others
+                chunks["o1"], chunks["o2"] = ("c", 0, 10), ("c", 5, 15)
+            spans = {}
+            for _ in range(rng.randint(1, 6)):
+                start = rng.randint(0, 40)
+                spans[(rng.choice("abc"), start, start + rng.randint(1, 20))] = rng.choice([0, 1, 2, 3])
+            spans[next(iter(spans))] = 2
+            qrels = spans_of({"q": [(*where, grade) for where, grade in spans.items()]})
+            ranking = rng.sample(sorted(chunks), rng.randint(0, len(chunks)))
+            k = rng.randint(1, 9)
+            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval.GAINS)}
+            got = rag_eval.evaluate_spans(qrels, {"q": ranking}, chunks, k, measures=list(NAMES), **options)
+            expected = reference(qrels["q"], [chunks[c] for c in ranking], k, **options)
+            for name in NAMES:
+                self.assertAlmostEqual(got["per_query"]["q"][name], expected[name], places=12,
+                                       msg=f"case {case} {name}: {qrels['q']} {ranking} {chunks} k={k} {options}")
+
+    def test_spans_in_any_order(self):
+        # A library caller's spans need not come sorted: the numbers are those of the sorted spans.
+        rows = [("d", 50, 70, 1), ("e", 0, 10, 2), ("d", 0, 30, 2), ("d", 20, 60, 3)]
+        chunks = {"d1": ("d", 0, 25), "d2": ("d", 25, 55), "e1": ("e", 0, 8), "d3": ("d", 55, 80)}
+        run = {"q": ["d2", "e1", "d3", "d1"]}
+        expected = rag_eval.evaluate_spans(spans_of({"q": rows}), run, chunks, [1, 2, 4], measures=list(NAMES))
+        for order in (rows[::-1], rows[1:] + rows[:1]):
+            with self.subTest(order=order):
+                got = rag_eval.evaluate_spans(SpanQrels({"q": tuple(Span(*row) for row in order)}), run, chunks,
+                                              [1, 2, 4], measures=list(NAMES))
+                self.assertEqual(got["per_query"], expected["per_query"])
+
+
+class TestReadingLimits(CommandLineCase):
+    """Span runs, chunk maps and corpora obey --max-input-bytes and the 4 KiB id cap, as runs do."""
+
+    LONG = "x" * (rag_eval.MAX_ID + 1)
+
+    def test_ids_longer_than_max_id(self):
+        located = [dict(self.RUN[0], chunk_id="d#1", doc_id="d", start=0, end=15)]
+        cases = [
+            ("run", [located[0], dict(located[0], chunk_id=self.LONG)], "run.jsonl:2: chunk id longer than 4096 bytes"),
+            ("run", [dict(located[0], query_id=self.LONG)], "run.jsonl:1: query id longer than 4096 bytes"),
+            ("run", [dict(self.RUN[0], doc_id=self.LONG)], "run.jsonl:1: chunk id longer than 4096 bytes"),
+            ("run", [dict(located[0], doc_id=self.LONG)], "run.jsonl:1: document id longer than 4096 bytes"),
+            ("chunks", self.CHUNKS + [dict(self.CHUNKS[0], chunk_id=self.LONG)],
+             "chunks.jsonl:4: chunk id longer than 4096 bytes"),
+            ("chunks", [dict(self.CHUNKS[0], doc_id=self.LONG)], "chunks.jsonl:1: document id longer than 4096 bytes"),
+        ]
+        for which, rows, expected in cases:
+            with self.subTest(expected=expected):
+                qrels, run, chunks = self.files(**{which: rows})
+                self.assertIn(expected, self.error([qrels, run, "--chunks", chunks]))
+        qrels, _, _ = self.files()
+        corpus = self.jsonl("corpus.jsonl", [{"doc_id": "d", "text": "t"}, {"doc_id": "é" * 2049, "text": "t"}])
+        self.assertIn("corpus.jsonl:2: document id longer than 4096 bytes",  # 2,049 characters, 4,098 bytes
+                      self.error([qrels, "--corpus", corpus, "--check-labels"]))
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 1}])
+        _, _, chunks = self.files(chunks=[dict(self.CHUNKS[0], doc_id=self.LONG)])
+        self.assertIn("chunks.jsonl:1: document id longer than 4096 bytes",
+                      self.error([ids, "--chunks", chunks, "--to-spans", self.path("out.jsonl")]))
+
+    def test_max_input_bytes(self):
+        qrels, run, chunks = self.files()
+        corpus = self.jsonl("corpus.jsonl", TestLabels.CORPUS)
+        trec = self.write("run.trec", "".join(f"{row['query_id']} Q0 {row['doc_id']} 1 {row['score']} a-run-tag\n" for row in self.RUN))
+        scored = self.write("run.json", json.dumps({"q1": {"d#1": 0.9, "e#1": 0.5}, "q2": {"d#2": 0.7}}, indent=2))
+        limit = ["--max-input-bytes", "60"]
+        for argv, name in (([qrels, run, "--chunks", chunks], "run.jsonl"), ([qrels, trec, "--chunks", chunks], "run.trec"),
+                           ([qrels, scored, "--chunks", chunks], "run.json"),
+                           ([qrels, self.jsonl("small.jsonl", self.RUN[:1]), "--chunks", chunks], "chunks.jsonl"),
+                           ([qrels, "--corpus", corpus, "--check-labels"], "corpus.jsonl"),
+                           ([qrels, "--corpus", corpus, "--fix-labels", self.path("fixed.jsonl")], "corpus.jsonl")):
+            with self.subTest(argv=argv):
+                err = self.error(argv + limit)
+                self.assertIn(f"{name}: more than 60 bytes (after gunzip); raise the limit with --max-input-bytes", err)
+                code, _, err = run_main(argv + ["--max-input-bytes", "100000"])
+                self.assertIn(code, (0, 1), err)
+
+
+class TestLabelJobs(CommandLineCase):
+    CORPUS = TestLabels.CORPUS
+
+    def test_a_missing_input_is_missing_not_overwritten(self):
+        qrels, _, chunks = self.files()
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        out, gone = self.path("out.jsonl"), self.path("gone.jsonl")
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2}])
+        for argv, missing in (([gone, "--corpus", corpus, "--fix-labels", out], gone),
+                              ([qrels, "--corpus", gone, "--fix-labels", out], gone),
+                              ([qrels, "--corpus", gone, "--fix-labels", gone], gone),
+                              ([gone, "--chunks", chunks, "--to-spans", out], gone),
+                              ([ids, "--chunks", gone, "--to-spans", out], gone)):
+            with self.subTest(argv=argv):
+                self.assertEqual(self.error(argv), f"{ERROR_PREFIX}{missing}: no such file\n")
+        self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", corpus]))
+
+    def test_fix_labels_keeps_every_field(self):
+        qrels = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in [
+            {"qid": "q1", "doc_id": "d", "start": 0, "end": 10, "relevance": 2, "text": "0123456789",
+             "annotator": "ann", "note": {"why": ["moved"]}},
+            {"query_id": "q1", "doc_id": "e", "start": 5, "end": 9, "grade": 1, "annotator": "bob"},
+            {"query_id": "q0", "doc_id": "d", "start": 4, "end": 6, "grade": 1, "text": "23", "é": "ü"},
+        ]))
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        fixed = self.path("fixed.jsonl")
+        code, out, err = run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])
+        self.assertEqual((code, err), (0, ""))
+        rows = [json.loads(line) for line in self.read(fixed).decode().splitlines()]
+        self.assertEqual(rows, [  # file order, field order, field names and values kept; only offsets moved
+            {"qid": "q1", "doc_id": "d", "start": 2, "end": 12, "relevance": 2, "text": "0123456789",
+             "annotator": "ann", "note": {"why": ["moved"]}},
+            {"query_id": "q1", "doc_id": "e", "start": 5, "end": 9, "grade": 1, "annotator": "bob"},
+            {"query_id": "q0", "doc_id": "d", "start": 4, "end": 6, "grade": 1, "text": "23", "é": "ü"},
+        ])
+        self.assertEqual([list(row) for row in rows][0][:5], ["qid", "doc_id", "start", "end", "relevance"])
+        self.assertIn('"é": "ü"', self.read(fixed).decode())
+        self.assertEqual(run_main([fixed, "--corpus", corpus, "--check-labels"])[0], 0)  # valid now
+
+    def test_fix_labels_refuses_to_write_two_grades_for_one_place(self):
+        # The first span's text moved to [2, 12), where the second span already is, judged otherwise.
+        qrels = self.jsonl("qrels.jsonl", [
+            {"query_id": "q1", "doc_id": "d", "start": 0, "end": 10, "grade": 2, "text": "0123456789"},
+            {"query_id": "q1", "doc_id": "d", "start": 2, "end": 12, "grade": 1}])
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        fixed = self.path("fixed.jsonl")
+        err = self.error([qrels, "--corpus", corpus, "--fix-labels", fixed])
+        self.assertIn("fixed.jsonl:2: conflicting judgments for 'q1'/'d' [2, 12): 2 and 1", err)
+        self.assertFalse(os.path.exists(fixed))

@@ -1,24 +1,33 @@
 """Time evidence-span scoring against the id-based path on the same run (measured, never asserted).
 
-    python3 bench/bench_spans.py [--queries 10000] [--depth 100] [--spans 10] [--repeat 3] [--seed 0]
-                                 [--workdir /tmp/rag_eval_bench_spans]
+    python3 bench/bench_spans.py [--queries 10000] [--depth 100] [--spans 10] [--overlap 0] [--repeat 3]
+                                 [--seed 0] [--workdir /tmp/rag_eval_bench_spans] [--compare OTHER/rag_eval.py]
 
-A seeded corpus of 4,000-character documents chunked every 200 characters; per
-query, ``--spans`` evidence spans in three documents and a scored run of
-``--depth`` chunks (the chunks of those documents first, then others).  The
-id-based qrels judge the chunks that hold a span, at the span's grade.  Two
-timings, each the median of ``--repeat`` runs:
+A seeded corpus of 4,000-character documents cut into 200-character chunks
+(every 200 characters, or ``--overlap`` characters closer: a chunker with
+overlap); per query, ``--spans`` evidence spans in three documents and a
+scored run of ``--depth`` chunks (the chunks of those documents first, then
+others).  The id-based qrels judge the chunks that hold a span, at the span's
+grade.  Two timings, CPU seconds (user + system: on a shared machine wall
+time includes waiting for a CPU), each the median of ``--repeat`` runs, the
+id-based and the span run interleaved:
 
 - library: ``evaluate_spans(span qrels, run, chunk map)`` against
   ``evaluate(chunk qrels, run)``, inputs in memory, at k = 1, 5, 10, 100;
 - command line: ``rag_eval.py QRELS RUN --chunks MAP`` against
   ``rag_eval.py CHUNK_QRELS RUN``, the run in JSONL, each in its own process.
+
+``--compare`` times another copy of ``rag_eval.py`` (the main branch's, say)
+in the same invocation, interleaved with this one, so that a change is
+measured against the code before it under the same load.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,11 +40,13 @@ import rag_eval  # noqa: E402
 DOC_LENGTH, CHUNK = 4000, 200
 
 
-def workload(queries, depth, spans_per_query, seed):
+def workload(queries, depth, spans_per_query, seed, overlap=0):
     rng = random.Random(seed)
     documents = max(100, queries // 5)
-    chunks = {f"doc{d}#{c}": (f"doc{d}", c * CHUNK, (c + 1) * CHUNK)
-              for d in range(documents) for c in range(DOC_LENGTH // CHUNK)}
+    step = CHUNK - overlap
+    starts = range(0, DOC_LENGTH - overlap, step)
+    chunks = {f"doc{d}#{c}": (f"doc{d}", start, min(start + CHUNK, DOC_LENGTH))
+              for d in range(documents) for c, start in enumerate(starts)}
     ids = sorted(chunks)
     span_qrels, id_qrels, run = rag_eval.SpanQrels(), {}, {}
     for q in range(queries):
@@ -48,10 +59,11 @@ def workload(queries, depth, spans_per_query, seed):
         span_qrels[qid] = tuple(sorted(rag_eval.Span(*where, grade) for where, grade in rows.items()))
         judged = id_qrels[qid] = {}
         for (doc, start, end), grade in rows.items():
-            for c in range(start // CHUNK, (end - 1) // CHUNK + 1):
-                chunk = f"{doc}#{c}"
-                judged[chunk] = max(grade, judged.get(chunk, 0))
-        near = [f"doc{d}#{c}" for d in docs for c in range(DOC_LENGTH // CHUNK)]
+            for c, chunk_start in enumerate(starts):
+                if chunk_start < end and start < chunk_start + CHUNK:
+                    chunk = f"{doc}#{c}"
+                    judged[chunk] = max(grade, judged.get(chunk, 0))
+        near = [f"{doc}#{c}" for doc in (f"doc{d}" for d in docs) for c in range(len(starts))]
         picked = list(dict.fromkeys(near + rng.sample(ids, depth)))[:depth]
         run[qid] = {chunk: round(rng.random(), 4) for chunk in picked}
     return span_qrels, id_qrels, run, chunks
@@ -74,13 +86,31 @@ def write_files(workdir, span_qrels, id_qrels, run, chunks):
     return paths
 
 
-def median_seconds(action, repeat):
-    times = []
+def cpu_seconds(action):
+    """CPU seconds (user + system) of ``action``, its child processes included."""
+    def now():
+        mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return mine.ru_utime + mine.ru_stime + children.ru_utime + children.ru_stime
+
+    start = now()
+    action()
+    return now() - start
+
+
+def medians(actions, repeat):
+    """Each action timed ``repeat`` times, interleaved: {name: median CPU seconds}."""
+    times = {name: [] for name in actions}
     for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, action in actions.items():
+            times[name].append(cpu_seconds(action))
+    return {name: statistics.median(found) for name, found in times.items()}
+
+
+def load(path):
+    spec = importlib.util.spec_from_file_location("rag_eval_compared", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def main():
@@ -88,30 +118,49 @@ def main():
     parser.add_argument("--queries", type=int, default=10_000)
     parser.add_argument("--depth", type=int, default=100)
     parser.add_argument("--spans", type=int, default=10)
+    parser.add_argument("--overlap", type=int, default=0, help="characters shared by consecutive chunks")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default="/tmp/rag_eval_bench_spans")
+    parser.add_argument("--compare", metavar="PATH", help="another rag_eval.py to time the same way")
     args = parser.parse_args()
-    span_qrels, id_qrels, run, chunks = workload(args.queries, args.depth, args.spans, args.seed)
+    span_qrels, id_qrels, run, chunks = workload(args.queries, args.depth, args.spans, args.seed, args.overlap)
     cutoffs = [1, 5, 10, 100]
     measures = ["recall", "success", "mrr", "ndcg", "precision"]
-    ids = median_seconds(lambda: rag_eval.evaluate(id_qrels, run, cutoffs, measures=measures), args.repeat)
-    spans = median_seconds(lambda: rag_eval.evaluate_spans(span_qrels, run, chunks, cutoffs, measures=measures + ["iou"]),
-                           args.repeat)
-    print(f"{args.queries} queries x {args.depth} chunks, {args.spans} spans per query, k = 1,5,10,100")
-    print(f"library       id-based {ids:.2f} s   spans {spans:.2f} s (evidence and document level)   "
-          f"ratio {spans / ids:.2f}")
+    copies = {"this": (rag_eval, os.path.join(os.path.dirname(HERE), "rag_eval.py"))}
+    if args.compare:
+        compared = load(args.compare)
+        other_qrels = compared.SpanQrels({qid: tuple(compared.Span(*s) for s in spans) for qid, spans in span_qrels.items()})
+        copies["compared"] = (compared, os.path.abspath(args.compare))
+    library = {}
+    for label, (module, _) in copies.items():
+        qrels = span_qrels if module is rag_eval else other_qrels
+        library[f"{label} id-based"] = lambda m=module: m.evaluate(id_qrels, run, cutoffs, measures=measures)
+        library[f"{label} spans"] = lambda m=module, q=qrels: m.evaluate_spans(q, run, chunks, cutoffs,
+                                                                             measures=measures + ["iou"])
+    print(f"{args.queries} queries x {args.depth} chunks, {args.spans} spans per query, chunk overlap "
+          f"{args.overlap}, k = 1,5,10,100; CPU seconds, median of {args.repeat}")
+    timed = medians(library, args.repeat)
+    for label in copies:
+        ids, spans = timed[f"{label} id-based"], timed[f"{label} spans"]
+        print(f"library       {label:8}  id-based {ids:.2f} s   spans {spans:.2f} s (evidence and document level)   "
+              f"ratio {spans / ids:.2f}")
     paths = write_files(args.workdir, span_qrels, id_qrels, run, chunks)
-    script = os.path.join(os.path.dirname(HERE), "rag_eval.py")
     common = ["--k", "1,5,10,100", "--measures", ",".join(measures)]
 
-    def command(*argv):
-        return lambda: subprocess.run([sys.executable, script, *argv, *common], check=True, stdout=subprocess.DEVNULL)
+    def command(script, *argv):
+        return lambda: subprocess.run([sys.executable, script, *argv, *common], check=True,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    ids = median_seconds(command(paths["ids.jsonl"], paths["run.jsonl"]), args.repeat)
-    spans = median_seconds(command(paths["spans.jsonl"], paths["run.jsonl"], "--chunks", paths["chunks.jsonl"]),
-                           args.repeat)
-    print(f"command line  id-based {ids:.2f} s   spans {spans:.2f} s (reading the chunk map too)   ratio {spans / ids:.2f}")
+    line = {}
+    for label, (_, script) in copies.items():
+        line[f"{label} id-based"] = command(script, paths["ids.jsonl"], paths["run.jsonl"])
+        line[f"{label} spans"] = command(script, paths["spans.jsonl"], paths["run.jsonl"], "--chunks", paths["chunks.jsonl"])
+    timed = medians(line, args.repeat)
+    for label in copies:
+        ids, spans = timed[f"{label} id-based"], timed[f"{label} spans"]
+        print(f"command line  {label:8}  id-based {ids:.2f} s   spans {spans:.2f} s (reading the chunk map too)   "
+              f"ratio {spans / ids:.2f}")
 
 
 if __name__ == "__main__":
