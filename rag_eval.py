@@ -1639,11 +1639,10 @@ def _label_job(args) -> int:
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
+    # A missing input is left to its reader to name, even when the output has its name.
+    inputs = [source for source in (args.qrels, args.chunks, args.corpus) if source and _identity(source)]
     for path in (args.to_spans, args.fix_labels):
-        if path is not None and (not path or path == "-" or any(
-                source and source != "-" and _identity(source) is not None  # a missing input: the reader says so
-                and (_same_file(path, source) or _identity(path) == _identity(source))
-                for source in (args.qrels, args.chunks, args.corpus))):
+        if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
     return _to_spans_job(args) if args.to_spans else _check_labels_job(args)
 
