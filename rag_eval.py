@@ -5287,7 +5287,7 @@ def _build_parser():
     parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
-                        help=f"largest run read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
+                        help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     _span_options(parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)"), typed)
