@@ -1532,10 +1532,10 @@ def _label_job(args) -> int:
 
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded
-# random.Random, and floats are summed by math.fsum (exactly rounded, so
-# order-free) or one addition at a time, never by sum(), which became
-# compensated in Python 3.12: the same inputs give the same bytes out on
-# every Python.
+# random.Random; floats are summed by math.fsum (exactly rounded, so
+# order-free) or one addition at a time, and random halves as integers, never
+# floats by sum(), which became compensated in Python 3.12: the same inputs
+# give the same bytes out on every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1678,7 +1678,8 @@ def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -
     lookup serves them all.
     """
     from array import array
-    from operator import getitem
+    from itertools import repeat
+    from operator import add, getitem, lshift
 
     blocks = (width + 7) // 8
     packing = width <= PACK_WIDTH
@@ -1686,16 +1687,16 @@ def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -
     def lookups_cost(count: int) -> float:
         return 0 if not count else blocks * (LOOKUP + LANE * count) if packing else count * blocks * LOOKUP * 2
 
-    terms = [_mask_terms(values) if _HAS_BIT_COUNT else None for values in columns]
-    mask_cost = {index: len(found) * (MASK_TERM + width / 10) for index, found in enumerate(terms) if found is not None}
+    mask_cost = {index: _term_count(values) * (MASK_TERM + width / 10)
+                 for index, values in enumerate(columns)} if _HAS_BIT_COUNT else {}
     cheapest = sorted(mask_cost, key=lambda index: (mask_cost[index], index))
     spent = [sum(mask_cost[index] for index in cheapest[:count]) + lookups_cost(len(columns) - count)
              for count in range(len(cheapest) + 1)]
     masked = set(cheapest[:spent.index(min(spent))])
     found: List[Optional[List[int]]] = [None] * len(columns)
     for index in masked:
-        found[index] = [sum([weight * (chosen & mask).bit_count() for weight, mask in terms[index]])
-                        for chosen in draws]
+        terms = _mask_terms(columns[index])
+        found[index] = [sum([weight * (chosen & mask).bit_count() for weight, mask in terms]) for chosen in draws]
     lookups = [index for index in range(len(columns)) if index not in masked]
     if lookups:
         chosen_bytes = [chosen.to_bytes(blocks, "little") for chosen in draws]
@@ -1703,8 +1704,9 @@ def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -
         # the processor's cache (and array-held: a column's sums fit a machine integer).
         groups = [lookups] if packing else [[index] for index in lookups]
         for group in groups:
-            packed = [sum(columns[index][position] << (LANE_BITS * lane) for lane, index in enumerate(group))
-                      for position in range(width)]
+            packed = columns[group[0]]
+            for lane, index in enumerate(group[1:], 1):
+                packed = list(map(add, packed, map(lshift, columns[index], repeat(LANE_BITS * lane))))
             tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
             if len(group) == 1:
                 tables = [array("q", table) for table in tables]
@@ -1719,10 +1721,15 @@ def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -
     return found
 
 
+def _term_count(values: List[int]) -> int:
+    """How many terms ``_mask_terms`` gives at most (without building them)."""
+    return min(len(set(values) - {0}), max(map(abs, values), default=0).bit_length() + 1)
+
+
 def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
     """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)),
     the fewer of: one per distinct nonzero value, one per bit of the values in two's complement."""
-    width = max(abs(value) for value in values).bit_length() + 1 if values else 0
+    width = max(map(abs, values), default=0).bit_length() + 1
     distinct = set(values) - {0}
     if len(distinct) <= width:
         masks: Dict[int, int] = {}
@@ -2679,7 +2686,11 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     a regression when the mean fell beyond the tolerance and the fall is
     significant (adjusted p < alpha and the interval of the delta below 0);
     a pass when the interval's low end is within the tolerance (the drop is
-    shown to be smaller); otherwise inconclusive.
+    shown to be smaller); otherwise inconclusive.  The pass reads the
+    metric's own interval, unadjusted: the gate passes only when every
+    metric does, an intersection-union test (Berger 1982) that keeps a false
+    pass at 2.5% with no adjustment; a regression needs one metric only, so
+    its p is the family's adjusted one.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
