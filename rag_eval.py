@@ -1614,8 +1614,8 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
     counts its own positions only.  Bit i belongs to the i-th position that
     differs in any column, then come the positions where every value is 0.
     """
-    zero = [not any(column.get(p) for column in columns) for p in range(width)]
-    order = [p for p in range(width) if not zero[p]] + [p for p in range(width) if zero[p]]
+    differing = set().union(*({p for p, value in column.items() if value} for column in columns))
+    order = sorted(differing) + [p for p in range(width) if p not in differing]
     draws = [rng.getrandbits(width) for _ in range(resamples)]
     layouts = [[column.get(p, 0.0) for p in order] for column in columns]
     # None: the column covers every position, so its half holds every set bit
@@ -1628,6 +1628,8 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     """Per column, per draw, (the sum of the values whose bit is set in the draw, how many of its
     positions are set): value i of a column has bit i; ``covers`` (a bit mask, or None for all)
     says which positions a column's half size counts."""
+    from itertools import repeat
+
     width = len(layouts[0]) if layouts else 0
     units, totals = [], []
     for values in layouts:
@@ -1637,13 +1639,13 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
         # TIE_TOLERANCE.
         scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
         units.append(scale)
-        totals.append([round(math.ldexp(value, -scale)) for value in values])
+        totals.append(list(map(round, map(math.ldexp, values, repeat(-scale)))))
     sums = _integer_half_sums(totals, width, draws)
     everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
     halves = []
     for scale, column_sums, cover in zip(units, sums, covers):
         sizes = everyone if cover is None else [_popcount(chosen & cover) for chosen in draws]
-        halves.append([(math.ldexp(total, scale), size) for total, size in zip(column_sums, sizes)])
+        halves.append(list(zip(map(math.ldexp, column_sums, repeat(scale)), sizes)))
     return halves
 
 
@@ -1957,7 +1959,7 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
     queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
     position = {qid: i for i, qid in enumerate(queries)}
     columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
-    differing = sum(1 for p in range(len(queries)) if any(column.get(p) for column in columns))
+    differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
     if differing <= EXACT_SIGN_FLIP_MAX:
         return _Family(keys, columns, len(queries), None)
     rng = random.Random(f"rag_eval:{seed}:family")
