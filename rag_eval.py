@@ -1634,12 +1634,16 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     units, totals = [], []
     for values in layouts:
         # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
-        # 2**53 of them: every sum is then exact integer arithmetic, the same bits on every Python and
-        # in any order.  The rounding moves a value by at most sum(|values|) * 2**-54, far inside
+        # 2**53 of them: every sum is then exact (in integers, or in floats that hold them exactly),
+        # the same bits on every Python and in any order.  The rounding moves a value by at most sum(|values|) * 2**-54, far inside
         # TIE_TOLERANCE.
         scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
+        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+        if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
+            scale += 1
+            whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
         units.append(scale)
-        totals.append(list(map(round, map(math.ldexp, values, repeat(-scale)))))
+        totals.append(whole)
     sums = _integer_half_sums(totals, width, draws)
     everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
     halves = []
@@ -1703,15 +1707,15 @@ def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -
     if lookups:
         chosen_bytes = [chosen.to_bytes(blocks, "little") for chosen in draws]
         # Few positions: all columns in one integer.  Many: one column at a time, its tables kept in
-        # the processor's cache (and array-held: a column's sums fit a machine integer).
+        # the processor's cache (array-held).
         groups = [lookups] if packing else [[index] for index in lookups]
         for group in groups:
             packed = columns[group[0]]
             for lane, index in enumerate(group[1:], 1):
                 packed = list(map(add, packed, map(lshift, columns[index], repeat(LANE_BITS * lane))))
             tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
-            if len(group) == 1:
-                tables = [array("q", table) for table in tables]
+            if len(group) == 1:  # floats: sum() adds them in C without allocating, each sum exact below 2**53
+                tables = [array("d", table) for table in tables]
                 found[group[0]] = [sum(map(getitem, tables, chosen)) for chosen in chosen_bytes]
                 continue
             # each lane raised by 2**63 is a whole LANE_BITS-bit number: the packed sums' bytes are the lanes
