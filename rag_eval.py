@@ -1671,7 +1671,8 @@ MASK_TERM, LOOKUP, LANE = 250, 60, 4
 
 
 def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -> List[List[int]]:
-    """Per column of integers, per draw, the sum of the integers whose bit is set.
+    """Per column of integers, per draw, the sum of the integers whose bit is set (each
+    column's sum(|integers|) below 2**53, as ``_halves_of`` makes them: floats hold the sums).
 
     Two ways, chosen by their cost (both exact, so the choice changes no
     bit).  Masks: a column is a few terms (weight, mask), either one per

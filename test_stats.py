@@ -236,14 +236,14 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                 for values in columns]
 
     def columns(self, rng, width):
-        big = 1 << 52
+        big = (1 << 53) // width - 1  # as _halves_of makes them: sum(|values|) < 2**53
         return [
             [rng.choice((-1, 0, 1)) << 40 for _ in range(width)],  # a 0/1 measure: two terms by value
             [rng.choice((-3, -1, 0, 2, 5)) * 977 for _ in range(width)],  # few values
-            [rng.randrange(-big, big) for _ in range(width)],  # every bit of 53, negative and positive
+            [rng.randrange(-big, big) for _ in range(width)],  # every bit, negative and positive
             [rng.randrange(0, big) if i % 5 == 0 else 0 for i in range(width)],  # sparse
             [0] * width,
-            [-big + 1] * width,  # the most negative value: the top (sign) bit of two's complement
+            [-big] * width,  # all at the bound, negative: the top (sign) bit of two's complement
         ]
 
     def test_masks_agree_with_the_definition(self):
@@ -303,6 +303,22 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
         for values, halves in zip(lists, shared):
             self.assertEqual(halves, rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5")))
+
+
+    def test_a_grid_that_rounding_would_overfill_is_made_coarser(self):
+        # Twelve values just below shares of 1 (their sum 0.99999999999999989, exponent 0): on the
+        # grid 2**-53 they round to units summing to 2**53 + 2, past what floats hold exactly, so
+        # the grid must be 2**-52; every half then sums exactly to its values on that grid.
+        values = [0.05583070688878883, 0.0883986192405823, 0.09034969233078191, 0.014708089449197057,
+                  0.10956025814197808, 0.09605282905598078, 0.09710340687378057, 0.14272850067537143,
+                  0.028215518535194353, 0.14452949122017106, 0.021011556355995793, 0.11151133123217769]
+        self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
+        rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
+        stream = random.Random(5)
+        for half, size in rag_eval._random_halves(values, 300, random.Random(5)):
+            draw = stream.getrandbits(12)
+            chosen = [i for i in range(12) if draw >> i & 1]
+            self.assertEqual((Fraction(half), size), (sum(rounded[i] for i in chosen), len(chosen)))
 
 
 if __name__ == "__main__":
