@@ -1683,10 +1683,10 @@ def _check_labels_job(args) -> int:
 
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded
-# random.Random, and floats are summed by math.fsum (exactly rounded, so
-# order-free) or one addition at a time, never by sum(), which became
-# compensated in Python 3.12: the same inputs give the same bytes out on
-# every Python.
+# random.Random; floats are summed by math.fsum (exactly rounded, so
+# order-free) or one addition at a time, and random halves as integers, never
+# floats by sum(), which became compensated in Python 3.12: the same inputs
+# give the same bytes out on every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1699,7 +1699,6 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 # it, and a tie counts as extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two
 # floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
-_BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 
 
 class Interval(NamedTuple):
@@ -1725,9 +1724,9 @@ class PairedComparison(NamedTuple):
     spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
 
 
-def _subset_sums(values: List[float]) -> List[float]:
+def _subset_sums(values: list, start=0.0) -> list:
     """The sum of every subset of ``values``: entry s sums the values whose bit is set in s."""
-    sums = [0.0]
+    sums = [start]
     for value in values:
         sums += [subtotal + value for subtotal in sums]
     return sums
@@ -1741,7 +1740,18 @@ def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float
     flips the signs of the deltas, the bootstrap those of the values'
     distances from their mean.  One column of ``_joint_halves``.
     """
-    return _joint_halves([dict(enumerate(values))], len(values), resamples, rng)[0]
+    return _shared_halves([values], resamples, rng)[0]
+
+
+def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[List[Tuple[float, int]]]:
+    """``_random_halves`` of several lists of one length at the cost of one draw: per list, the
+    halves that a generator in ``rng``'s state would give it alone.  Bit i of a draw belongs to a
+    list's i-th nonzero value, then come its zeros (as in ``_joint_halves`` of one column)."""
+    width = len(value_lists[0]) if value_lists else 0
+    draws = [rng.getrandbits(width) for _ in range(resamples)]
+    layouts = [[value for value in values if value] + [0.0] * sum(1 for value in values if not value)
+               for values in value_lists]
+    return _halves_of(layouts, [None] * len(layouts), draws)
 
 
 def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[List[Tuple[float, int]]]:
@@ -1749,45 +1759,150 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
 
     ``columns`` map positions 0 .. width - 1 (queries) to values; a column
     may cover only some positions (a slice).  Every resample draws one
-    random bit per position and every column flips the positions whose bit
-    is set: all tests of a query flip together, as a joint (MaxT)
-    adjustment needs.  A column's half size counts its own positions only.
+    random bit per position (``rng.getrandbits(width)``) and every column
+    flips the positions whose bit is set: all tests of a query flip
+    together, as a joint (MaxT) adjustment needs.  A column's half size
+    counts its own positions only.  Bit i belongs to the i-th position that
+    differs in any column, then come the positions where every value is 0.
+    """
+    differing = set().union(*({p for p, value in column.items() if value} for column in columns))
+    order = sorted(differing) + [p for p in range(width) if p not in differing]
+    draws = [rng.getrandbits(width) for _ in range(resamples)]
+    layouts = [[column.get(p, 0.0) for p in order] for column in columns]
+    # None: the column covers every position, so its half holds every set bit
+    covers = [None if len(column) == width else int("".join("1" if p in column else "0" for p in reversed(order)), 2)
+              for column in columns]
+    return _halves_of(layouts, covers, draws)
 
-    It is the hot loop, so eight positions share a table of their 256 subset
-    sums and one random byte picks a subset: a resample costs one lookup per
-    eight positions and column.  Positions where every value is 0 go last
-    and need no table, only their random bits.
+
+def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[List[Tuple[float, int]]]:
+    """Per column, per draw, (the sum of the values whose bit is set in the draw, how many of its
+    positions are set): value i of a column has bit i; ``covers`` (a bit mask, or None for all)
+    says which positions a column's half size counts."""
+    from itertools import repeat
+
+    width = len(layouts[0]) if layouts else 0
+    units, totals = [], []
+    for values in layouts:
+        # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
+        # 2**53 of them: every sum is then exact (in integers, or in floats that hold them exactly),
+        # the same bits on every Python and in any order.  The rounding moves a value by at most sum(|values|) * 2**-54, far inside
+        # TIE_TOLERANCE.
+        scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
+        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+        if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
+            scale += 1
+            whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+        units.append(scale)
+        totals.append(whole)
+    sums = _integer_half_sums(totals, width, draws)
+    everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
+    halves = []
+    for scale, column_sums, cover in zip(units, sums, covers):
+        sizes = everyone if cover is None else [_popcount(chosen & cover) for chosen in draws]
+        halves.append(list(zip(map(math.ldexp, column_sums, repeat(scale)), sizes)))
+    return halves
+
+
+_HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and never sums by masks
+_BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
+
+
+def _popcount(bits: int) -> int:
+    if _HAS_BIT_COUNT:
+        return bits.bit_count()
+    return sum(bits.to_bytes((bits.bit_length() + 7) // 8, "little").translate(_BITS_SET))
+
+
+LANE_BITS = 64  # lookups pack many columns into one integer, each in a lane this wide
+PACK_WIDTH = 4_096  # up to this many positions; beyond, the packed tables would not stay in the cache
+# Rough costs per draw, in nanoseconds on a 2020s machine (they choose a way, never a result): a
+# mask term costs MASK_TERM + width / 10, a lookup LOOKUP per 8 positions plus LANE per packed column.
+MASK_TERM, LOOKUP, LANE = 250, 60, 4
+
+
+def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -> List[List[int]]:
+    """Per column of integers, per draw, the sum of the integers whose bit is set (each
+    column's sum(|integers|) below 2**53, as ``_halves_of`` makes them: floats hold the sums).
+
+    Two ways, chosen by their cost (both exact, so the choice changes no
+    bit).  Masks: a column is a few terms (weight, mask), either one per
+    distinct value or one per bit of the values in two's complement, and a
+    half sums weight * popcount(draw & mask); cheap for few terms or many
+    positions.  Lookups: eight positions share a table of their 256 subset
+    sums and one byte of the draw picks a subset, one lookup per eight
+    positions; up to PACK_WIDTH positions the columns looked up are packed
+    into one integer, LANE_BITS a column (|sum| < 2**53 fits), so one
+    lookup serves them all.
     """
     from array import array
-    from operator import getitem
+    from itertools import repeat
+    from operator import add, getitem, lshift
 
-    zero = [not any(column.get(p) for column in columns) for p in range(width)]
-    order = [p for p in range(width) if not zero[p]] + [p for p in range(width) if zero[p]]
-    active = order[:zero.count(False)]
     blocks = (width + 7) // 8
-    tables, masks = [], []
-    for column in columns:
-        ordered = [column.get(p, 0.0) for p in active] + [0.0] * (width - len(active))  # a last table's zeros
-        # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
-        # 2**53 of them: every subset sum is then a float held exactly, so sum() adds them in any order
-        # to the same bits (as fsum would, at a fraction of its cost).  The rounding moves a value by at
-        # most sum(|values|) * 2**-54, far inside TIE_TOLERANCE.
-        unit = 2.0 ** (math.frexp(math.fsum(map(abs, ordered)) or 1.0)[1] - 53)
-        ordered = [round(value / unit) * unit for value in ordered]
-        tables.append([array("d", _subset_sums(ordered[start:start + 8])) for start in range(0, len(active), 8)])
-        # None: the column covers every position, so its half holds every set bit
-        masks.append(None if len(column) == width else sum(1 << i for i, p in enumerate(order) if p in column))
-    # bit i puts position order[i] in the half; all draws first, then one column at a time, so that
-    # each column's tables stay in the processor's cache through all of its lookups
-    draws = [rng.getrandbits(width).to_bytes(blocks, "little") for _ in range(resamples)]
-    everyone = [sum(chosen.translate(_BITS_SET)) for chosen in draws]
-    halves = []
-    for column_tables, mask in zip(tables, masks):
-        sums = [sum(map(getitem, column_tables, chosen)) for chosen in draws]
-        sizes = everyone if mask is None else [bin(int.from_bytes(chosen, "little") & mask).count("1")
-                                              for chosen in draws]
-        halves.append(list(zip(sums, sizes)))
-    return halves
+    packing = width <= PACK_WIDTH
+
+    def lookups_cost(count: int) -> float:
+        return 0 if not count else blocks * (LOOKUP + LANE * count) if packing else count * blocks * LOOKUP * 2
+
+    mask_cost = {index: _term_count(values) * (MASK_TERM + width / 10)
+                 for index, values in enumerate(columns)} if _HAS_BIT_COUNT else {}
+    cheapest = sorted(mask_cost, key=lambda index: (mask_cost[index], index))
+    spent = [sum(mask_cost[index] for index in cheapest[:count]) + lookups_cost(len(columns) - count)
+             for count in range(len(cheapest) + 1)]
+    masked = set(cheapest[:spent.index(min(spent))])
+    found: List[Optional[List[int]]] = [None] * len(columns)
+    for index in masked:
+        terms = _mask_terms(columns[index])
+        found[index] = [sum([weight * (chosen & mask).bit_count() for weight, mask in terms]) for chosen in draws]
+    lookups = [index for index in range(len(columns)) if index not in masked]
+    if lookups:
+        chosen_bytes = [chosen.to_bytes(blocks, "little") for chosen in draws]
+        # Few positions: all columns in one integer.  Many: one column at a time, its tables kept in
+        # the processor's cache (array-held).
+        groups = [lookups] if packing else [[index] for index in lookups]
+        for group in groups:
+            packed = columns[group[0]]
+            for lane, index in enumerate(group[1:], 1):
+                packed = list(map(add, packed, map(lshift, columns[index], repeat(LANE_BITS * lane))))
+            tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
+            if len(group) == 1:  # floats: sum() adds them in C without allocating, each sum exact below 2**53
+                tables = [array("d", table) for table in tables]
+                found[group[0]] = [sum(map(getitem, tables, chosen)) for chosen in chosen_bytes]
+                continue
+            # each lane raised by 2**63 is a whole LANE_BITS-bit number: the packed sums' bytes are the lanes
+            bias = sum(1 << (LANE_BITS * lane + LANE_BITS - 1) for lane in range(len(group)))
+            lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(group), "little")
+                                        for chosen in chosen_bytes))
+            for lane, index in enumerate(group):
+                found[index] = [total - (1 << 63) for total in lanes[lane::len(group)]]
+    return found
+
+
+def _term_count(values: List[int]) -> int:
+    """How many terms ``_mask_terms`` gives at most (without building them)."""
+    return min(len(set(values) - {0}), max(map(abs, values), default=0).bit_length() + 1)
+
+
+def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
+    """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)),
+    the fewer of: one per distinct nonzero value, one per bit of the values in two's complement."""
+    width = max(map(abs, values), default=0).bit_length() + 1
+    distinct = set(values) - {0}
+    if len(distinct) <= width:
+        masks: Dict[int, int] = {}
+        for position, value in enumerate(values):
+            if value:
+                masks[value] = masks.get(value, 0) | 1 << position
+        return sorted(masks.items())
+    # bit b of every value, the values in two's complement of ``width`` bits: the top bit weighs -2**(width - 1)
+    digits = [format(value & ((1 << width) - 1), f"0{width}b") for value in reversed(values)]
+    terms = []
+    for bit, column in enumerate(zip(*digits)):  # the top bit first
+        mask = int("".join(column), 2)
+        if mask:
+            terms.append(((-1 if bit == 0 else 1) << (width - 1 - bit), mask))
+    return terms
 
 
 def _count_as_extreme(deltas: List[float], flipped_sums: Iterable[float]) -> int:
@@ -2000,7 +2115,7 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
     queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
     position = {qid: i for i, qid in enumerate(queries)}
     columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
-    differing = sum(1 for p in range(len(queries)) if any(column.get(p) for column in columns))
+    differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
     if differing <= EXACT_SIGN_FLIP_MAX:
         return _Family(keys, columns, len(queries), None)
     rng = random.Random(f"rag_eval:{seed}:family")
@@ -2697,7 +2812,11 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     a regression when the mean fell beyond the tolerance and the fall is
     significant (adjusted p < alpha and the interval of the delta below 0);
     a pass when the interval's low end is within the tolerance (the drop is
-    shown to be smaller); otherwise inconclusive.
+    shown to be smaller); otherwise inconclusive.  The pass reads the
+    metric's own interval, unadjusted: the gate passes only when every
+    metric does, an intersection-union test (Berger 1982) that keeps a false
+    pass at 2.5% with no adjustment; a regression needs one metric only, so
+    its p is the family's adjusted one.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2800,25 +2919,26 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
         scores[name] = {metric: table[metric] for metric in metrics}
     reference, candidates = names[0], names[1:]
-
-    def compared(metric: str, before: str, after: str) -> PairedComparison:
-        return compare_paired(metric, scores[before][metric], scores[after][metric], resamples=resamples,
-                              seed=seed, alpha=alpha, show=show)
-
-    with_reference = {(name, metric): compared(metric, reference, name) for metric in metrics for name in candidates}
-    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
+    # every pair the table needs: each candidate against the reference, and each run against the best
+    # (a pair with the reference is one already compared: the two-sided p is the same either way round)
+    pairs = {(metric, reference, name) for metric in metrics for name in candidates}
+    pairs |= {(metric, best[metric], name) for metric in metrics for name in names
+              if name != best[metric] and reference not in (name, best[metric])}
+    compared = _compare_pairs(scores, sorted(pairs), resamples=resamples, seed=seed, alpha=alpha, show=show)
+    with_reference = {(name, metric): compared[metric, reference, name] for metric in metrics for name in candidates}
+    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
     against_best = {}
     for metric in metrics:
         for name in names:
             if name == best[metric]:
                 continue
             pair = {name, best[metric]}
-            if reference in pair:  # already compared; the two-sided p is the same either way round
+            if reference in pair:
                 against_best[name, metric] = with_reference[(pair - {reference}).pop(), metric].p_value
             else:
-                against_best[name, metric] = compared(metric, best[metric], name).p_value
+                against_best[name, metric] = compared[metric, best[metric], name].p_value
     best_adjusted = _adjust_family({_family_key(name, metric): p for (name, metric), p in against_best.items()})
     table = {}
     for metric in metrics:
@@ -2838,6 +2958,39 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
     return {"reference": reference, "order": names, "adjustment": FAMILY_ADJUSTMENT, "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
+
+
+def _compare_pairs(scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: List[Tuple[str, str, str]], *,
+                   resamples: int, seed: int, alpha: float, show: int) -> Dict[Tuple[str, str, str], PairedComparison]:
+    """``compare_paired`` of every (metric, before run, after run), the same numbers, one draw per metric.
+
+    Each test of a metric is seeded by the metric's name alone, so every
+    pair of one metric draws the same random halves: one draw (and one
+    table lookup for all of them, ``_shared_halves``) serves them all.
+    Each p is still that of its own randomization test; the family is
+    adjusted by Holm, valid whatever the dependence between its tests.
+    """
+    import random
+
+    compared = {}
+    for metric in sorted({metric for metric, _, _ in pairs}):
+        tests = [(before, after) for name, before, after in pairs if name == metric]
+        common = {test: sorted(set(scores[test[0]][metric]) & set(scores[test[1]][metric])) for test in tests}
+        deltas = {test: [scores[test[1]][metric][qid] - scores[test[0]][metric][qid] for qid in common[test]]
+                  for test in tests}
+        by_width: Dict[int, list] = {}
+        for test in tests:
+            if any(deltas[test]):
+                by_width.setdefault(len(deltas[test]), []).append(test)
+        halves = {}
+        for group in by_width.values():
+            drawn = _shared_halves([deltas[test] for test in group], resamples, random.Random(f"rag_eval:{seed}:{metric}"))
+            halves.update(zip(group, drawn))
+        for before, after in tests:
+            compared[metric, before, after] = compare_paired(
+                metric, scores[before][metric], scores[after][metric], resamples=resamples, seed=seed, alpha=alpha,
+                show=show, halves=halves.get((before, after), []))
+    return compared
 
 
 def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:

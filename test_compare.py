@@ -461,3 +461,34 @@ class TestLabelChanges(helpers.TempDirMixin, unittest.TestCase):
                 code, out, err = main(argv)
                 self.assertEqual((code, out), (2, ""))
                 self.assertIn(words, err)
+
+
+class TestOneDrawPerMetric(Workload, unittest.TestCase):
+    """Kills: sharing one draw among a metric's pairs changing any number.  Every pair of
+    compare_runs must get exactly what compare_paired gives it alone (its generator seeded by
+    the metric's name), against the reference and against the best."""
+
+    QUERIES = 60
+
+    def test_every_pair_as_compare_paired_alone(self):
+        paths = [self.ranked(f"r{i}", share, i) for i, share in enumerate((0.5, 0.7, 0.72, 0.3, 0.71))]
+        results = [(f"r{i}", rag_eval.evaluate(self.qrels, rag_eval.read_run(path), [3, 5]))
+                   for i, path in enumerate(paths)]
+        found = rag_eval.compare_runs(results, resamples=300, seed=4)
+        scores = {name: rag_eval.per_query_by_metric(result) for name, result in results}
+        sampled = 0
+        for metric, table in found["metrics"].items():
+            best = table["best"]
+            for name, entry in table["runs"].items():
+                with self.subTest(metric=metric, run=name):
+                    if name != "r0":
+                        alone = rag_eval.compare_paired(metric, scores["r0"][metric], scores[name][metric],
+                                                        resamples=300, seed=4)
+                        self.assertEqual((entry["p_value"], entry["interval"], entry["exact"]),
+                                         (alone.p_value, list(alone.interval), alone.exact))
+                        sampled += not alone.exact
+                    if name != best:
+                        alone = rag_eval.compare_paired(metric, scores[best][metric], scores[name][metric],
+                                                        resamples=300, seed=4)
+                        self.assertEqual(entry["p_vs_best"], alone.p_value)
+        self.assertGreater(sampled, 3)  # the shared draw was really used, not only exact tests

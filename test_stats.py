@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 import unittest
+import unittest.mock
 from fractions import Fraction
 
 import rag_eval
@@ -219,6 +220,105 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
         low, high = rag_eval.clopper_pearson(n // 2, n)
         self.assertAlmostEqual(low + high, 1.0, delta=1e-12)
         self.assertAlmostEqual(high - 0.5, 1.959964 * math.sqrt(0.25 / n), delta=2e-6)
+
+
+
+class TestHalfSumsEveryWay(unittest.TestCase):
+    """Kills: a way of summing random halves (popcount masks by value or by bit, table lookups
+    one column at a time or packed side by side) that loses a bit, a sign or a lane.
+
+    The reference is the plain Python of the definition: for each draw, the sum of the
+    integers whose bit is set."""
+
+    @staticmethod
+    def reference(columns, draws):
+        return [[sum(value for i, value in enumerate(values) if draw >> i & 1) for draw in draws]
+                for values in columns]
+
+    def columns(self, rng, width):
+        big = (1 << 53) // width - 1  # as _halves_of makes them: sum(|values|) < 2**53
+        return [
+            [rng.choice((-1, 0, 1)) << 40 for _ in range(width)],  # a 0/1 measure: two terms by value
+            [rng.choice((-3, -1, 0, 2, 5)) * 977 for _ in range(width)],  # few values
+            [rng.randrange(-big, big) for _ in range(width)],  # every bit, negative and positive
+            [rng.randrange(0, big) if i % 5 == 0 else 0 for i in range(width)],  # sparse
+            [0] * width,
+            [-big] * width,  # all at the bound, negative: the top (sign) bit of two's complement
+        ]
+
+    def test_masks_agree_with_the_definition(self):
+        rng = random.Random(21)
+        for width in (1, 7, 8, 9, 64, 301):
+            columns = self.columns(rng, width)
+            draws = [rng.getrandbits(width) for _ in range(40)] + [0, (1 << width) - 1]
+            want = self.reference(columns, draws)
+            for values, expected in zip(columns, want):
+                terms = rag_eval._mask_terms(values)
+                self.assertLessEqual(len(terms), rag_eval._term_count(values))
+                got = [sum(weight * bin(draw & mask).count("1") for weight, mask in terms) for draw in draws]
+                with self.subTest(width=width, values=values[:4]):
+                    self.assertEqual(got, expected)
+
+    def test_every_way_of_choosing_gives_the_same_sums(self):
+        # The cost model only chooses a way; forcing each way (all masks, all lookups packed,
+        # all lookups one column at a time) must give the definition's sums.
+        rng = random.Random(22)
+        ways = {"masks": dict(LOOKUP=10 ** 9), "packed lookups": dict(MASK_TERM=10 ** 9, PACK_WIDTH=10 ** 9),
+                "single lookups": dict(MASK_TERM=10 ** 9, PACK_WIDTH=0)}
+        for width in (1, 9, 200, 1000):
+            columns = self.columns(rng, width)
+            draws = [rng.getrandbits(width) for _ in range(30)]
+            want = self.reference(columns, draws)
+            self.assertEqual(rag_eval._integer_half_sums(columns, width, draws), want)
+            for way, constants in ways.items():
+                if way == "masks" and not rag_eval._HAS_BIT_COUNT:
+                    continue  # Python 3.9: masks are never chosen
+                with self.subTest(width=width, way=way), unittest.mock.patch.multiple(rag_eval, **constants):
+                    self.assertEqual(rag_eval._integer_half_sums(columns, width, draws), want)
+
+    def test_halves_are_the_rounded_values_summed(self):
+        # _random_halves: (sum of the half, its size) with each value rounded to its grid of
+        # 2**(e - 53), e the exponent of sum(|values|); the grid makes the float sums exact.
+        # Kills too: a change of which query gets which random bit (every seeded number changes).
+        rng = random.Random(23)
+        # Bit i of each draw belongs to the i-th nonzero value, then come the zeros (the stream
+        # that every seeded p and interval rests on).
+        values = [rng.random() - 0.5 if i % 4 else 0.0 for i in range(55)]
+        halves = rag_eval._random_halves(values, 60, random.Random(9))
+        stream = random.Random(9)
+        unit = 2.0 ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
+        layout = [v for v in values if v] + [0.0] * values.count(0.0)
+        rounded = [Fraction(round(v / unit)) * Fraction(unit) for v in layout]
+        for half, size in halves:
+            draw = stream.getrandbits(55)
+            chosen = [i for i in range(55) if draw >> i & 1]
+            self.assertEqual((Fraction(half), size), (sum(rounded[i] for i in chosen), len(chosen)))
+
+    def test_shared_halves_are_each_lists_own(self):
+        # compare_runs draws once per metric for every pair: each list must get exactly the
+        # halves it would draw alone from a generator seeded the same way.
+        rng = random.Random(24)
+        lists = [[rng.choice((0.0, 0.0, 0.25, -0.5, 1.0)) for _ in range(70)] for _ in range(5)]
+        lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(70)])
+        shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
+        for values, halves in zip(lists, shared):
+            self.assertEqual(halves, rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5")))
+
+
+    def test_a_grid_that_rounding_would_overfill_is_made_coarser(self):
+        # Twelve values just below shares of 1 (their sum 0.99999999999999989, exponent 0): on the
+        # grid 2**-53 they round to units summing to 2**53 + 2, past what floats hold exactly, so
+        # the grid must be 2**-52; every half then sums exactly to its values on that grid.
+        values = [0.05583070688878883, 0.0883986192405823, 0.09034969233078191, 0.014708089449197057,
+                  0.10956025814197808, 0.09605282905598078, 0.09710340687378057, 0.14272850067537143,
+                  0.028215518535194353, 0.14452949122017106, 0.021011556355995793, 0.11151133123217769]
+        self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
+        rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
+        stream = random.Random(5)
+        for half, size in rag_eval._random_halves(values, 300, random.Random(5)):
+            draw = stream.getrandbits(12)
+            chosen = [i for i in range(12) if draw >> i & 1]
+            self.assertEqual((Fraction(half), size), (sum(rounded[i] for i in chosen), len(chosen)))
 
 
 if __name__ == "__main__":

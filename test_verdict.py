@@ -384,5 +384,40 @@ class TestCalibrate(unittest.TestCase):
             self.assertIn("--calibrate needs per-query scores", err)
 
 
+
+class TestPassIsPerMetricAndUnadjusted(unittest.TestCase):
+    """The gate passes only when every metric passes, so a false pass needs the one metric
+    that truly fell to pass its own test: an intersection-union test (Berger 1982), at level
+    alpha / 2 with each metric's unadjusted interval.  A regression needs any one metric to
+    fail, a union, so its p is adjusted for the family.  Kills: a pass read from adjusted
+    p-values, or an interval that changes with the size of the family."""
+
+    def test_pass_reads_the_metrics_own_interval_whatever_the_family(self):
+        rng = random.Random(41)
+        qids = [f"q{i:03d}" for i in range(120)]
+        before = {m: {q: rng.choice((0.0, 0.5, 1.0)) for q in qids} for m in ("recall@5", "ndcg@5")}
+        # small moves both ways around a drop of about 0.006: the 95% interval's low end is just within
+        # 0.012; an interval widened for 8 tests (99.4%, 1.4 times as wide) would reach beyond it
+        after = {m: {q: min(1.0, max(0.0, v + rng.choice((-0.05, 0.0, 0.0, 0.04)))) for q, v in values.items()}
+                 for m, values in before.items()}
+        tags = {q: ["a", "b", "c"][i % 3] for i, q in enumerate(qids)}
+        alone = gate_of({"recall@5": before["recall@5"]}, {"recall@5": after["recall@5"]}, tolerance=0.012,
+                        resamples=500)["metrics"]["recall@5"]
+        slices = {f"{tag}:{m}": rag_eval.Tolerance(0.012) for tag in "abc" for m in before}
+        family = gate_of(before, after, tolerance=0.012, resamples=500, slices=tags, tolerances=slices)
+        self.assertEqual(len(family["metrics"]), 8)
+        entry = family["metrics"]["recall@5"]
+        # the metric's own 95% interval, not widened for the family (the draws differ: a family
+        # shares its sign flips across its tests, so the two agree up to resampling)
+        for low_or_high in (0, 1):
+            self.assertAlmostEqual(entry["interval"][low_or_high], alone["interval"][low_or_high], delta=0.002)
+        self.assertGreaterEqual(entry["interval"][0], -0.012)
+        self.assertEqual((alone["verdict"], entry["verdict"]), ("pass", "pass"))
+        self.assertGreater(entry["p_adjusted"], rag_eval.DEFAULT_ALPHA)  # the adjusted p plays no part in a pass
+        for key, other in family["metrics"].items():
+            with self.subTest(key):
+                self.assertEqual(other["verdict"] == "pass", other["interval"][0] >= -other["allowed_drop"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -8,8 +8,8 @@ TREC qrels (5 judged documents per query) and 1 + N TREC runs of ``--docs``
 documents per query; in each candidate a share ``--changed`` of the queries
 is ranked afresh (1.0, the default, is the worst case for the statistics:
 every query differs, so every resample touches every query).  Then, each as
-a whole process (start-up included), the best of ``--repeat`` wall times and
-the peak resident memory of:
+a whole process (start-up included), the best of ``--repeat`` wall times, the
+median CPU time (user + sys) and the peak resident memory of:
 
 * one run alone (``rag_eval QRELS RUN``);
 * the reference and N candidates (``rag_eval QRELS REF C1 ... CN``);
@@ -22,6 +22,7 @@ The issue's bound: N = 10 candidates within 11 x the time of one run.
 import argparse
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,19 +63,20 @@ def write_workload(folder: str, queries: int, docs: int, candidates: int, change
 
 
 def measure(argv, repeat: int):
-    """(best wall seconds, peak resident memory in MiB) of ``python3 rag_eval.py argv``."""
-    walls, peak = [], 0.0
+    """(best wall seconds, peak resident memory in MiB, median CPU seconds) of ``python3 rag_eval.py argv``."""
+    walls, cpus, peak = [], [], 0.0
     for _ in range(repeat):
         start = time.perf_counter()
         child = subprocess.Popen([sys.executable, RAG_EVAL, *argv], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         _, status, usage = os.wait4(child.pid, 0)
         walls.append(time.perf_counter() - start)
+        cpus.append(usage.ru_utime + usage.ru_stime)
         child.returncode = os.waitstatus_to_exitcode(status) if hasattr(os, "waitstatus_to_exitcode") else status
         if child.returncode not in (0, 1):
             raise SystemExit(f"rag_eval exited {child.returncode}: {' '.join(argv)}")
         peak = max(peak, usage.ru_maxrss / (1024 ** 2 if sys.platform == "darwin" else 1024))  # bytes or KiB
-    return min(walls), peak
+    return min(walls), peak, statistics.median(cpus)
 
 
 def main(argv=None) -> int:
@@ -96,11 +98,12 @@ def main(argv=None) -> int:
         longer = measure([qrels, *long_runs, *resampling], args.repeat)
     print(f"{args.queries} queries, {args.candidates} candidates, {args.changed:.0%} of queries changed in each, "
           f"{args.resamples} resamples")
-    print(f"  one run of {args.docs} docs/query:           {one[0]:7.2f} s  {one[1]:6.1f} MiB")
+    print(f"  one run of {args.docs} docs/query:           {one[0]:7.2f} s  {one[1]:6.1f} MiB  CPU {one[2]:6.2f} s")
     print(f"  reference + {args.candidates} candidates:          {several[0]:7.2f} s  {several[1]:6.1f} MiB  "
-          f"({several[0] / one[0]:.1f} x one run; the bound is {args.candidates + 1} x)")
+          f"CPU {several[2]:6.2f} s  ({several[0] / one[0]:.1f} x one run, CPU {several[2] / one[2]:.1f} x; "
+          f"the bound is {args.candidates + 1} x)")
     print(f"  the same, {2 * args.docs} docs/query:          {longer[0]:7.2f} s  {longer[1]:6.1f} MiB  "
-          f"(memory {longer[1] / several[1]:.2f} x)")
+          f"CPU {longer[2]:6.2f} s  (memory {longer[1] / several[1]:.2f} x)")
     return 0
 
 

@@ -7,15 +7,15 @@ Standard library only.  Two parts:
 
 1. In process: each of 4 metrics gets seeded per-query scores before and
    after; a share ``changed`` of the queries differ (1.0 is the worst case:
-   every query moved).  For each number of queries it prints the median wall
-   time of ``rag_eval.compare_paired`` over the 4 metrics (sign-flip test,
-   bootstrap interval, largest drops) and of ``rag_eval.mean_intervals`` (the
+   every query moved).  For each number of queries it prints the median CPU
+   time (user + sys of this process) of ``rag_eval.compare_paired`` over the
+   4 metrics (sign-flip test, bootstrap interval, largest drops; each metric
+   its own draw), of the gate's family of the 4 metrics on one shared draw
+   (``rag_eval._paired_family``: the 4 comparisons and the MaxT adjustment,
+   what ``--gate significant`` runs), and of ``rag_eval.mean_intervals`` (the
    ``--ci`` intervals), and the cost per changed query, metric and resample.
    Linear scaling: the times of the sizes above 250 queries must fit a fixed
-   cost plus a cost per unit (least squares) within 15%.  Up to 250 queries
-   the bootstrap draws every query of every resample (the ordinary
-   bootstrap); above, it draws only the queries that changed, so only those
-   sizes are fitted together.
+   cost plus a cost per unit (least squares) within 15%.
 2. Whole processes (skipped with ``--no-process``): ``python rag_eval.py
    QRELS RUN --baseline-run OLD`` on a generated TREC workload of the largest
    number of queries (20 documents each; in OLD a share ``changed`` of the
@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 import rag_eval  # noqa: E402
 
 METRICS = ("recall@10", "success@10", "mrr@10", "ndcg@10")
-ORDINARY_BOOTSTRAP_UP_TO = 250  # rag_eval's switch between the two bootstraps
+SMALL = 250  # sizes up to this are left out of the linear fit (the fixed costs dominate them)
 LINEAR_TOLERANCE = 0.15  # time = fixed + per unit x units must fit every size above the switch this well
 DOCS_PER_QUERY = 20  # the whole-process workload
 
@@ -68,6 +68,16 @@ def scores(queries: int, changed: float, seed: int):
 
 
 def timed(function, repeat: int) -> float:
+    """Median CPU seconds of ``function()`` (the machine is shared: wall time measures the neighbours)."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        function()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def wall_timed(function, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -78,9 +88,10 @@ def timed(function, repeat: int) -> float:
 
 def in_process(sizes, changes, resamples, repeat):
     """The table of part 1; returns {changed: [(queries, ns per unit)]} for the scaling check."""
-    print(f"## In process: 4 metrics x {resamples:,} resamples, median of {repeat}\n")
-    print("| queries | changed | paired statistics s | ns per changed query x metric x resample | --ci intervals s |")
-    print("|---:|---:|---:|---:|---:|")
+    print(f"## In process: 4 metrics x {resamples:,} resamples, median CPU of {repeat}\n")
+    print("| queries | changed | paired statistics s | ns per changed query x metric x resample "
+          "| gate family s | --ci intervals s |")
+    print("|---:|---:|---:|---:|---:|---:|")
     costs = {}  # changed -> [(queries, units, seconds)]
     for queries in sizes:
         for changed in changes:
@@ -92,11 +103,14 @@ def in_process(sizes, changes, resamples, repeat):
 
             result = {"k": [10], "per_query": {qid: {m: after[m][qid] for m in METRICS} for qid in after[METRICS[0]]}}
             paired_s = timed(paired, repeat)
+            targets = [rag_eval._Target(m, None, None, before[m], after[m]) for m in METRICS]
+            settings = rag_eval.GateSettings(rule="significant", resamples=resamples)
+            family_s = timed(lambda: rag_eval._paired_family(targets, settings), repeat)
             intervals_s = timed(lambda: rag_eval.mean_intervals(result, resamples), repeat)
             moved = sum(1 for m in METRICS for qid in before[m] if before[m][qid] != after[m][qid])
             unit = paired_s / (max(moved, 1) * resamples) * 1e9
             costs.setdefault(changed, []).append((queries, moved * resamples, paired_s))
-            print(f"| {queries:,} | {changed:.0%} | {paired_s:.2f} | {unit:.1f} | {intervals_s:.2f} |")
+            print(f"| {queries:,} | {changed:.0%} | {paired_s:.2f} | {unit:.1f} | {family_s:.2f} | {intervals_s:.2f} |")
     print()
     return costs
 
@@ -105,7 +119,7 @@ def scaling_lines(costs):
     """One line per share changed: the fit of time = fixed + per unit x units, and whether it holds."""
     lines = []
     for changed, points in costs.items():
-        above = [(units, seconds) for queries, units, seconds in points if queries > ORDINARY_BOOTSTRAP_UP_TO]
+        above = [(units, seconds) for queries, units, seconds in points if queries > SMALL]
         if len(above) < 2:
             continue
         mean_u = statistics.fmean(u for u, _ in above)
@@ -151,7 +165,7 @@ def whole_processes(queries, changes, repeat, workdir):
     def wall(argv):
         def run():
             subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        return timed(run, repeat)
+        return wall_timed(run, repeat)
 
     print(f"| `python -c pass` | - | {wall([python, '-c', 'pass']):.3f} |")
     for changed in changes:
