@@ -2742,8 +2742,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     Every metric of the baseline is gated, and every slice that a tolerance
     names (``pricing:recall@5``).  Rule ``drop`` (the default): a metric missing
     now, or fallen by more than its tolerance, fails.  Rule ``significant``:
-    a fall fails only when it also is significant, its Holm-corrected p below
-    alpha and its interval below 0.  A floor fails whatever the baseline says.
+    a fall fails only when it also is significant, its p (adjusted as ``settings.adjust``
+    says) below alpha and its interval below 0.  A floor fails whatever the baseline says.
     """
     keys = sorted(_gated_keys(result, baseline)) if baseline else []
     keys += sorted(key for key in settings.tolerances if ":" in key)
