@@ -2986,6 +2986,8 @@ MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own li
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 MAX_UNKNOWN_QUERIES = 200_000
 BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
+# Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
+REPEAT_BUDGET = 1 << 16
 MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
@@ -3540,6 +3542,71 @@ class _TopScores:
             self.floor = self.scores[best[-1]]
 
 
+class _Repeated(NamedTuple):
+    """Documents listed more than once in one query of a run (each counted once, however often it repeats)."""
+
+    documents: int  # (query, document) pairs listed twice or more
+    queries: int  # queries that list one
+    at_least: bool  # a long or interleaved query outgrew what is kept to check it: there may be more
+
+
+class _Repeats:
+    """Counts the documents a run lists more than once in a query, from the ids as the file spells them.
+
+    Readers hand over each stretch of a query's lines (``add``); the check is
+    one ``set()`` in C per stretch, so the hot loops only append ids to a list.
+    Ids of a query whose lines may come again (the plain readers) are kept to
+    check the next stretch against, up to REPEAT_BUDGET ids in all; a query
+    that comes back after its ids were let go makes the count "at least".
+    """
+
+    def __init__(self):
+        self.found: Dict[object, set] = {}  # query -> its repeated documents
+        self.kept: Dict[object, set] = {}  # query -> the ids of its stretches read so far
+        self.size = 0  # ids in ``kept``
+        self.forgotten: set = set()
+        self.at_least = False
+
+    def add(self, qid, ids: List, more: bool = True, unique: bool = False) -> None:
+        """One stretch of ``qid``'s lines; ``more``: the query may come again (else its ids are let go);
+        ``unique``: the reader knows that ``ids`` holds each id once."""
+        if not more and (not ids or unique) and qid not in self.kept and qid not in self.forgotten:
+            return
+        unique = set(ids)
+        earlier = self.kept.pop(qid, None)
+        if earlier is not None:
+            self.size -= len(earlier)
+        elif qid in self.forgotten:
+            self.at_least = True
+        if len(unique) < len(ids) or earlier is not None and not earlier.isdisjoint(unique):
+            seen, repeated = set() if earlier is None else set(earlier), set()
+            for docid in ids:
+                if docid in seen:
+                    repeated.add(docid)
+                seen.add(docid)
+            self.found.setdefault(qid, set()).update(repeated)
+        if not more:
+            return
+        if earlier is not None:
+            unique |= earlier
+        if self.size + len(unique) <= REPEAT_BUDGET:
+            self.kept[qid] = unique
+            self.size += len(unique)
+        else:
+            self.forgotten.add(qid)
+
+    def counted(self) -> _Repeated:
+        return _Repeated(sum(map(len, self.found.values())), len(self.found), self.at_least)
+
+
+class _RunRead(NamedTuple):
+    """What reading a run gives: the run, whether it names a judged document, its repeated documents."""
+
+    run: Run
+    any_judged: bool
+    repeated: _Repeated
+
+
 class _ReadAgain(Exception):
     """The streamed reading cannot go on (a query's lines apart, or JSON the plain reader must judge): read again."""
 
@@ -3673,11 +3740,12 @@ def _score(text: str, source: str, lineno: int) -> float:
 
 def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
               judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
-    Returns the run and whether any line names a document judged for its
-    query in ``judged`` (always False without it).  With ``cutoffs`` (and
+    Returns the run, whether any line names a document judged for its
+    query in ``judged`` (always False without it), and the documents listed
+    twice in a query (each line's id goes on a list, checked per query in C).  With ``cutoffs`` (and
     ``judged``), each query is reduced when its lines end (see ``_Reducer``):
     its lines must come together, or ``_Interleaved`` is raised.  This loop
     runs once per line of files with millions of lines, so it does the
@@ -3693,11 +3761,17 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
     by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
     qid = top = query = None
+    repeats, plain = _Repeats(), reducer is None
+    ids: List[bytes] = []  # the current query's document ids, for _Repeats
+    remember = ids.append
     held_ids: List[bytes] = []  # reading by block: the current query's documents and scores, besides ``top``
     held_scores: List[float] = []
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
     for first, lines in _line_blocks(inp, None if by_block else _byte_lines, max_bytes):
+        if len(ids) > REPEAT_BUDGET:  # a long query: its ids so far are checked, and kept within the budget
+            ids = _stretch_ended(repeats, qid, ids, True)
+            remember = ids.append
         columns = None
         if by_block:  # ``lines`` is the block itself
             columns = _trec_columns(lines)
@@ -3710,9 +3784,13 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
+                    query, top, unique = _next_query(reducer, query, top, held_ids, held_scores, segment_qid)
+                    # Each id once, as the reducer found (its one dict of the ids), when all of them went through it.
+                    ids = _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
+                    remember = ids.append
                     qid = segment_qid
-                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                     held_ids, held_scores = [], []
+                ids += docids
                 if top.floor == math.inf:
                     continue
                 if looking:
@@ -3731,39 +3809,42 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         if top is not None:
             floor, scores, mark = top.floor, top.scores, top.mark
             setdefault = scores.setdefault
-        for line in lines:
-            fields = line.split()
+        # map() splits in C: the loop is one Python call per line shorter (which pays for _Repeats' set).
+        for fields in map(bytes.split, lines):
             if len(fields) < 6:
                 if not fields or fields[0][:1] == b"#":
                     continue  # blank, or a comment, as trec_eval reads them
-                # The first line equal to this one is this one, or it would have failed first.
+                # The first line with these fields is this one, or it would have failed first.
                 first_row = qid is None and len(fields) in (3, 4)  # the run's first line looks like a judgment
                 swapped = "; is this a qrels file? the order is QRELS RUN" if first_row else ""
                 raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
-                                   inp.source, first + lines.index(line))
+                                   inp.source, first + _index_of(lines, fields))
             if fields[0] != qid:
                 if fields[0][:1] == b"#":
                     continue  # a comment of six words or more
+                ids = _stretch_ended(repeats, qid, ids, plain)
+                remember = ids.append
                 qid = fields[0]
                 if reducer is None:
                     top = tops[qid]
                     query = qid.decode("utf-8")
                 else:
-                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
+                    query, top, _ = _next_query(reducer, query, top, held_ids, held_scores, qid)
                 floor, scores, mark = top.floor, top.scores, top.mark
                 setdefault = scores.setdefault
+            remember(fields[2])
             if looking:
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
                 score = float(fields[4])
             except ValueError:  # as above: the first such line is this one
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue
             # float() takes '1_0' for 10; checked here, past the floor, to keep the hot path short.
             if not math.isfinite(score) or b"_" in fields[4]:
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             docid = fields[2]
             if as_text:
                 docid = _id_text(docid, doc_id_sep)
@@ -3783,11 +3864,25 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise long_id[1]
     found = judged is not None and not looking
     if reducer is not None:
-        _reduce_query(reducer, query, top, held_ids, held_scores)
-        return reducer.run(), found
+        unique = _reduce_query(reducer, query, top, held_ids, held_scores)
+        _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
+        return _RunRead(reducer.run(), found, repeats.counted())
+    _stretch_ended(repeats, qid, ids, False)
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
-    return run, found
+    return _RunRead(run, found, repeats.counted())
+
+
+def _index_of(lines: List[bytes], fields: List[bytes]) -> int:
+    """The index of the first of ``lines`` that splits into ``fields`` (called on an error only)."""
+    return next(index for index, line in enumerate(lines) if line.split() == fields)
+
+
+def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool = False) -> List:
+    """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
+    if qid is not None:
+        repeats.add(qid, ids, more, unique)
+    return []
 
 
 def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
@@ -3799,28 +3894,30 @@ def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
 
 
 def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                  held_scores: List[float]) -> None:
-    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it."""
+                  held_scores: List[float]) -> bool:
+    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it.  True when all its
+    documents were held, each once."""
     if query is None or top.floor == math.inf:
-        return
+        return False
     places = dict(zip(held_ids, range(len(held_ids))))
     if not top.scores and len(places) == len(held_ids):  # the common case: each document once
         reducer.scored_lists(query, held_ids, held_scores, places)
-        return
+        return True
     _hold(top, held_ids, held_scores)
     reducer.scored(query, top.scores)
+    return False
 
 
 def _next_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores]:
-    """Reduce the query that ended; ``qid``'s name and its empty ``_TopScores``, whose floor is infinite
-    when the qrels lack it (its lines are checked, not kept)."""
-    _reduce_query(reducer, query, top, held_ids, held_scores)
+                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores, bool]:
+    """Reduce the query that ended (see ``_reduce_query``, whose answer comes last); ``qid``'s name and its
+    empty ``_TopScores``, whose floor is infinite when the qrels lack it (its lines are checked, not kept)."""
+    unique = _reduce_query(reducer, query, top, held_ids, held_scores)
     query = qid.decode("utf-8")
     top = _TopScores(reducer.depth)
     if not reducer.knows(query):
         top.floor = math.inf
-    return query, top
+    return query, top, unique
 
 
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
@@ -3889,7 +3986,7 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
 
     Without scores, a query keeps its first ``depth`` unique documents (after
@@ -3900,6 +3997,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
     open_qid = None
+    repeats, ids = _Repeats(), []
     scored = None  # whether the rows have scores, as the first row says
     looking = judged is not None
     for lineno, row in _jsonl_rows(inp, max_bytes):
@@ -3908,6 +4006,9 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         for value, what in ((qid, "query id"), (docid, "document id")):
             if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if qid != open_qid or len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, open_qid, ids, reducer is None or qid == open_qid)
+        ids.append(docid)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
@@ -3919,9 +4020,11 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                                    inp.source, lineno)
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if reducer is not None and qid != open_qid:
-            _close_jsonl_query(reducer, current, tops, lists)
-            open_qid, current = qid, qid if reducer.knows(qid) else None
+        if qid != open_qid:
+            if reducer is not None:
+                _close_jsonl_query(reducer, current, tops, lists)
+                current = qid if reducer.knows(qid) else None
+            open_qid = qid
         if scored and not _is_finite(row["score"]):
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
         if reducer is not None and current is None:
@@ -3935,10 +4038,11 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None
     found = judged is not None and not looking
+    _stretch_ended(repeats, open_qid, ids, False)
     if reducer is not None:
         _close_jsonl_query(reducer, current, tops, lists)
-        return reducer.run(), found
-    return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
+        return _RunRead(reducer.run(), found, repeats.counted())
+    return _RunRead({qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found, repeats.counted())
 
 
 def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
@@ -4092,7 +4196,7 @@ def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
+              cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
     """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
 
     Returns as ``_trec_run``; the numbers are those of the whole document
@@ -4104,15 +4208,19 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     seen = set()
     found = False
     ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
+    repeats, ids = _Repeats(), []
 
     def ranked(qid: str) -> Callable[[str], None]:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranking.clear()
 
         def take(docid: str) -> None:
-            nonlocal found
+            nonlocal found, ids
             if _too_long_id(docid):
                 raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            ids.append(docid)
+            if len(ids) > REPEAT_BUDGET:
+                ids = _stretch_ended(repeats, qid, ids, True)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
             if docid in grades:
@@ -4127,6 +4235,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
+            ids = _stretch_ended(repeats, qid, ids, False)
             if reducer is None:
                 run[qid] = list(ranking)
             elif reducer.knows(qid):
@@ -4139,6 +4248,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         # map(len) in C first: only a long id can be too long.
         if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
             raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+        if not isinstance(entry, _MAPPINGS):  # a scored object cannot repeat a document: its keys are unique
+            repeats.add(qid, entry, False)
         if doc_id_sep is not None:
             entry = documents_run({qid: entry}, doc_id_sep)[qid]
         if judged is not None and not found:
@@ -4156,7 +4267,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 else list(dict.fromkeys(entry))[:depth]
         else:
             run[qid] = entry
-    return (run if reducer is None else reducer.run()), found
+    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
@@ -4178,8 +4289,9 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
-    """``read_run``, and whether any document read (before any cut) is judged for its query in ``judged``.
+              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged``, and
+    the documents listed more than once in a query (``_Repeated``).
 
     A run that shares no judged document with the qrels was never evaluated:
     the command line refuses it.  With ``cutoffs`` (and ``judged`` and
@@ -4201,7 +4313,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
 
 def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
                    judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
-                   stream_json: bool) -> Tuple[Run, bool]:
+                   stream_json: bool) -> _RunRead:
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
@@ -4214,7 +4326,11 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
         _check_run(run, inp.source)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
     found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
-    return run, found
+    repeats = _Repeats()
+    for qid, entry in run.items():
+        if not isinstance(entry, _MAPPINGS):
+            repeats.add(qid, entry, False)
+    return _RunRead(run, found, repeats.counted())
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
@@ -5528,8 +5644,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
-    run, any_judged = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged, cutoffs,
-                                args.max_input_bytes)
+    run, any_judged, repeated = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged,
+                                          cutoffs, args.max_input_bytes)
     with _naming_files(args.qrels, path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -5541,6 +5657,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
+    if repeated.documents:
+        result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
     return result, run
 
 
@@ -5714,6 +5832,12 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
+    repeated = result.get("repeated")
+    if repeated:
+        found.append(_Message("note", f"{'at least ' if repeated['at_least'] else ''}"
+                              f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
+                              f"in {_count(repeated['queries'], 'query', 'queries')} of {repeated['run']}; "
+                              "each counts once, at its best place (trec_eval refuses such a run)"))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):
