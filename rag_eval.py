@@ -3001,6 +3001,12 @@ _BOM = b"\xef\xbb\xbf"
 _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
+# A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
+# found first: PyTerrier's docid is its index's number for the docno.
+_HEADER_DOC = ("docno",) + _JSONL_DOC + ("pid",)
+_HEADER_GRADE = ("label",) + _JSONL_GRADE
+_QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
+_RUN_HEADERS = "qid docno score rank (PyTerrier), query_id doc_id score, qid pid rank"
 
 
 class _Input(NamedTuple):
@@ -3404,6 +3410,105 @@ def _without_negative(qrels: Qrels) -> Qrels:
     return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
 
 
+class _Header(NamedTuple):
+    """The header line of a text file: its column names (lower case) and how its lines split."""
+
+    names: List[str]
+    delimiter: Optional[str]  # "\t", "," (CSV, quotes allowed) or None (white space)
+    lineno: int
+
+
+def _first_text_line(inp: _Input) -> Tuple[int, str]:
+    """The first line of the file that holds more than white space, and its number ("" when the head has none)."""
+    for lineno, line in enumerate(inp.head.split(b"\n"), inp.first_line):
+        if line.strip():
+            return lineno, line.decode("utf-8", "replace")
+    return inp.first_line, ""
+
+
+def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
+    if delimiter == ",":
+        import csv  # only CSV files pay for it
+
+        return [value.strip() for value in next(csv.reader([text]), [])]
+    return [value.strip() for value in text.split(delimiter)] if delimiter else text.split()
+
+
+def _header(inp: _Input) -> Optional[_Header]:
+    """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
+    column and a document column; else None."""
+    lineno, line = _first_text_line(inp)
+    text = line.strip()
+    if text.startswith("#"):
+        return None  # a comment, as TREC files may start with
+    delimiter = "\t" if "\t" in text else "," if "," in text else None
+    names = [name.lower() for name in _split_row(text, delimiter)]
+    if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
+        return _Header(names, delimiter, lineno)
+    return None
+
+
+def _header_column(header: _Header, names: Tuple[str, ...], what: str, source: str) -> Optional[int]:
+    """The column of the first of ``names`` that the header has; None, or with ``what`` an error, if none."""
+    for name in names:
+        if name in header.names:
+            return header.names.index(name)
+    if what:
+        raise RagEvalError(f"the header on line {header.lineno} names no {what} column (one of {', '.join(names)})",
+                           source, header.lineno)
+    return None
+
+
+def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
+    """``(line number, values)`` of each line after the header that is not blank: as many as it names."""
+    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
+        for lineno, line in enumerate(lines, first):
+            if lineno <= header.lineno or not line.strip():
+                continue
+            values = _split_row(line.rstrip("\r"), header.delimiter)
+            if len(values) != len(header.names):
+                raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
+                                   f"names, got {len(values)}", inp.source, lineno)
+            yield lineno, values
+
+
+def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
+    """Raise "looks like a header" for a first line without a digit: names, not values."""
+    if not any(char.isdigit() for field in fields for char in field.decode("utf-8", "replace")):
+        names = ", ".join(_clip(field.decode("utf-8", "replace")) for field in fields[:6])
+        raise RagEvalError(f"this line looks like a header ({names}), not {what}; recognised headers: {recognised}",
+                           source, lineno)
+
+
+def _header_qrels(inp: _Input, header: _Header) -> Qrels:
+    """Judgments under a header line (PyTerrier's ``qid docno label``, ...), columns found by name."""
+    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
+    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
+    grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
+    qrels: Qrels = {}
+    for lineno, values in _header_rows(inp, header):
+        _add_judgment(qrels, values[query], values[doc], _grade(values[grade], inp.source, lineno), inp.source, lineno)
+    return _without_negative(qrels)
+
+
+def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id_sep: Optional[str],
+                judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
+    """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
+    else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
+    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
+    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
+    score = _header_column(header, ("score",), "", inp.source)
+    if score is None:
+        rank = _header_column(header, ("rank",), "score or rank", inp.source)
+        rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
+                for lineno, values in _header_rows(inp, header, max_bytes))
+        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+    rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
+                      "score": _score(values[score], inp.source, lineno)})
+            for lineno, values in _header_rows(inp, header, max_bytes))
+    return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+
+
 def _trec_qrels(inp: _Input) -> Qrels:
     """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
 
@@ -3413,7 +3518,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
     as trec_eval does) and decodes a query's id once for its run of lines.
     """
     qrels: Qrels = {}
-    width = None
+    width = first_row = None
     qid = query = None
     for first, lines in _line_blocks(inp, _byte_lines):
         for lineno, line in enumerate(lines, first):
@@ -3421,6 +3526,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
             if not fields or fields[0][:1] == b"#":
                 continue  # blank, or a comment
             if len(fields) != width:  # the first judgment, the BEIR header, or an error
+                first_row = lineno if width is None else first_row
                 width = _qrels_width(fields, width, inp.source, lineno)
                 if width is None:
                     continue  # BEIR's header
@@ -3432,6 +3538,8 @@ def _trec_qrels(inp: _Input) -> Qrels:
             if grade_text.isdigit() and len(grade_text) <= 9:
                 grade = int(grade_text)
             else:
+                if lineno == first_row:
+                    _header_error(fields, inp.source, lineno, "a judgment", _QRELS_HEADERS)
                 grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
             _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
     return _without_negative(qrels)
@@ -3460,9 +3568,10 @@ def _grade(text: str, source: str, lineno: int) -> int:
     return sign * value
 
 
-def _jsonl_qrels(inp: _Input) -> Qrels:
+def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> Qrels:
+    """JSONL rows of judgments (or evidence spans); ``rows``, when given, come from a JSON list of row objects."""
     qrels: Qrels = {}
-    rows = _jsonl_rows(inp)
+    rows = _jsonl_rows(inp) if rows is None else rows
     for lineno, row in rows:
         if "start" in row or "end" in row:  # evidence judgments (see _span_qrels), or a file that mixes them in
             if qrels:
@@ -3481,7 +3590,9 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
 def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
 
-    The format is detected from the content unless ``fmt`` names it; gzip is
+    JSON may also be a list of JSONL row objects, and text a TSV or CSV with
+    a header (PyTerrier's ``qid docno label``, BEIR's ``query-id corpus-id
+    score``).  The format is detected from the content unless ``fmt`` names it; gzip is
     detected from the magic bytes; ``-`` reads standard input.  JSON grades
     must be non-negative integers; TREC and JSONL may hold negative
     grades, which mark unjudged documents as in trec_eval.
@@ -3490,11 +3601,16 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
+            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them
+                with _numbering_rows(inp.source) as numbered:
+                    qrels = _jsonl_qrels(inp, numbered(qrels))
             _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
         else:
-            qrels = _trec_qrels(inp)
+            header = _header(inp)
+            beir = header is not None and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
+            qrels = _header_qrels(inp, header) if header and not beir else _trec_qrels(inp)
         if not qrels:
             raise RagEvalError("no judgments found", inp.source)
     return qrels
@@ -3815,6 +3931,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 if not fields or fields[0][:1] == b"#":
                     continue  # blank, or a comment, as trec_eval reads them
                 # The first line with these fields is this one, or it would have failed first.
+                if qid is None:
+                    _header_error(fields, inp.source, first + _index_of(lines, fields), "a run line", _RUN_HEADERS)
                 first_row = qid is None and len(fields) in (3, 4)  # the run's first line looks like a judgment
                 swapped = "; is this a qrels file? the order is QRELS RUN" if first_row else ""
                 raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
@@ -3984,10 +4102,116 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
 
 
+def _msmarco_layout(inp: _Input) -> bool:
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks 1, 2, 3, ...
+
+    A qrels file given as the run has three fields too (BEIR's TSV), but its
+    third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
+    """
+    head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
+    qid, expected = None, 1
+    for line in head.split(b"\n"):
+        fields = line.split()
+        if not fields or fields[0][:1] == b"#":
+            continue
+        if len(fields) != 3 or qid is not None and fields[0] != qid:
+            break
+        qid = fields[0]
+        if fields[2] != str(expected).encode():
+            return False
+        expected += 1
+    return expected > 1
+
+
+def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
+                 cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
+                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None) -> _RunRead:
+    """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
+
+    There is no score, so the rank column is the order (trec_eval, which
+    reads only scores, has no such format); a rank repeated in a query is an
+    error.  A query keeps its ``depth`` best-ranked unique documents (after
+    ``keep``), pruned as it grows; with ``cutoffs`` each query is reduced when
+    its lines end, as ``_trec_run`` does.  Returns as ``_trec_run``.  ``rows``, when given, are
+    ``(line number, [qid, docid, rank])`` from a file with a header (``_header_rows``).
+    """
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+    places: Dict[str, Dict[str, int]] = {}  # query -> document -> its best rank (the reducer's: the current one)
+    repeats, ids = _Repeats(), []
+    query = current = None
+    ranks: set = set()  # the current stretch of the query's ranks
+    looking = judged is not None
+    for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
+        for field, what in ((0, "query id"), (1, "document id")):
+            if len(fields[field]) > MAX_ID:
+                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
+        if rank < 1:
+            raise RagEvalError(f"rank must be a positive integer, got {_clipped_repr(fields[2].decode('utf-8'))}",
+                               inp.source, lineno)
+        qid = fields[0].decode("utf-8")
+        if qid != query:
+            ids = _stretch_ended(repeats, query, ids, reducer is None)
+            if reducer is not None:
+                _close_ranked_query(reducer, current, places, depth)
+                current = qid if reducer.knows(qid) else None
+            query, ranks = qid, set()
+        if rank in ranks:
+            raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(qid)} (is this a qrels file? "
+                               "the order is QRELS RUN)", inp.source, lineno)
+        ranks.add(rank)
+        ids.append(fields[1])
+        docid = _id_text(fields[1], doc_id_sep)
+        if looking:
+            looking = docid not in judged.get(qid, ())
+        if reducer is not None and current is None or keep is not None and not keep(qid, docid):
+            continue  # a query the qrels lack (its lines are checked, not kept), or a document filtered out
+        kept = places.setdefault(qid, {})
+        if kept.setdefault(docid, rank) > rank:
+            kept[docid] = rank  # a document listed again keeps its best place
+        if depth is not None and len(kept) > 2 * depth + 64:
+            places[qid] = _best_ranked(kept, depth)
+    found = judged is not None and not looking
+    _stretch_ended(repeats, query, ids, False)
+    if reducer is not None:
+        _close_ranked_query(reducer, current, places, depth)
+        return _RunRead(reducer.run(), found, repeats.counted())
+    return _RunRead({qid: list(_best_ranked(kept, depth)) for qid, kept in places.items()}, found, repeats.counted())
+
+
+def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
+    """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
+    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
+        for lineno, line in enumerate(lines, first):
+            fields = line.split()
+            if not fields or fields[0][:1] == b"#":
+                continue
+            if len(fields) != 3:
+                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
+                                   inp.source, lineno)
+            yield lineno, fields
+
+
+def _best_ranked(places: Dict[str, int], depth: Optional[int]) -> Dict[str, int]:
+    """The ``depth`` documents of best rank, in rank order."""
+    best = sorted(places, key=places.__getitem__)[:depth]
+    return {docid: places[docid] for docid in best}
+
+
+def _close_ranked_query(reducer: _Reducer, qid: Optional[str], places: Dict[str, Dict[str, int]],
+                        depth: Optional[int]) -> None:
+    """The lines of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
+    if qid is not None:
+        reducer.ranked(qid, list(_best_ranked(places.pop(qid, {}), depth)))
+
+
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
+
+    ``rows``, when given, are ``(line number, row)`` from elsewhere: a JSON list of row objects, or a
+    file with a header (``_header_rows``).
 
     Without scores, a query keeps its first ``depth`` unique documents (after
     ``keep``): the rest can never reach a cutoff.
@@ -4000,7 +4224,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     repeats, ids = _Repeats(), []
     scored = None  # whether the rows have scores, as the first row says
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp, max_bytes):
+    for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
@@ -4056,6 +4280,47 @@ def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery
         top = tops.pop(qid, None) or _TopScores(reducer.depth)
         top.prune()
         reducer.scored(qid, top.scores)
+
+
+def _row_objects(data) -> bool:
+    """A JSON list of row objects (its first item one), as pandas' ``to_json(orient="records")`` writes them."""
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+
+
+@contextmanager
+def _numbering_rows(source: str) -> Iterator[Callable[[Iterable], Iterator[Tuple[None, dict]]]]:
+    """For a JSON list of row objects: a function that hands the rows to a JSONL reader, and errors that
+    name the row (a JSON document has no line numbers to give)."""
+    at = [0]
+
+    def numbered(items: Iterable) -> Iterator[Tuple[None, dict]]:
+        for index, item in enumerate(items, 1):
+            at[0] = index
+            if not isinstance(item, dict):
+                raise RagEvalError(f"expected a JSON object per row, got {_json_kind(item)}", source)
+            yield None, item
+
+    try:
+        yield numbered
+    except RagEvalError as exc:
+        if exc.source != source or exc.line is not None or not at[0]:
+            raise
+        raise RagEvalError(f"row {at[0]}: {exc.detail}", source) from None
+
+
+def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
+    """``[[doc, score], ...]`` as ``{doc: score}`` (a document listed twice keeps its higher score); None when
+    ``entry`` is not a list of lists (a ranked list, or what ``_check_run`` names)."""
+    if not entry or not isinstance(entry[0], list):
+        return None
+    scores: Dict[str, float] = {}
+    for pair in entry:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
+            raise RagEvalError(f"query {_clipped_repr(qid)}: expected [document id, score] pairs, got "
+                               f"{_clipped_repr(pair)}", source)
+        if scores.get(pair[0], pair[1]) <= pair[1]:
+            scores[pair[0]] = pair[1]
+    return scores
 
 
 class _JsonStream:
@@ -4134,13 +4399,46 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
         if stream.skip_space() != ":":
             raise _ReadAgain()
         stream.pos += 1
-        if stream.skip_space() == "[":
+        if stream.skip_space() == "[" and _first_item_opens(stream) != "[":
             _json_strings(stream, ranked(key))
             value = _STREAMED
         else:
             value = _json_parsed(stream, _JSON.raw_decode)
         first = False
         yield key, value
+    if stream.skip_space():
+        raise _ReadAgain()  # more after the document
+
+
+def _first_item_opens(stream: _JsonStream) -> str:
+    """The character that opens the first item of the list at the stream's position ("" at the end):
+    "[" for ``[[doc, score], ...]`` (each query's then parsed whole), "{" for row objects."""
+    at = stream.pos + 1
+    while True:
+        at = _JSON_SPACE.match(stream.text, at).end()
+        if at < len(stream.text):
+            return stream.text[at]
+        if not stream.more(READ_BLOCK):
+            return ""
+
+
+def _json_items(stream: _JsonStream) -> Iterator[object]:
+    """The items of a top-level JSON list, one at a time, each by the plain decoder; else ``_ReadAgain``."""
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()  # between items, no position is held
+        char = stream.skip_space()
+        if char == "]":
+            stream.pos += 1
+            break
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            stream.skip_space()
+        yield _json_parsed(stream, _JSON.raw_decode)
+        first = False
     if stream.skip_space():
         raise _ReadAgain()  # more after the document
 
@@ -4230,7 +4528,11 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
 
         return take
 
-    for qid, entry in _json_members(_JsonStream(inp, max_bytes), ranked):
+    stream = _JsonStream(inp, max_bytes)
+    if stream.skip_space() == "[" and _first_item_opens(stream) == "{":  # row objects (see _row_objects)
+        with _numbering_rows(inp.source) as numbered:
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(_json_items(stream)))
+    for qid, entry in _json_members(stream, ranked):
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
@@ -4241,6 +4543,14 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             elif reducer.knows(qid):
                 reducer.ranked(qid, list(ranking))
             continue
+        if isinstance(entry, list):
+            try:
+                scores = _scored_pairs(qid, entry, inp.source)
+            except RagEvalError:
+                raise _ReadAgain() from None  # the plain reader says so, or what comes first
+            if scores is not None:
+                repeats.add(qid, [pair[0] for pair in entry], False)
+                entry = scores
         try:
             _check_run({qid: entry}, inp.source)
         except RagEvalError:
@@ -4273,6 +4583,10 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
+
+    From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row
+    objects), JSONL, TREC, MS MARCO's ``qid pid rank`` or a TSV or CSV with
+    a header (PyTerrier's ``qid docno score rank``), detected from the content.
 
     Runs are streamed (JSON one query at a time, unless read from standard
     input): with ``depth`` only the best ``depth`` documents of each query
@@ -4318,18 +4632,31 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if fmt == "trec" and _msmarco_layout(inp):
+            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        header = _header(inp) if fmt == "trec" else None
+        if header is not None:
+            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if stream_json:
             return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
+        if _row_objects(run):  # as pandas' to_json(orient="records") writes them
+            with _numbering_rows(inp.source) as numbered:
+                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, None, max_bytes, numbered(run))
+        listed = {}  # query -> its ids as listed, when its [[doc, score], ...] pairs became {doc: score}
+        for qid, entry in run.items() if isinstance(run, dict) else ():
+            scores = _scored_pairs(qid, entry, inp.source) if isinstance(entry, list) else None
+            if scores is not None:
+                listed[qid], run[qid] = [pair[0] for pair in entry], scores
         _check_run(run, inp.source)
+        repeats = _Repeats()
+        for qid, entry in run.items():
+            if qid in listed or isinstance(entry, list):
+                repeats.add(qid, listed.get(qid, entry), False)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
     found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
-    repeats = _Repeats()
-    for qid, entry in run.items():
-        if not isinstance(entry, _MAPPINGS):
-            repeats.add(qid, entry, False)
     return _RunRead(run, found, repeats.counted())
 
 
