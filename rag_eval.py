@@ -2988,6 +2988,7 @@ MAX_UNKNOWN_QUERIES = 200_000
 BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
 # Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
 REPEAT_BUDGET = 1 << 16
+MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats: about 60 MB
 MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
@@ -4130,53 +4131,67 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
 
     There is no score, so the rank column is the order (trec_eval, which
     reads only scores, has no such format); a rank repeated in a query is an
-    error.  A query keeps its ``depth`` best-ranked unique documents (after
-    ``keep``), pruned as it grows; with ``cutoffs`` each query is reduced when
-    its lines end, as ``_trec_run`` does.  Returns as ``_trec_run``.  ``rows``, when given, are
-    ``(line number, [qid, docid, rank])`` from a file with a header (``_header_rows``).
+    error (looked for among its first MAX_RANKS lines, so that memory stays
+    bounded).  A query keeps its ``depth`` best-ranked unique documents
+    (after ``keep``), pruned as it grows; with ``cutoffs`` each query is
+    reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
+    unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
+    ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
+    file with a header (``_header_rows``).
     """
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
-    places: Dict[str, Dict[str, int]] = {}  # query -> document -> its best rank (the reducer's: the current one)
+    as_text = keep is not None or doc_id_sep is not None
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
+    places: Dict[bytes, Dict[Union[str, bytes], int]] = {}  # query -> document -> its best rank
     repeats, ids = _Repeats(), []
-    query = current = None
+    qid = query = None
+    kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
     ranks: set = set()  # the current stretch of the query's ranks
+    judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
     looking = judged is not None
     for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
-        for field, what in ((0, "query id"), (1, "document id")):
-            if len(fields[field]) > MAX_ID:
-                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
+            raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
+                               inp.source, lineno)
         rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
         if rank < 1:
             raise RagEvalError(f"rank must be a positive integer, got {_clipped_repr(fields[2].decode('utf-8'))}",
                                inp.source, lineno)
-        qid = fields[0].decode("utf-8")
-        if qid != query:
-            ids = _stretch_ended(repeats, query, ids, reducer is None)
+        if fields[0] != qid:
+            ids = _stretch_ended(repeats, qid, ids, reducer is None)
             if reducer is not None:
-                _close_ranked_query(reducer, current, places, depth)
-                current = qid if reducer.knows(qid) else None
-            query, ranks = qid, set()
-        if rank in ranks:
-            raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(qid)} (is this a qrels file? "
-                               "the order is QRELS RUN)", inp.source, lineno)
-        ranks.add(rank)
+                _close_ranked_query(reducer, query, kept, depth)
+            qid, query, ranks = fields[0], fields[0].decode("utf-8"), set()
+            kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
+            if looking:
+                grades = judged.get(query, ())
+                judged_here = grades if as_text else {docid.encode("utf-8", "surrogatepass") for docid in grades}
+        if len(ranks) < MAX_RANKS:
+            if rank in ranks:
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
+                                   "file? the order is QRELS RUN)", inp.source, lineno)
+            ranks.add(rank)
         ids.append(fields[1])
-        docid = _id_text(fields[1], doc_id_sep)
+        if len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, qid, ids, True)
+        docid = _id_text(fields[1], doc_id_sep) if as_text else fields[1]
         if looking:
-            looking = docid not in judged.get(qid, ())
-        if reducer is not None and current is None or keep is not None and not keep(qid, docid):
+            looking = docid not in judged_here
+        if kept is None or keep is not None and not keep(query, docid):
             continue  # a query the qrels lack (its lines are checked, not kept), or a document filtered out
-        kept = places.setdefault(qid, {})
         if kept.setdefault(docid, rank) > rank:
             kept[docid] = rank  # a document listed again keeps its best place
         if depth is not None and len(kept) > 2 * depth + 64:
-            places[qid] = _best_ranked(kept, depth)
+            best = _best_ranked(kept, depth)
+            kept.clear()
+            kept.update(best)
     found = judged is not None and not looking
-    _stretch_ended(repeats, query, ids, False)
+    _stretch_ended(repeats, qid, ids, False)
     if reducer is not None:
-        _close_ranked_query(reducer, current, places, depth)
+        _close_ranked_query(reducer, query, kept, depth)
         return _RunRead(reducer.run(), found, repeats.counted())
-    return _RunRead({qid: list(_best_ranked(kept, depth)) for qid, kept in places.items()}, found, repeats.counted())
+    run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
+           for qid, documents in places.items()}
+    return _RunRead(run, found, repeats.counted())
 
 
 def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
@@ -4198,11 +4213,10 @@ def _best_ranked(places: Dict[str, int], depth: Optional[int]) -> Dict[str, int]
     return {docid: places[docid] for docid in best}
 
 
-def _close_ranked_query(reducer: _Reducer, qid: Optional[str], places: Dict[str, Dict[str, int]],
-                        depth: Optional[int]) -> None:
-    """The lines of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
-    if qid is not None:
-        reducer.ranked(qid, list(_best_ranked(places.pop(qid, {}), depth)))
+def _close_ranked_query(reducer: _Reducer, qid: Optional[str], kept: Optional[Dict], depth: Optional[int]) -> None:
+    """The lines of ``qid`` ended: reduce its ``kept`` documents (None: a query the qrels lack, or none yet)."""
+    if qid is not None and kept is not None:
+        reducer.ranked(qid, list(_best_ranked(kept, depth)))
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
