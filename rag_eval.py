@@ -3428,10 +3428,14 @@ def _first_text_line(inp: _Input) -> Tuple[int, str]:
 
 
 def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
+    """The values of one line; ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
     if delimiter == ",":
         import csv  # only CSV files pay for it
 
-        return [value.strip() for value in next(csv.reader([text]), [])]
+        try:
+            return [value.strip() for value in next(csv.reader([text]), [])]
+        except csv.Error as exc:
+            raise ValueError(str(exc)) from None
     return [value.strip() for value in text.split(delimiter)] if delimiter else text.split()
 
 
@@ -3440,10 +3444,13 @@ def _header(inp: _Input) -> Optional[_Header]:
     column and a document column; else None."""
     lineno, line = _first_text_line(inp)
     text = line.strip()
-    if text.startswith("#"):
-        return None  # a comment, as TREC files may start with
+    if text.startswith("#") or "\0" in text:
+        return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
-    names = [name.lower() for name in _split_row(text, delimiter)]
+    try:
+        names = [name.lower() for name in _split_row(text, delimiter)]
+    except ValueError:
+        return None
     if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
         return _Header(names, delimiter, lineno)
     return None
@@ -3466,7 +3473,10 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
         for lineno, line in enumerate(lines, first):
             if lineno <= header.lineno or not line.strip():
                 continue
-            values = _split_row(line.rstrip("\r"), header.delimiter)
+            try:
+                values = _split_row(line.rstrip("\r"), header.delimiter)
+            except ValueError as exc:
+                raise RagEvalError(f"not a CSV line ({exc})", inp.source, lineno) from None
             if len(values) != len(header.names):
                 raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
                                    f"names, got {len(values)}", inp.source, lineno)

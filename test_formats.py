@@ -331,3 +331,10 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         self.assertIn(":1: this line looks like a header (query, doc, score), not a run line; recognised headers: ", err)
         code, err = self.scored(self.trec, self.write("qrels.tsv", "q1 d1 rel\n"))
         self.assertIn("grade must be an integer, got 'rel'", err)  # a digit on the line: a judgment gone wrong
+
+    def test_csv_lines_the_csv_module_refuses(self):
+        code, err = self.scored(self.write("run.csv", ",qid,docno,score\n0,q1,a," + "x" * 200_000 + "\n"))
+        self.assertEqual(code, 2)
+        self.assertIn("run.csv:2: not a CSV line (field larger than field limit (131072))", err)
+        code, err = self.scored(self.write("run.csv", "qid,docno\0,score\nq1,a,1\n"))  # csv in 3.9 refuses a NUL
+        self.assertIn("run.csv:1: NUL byte in a text line", err)
