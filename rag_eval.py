@@ -3493,6 +3493,9 @@ def _header_error(fields: List[bytes], source: str, lineno: int, what: str, reco
 
 def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     """Judgments under a header line (PyTerrier's ``qid docno label``, ...), columns found by name."""
+    if "rank" in header.names:
+        raise RagEvalError(f"the header on line {header.lineno} names a rank column: is this a run? the order is "
+                           "QRELS RUN", inp.source, header.lineno)
     query = _header_column(header, _JSONL_QUERY, "query", inp.source)
     doc = _header_column(header, _HEADER_DOC, "document", inp.source)
     grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
@@ -3509,8 +3512,12 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
     query = _header_column(header, _JSONL_QUERY, "query", inp.source)
     doc = _header_column(header, _HEADER_DOC, "document", inp.source)
     score = _header_column(header, ("score",), "", inp.source)
+    if score is None and "rank" not in header.names:
+        qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
+        raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
+                           header.lineno)
     if score is None:
-        rank = _header_column(header, ("rank",), "score or rank", inp.source)
+        rank = header.names.index("rank")
         rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
                 for lineno, values in _header_rows(inp, header, max_bytes))
         return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)

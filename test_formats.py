@@ -338,3 +338,13 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         self.assertIn("run.csv:2: not a CSV line (field larger than field limit (131072))", err)
         code, err = self.scored(self.write("run.csv", "qid,docno\0,score\nq1,a,1\n"))  # csv in 3.9 refuses a NUL
         self.assertIn("run.csv:1: NUL byte in a text line", err)
+
+    def test_header_files_given_the_wrong_way_round(self):
+        qrels = self.write("qrels.tsv", "qid\tdocno\tlabel\nq1\td1\t1\n")
+        run = self.write("run.tsv", "qid\tdocno\tscore\trank\nq1\td1\t2.5\t0\n")
+        code, err = scores_of(run_main([run, qrels]))
+        self.assertEqual(err, f"rag_eval: error: {run}:1: the header on line 1 names a rank column: is this a run? "
+                              "the order is QRELS RUN\n")
+        code, err = scores_of(run_main([qrels, qrels]))
+        self.assertEqual(err, f"rag_eval: error: {qrels}:1: the header on line 1 names no score or rank column; "
+                              "is this a qrels file? the order is QRELS RUN\n")
