@@ -3619,10 +3619,11 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
-            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them
+            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 with _numbering_rows(inp.source) as numbered:
                     qrels = _jsonl_qrels(inp, numbered(qrels))
-            _check_qrels(qrels, inp.source)
+            else:
+                _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
         else:

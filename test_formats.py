@@ -348,3 +348,9 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         code, err = scores_of(run_main([qrels, qrels]))
         self.assertEqual(err, f"rag_eval: error: {qrels}:1: the header on line 1 names no score or rank column; "
                               "is this a qrels file? the order is QRELS RUN\n")
+
+    def test_json_rows_qrels_follow_the_jsonl_rules(self):
+        rows = [{"query_id": "q1", "doc_id": "a", "relevance": -1}, {"query_id": "q1", "doc_id": "b", "relevance": 2}]
+        jsonl = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+        self.assertEqual(rag_eval.read_qrels(self.write("qrels.json", rows)), rag_eval.read_qrels(jsonl))
+        self.assertEqual(rag_eval.read_qrels(self.path("qrels.json")), {"q1": {"b": 2}})  # -1: unjudged, as in TREC
