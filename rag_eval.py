@@ -3255,6 +3255,9 @@ MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own li
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 MAX_UNKNOWN_QUERIES = 200_000
 BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
+# Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
+REPEAT_BUDGET = 1 << 16
+MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats: about 60 MB
 MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
@@ -3268,6 +3271,12 @@ _BOM = b"\xef\xbb\xbf"
 _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
+# A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
+# found first: PyTerrier's docid is its index's number for the docno.
+_HEADER_DOC = ("docno",) + _JSONL_DOC + ("pid",)
+_HEADER_GRADE = ("label",) + _JSONL_GRADE
+_QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
+_RUN_HEADERS = "qid docno score rank (PyTerrier), query_id doc_id score, qid pid rank"
 
 
 class _Input(NamedTuple):
@@ -3671,6 +3680,122 @@ def _without_negative(qrels: Qrels) -> Qrels:
     return {qid: {docid: grade for docid, grade in docs.items() if grade >= 0} for qid, docs in qrels.items()}
 
 
+class _Header(NamedTuple):
+    """The header line of a text file: its column names (lower case) and how its lines split."""
+
+    names: List[str]
+    delimiter: Optional[str]  # "\t", "," (CSV, quotes allowed) or None (white space)
+    lineno: int
+
+
+def _first_text_line(inp: _Input) -> Tuple[int, str]:
+    """The first line of the file that holds more than white space, and its number ("" when the head has none)."""
+    for lineno, line in enumerate(inp.head.split(b"\n"), inp.first_line):
+        if line.strip():
+            return lineno, line.decode("utf-8", "replace")
+    return inp.first_line, ""
+
+
+def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
+    """The values of one line; ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
+    if delimiter == ",":
+        import csv  # only CSV files pay for it
+
+        try:
+            return [value.strip() for value in next(csv.reader([text]), [])]
+        except csv.Error as exc:
+            raise ValueError(str(exc)) from None
+    return [value.strip() for value in text.split(delimiter)] if delimiter else text.split()
+
+
+def _header(inp: _Input) -> Optional[_Header]:
+    """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
+    column and a document column; else None."""
+    lineno, line = _first_text_line(inp)
+    text = line.strip()
+    if text.startswith("#") or "\0" in text:
+        return None  # a comment, as TREC files may start with; or a NUL, which the reader names
+    delimiter = "\t" if "\t" in text else "," if "," in text else None
+    try:
+        names = [name.lower() for name in _split_row(text, delimiter)]
+    except ValueError:
+        return None
+    if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
+        return _Header(names, delimiter, lineno)
+    return None
+
+
+def _header_column(header: _Header, names: Tuple[str, ...], what: str, source: str) -> Optional[int]:
+    """The column of the first of ``names`` that the header has; None, or with ``what`` an error, if none."""
+    for name in names:
+        if name in header.names:
+            return header.names.index(name)
+    if what:
+        raise RagEvalError(f"the header on line {header.lineno} names no {what} column (one of {', '.join(names)})",
+                           source, header.lineno)
+    return None
+
+
+def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
+    """``(line number, values)`` of each line after the header that is not blank: as many as it names."""
+    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
+        for lineno, line in enumerate(lines, first):
+            if lineno <= header.lineno or not line.strip():
+                continue
+            try:
+                values = _split_row(line.rstrip("\r"), header.delimiter)
+            except ValueError as exc:
+                raise RagEvalError(f"not a CSV line ({exc})", inp.source, lineno) from None
+            if len(values) != len(header.names):
+                raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
+                                   f"names, got {len(values)}", inp.source, lineno)
+            yield lineno, values
+
+
+def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
+    """Raise "looks like a header" for a first line without a digit: names, not values."""
+    if not any(char.isdigit() for field in fields for char in field.decode("utf-8", "replace")):
+        names = ", ".join(_clip(field.decode("utf-8", "replace")) for field in fields[:6])
+        raise RagEvalError(f"this line looks like a header ({names}), not {what}; recognised headers: {recognised}",
+                           source, lineno)
+
+
+def _header_qrels(inp: _Input, header: _Header) -> Qrels:
+    """Judgments under a header line (PyTerrier's ``qid docno label``, ...), columns found by name."""
+    if "rank" in header.names:
+        raise RagEvalError(f"the header on line {header.lineno} names a rank column: is this a run? the order is "
+                           "QRELS RUN", inp.source, header.lineno)
+    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
+    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
+    grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
+    qrels: Qrels = {}
+    for lineno, values in _header_rows(inp, header):
+        _add_judgment(qrels, values[query], values[doc], _grade(values[grade], inp.source, lineno), inp.source, lineno)
+    return _without_negative(qrels)
+
+
+def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id_sep: Optional[str],
+                judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
+    """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
+    else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
+    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
+    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
+    score = _header_column(header, ("score",), "", inp.source)
+    if score is None and "rank" not in header.names:
+        qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
+        raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
+                           header.lineno)
+    if score is None:
+        rank = header.names.index("rank")
+        rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
+                for lineno, values in _header_rows(inp, header, max_bytes))
+        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+    rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
+                      "score": _score(values[score], inp.source, lineno)})
+            for lineno, values in _header_rows(inp, header, max_bytes))
+    return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+
+
 def _trec_qrels(inp: _Input) -> Qrels:
     """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
 
@@ -3680,7 +3805,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
     as trec_eval does) and decodes a query's id once for its run of lines.
     """
     qrels: Qrels = {}
-    width = None
+    width = first_row = None
     qid = query = None
     for first, lines in _line_blocks(inp, _byte_lines):
         for lineno, line in enumerate(lines, first):
@@ -3688,6 +3813,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
             if not fields or fields[0][:1] == b"#":
                 continue  # blank, or a comment
             if len(fields) != width:  # the first judgment, the BEIR header, or an error
+                first_row = lineno if width is None else first_row
                 width = _qrels_width(fields, width, inp.source, lineno)
                 if width is None:
                     continue  # BEIR's header
@@ -3699,6 +3825,8 @@ def _trec_qrels(inp: _Input) -> Qrels:
             if grade_text.isdigit() and len(grade_text) <= 9:
                 grade = int(grade_text)
             else:
+                if lineno == first_row:
+                    _header_error(fields, inp.source, lineno, "a judgment", _QRELS_HEADERS)
                 grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
             _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
     return _without_negative(qrels)
@@ -3727,9 +3855,10 @@ def _grade(text: str, source: str, lineno: int) -> int:
     return sign * value
 
 
-def _jsonl_qrels(inp: _Input) -> Qrels:
+def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> Qrels:
+    """JSONL rows of judgments (or evidence spans); ``rows``, when given, come from a JSON list of row objects."""
     qrels: Qrels = {}
-    rows = _jsonl_rows(inp)
+    rows = _jsonl_rows(inp) if rows is None else rows
     for lineno, row in rows:
         if "start" in row or "end" in row:  # evidence judgments (see _span_qrels), or a file that mixes them in
             if qrels:
@@ -3748,7 +3877,9 @@ def _jsonl_qrels(inp: _Input) -> Qrels:
 def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
 
-    The format is detected from the content unless ``fmt`` names it; gzip is
+    JSON may also be a list of JSONL row objects, and text a TSV or CSV with
+    a header (PyTerrier's ``qid docno label``, BEIR's ``query-id corpus-id
+    score``).  The format is detected from the content unless ``fmt`` names it; gzip is
     detected from the magic bytes; ``-`` reads standard input.  JSON grades
     must be non-negative integers; TREC and JSONL may hold negative
     grades, which mark unjudged documents as in trec_eval.
@@ -3757,11 +3888,17 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
-            _check_qrels(qrels, inp.source)
+            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them: the JSONL rules
+                with _numbering_rows(inp.source) as numbered:
+                    qrels = _jsonl_qrels(inp, numbered(qrels))
+            else:
+                _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
         else:
-            qrels = _trec_qrels(inp)
+            header = _header(inp)
+            beir = header is not None and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
+            qrels = _header_qrels(inp, header) if header and not beir else _trec_qrels(inp)
         if not qrels:
             raise RagEvalError("no judgments found", inp.source)
     return qrels
@@ -3807,6 +3944,71 @@ class _TopScores:
             best = _order_scored(self.scores)[: self.depth]
             self.scores = {docid: self.scores[docid] for docid in best}
             self.floor = self.scores[best[-1]]
+
+
+class _Repeated(NamedTuple):
+    """Documents listed more than once in one query of a run (each counted once, however often it repeats)."""
+
+    documents: int  # (query, document) pairs listed twice or more
+    queries: int  # queries that list one
+    at_least: bool  # a long or interleaved query outgrew what is kept to check it: there may be more
+
+
+class _Repeats:
+    """Counts the documents a run lists more than once in a query, from the ids as the file spells them.
+
+    Readers hand over each stretch of a query's lines (``add``); the check is
+    one ``set()`` in C per stretch, so the hot loops only append ids to a list.
+    Ids of a query whose lines may come again (the plain readers) are kept to
+    check the next stretch against, up to REPEAT_BUDGET ids in all; a query
+    that comes back after its ids were let go makes the count "at least".
+    """
+
+    def __init__(self):
+        self.found: Dict[object, set] = {}  # query -> its repeated documents
+        self.kept: Dict[object, set] = {}  # query -> the ids of its stretches read so far
+        self.size = 0  # ids in ``kept``
+        self.forgotten: set = set()
+        self.at_least = False
+
+    def add(self, qid, ids: List, more: bool = True, unique: bool = False) -> None:
+        """One stretch of ``qid``'s lines; ``more``: the query may come again (else its ids are let go);
+        ``unique``: the reader knows that ``ids`` holds each id once."""
+        if not more and (not ids or unique) and qid not in self.kept and qid not in self.forgotten:
+            return
+        unique = set(ids)
+        earlier = self.kept.pop(qid, None)
+        if earlier is not None:
+            self.size -= len(earlier)
+        elif qid in self.forgotten:
+            self.at_least = True
+        if len(unique) < len(ids) or earlier is not None and not earlier.isdisjoint(unique):
+            seen, repeated = set() if earlier is None else set(earlier), set()
+            for docid in ids:
+                if docid in seen:
+                    repeated.add(docid)
+                seen.add(docid)
+            self.found.setdefault(qid, set()).update(repeated)
+        if not more:
+            return
+        if earlier is not None:
+            unique |= earlier
+        if self.size + len(unique) <= REPEAT_BUDGET:
+            self.kept[qid] = unique
+            self.size += len(unique)
+        else:
+            self.forgotten.add(qid)
+
+    def counted(self) -> _Repeated:
+        return _Repeated(sum(map(len, self.found.values())), len(self.found), self.at_least)
+
+
+class _RunRead(NamedTuple):
+    """What reading a run gives: the run, whether it names a judged document, its repeated documents."""
+
+    run: Run
+    any_judged: bool
+    repeated: _Repeated
 
 
 class _ReadAgain(Exception):
@@ -3942,11 +4144,12 @@ def _score(text: str, source: str, lineno: int) -> float:
 
 def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
               judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
-    Returns the run and whether any line names a document judged for its
-    query in ``judged`` (always False without it).  With ``cutoffs`` (and
+    Returns the run, whether any line names a document judged for its
+    query in ``judged`` (always False without it), and the documents listed
+    twice in a query (each line's id goes on a list, checked per query in C).  With ``cutoffs`` (and
     ``judged``), each query is reduced when its lines end (see ``_Reducer``):
     its lines must come together, or ``_Interleaved`` is raised.  This loop
     runs once per line of files with millions of lines, so it does the
@@ -3962,11 +4165,17 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
     by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
     qid = top = query = None
+    repeats, plain = _Repeats(), reducer is None
+    ids: List[bytes] = []  # the current query's document ids, for _Repeats
+    remember = ids.append
     held_ids: List[bytes] = []  # reading by block: the current query's documents and scores, besides ``top``
     held_scores: List[float] = []
     floor = lowest = -math.inf
     looking = judged is not None  # for a judged document, before any cut; one test per line after that
     for first, lines in _line_blocks(inp, None if by_block else _byte_lines, max_bytes):
+        if len(ids) > REPEAT_BUDGET:  # a long query: its ids so far are checked, and kept within the budget
+            ids = _stretch_ended(repeats, qid, ids, True)
+            remember = ids.append
         columns = None
         if by_block:  # ``lines`` is the block itself
             columns = _trec_columns(lines)
@@ -3979,9 +4188,13 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
             for segment_qid, docids, values in columns:
                 if segment_qid != qid:
+                    query, top, unique = _next_query(reducer, query, top, held_ids, held_scores, segment_qid)
+                    # Each id once, as the reducer found (its one dict of the ids), when all of them went through it.
+                    ids = _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
+                    remember = ids.append
                     qid = segment_qid
-                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
                     held_ids, held_scores = [], []
+                ids += docids
                 if top.floor == math.inf:
                     continue
                 if looking:
@@ -4000,39 +4213,44 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         if top is not None:
             floor, scores, mark = top.floor, top.scores, top.mark
             setdefault = scores.setdefault
-        for line in lines:
-            fields = line.split()
+        # map() splits in C: the loop is one Python call per line shorter (which pays for _Repeats' set).
+        for fields in map(bytes.split, lines):
             if len(fields) < 6:
                 if not fields or fields[0][:1] == b"#":
                     continue  # blank, or a comment, as trec_eval reads them
-                # The first line equal to this one is this one, or it would have failed first.
+                # The first line with these fields is this one, or it would have failed first.
+                if qid is None:
+                    _header_error(fields, inp.source, first + _index_of(lines, fields), "a run line", _RUN_HEADERS)
                 first_row = qid is None and len(fields) in (3, 4)  # the run's first line looks like a judgment
                 swapped = "; is this a qrels file? the order is QRELS RUN" if first_row else ""
                 raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
-                                   inp.source, first + lines.index(line))
+                                   inp.source, first + _index_of(lines, fields))
             if fields[0] != qid:
                 if fields[0][:1] == b"#":
                     continue  # a comment of six words or more
+                ids = _stretch_ended(repeats, qid, ids, plain)
+                remember = ids.append
                 qid = fields[0]
                 if reducer is None:
                     top = tops[qid]
                     query = qid.decode("utf-8")
                 else:
-                    query, top = _next_query(reducer, query, top, held_ids, held_scores, qid)
+                    query, top, _ = _next_query(reducer, query, top, held_ids, held_scores, qid)
                 floor, scores, mark = top.floor, top.scores, top.mark
                 setdefault = scores.setdefault
+            remember(fields[2])
             if looking:
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
                 score = float(fields[4])
             except ValueError:  # as above: the first such line is this one
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue
             # float() takes '1_0' for 10; checked here, past the floor, to keep the hot path short.
             if not math.isfinite(score) or b"_" in fields[4]:
-                _score(fields[4].decode("utf-8"), inp.source, first + lines.index(line))
+                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             docid = fields[2]
             if as_text:
                 docid = _id_text(docid, doc_id_sep)
@@ -4052,11 +4270,25 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise long_id[1]
     found = judged is not None and not looking
     if reducer is not None:
-        _reduce_query(reducer, query, top, held_ids, held_scores)
-        return reducer.run(), found
+        unique = _reduce_query(reducer, query, top, held_ids, held_scores)
+        _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
+        return _RunRead(reducer.run(), found, repeats.counted())
+    _stretch_ended(repeats, qid, ids, False)
     run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
            for qid, scores in tops.finished().items()}
-    return run, found
+    return _RunRead(run, found, repeats.counted())
+
+
+def _index_of(lines: List[bytes], fields: List[bytes]) -> int:
+    """The index of the first of ``lines`` that splits into ``fields`` (called on an error only)."""
+    return next(index for index, line in enumerate(lines) if line.split() == fields)
+
+
+def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool = False) -> List:
+    """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
+    if qid is not None:
+        repeats.add(qid, ids, more, unique)
+    return []
 
 
 def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
@@ -4068,28 +4300,30 @@ def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
 
 
 def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                  held_scores: List[float]) -> None:
-    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it."""
+                  held_scores: List[float]) -> bool:
+    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it.  True when all its
+    documents were held, each once."""
     if query is None or top.floor == math.inf:
-        return
+        return False
     places = dict(zip(held_ids, range(len(held_ids))))
     if not top.scores and len(places) == len(held_ids):  # the common case: each document once
         reducer.scored_lists(query, held_ids, held_scores, places)
-        return
+        return True
     _hold(top, held_ids, held_scores)
     reducer.scored(query, top.scores)
+    return False
 
 
 def _next_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores]:
-    """Reduce the query that ended; ``qid``'s name and its empty ``_TopScores``, whose floor is infinite
-    when the qrels lack it (its lines are checked, not kept)."""
-    _reduce_query(reducer, query, top, held_ids, held_scores)
+                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores, bool]:
+    """Reduce the query that ended (see ``_reduce_query``, whose answer comes last); ``qid``'s name and its
+    empty ``_TopScores``, whose floor is infinite when the qrels lack it (its lines are checked, not kept)."""
+    unique = _reduce_query(reducer, query, top, held_ids, held_scores)
     query = qid.decode("utf-8")
     top = _TopScores(reducer.depth)
     if not reducer.knows(query):
         top.floor = math.inf
-    return query, top
+    return query, top, unique
 
 
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
@@ -4156,10 +4390,129 @@ def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
     return text if doc_id_sep is None else document_of(text, doc_id_sep)
 
 
+def _msmarco_layout(inp: _Input) -> bool:
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks 1, 2, 3, ...
+
+    A qrels file given as the run has three fields too (BEIR's TSV), but its
+    third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
+    """
+    head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
+    qid, expected = None, 1
+    for line in head.split(b"\n"):
+        fields = line.split()
+        if not fields or fields[0][:1] == b"#":
+            continue
+        if len(fields) != 3 or qid is not None and fields[0] != qid:
+            break
+        qid = fields[0]
+        if fields[2] != str(expected).encode():
+            return False
+        expected += 1
+    return expected > 1
+
+
+def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
+                 cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
+                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None) -> _RunRead:
+    """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
+
+    There is no score, so the rank column is the order (trec_eval, which
+    reads only scores, has no such format); a rank repeated in a query is an
+    error (looked for among its first MAX_RANKS lines, so that memory stays
+    bounded).  A query keeps its ``depth`` best-ranked unique documents
+    (after ``keep``), pruned as it grows; with ``cutoffs`` each query is
+    reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
+    unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
+    ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
+    file with a header (``_header_rows``).
+    """
+    as_text = keep is not None or doc_id_sep is not None
+    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
+    places: Dict[bytes, Dict[Union[str, bytes], int]] = {}  # query -> document -> its best rank
+    repeats, ids = _Repeats(), []
+    qid = query = None
+    kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
+    ranks: set = set()  # the current stretch of the query's ranks
+    judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
+    looking = judged is not None
+    for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
+        if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
+            raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
+                               inp.source, lineno)
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
+        if rank < 1:
+            raise RagEvalError(f"rank must be a positive integer, got {_clipped_repr(fields[2].decode('utf-8'))}",
+                               inp.source, lineno)
+        if fields[0] != qid:
+            ids = _stretch_ended(repeats, qid, ids, reducer is None)
+            if reducer is not None:
+                _close_ranked_query(reducer, query, kept, depth)
+            qid, query, ranks = fields[0], fields[0].decode("utf-8"), set()
+            kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
+            if looking:
+                grades = judged.get(query, ())
+                judged_here = grades if as_text else {docid.encode("utf-8", "surrogatepass") for docid in grades}
+        if len(ranks) < MAX_RANKS:
+            if rank in ranks:
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
+                                   "file? the order is QRELS RUN)", inp.source, lineno)
+            ranks.add(rank)
+        ids.append(fields[1])
+        if len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, qid, ids, True)
+        docid = _id_text(fields[1], doc_id_sep) if as_text else fields[1]
+        if looking:
+            looking = docid not in judged_here
+        if kept is None or keep is not None and not keep(query, docid):
+            continue  # a query the qrels lack (its lines are checked, not kept), or a document filtered out
+        if kept.setdefault(docid, rank) > rank:
+            kept[docid] = rank  # a document listed again keeps its best place
+        if depth is not None and len(kept) > 2 * depth + 64:
+            best = _best_ranked(kept, depth)
+            kept.clear()
+            kept.update(best)
+    found = judged is not None and not looking
+    _stretch_ended(repeats, qid, ids, False)
+    if reducer is not None:
+        _close_ranked_query(reducer, query, kept, depth)
+        return _RunRead(reducer.run(), found, repeats.counted())
+    run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
+           for qid, documents in places.items()}
+    return _RunRead(run, found, repeats.counted())
+
+
+def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
+    """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
+    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
+        for lineno, line in enumerate(lines, first):
+            fields = line.split()
+            if not fields or fields[0][:1] == b"#":
+                continue
+            if len(fields) != 3:
+                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
+                                   inp.source, lineno)
+            yield lineno, fields
+
+
+def _best_ranked(places: Dict[str, int], depth: Optional[int]) -> Dict[str, int]:
+    """The ``depth`` documents of best rank, in rank order."""
+    best = sorted(places, key=places.__getitem__)[:depth]
+    return {docid: places[docid] for docid in best}
+
+
+def _close_ranked_query(reducer: _Reducer, qid: Optional[str], kept: Optional[Dict], depth: Optional[int]) -> None:
+    """The lines of ``qid`` ended: reduce its ``kept`` documents (None: a query the qrels lack, or none yet)."""
+    if qid is not None and kept is not None:
+        reducer.ranked(qid, list(_best_ranked(kept, depth)))
+
+
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
+               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
+
+    ``rows``, when given, are ``(line number, row)`` from elsewhere: a JSON list of row objects, or a
+    file with a header (``_header_rows``).
 
     Without scores, a query keeps its first ``depth`` unique documents (after
     ``keep``): the rest can never reach a cutoff.
@@ -4169,14 +4522,18 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
     open_qid = None
+    repeats, ids = _Repeats(), []
     scored = None  # whether the rows have scores, as the first row says
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp, max_bytes):
+    for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
             if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if qid != open_qid or len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, open_qid, ids, reducer is None or qid == open_qid)
+        ids.append(docid)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
@@ -4188,9 +4545,11 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                                    inp.source, lineno)
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if reducer is not None and qid != open_qid:
-            _close_jsonl_query(reducer, current, tops, lists)
-            open_qid, current = qid, qid if reducer.knows(qid) else None
+        if qid != open_qid:
+            if reducer is not None:
+                _close_jsonl_query(reducer, current, tops, lists)
+                current = qid if reducer.knows(qid) else None
+            open_qid = qid
         if scored and not _is_finite(row["score"]):
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
         if reducer is not None and current is None:
@@ -4204,10 +4563,11 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                 ranking[docid] = None
     found = judged is not None and not looking
+    _stretch_ended(repeats, open_qid, ids, False)
     if reducer is not None:
         _close_jsonl_query(reducer, current, tops, lists)
-        return reducer.run(), found
-    return {qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found
+        return _RunRead(reducer.run(), found, repeats.counted())
+    return _RunRead({qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found, repeats.counted())
 
 
 def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
@@ -4221,6 +4581,47 @@ def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery
         top = tops.pop(qid, None) or _TopScores(reducer.depth)
         top.prune()
         reducer.scored(qid, top.scores)
+
+
+def _row_objects(data) -> bool:
+    """A JSON list of row objects (its first item one), as pandas' ``to_json(orient="records")`` writes them."""
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+
+
+@contextmanager
+def _numbering_rows(source: str) -> Iterator[Callable[[Iterable], Iterator[Tuple[None, dict]]]]:
+    """For a JSON list of row objects: a function that hands the rows to a JSONL reader, and errors that
+    name the row (a JSON document has no line numbers to give)."""
+    at = [0]
+
+    def numbered(items: Iterable) -> Iterator[Tuple[None, dict]]:
+        for index, item in enumerate(items, 1):
+            at[0] = index
+            if not isinstance(item, dict):
+                raise RagEvalError(f"expected a JSON object per row, got {_json_kind(item)}", source)
+            yield None, item
+
+    try:
+        yield numbered
+    except RagEvalError as exc:
+        if exc.source != source or exc.line is not None or not at[0]:
+            raise
+        raise RagEvalError(f"row {at[0]}: {exc.detail}", source) from None
+
+
+def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
+    """``[[doc, score], ...]`` as ``{doc: score}`` (a document listed twice keeps its higher score); None when
+    ``entry`` is not a list of lists (a ranked list, or what ``_check_run`` names)."""
+    if not entry or not isinstance(entry[0], list):
+        return None
+    scores: Dict[str, float] = {}
+    for pair in entry:
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
+            raise RagEvalError(f"query {_clipped_repr(qid)}: expected [document id, score] pairs, got "
+                               f"{_clipped_repr(pair)}", source)
+        if scores.get(pair[0], pair[1]) <= pair[1]:
+            scores[pair[0]] = pair[1]
+    return scores
 
 
 class _JsonStream:
@@ -4299,13 +4700,46 @@ def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], N
         if stream.skip_space() != ":":
             raise _ReadAgain()
         stream.pos += 1
-        if stream.skip_space() == "[":
+        if stream.skip_space() == "[" and _first_item_opens(stream) != "[":
             _json_strings(stream, ranked(key))
             value = _STREAMED
         else:
             value = _json_parsed(stream, _JSON.raw_decode)
         first = False
         yield key, value
+    if stream.skip_space():
+        raise _ReadAgain()  # more after the document
+
+
+def _first_item_opens(stream: _JsonStream) -> str:
+    """The character that opens the first item of the list at the stream's position ("" at the end):
+    "[" for ``[[doc, score], ...]`` (each query's then parsed whole), "{" for row objects."""
+    at = stream.pos + 1
+    while True:
+        at = _JSON_SPACE.match(stream.text, at).end()
+        if at < len(stream.text):
+            return stream.text[at]
+        if not stream.more(READ_BLOCK):
+            return ""
+
+
+def _json_items(stream: _JsonStream) -> Iterator[object]:
+    """The items of a top-level JSON list, one at a time, each by the plain decoder; else ``_ReadAgain``."""
+    stream.pos += 1
+    first = True
+    while True:
+        stream.forget()  # between items, no position is held
+        char = stream.skip_space()
+        if char == "]":
+            stream.pos += 1
+            break
+        if not first:
+            if char != ",":
+                raise _ReadAgain()
+            stream.pos += 1
+            stream.skip_space()
+        yield _json_parsed(stream, _JSON.raw_decode)
+        first = False
     if stream.skip_space():
         raise _ReadAgain()  # more after the document
 
@@ -4361,7 +4795,7 @@ def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int) -> Tuple[Run, bool]:
+              cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
     """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
 
     Returns as ``_trec_run``; the numbers are those of the whole document
@@ -4373,15 +4807,19 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     seen = set()
     found = False
     ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
+    repeats, ids = _Repeats(), []
 
     def ranked(qid: str) -> Callable[[str], None]:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranking.clear()
 
         def take(docid: str) -> None:
-            nonlocal found
+            nonlocal found, ids
             if _too_long_id(docid):
                 raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            ids.append(docid)
+            if len(ids) > REPEAT_BUDGET:
+                ids = _stretch_ended(repeats, qid, ids, True)
             if doc_id_sep is not None:
                 docid = document_of(docid, doc_id_sep)
             if docid in grades:
@@ -4391,16 +4829,29 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
 
         return take
 
-    for qid, entry in _json_members(_JsonStream(inp, max_bytes), ranked):
+    stream = _JsonStream(inp, max_bytes)
+    if stream.skip_space() == "[" and _first_item_opens(stream) == "{":  # row objects (see _row_objects)
+        with _numbering_rows(inp.source) as numbered:
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(_json_items(stream)))
+    for qid, entry in _json_members(stream, ranked):
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
+            ids = _stretch_ended(repeats, qid, ids, False)
             if reducer is None:
                 run[qid] = list(ranking)
             elif reducer.knows(qid):
                 reducer.ranked(qid, list(ranking))
             continue
+        if isinstance(entry, list):
+            try:
+                scores = _scored_pairs(qid, entry, inp.source)
+            except RagEvalError:
+                raise _ReadAgain() from None  # the plain reader says so, or what comes first
+            if scores is not None:
+                repeats.add(qid, [pair[0] for pair in entry], False)
+                entry = scores
         try:
             _check_run({qid: entry}, inp.source)
         except RagEvalError:
@@ -4408,6 +4859,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         # map(len) in C first: only a long id can be too long.
         if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
             raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+        if not isinstance(entry, _MAPPINGS):  # a scored object cannot repeat a document: its keys are unique
+            repeats.add(qid, entry, False)
         if doc_id_sep is not None:
             entry = documents_run({qid: entry}, doc_id_sep)[qid]
         if judged is not None and not found:
@@ -4425,12 +4878,16 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 else list(dict.fromkeys(entry))[:depth]
         else:
             run[qid] = entry
-    return (run if reducer is None else reducer.run()), found
+    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
+
+    From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row
+    objects), JSONL, TREC, MS MARCO's ``qid pid rank`` or a TSV or CSV with
+    a header (PyTerrier's ``qid docno score rank``), detected from the content.
 
     Runs are streamed (JSON one query at a time, unless read from standard
     input): with ``depth`` only the best ``depth`` documents of each query
@@ -4447,8 +4904,9 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> Tuple[Run, bool]:
-    """``read_run``, and whether any document read (before any cut) is judged for its query in ``judged``.
+              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged``, and
+    the documents listed more than once in a query (``_Repeated``).
 
     A run that shares no judged document with the qrels was never evaluated:
     the command line refuses it.  With ``cutoffs`` (and ``judged`` and
@@ -4470,20 +4928,37 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
 
 def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
                    judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
-                   stream_json: bool) -> Tuple[Run, bool]:
+                   stream_json: bool) -> _RunRead:
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if fmt == "trec" and _msmarco_layout(inp):
+            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        header = _header(inp) if fmt == "trec" else None
+        if header is not None:
+            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if stream_json:
             return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
+        if _row_objects(run):  # as pandas' to_json(orient="records") writes them
+            with _numbering_rows(inp.source) as numbered:
+                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, None, max_bytes, numbered(run))
+        listed = {}  # query -> its ids as listed, when its [[doc, score], ...] pairs became {doc: score}
+        for qid, entry in run.items() if isinstance(run, dict) else ():
+            scores = _scored_pairs(qid, entry, inp.source) if isinstance(entry, list) else None
+            if scores is not None:
+                listed[qid], run[qid] = [pair[0] for pair in entry], scores
         _check_run(run, inp.source)
+        repeats = _Repeats()
+        for qid, entry in run.items():
+            if qid in listed or isinstance(entry, list):
+                repeats.add(qid, listed.get(qid, entry), False)
     named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
     found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
-    return run, found
+    return _RunRead(run, found, repeats.counted())
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
@@ -5822,8 +6297,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
-    run, any_judged = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged, cutoffs,
-                                args.max_input_bytes)
+    run, any_judged, repeated = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged,
+                                          cutoffs, args.max_input_bytes)
     with _naming_files(args.qrels, path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -5835,6 +6310,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
+    if repeated.documents:
+        result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
     return result, run
 
 
@@ -6013,6 +6490,12 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
+    repeated = result.get("repeated")
+    if repeated:
+        found.append(_Message("note", f"{'at least ' if repeated['at_least'] else ''}"
+                              f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
+                              f"in {_count(repeated['queries'], 'query', 'queries')} of {repeated['run']}; "
+                              "each counts once, at its best place (trec_eval refuses such a run)"))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):

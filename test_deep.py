@@ -96,10 +96,10 @@ class TestReducedEqualsWhole(unittest.TestCase):
         results, kind = [], "error"
         for reduce in (None, cutoffs):
             try:
-                run, found = rag_eval._read_run(run_path, "auto", max(cutoffs) + 1, keep, sep, judged, reduce)
+                run, found, repeated = rag_eval._read_run(run_path, "auto", max(cutoffs) + 1, keep, sep, judged, reduce)
                 kind = type(run).__name__
                 result = rag_eval.evaluate(qrels, run, cutoffs, measures=MEASURES, **options)
-                results.append((found, result))
+                results.append((found, result, repeated))  # the documents listed twice: counted alike on both paths
             except rag_eval.RagEvalError as exc:
                 results.append(("error", str(exc)))
         return results[0], kind, results[1]
@@ -168,7 +168,7 @@ class TestReducedEqualsWhole(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             qrels = write(tmp, "qrels", "q1 0 a 1\nq2 0 b 1\nq1 0 c 2\n")
             run = write(tmp, "run", "q1 Q0 a 1 1 t\nq2 Q0 b 1 1 t\nq1 Q0 x 1 2 t\nq1 Q0 c 1 1 t\nq2 Q0 a 1 3 t\n")
-            found, result = self.compare(qrels, run, [1, 2, 3], {}, reduced=False)
+            found, result, _ = self.compare(qrels, run, [1, 2, 3], {}, reduced=False)
             self.assertEqual(result["per_query"]["q1"]["recall@2"], 0.5)  # x (2), then c before a (1): docid descending
 
     def test_ties_with_judged_documents_follow_the_docid_rule(self):
@@ -176,7 +176,7 @@ class TestReducedEqualsWhole(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             qrels = write(tmp, "qrels", "q1 0 y 2\nq1 0 a 1\n")
             run = write(tmp, "run", "".join(f"q1 Q0 {d} 1 5 t\n" for d in "abyz"))
-            found, result = self.compare(qrels, run, [1, 2, 3, 4], {})
+            found, result, _ = self.compare(qrels, run, [1, 2, 3, 4], {})
             self.assertEqual(result["per_query"]["q1"]["mrr@2"], 1 / 2)  # y at rank 2
             self.assertEqual(result["per_query"]["q1"]["recall@3"], 1 / 2)  # a at rank 4
             self.assertEqual(result["ties"], {"1": 1, "2": 1, "3": 1, "4": 0})

@@ -1,0 +1,356 @@
+"""Run and qrels formats as people bring them, and what reading them notes (issue 14, items 10 and 11).
+
+Each format is detected from its content and scores exactly as the
+equivalent TREC or JSON file; each reading path (reduced while streamed,
+plain, read again when a query's lines come apart) is exercised.
+"""
+
+import json
+import unittest
+from unittest import mock
+
+import rag_eval
+from helpers_for_tests import TempDirMixin, run_main
+
+QRELS = "q1 0 a 2\nq1 0 b 1\nq2 0 c 1\nq3 0 e 1\n"
+NOTE = "documents are listed more than once"
+
+
+def note_lines(err):
+    return [line for line in err.splitlines() if "listed more than once" in line]
+
+
+class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
+    """One note: how many documents a run lists more than once, in how many queries; scores unchanged."""
+
+    # q1 lists a three times and x twice, q2 lists c twice: 3 documents in 2 queries.
+    TREC = ("q1 Q0 a 1 3 t\nq1 Q0 x 2 2.5 t\nq1 Q0 b 3 2 t\nq1 Q0 a 4 1 t\nq1 Q0 x 5 0.5 t\nq1 Q0 a 6 0.1 t\n"
+            "q2 Q0 c 1 9 t\nq2 Q0 d 2 8 t\nq2 Q0 c 3 7 t\nq3 Q0 e 1 1 t\n")
+    EXPECTED = "rag_eval: note: 3 documents are listed more than once in 2 queries of {}; each counts once, " \
+               "at its best place (trec_eval refuses such a run)"
+
+    def rows(self):
+        for line in self.TREC.splitlines():
+            qid, _, docid, _, score, _ = line.split()
+            yield qid, docid, float(score)
+
+    def scored(self, argv, run):
+        code, out, err = run_main([self.write("qrels.txt", QRELS), run, "--k", "1,3,10"] + argv)
+        self.assertEqual(code, 0, err)
+        return json.loads(out)["mean"], note_lines(err)
+
+    def check(self, run, name, argv=(), path_shown=None):
+        """The note names the run; the means are those of the run without its repeats."""
+        means, notes = self.scored(list(argv), run)
+        self.assertEqual(notes, [self.EXPECTED.format(path_shown or run)], name)
+        unique = self.write("unique.trec", "".join(f"{q} Q0 {d} 1 {s} t\n" for q, d, s in self.best()))
+        self.assertEqual(means, self.scored(list(argv), unique)[0], name)
+        self.assertEqual(self.scored(list(argv), unique)[1], [], name)  # zero repeats: no note
+
+    def best(self):
+        kept = {}
+        for qid, docid, score in self.rows():
+            kept[(qid, docid)] = max(score, kept.get((qid, docid), score))
+        return [(qid, docid, score) for (qid, docid), score in kept.items()]
+
+    def test_trec_on_every_path(self):
+        run = self.write("run.trec", self.TREC)
+        self.check(run, "reduced, line by line")
+        self.check(run, "reduced, by block", ["--k", "1,3,1000"])
+        self.check(run, "plain (--unjudged reads the whole run)", ["--unjudged", self.path("w.jsonl")])
+        with mock.patch("sys.stdin") as stdin:
+            stdin.buffer = open(run, "rb")
+            self.addCleanup(stdin.buffer.close)
+            means, notes = self.scored(["--format", "json"], "-")
+        self.assertEqual(notes, [self.EXPECTED.format("<stdin>")])
+
+    def test_trec_in_tiny_blocks_by_block(self):
+        saved = rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH
+        rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = 40, 0
+        try:
+            self.check(self.write("run.trec", self.TREC), "blocks of 40 bytes")
+        finally:
+            rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = saved
+
+    def test_interleaved_queries_are_read_again_and_counted_across_their_parts(self):
+        lines = self.TREC.splitlines(keepends=True)
+        # q2 in the middle of q1: the reduced reader gives up, the plain one reads again.
+        run = self.write("run.trec", "".join(lines[:2] + lines[6:9] + lines[2:6] + lines[9:]))
+        self.check(run, "interleaved")
+        _, _, repeated = rag_eval._read_run(run, depth=4, judged=rag_eval.read_qrels(self.path("qrels.txt")),
+                                            cutoffs=[3])
+        self.assertEqual(repeated, (3, 2, False))
+        # A document repeated only across the two parts of a query counts too.
+        parts = self.write("parts.trec", "q1 Q0 a 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
+        self.assertEqual(rag_eval._read_run(parts)[2], (1, 1, False))
+
+    def test_jsonl_scored_and_ranked(self):
+        scored = "".join(json.dumps({"query_id": q, "doc_id": d, "score": s}) + "\n" for q, d, s in self.rows())
+        self.check(self.write("run.jsonl", scored), "jsonl scored")
+        self.check(self.write("run.jsonl", scored), "jsonl scored, plain", ["--unjudged", self.path("w.jsonl")])
+        ranked = "".join(json.dumps({"query_id": q, "doc_id": d}) + "\n" for q, d, _ in self.rows())
+        means, notes = self.scored([], self.write("ranked.jsonl", ranked))
+        self.assertEqual(notes, [self.EXPECTED.format(self.path("ranked.jsonl"))])
+
+    def test_json_ranked_streamed_and_parsed_whole(self):
+        run = {}
+        for qid, docid, _ in self.rows():
+            run.setdefault(qid, []).append(docid)
+        path = self.write("run.json", run)
+        for argv in ([], ["--unjudged", self.path("w.jsonl")], ["--k", "1,3,1000"]):
+            self.assertEqual(self.scored(argv, path)[1], [self.EXPECTED.format(path)], argv)
+        for stream in (True, False):  # the streamed reader and the whole document (standard input reads so)
+            read = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, stream)
+            self.assertEqual(read.repeated, (3, 2, False), stream)
+        unique = self.write("unique.json", {qid: list(dict.fromkeys(docs)) for qid, docs in run.items()})
+        self.assertEqual(self.scored([], unique), (self.scored([], path)[0], []))
+
+    def test_one_of_each_in_the_singular(self):
+        code, _, err = run_main([self.write("qrels.txt", QRELS), self.write("run.trec", "q1 Q0 a 1 1 t\nq1 Q0 a 2 1 t\n"),
+                                 "--allow-partial-run"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("note: 1 document is listed more than once in 1 query of", err)
+
+    def test_quiet_hides_it_and_the_report_keeps_it(self):
+        output = self.path("out.json")
+        code, _, err = run_main([self.write("qrels.txt", QRELS), self.write("run.trec", self.TREC), "--quiet",
+                                 "--output", output])
+        self.assertEqual((code, err), (0, ""))
+        with open(output) as f:
+            notes = json.load(f)["notes"]
+        self.assertEqual([note for note in notes if NOTE in note],
+                         [self.EXPECTED.format(self.path("run.trec"))[len("rag_eval: "):]])
+
+    def test_ids_as_the_file_spells_them(self):
+        """Chunks of one document (--doc-id-sep) are not repeats; a chunk listed twice is."""
+        qrels = self.write("qrels.txt", "q1 0 a 1\n")
+        run = self.write("run.trec", "q1 Q0 a#1 1 3 t\nq1 Q0 a#2 2 2 t\n")
+        code, _, err = run_main([qrels, run, "--doc-id-sep", "#"])
+        self.assertEqual((code, note_lines(err)), (0, []), err)
+        self.write("run.trec", "q1 Q0 a#1 1 3 t\nq1 Q0 a#1 2 2 t\n")
+        code, _, err = run_main([qrels, run, "--doc-id-sep", "#"])
+        self.assertEqual(len(note_lines(err)), 1, err)
+
+    def test_a_query_that_outgrows_the_budget_makes_it_at_least(self):
+        run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):
+            self.assertEqual(rag_eval._read_run(run)[2], (0, 0, True))
+        self.assertEqual(rag_eval._read_run(run)[2], (1, 1, False))
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):
+            self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 c 1 1 t\n")
+            self.assertEqual(rag_eval._read_run(run)[2], (1, 1, False))  # checked as it grew: exact still
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+def scores_of(code_out_err):
+    code, out, err = code_out_err
+    return code, (json.loads(out) if code == 0 else err)
+
+
+class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
+    """Each format is detected from its content and scores exactly as the equivalent TREC or JSON file."""
+
+    ARGV = ["--k", "1,3,10", "--measures", "recall,success,mrr,ndcg,precision,ap", "--digits", "17", "--per-query"]
+
+    def setUp(self):
+        super().setUp()
+        import random
+
+        rng = random.Random(14)
+        self.qrels_rows = []
+        self.rows = []  # (qid, docid, score), each query's lines together, best first
+        for q in range(1, 8):
+            qid = f"q{q}"
+            pool = [f"d{i}" for i in range(30)]
+            for docid in rng.sample(pool, 6):
+                self.qrels_rows.append((qid, docid, rng.choice((0, 1, 2))))
+            scores = sorted((round(rng.random() * 10, 3) for _ in range(rng.randint(5, 25))), reverse=True)
+            self.rows += [(qid, docid, score) for docid, score in zip(rng.sample(pool, len(scores)), scores)]
+        self.qrels = self.write("qrels.trec", "".join(f"{q} 0 {d} {g}\n" for q, d, g in self.qrels_rows))
+        self.trec = self.write("run.trec", "".join(f"{q} Q0 {d} {i} {s} t\n" for i, (q, d, s) in enumerate(self.rows)))
+
+    def ranked(self):
+        ranking = {}
+        for qid, docid, _ in self.rows:
+            ranking.setdefault(qid, []).append(docid)
+        return ranking
+
+    def scored(self, run, qrels=None, argv=()):
+        return scores_of(run_main([qrels or self.qrels, run] + self.ARGV + list(argv)))
+
+    def same_everywhere(self, path, reference, qrels=None):
+        """``path`` scores as ``reference`` on the reduced path, the plain one (--unjudged) and standard input."""
+        expected = self.scored(reference, qrels)
+        self.assertEqual(expected[0], 0, expected)
+        self.assertEqual(self.scored(path, qrels), expected, "reduced")
+        self.assertEqual(self.scored(path, qrels, ["--unjudged", self.path("w.jsonl")]), expected, "plain")
+        with open(path, "rb") as data, mock.patch("sys.stdin") as stdin:
+            stdin.buffer = data
+            self.assertEqual(self.scored("-", qrels), expected, "standard input")
+        saved = rag_eval.READ_BLOCK
+        rag_eval.READ_BLOCK = 64  # queries cross blocks, and are pruned
+        try:
+            self.assertEqual(self.scored(path, qrels, ["--k", "1,2"]), self.scored(reference, qrels, ["--k", "1,2"]))
+        finally:
+            rag_eval.READ_BLOCK = saved
+
+    # MS MARCO: qid<TAB>pid<TAB>rank, the rank column the order.
+
+    def msmarco(self, shuffle=True):
+        import random
+
+        rng = random.Random(3)
+        lines = []
+        for qid, docs in self.ranked().items():
+            rows = [f"{qid}\t{docid}\t{rank}\n" for rank, docid in enumerate(docs, 1)]
+            if shuffle and qid != "q1":  # file order is not the order; the first query shows the layout
+                rng.shuffle(rows)
+            lines += rows
+        return "".join(lines)
+
+    def test_msmarco_run_orders_by_rank(self):
+        path = self.write("run.tsv", self.msmarco())
+        self.same_everywhere(path, self.write("run.json", self.ranked()))
+        self.same_everywhere(path, self.trec)  # the same order as the scores give
+        with mock.patch.object(rag_eval, "_trec_run", side_effect=AssertionError("read as TREC")):
+            self.assertEqual(self.scored(path)[0], 0)
+
+    def test_msmarco_run_is_reduced_as_it_streams(self):
+        qrels = rag_eval.read_qrels(self.qrels)
+        read = rag_eval._read_run(self.write("run.tsv", self.msmarco()), depth=4, judged=qrels, cutoffs=[3])
+        self.assertIsInstance(read.run, rag_eval._ReducedRun)
+        self.assertTrue(read.any_judged)
+        self.assertEqual(read.run, rag_eval._read_run(self.write("run.json", self.ranked()), depth=4, judged=qrels,
+                                                      cutoffs=[3]).run)
+
+    def test_msmarco_run_errors_name_the_line(self):
+        cases = {"q1\ta\t1\nq1\tb\t2\nq2\tc\t1\nq2\td\t1\n": ":4: rank 1 appears twice in query 'q2'",
+                 "q1\ta\t1\nq1\tb\t2\nq2\tc\tx\n": ":3: rank must be a positive integer, got 'x'",
+                 "q1\ta\t1\nq1\tb\t2\nq2\tc\t0\n": ":3: rank must be a positive integer, got '0'",
+                 "q1\ta\t1\nq1\tb\t2\nq2\tc\t1\t5\n": ":3: expected 3 fields (qid docid rank, as MS MARCO's runs), got 4"}
+        for text, wanted in cases.items():
+            code, err = self.scored(self.write("run.tsv", text))
+            self.assertEqual(code, 2, text)
+            self.assertIn(wanted, err, text)
+
+    def test_qrels_given_as_the_run_still_get_the_hint(self):
+        hint = "is this a qrels file? the order is QRELS RUN"
+        for text in ("q1\td1\t1\nq1\td2\t1\n",  # BEIR's TSV: grade 1 twice, where a ranking goes on with 2
+                     "q1\td1\t0\nq1\td2\t2\n",  # a grade 0 first
+                     "q1 0 d1 1\nq1 0 d2 1\n",  # TREC's (and MS MARCO's qid 0 pid 1) four fields
+                     "q1\td1\t2\nq1\td2\t3\n"):
+            code, err = self.scored(self.write("qrels-as-run.txt", text))
+            self.assertEqual(code, 2, text)
+            self.assertIn(":1: expected 6 fields (qid Q0 docid rank score tag)", err, text)
+            self.assertIn(hint, err, text)
+
+    # JSON lists of row objects, as pandas' to_json(orient="records") writes them.
+
+    def test_json_rows_run_scored_and_ranked(self):
+        rows = [{"query_id": q, "doc_id": d, "score": s} for q, d, s in self.rows]
+        self.same_everywhere(self.write("rows.json", rows), self.trec)
+        jsonl = self.write("run.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+        self.same_everywhere(self.write("rows.json", rows), jsonl)
+        ranked = [{"qid": q, "docid": d} for q, d, _ in self.rows]
+        self.same_everywhere(self.write("ranked.json", ranked), self.write("run.json", self.ranked()))
+
+    def test_json_rows_qrels(self):
+        rows = [{"query_id": q, "doc_id": d, "relevance": g} for q, d, g in self.qrels_rows]
+        path = self.write("qrels.json", rows)
+        self.assertEqual(rag_eval.read_qrels(path), rag_eval.read_qrels(self.qrels))
+        self.assertEqual(self.scored(self.trec, path), self.scored(self.trec))
+
+    def test_json_rows_errors_name_the_row(self):
+        for rows, wanted in (([{"query_id": "q1", "doc_id": "a", "score": 1}, 3], "row 2: expected a JSON object per row"),
+                             ([{"query_id": "q1", "doc_id": "a", "score": 1}, {"query_id": "q1", "score": 2}],
+                              "row 2: missing document id field")):
+            for path in (self.write("rows.json", rows), "-"):
+                with open(self.path("rows.json"), "rb") as data, mock.patch("sys.stdin") as stdin:
+                    stdin.buffer = data
+                    code, err = self.scored(path)
+                self.assertEqual(code, 2)
+                self.assertIn(wanted, err)
+        code, err = self.scored(self.trec, self.write("q.json", [{"query_id": "q1", "doc_id": "a", "relevance": 1.5}]))
+        self.assertIn("q.json: row 1: grade must be an integer, got 1.5", err)
+
+    # [[doc, score], ...] pairs: scored.
+
+    def test_pairs_are_a_scored_run(self):
+        pairs = {}
+        for qid, docid, score in self.rows:
+            pairs.setdefault(qid, []).append([docid, score])
+        self.same_everywhere(self.write("pairs.json", pairs), self.trec)
+        scored = {qid: dict(map(tuple, entry)) for qid, entry in pairs.items()}
+        self.same_everywhere(self.write("pairs.json", pairs), self.write("scored.json", scored))
+
+    def test_pairs_errors(self):
+        for path in (self.write("pairs.json", {"q1": [["a", 1], ["b"]]}), "-"):
+            with open(self.path("pairs.json"), "rb") as data, mock.patch("sys.stdin") as stdin:
+                stdin.buffer = data
+                code, err = self.scored(path)
+            self.assertEqual(code, 2)
+            self.assertIn("query 'q1': expected [document id, score] pairs, got ['b']", err)
+
+    # PyTerrier (and pandas) DataFrames written as TSV or CSV, with a header.
+
+    def test_pyterrier_tsv_and_csv_runs(self):
+        rank = {}
+        tsv = ["qid\tdocid\tdocno\trank\tscore\tquery\n"]
+        csv = [",qid,docno,score,rank,query\n"]  # to_csv() writes the index, a first column without a name
+        for index, (qid, docid, score) in enumerate(self.rows):
+            rank[qid] = rank.get(qid, -1) + 1
+            tsv.append(f"{qid}\t{index}\t{docid}\t{rank[qid]}\t{score}\twhat is {qid}, really\n")
+            csv.append(f'{index},{qid},{docid},{score},{rank[qid]},"what is ""{qid}"", really"\n')
+        self.same_everywhere(self.write("run.tsv", "".join(tsv)), self.trec)
+        self.same_everywhere(self.write("run.csv", "".join(csv)), self.trec)
+        no_query = "".join(line.rsplit("\t", 1)[0] + "\n" for line in tsv)
+        self.same_everywhere(self.write("run.tsv", no_query), self.trec)
+
+    def test_a_header_with_a_rank_and_no_score_ranks_by_it(self):
+        lines = ["qid\tpid\trank\n"] + self.msmarco().splitlines(keepends=True)
+        self.same_everywhere(self.write("run.tsv", "".join(lines)), self.write("run.json", self.ranked()))
+
+    def test_pyterrier_and_beir_qrels_headers(self):
+        expected = rag_eval.read_qrels(self.qrels)
+        for header, sep in (("qid\tdocno\tlabel", "\t"), ("query-id\tcorpus-id\tscore", "\t"),
+                            ("qid,docno,label", ","), ("query_id doc_id relevance", " ")):
+            text = header + "\n" + "".join(f"{q}{sep}{d}{sep}{g}\n" for q, d, g in self.qrels_rows)
+            self.assertEqual(rag_eval.read_qrels(self.write("qrels.tsv", text)), expected, header)
+        self.assertEqual(self.scored(self.trec, self.path("qrels.tsv")), self.scored(self.trec))
+
+    def test_an_unrecognised_header_is_named(self):
+        code, err = self.scored(self.trec, self.write("qrels.tsv", "query doc rel\nq1 d1 1\n"))
+        self.assertEqual(code, 2)
+        self.assertEqual(err, f"rag_eval: error: {self.path('qrels.tsv')}:1: this line looks like a header (query, doc, "
+                              "rel), not a judgment; recognised headers: qid docno label (PyTerrier), query-id corpus-id "
+                              "score (BEIR), query_id doc_id relevance\n")
+        code, err = self.scored(self.write("run.tsv", "query doc score\nq1 d1 1\n"))
+        self.assertIn(":1: this line looks like a header (query, doc, score), not a run line; recognised headers: ", err)
+        code, err = self.scored(self.trec, self.write("qrels.tsv", "q1 d1 rel\n"))
+        self.assertIn("grade must be an integer, got 'rel'", err)  # a digit on the line: a judgment gone wrong
+
+    def test_csv_lines_the_csv_module_refuses(self):
+        code, err = self.scored(self.write("run.csv", ",qid,docno,score\n0,q1,a," + "x" * 200_000 + "\n"))
+        self.assertEqual(code, 2)
+        self.assertIn("run.csv:2: not a CSV line (field larger than field limit (131072))", err)
+        code, err = self.scored(self.write("run.csv", "qid,docno\0,score\nq1,a,1\n"))  # csv in 3.9 refuses a NUL
+        self.assertIn("run.csv:1: NUL byte in a text line", err)
+
+    def test_header_files_given_the_wrong_way_round(self):
+        qrels = self.write("qrels.tsv", "qid\tdocno\tlabel\nq1\td1\t1\n")
+        run = self.write("run.tsv", "qid\tdocno\tscore\trank\nq1\td1\t2.5\t0\n")
+        code, err = scores_of(run_main([run, qrels]))
+        self.assertEqual(err, f"rag_eval: error: {run}:1: the header on line 1 names a rank column: is this a run? "
+                              "the order is QRELS RUN\n")
+        code, err = scores_of(run_main([qrels, qrels]))
+        self.assertEqual(err, f"rag_eval: error: {qrels}:1: the header on line 1 names no score or rank column; "
+                              "is this a qrels file? the order is QRELS RUN\n")
+
+    def test_json_rows_qrels_follow_the_jsonl_rules(self):
+        rows = [{"query_id": "q1", "doc_id": "a", "relevance": -1}, {"query_id": "q1", "doc_id": "b", "relevance": 2}]
+        jsonl = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+        self.assertEqual(rag_eval.read_qrels(self.write("qrels.json", rows)), rag_eval.read_qrels(jsonl))
+        self.assertEqual(rag_eval.read_qrels(self.path("qrels.json")), {"q1": {"b": 2}})  # -1: unjudged, as in TREC
