@@ -38,7 +38,7 @@ from unittest import mock
 
 import rag_eval
 import helpers_for_tests as helpers
-from helpers_for_tests import ERROR_PREFIX, run_main
+from helpers_for_tests import ERROR_PREFIX, child_env, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -879,9 +879,8 @@ class TestAtomicWrite(TempDirMixin, unittest.TestCase):
             "os.fsync = stall\n"
             "rag_eval.write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
         )
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         proc = subprocess.Popen([sys.executable, "-c", child, REPO, self.target], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
         try:
             line = proc.stdout.readline()
             self.assertEqual(line.strip(), b"writing", proc.stderr.read() if not line else line)
