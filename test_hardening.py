@@ -7,6 +7,8 @@ signals or a second process is what is tested; every other test calls
 ``rag_eval.main`` in-process.
 """
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -402,9 +404,12 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
 
         failing = mock.Mock()
         failing.write.side_effect = OSError(errno.ENOSPC, "No space left on device")
-        with mock.patch.object(sys, "stdout", failing):
+        err = io.StringIO()
+        with mock.patch.object(sys, "stdout", failing), contextlib.redirect_stderr(err):
             code = rag_eval.main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("o.json")])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertEqual(err.getvalue(), "rag_eval: error: cannot write the report to standard output: "
+                                         "No space left on device\n")
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_every_file_is_written_when_all_goes_well(self):
