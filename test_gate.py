@@ -1047,6 +1047,7 @@ class TestPairedGate(unittest.TestCase):
         cls.saved = os.path.join(cls.tmp, "saved.json")
         code, _, err = run_main([cls.qrels, cls.base, "--save-baseline", cls.saved])
         assert code == 0, err
+        cls.outputs = {}  # (exit code, stdout, stderr) of gate() runs against the saved baseline, by argv
 
     @classmethod
     def tearDownClass(cls):
@@ -1061,7 +1062,13 @@ class TestPairedGate(unittest.TestCase):
 
     def gate(self, run, expected_code, *options, baseline=None):
         argv = [self.qrels, run, "--baseline", baseline or self.saved, "--resamples", R, *options]
-        code, out, err = run_main(argv)
+        if baseline is None:  # the class's own files, never rewritten: a run several tests read is made once
+            key = tuple(argv)
+            if key not in self.outputs:
+                self.outputs[key] = run_main(argv)
+            code, out, err = self.outputs[key]
+        else:
+            code, out, err = run_main(argv)
         self.assertEqual(code, expected_code, err)
         for line in err.splitlines():
             self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:")), line)

@@ -1496,6 +1496,9 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
 
 
 class TestEntryPoint(TempDirMixin, unittest.TestCase):
+    """Real processes: the README's quick start runs the script itself; the others run
+    ``python -m rag_eval``, whose bytecode the children share (helpers_for_tests)."""
+
     def test_quick_start(self):
         proc = child(["rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json"])
         self.assertEqual(proc.returncode, 1, proc.stderr)
@@ -1523,7 +1526,7 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
                 self.assertIn("0.5000", text)  # mrr@5 = 1/2: the relevant id is second (0 + 1/2)
 
     def test_bad_input(self):
-        proc = child(["rag_eval.py", "fixtures/no-such-file.json", "fixtures/run.json"])
+        proc = child(["-m", "rag_eval", "fixtures/no-such-file.json", "fixtures/run.json"])
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(proc.stdout, b"")
         err = proc.stderr.decode()
@@ -1597,7 +1600,7 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
                                     for line in text.splitlines()), text)
 
     def test_version(self):
-        proc = child(["rag_eval.py", "--version"])
+        proc = child(["-m", "rag_eval", "--version"])
         self.assertEqual(proc.returncode, 0)
         self.assertIn(rag_eval.__version__, proc.stdout.decode())
 
