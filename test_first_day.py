@@ -301,7 +301,7 @@ class TestFilesNamed(TempDirMixin, unittest.TestCase):
         self.assertEqual(err, "")
 
     def test_a_failed_update_says_the_baseline_was_left_alone(self):
-        baseline = self.write("b.json", open("baseline.json").read())
+        baseline = self.write("b.json", self.read("baseline.json"))
         code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline,
                                  "--update-baseline"])
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)

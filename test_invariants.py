@@ -57,8 +57,8 @@ else:
     HAVE_HYPOTHESIS = True
 
 REPO = os.path.dirname(os.path.abspath(__file__))
-# The default run checks a third of the generated cases and leaves out the other
-# interpreters; RAG_EVAL_FULL=1 (CI, on the oldest and newest Python) runs them all.
+# The default run checks a sixth of the generated cases and format datasets and leaves out
+# the other interpreters; RAG_EVAL_FULL=1 (CI, on the oldest and newest Python) runs them all.
 FULL = os.environ.get("RAG_EVAL_FULL") == "1"
 MEASURE_NAMES = [m.name for m in rag_eval.MEASURES]
 BINARY_MEASURES = {m.name for m in rag_eval.MEASURES if m.binary}
