@@ -816,6 +816,13 @@ def find_interpreter(minor):
     return None
 
 
+def stop(process):
+    """Kill ``process`` if it still runs, and reap it."""
+    if process.poll() is None:
+        process.kill()
+    process.wait()
+
+
 class ByteIdenticalOutputTest(unittest.TestCase):
     """The same inputs, the same bytes: twice in-process, under other hash seeds, on Python 3.9 and 3.13."""
 
@@ -825,10 +832,15 @@ class ByteIdenticalOutputTest(unittest.TestCase):
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="rag_eval_bytes_")
         cls.calls = cls.build_calls(random.Random(cls.SEED), cls.directory)
+        cls.calls_path = write_text(os.path.join(cls.directory, "calls.json"), json.dumps(cls.calls))
+        # The child under another hash seed (test_other_hash_seed) works on the other core meanwhile.
+        cls.other_seed = cls.start_driver(sys.executable, 12345)
+        cls.addClassCleanup(stop, cls.other_seed[0])  # runs even if what follows fails
         cls.first = [list(run_main(argv)) for argv in cls.calls]
 
     @classmethod
     def tearDownClass(cls):
+        stop(cls.other_seed[0])
         shutil.rmtree(cls.directory)
 
     @staticmethod
@@ -904,18 +916,35 @@ class ByteIdenticalOutputTest(unittest.TestCase):
         second = [list(run_main(argv)) for argv in self.calls]
         self.assert_same_outputs(second, self.first, "second in-process run")
 
-    def run_driver(self, executable, hash_seed):
-        calls_path = os.path.join(self.directory, "calls.json")
-        with open(calls_path, "w", encoding="utf-8") as handle:
-            json.dump(self.calls, handle)
+    @classmethod
+    def start_driver(cls, executable, hash_seed):
+        """Start DRIVER on the calls under ``executable`` with PYTHONHASHSEED ``hash_seed``:
+        (process, its stdout file, its stderr file); files, so that no pipe fills while it runs."""
         env = child_env(PYTHONHASHSEED=str(hash_seed), SOURCE_DATE_EPOCH="0", PYENV_VERSION=None)
-        done = subprocess.run([executable, "-c", DRIVER, REPO, calls_path], capture_output=True, env=env, timeout=300)
-        self.assertEqual(done.returncode, 0, done.stderr.decode("utf-8", "replace")[-2000:])
-        data = json.loads(done.stdout.decode("utf-8"))
+        out, err = (os.path.join(cls.directory, f"driver-{hash_seed}.{name}") for name in ("out", "err"))
+        with open(out, "wb") as stdout, open(err, "wb") as stderr:
+            process = subprocess.Popen([executable, "-c", DRIVER, REPO, cls.calls_path], stdin=subprocess.DEVNULL,
+                                       stdout=stdout, stderr=stderr, env=env)
+        return process, out, err
+
+    def driver_results(self, started):
+        """(Python version, results) of a driver started by start_driver, once it ends."""
+        process, out, err = started
+        try:
+            process.wait(timeout=300)  # a hang guard
+        finally:
+            stop(process)
+        with open(err, "rb") as handle:
+            self.assertEqual(process.returncode, 0, handle.read().decode("utf-8", "replace")[-2000:])
+        with open(out, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
         return data["version"], data["results"]
 
+    def run_driver(self, executable, hash_seed):
+        return self.driver_results(self.start_driver(executable, hash_seed))
+
     def test_other_hash_seed(self):
-        _, results = self.run_driver(sys.executable, 12345)
+        _, results = self.driver_results(self.other_seed)
         self.assert_same_outputs(results, self.first, f"python {sys.executable} with PYTHONHASHSEED=12345")
 
     def interpreters(self):
