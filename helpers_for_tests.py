@@ -19,7 +19,6 @@ ERROR_PREFIX = "rag_eval: error: "
 # so that a test means the same on a developer's machine and on a CI runner.
 ENVIRONMENT = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "SOURCE_DATE_EPOCH")
 REPO = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(REPO, "rag_eval.py")
 # A hang guard, not a speed test: a child still running after TIME_BOX seconds is killed, so that
 # a process that never ends fails its test instead of blocking the suite.
 TIME_BOX = 120
@@ -109,7 +108,8 @@ class TempDirMixin:
 # tree; PYTHONDONTWRITEBYTECODE may be set, as CI sets it): only the first
 # child compiles rag_eval.py (0.1-0.2 s of CPU), the others load it.  A file
 # run as a script (``python rag_eval.py``) is compiled every time, by Python's
-# design: children that need not be the script run ``python -m rag_eval``.
+# design: children that need not be the script run ``python -m rag_eval``
+# (with PYTHONPATH set to the repository, so from any working folder).
 _BYTECODE = tempfile.TemporaryDirectory(prefix="rag_eval_tests_bytecode_")
 # What a developer's shell or a CI runner may hold that would change a child's behaviour.
 _NOT_INHERITED = ("PYTHONPATH", "PYTHONSTARTUP", "PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONHASHSEED",
@@ -131,23 +131,18 @@ def child_env(**changes):
     return env
 
 
-def run_process(argv, script=False, env=None, **options):
-    """``python -m rag_eval ARGV`` (``python rag_eval.py ARGV`` with ``script``) in a
-    child, from the repository root, stdin empty: (exit code, stdout, stderr), as
-    text decoded from UTF-8 (``replace``) unless ``options`` capture otherwise.
+def run_process(argv, env=None, **options):
+    """``python -m rag_eval ARGV`` in a child, from the repository root, stdin empty:
+    (exit code, stdout, stderr), as text decoded from UTF-8 (``replace``).
 
     ``env`` holds changes to child_env(); ``options`` go to ``subprocess.run``
-    (``input=``, ``stdout=``, ``cwd=`` ...)."""
-    command = [sys.executable, SCRIPT] if script else [sys.executable, "-m", "rag_eval"]
-    env = dict(env or {})
-    if not script:
-        env.setdefault("PYTHONPATH", REPO)  # found from any working folder
+    (``input=``, ``cwd=`` ...)."""
     options.setdefault("stdout", subprocess.PIPE)
     options.setdefault("stderr", subprocess.PIPE)
     if "input" not in options:
         options.setdefault("stdin", subprocess.DEVNULL)
     options.setdefault("cwd", REPO)
     options.setdefault("timeout", TIME_BOX)
-    done = subprocess.run(command + [str(arg) for arg in argv], env=child_env(**env), **options)
-    decode = (lambda data: data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or ""))
-    return done.returncode, decode(done.stdout), decode(done.stderr)
+    done = subprocess.run([sys.executable, "-m", "rag_eval"] + [str(arg) for arg in argv],
+                          env=child_env(**{"PYTHONPATH": REPO, **(env or {})}), **options)
+    return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
