@@ -831,17 +831,13 @@ class ByteIdenticalOutputTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.directory = tempfile.mkdtemp(prefix="rag_eval_bytes_")
+        cls.addClassCleanup(shutil.rmtree, cls.directory)
         cls.calls = cls.build_calls(random.Random(cls.SEED), cls.directory)
         cls.calls_path = write_text(os.path.join(cls.directory, "calls.json"), json.dumps(cls.calls))
         # The child under another hash seed (test_other_hash_seed) works on the other core meanwhile.
         cls.other_seed = cls.start_driver(sys.executable, 12345)
-        cls.addClassCleanup(stop, cls.other_seed[0])  # runs even if what follows fails
+        cls.addClassCleanup(stop, cls.other_seed[0])  # before the folder goes; even if what follows fails
         cls.first = [list(run_main(argv)) for argv in cls.calls]
-
-    @classmethod
-    def tearDownClass(cls):
-        stop(cls.other_seed[0])
-        shutil.rmtree(cls.directory)
 
     @staticmethod
     def build_calls(rng, directory):
