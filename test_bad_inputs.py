@@ -5,7 +5,7 @@ each case, which input the file is (qrels, run, baseline, slices; ``cli`` for a
 bad option; ``accepted`` for inputs that must score), what it is paired with,
 the expected exit code and the expected stderr line (exact, or a regex).  Every
 case runs through ``rag_eval.main`` in-process; those marked ``subprocess``
-also run as a real process (``python rag_eval.py ...`` from the repository
+also run as a real process (``python -m rag_eval ...`` from the repository
 root).  For an error the contract is the tool's: exit 2, nothing on stdout,
 exactly one stderr line naming the file (and the line, for line-based
 formats), no traceback, no input modified, no file written.
@@ -53,6 +53,7 @@ except ImportError:  # Windows
     resource = None
 
 import rag_eval
+from helpers_for_tests import child_env, run_process
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 BAD = os.path.join(REPO, "fixtures", "bad")
@@ -68,12 +69,6 @@ MEMORY_BUDGET_MB = 500
 TIME_BOX = 120
 CORPUS_BUDGET = 200 * 1024  # bytes on disk for fixtures/bad/
 GIB = 1 << 30
-
-# Children never see the CI environment (no step summary written, no annotations).
-CLEAN_ENV = {key: value for key, value in os.environ.items()
-             if not key.startswith(("GITHUB_", "RAG_EVAL_")) and key not in ("PYTHONPATH", "SOURCE_DATE_EPOCH")}
-CLEAN_ENV["PYTHONIOENCODING"] = "utf-8"
-CLEAN_ENV["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
 def load_cases():
@@ -136,13 +131,6 @@ def run_main(argv):
     return code, out.getvalue(), err.getvalue(), escaped
 
 
-def run_process(argv, timeout=TIME_BOX):
-    """``python rag_eval.py argv`` from the repository root: (exit code, stdout, stderr)."""
-    proc = subprocess.run([sys.executable, os.path.join(REPO, "rag_eval.py")] + list(argv), cwd=REPO,
-                          env=CLEAN_ENV, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout)
-    return proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-
-
 # The wrapper runs rag_eval in its own child, so that RUSAGE_CHILDREN measures that run alone.
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -162,9 +150,8 @@ print(json.dumps({"code": code, "peak_mb": peak_mb, "seconds": time.monotonic() 
 
 def measured(argv, timeout=TIME_BOX):
     """Run rag_eval in a child; return its exit code, peak RSS (MB), wall time, stdout and stderr."""
-    proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(timeout), sys.executable,
-                           os.path.join(REPO, "rag_eval.py")] + list(argv),
-                          cwd=REPO, env=CLEAN_ENV, capture_output=True, timeout=timeout + 30)
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, str(timeout), sys.executable, "-m", "rag_eval"] + list(argv),
+                          cwd=REPO, env=child_env(PYTHONPATH=REPO), capture_output=True, timeout=timeout + 30)
     if proc.returncode != 0:
         raise AssertionError(f"wrapper failed: {proc.stderr.decode('utf-8', 'replace')}")
     return json.loads(proc.stdout)

@@ -13,6 +13,7 @@ Run with ``python3 -m unittest test_compare`` from the repository root.
 import json
 import os
 import random
+import tempfile
 import unittest
 from unittest import mock
 
@@ -72,11 +73,36 @@ class Workload(helpers.TempDirMixin):
 
 
 class TestCompareRuns(Workload, unittest.TestCase):
+    """The inputs live in one folder for the class, so that the default comparison, which
+    several tests read, is computed once (``default_stdout``)."""
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.inputs = tempfile.TemporaryDirectory(prefix="rag_eval_compare_")
+        cls.addClassCleanup(cls.inputs.cleanup)
+        cls.default_stdout = None
+
     def setUp(self):
         super().setUp()
-        self.paths = [self.ranked("bm25", 0.5, 1), self.ranked("dense", 0.8, 2), self.ranked("hybrid", 0.82, 3)]
+        own, self.tmp = self.tmp, self.inputs.name  # the same seeded files, at the same paths, for every test
+        try:
+            self.qrels_path = self.write("qrels.json", self.qrels)
+            self.paths = [self.ranked("bm25", 0.5, 1), self.ranked("dense", 0.8, 2), self.ranked("hybrid", 0.82, 3)]
+        finally:
+            self.tmp = own
+
+    def default(self):
+        """stdout of the comparison of the three runs with the default options, run once for the class."""
+        if type(self).default_stdout is None:
+            code, out, err = main([self.qrels_path, *self.paths])
+            self.assertEqual(code, 0, err)
+            type(self).default_stdout = out
+        return type(self).default_stdout
 
     def comparison(self, *extra):
+        if not extra:
+            return json.loads(self.default())
         code, out, err = main([self.qrels_path, *self.paths, *extra])
         self.assertEqual(code, 0, err)
         return json.loads(out)
@@ -134,7 +160,7 @@ class TestCompareRuns(Workload, unittest.TestCase):
             self.assertAlmostEqual(metrics[metric]["runs"][name]["p_vs_best_adjusted"], p, places=15)
 
     def test_the_same_bytes_every_time_and_seeded(self):
-        first = main([self.qrels_path, *self.paths])[1]
+        first = self.default()
         self.assertEqual(main([self.qrels_path, *self.paths])[1], first)
         self.assertNotEqual(main([self.qrels_path, *self.paths, "--seed", "1", "--resamples", "500"])[1], first)
 
@@ -153,15 +179,15 @@ class TestCompareRuns(Workload, unittest.TestCase):
         self.assertEqual(err, "rag_eval: error: two runs are named 'a': name them NAME=PATH\n")
 
     def test_every_format_carries_the_comparison(self):
-        for fmt in ("table", "markdown", "csv"):
+        outputs = {}
+        for fmt in ("table", "markdown", "csv"):  # the statistics are checked above: fewer resamples do here
             with self.subTest(format=fmt):
-                code, out, err = main([self.qrels_path, *self.paths, "--format", fmt])
+                code, outputs[fmt], err = main([self.qrels_path, *self.paths, "--format", fmt, "--resamples", "1000"])
                 self.assertEqual(code, 0, err)
-                self.assertIn("hybrid", out)
-                self.assertIn("best", out)
-                self.assertIn("holm", out)
-        code, out, _ = main([self.qrels_path, *self.paths, "--format", "csv"])
-        rows = out.splitlines()
+                self.assertIn("hybrid", outputs[fmt])
+                self.assertIn("best", outputs[fmt])
+                self.assertIn("holm", outputs[fmt])
+        rows = outputs["csv"].splitlines()
         self.assertEqual(rows[0], "metric,run,mean,delta,95% low,95% high,better,worse,same,p,p adjusted (holm),mark")
         self.assertEqual(len(rows), 1 + 4 * 3)
 

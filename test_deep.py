@@ -10,7 +10,6 @@ scaled-down attack inputs to a subprocess and check its peak memory
 """
 
 import gzip
-import io
 import json
 import os
 import random
@@ -18,10 +17,10 @@ import subprocess
 import sys
 import tempfile
 import unittest
-from contextlib import redirect_stderr, redirect_stdout
 from itertools import chain
 
 import rag_eval
+from helpers_for_tests import child_env, run_main
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HUGE = os.environ.get("RAG_EVAL_HUGE") == "1"
@@ -74,11 +73,7 @@ def write(directory, name, text):
     return path
 
 
-def cli(argv):
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        code = rag_eval.main(argv)
-    return code, out.getvalue(), err.getvalue()
+cli = run_main  # main in-process: (exit code, stdout, stderr)
 
 
 class TestReducedEqualsWhole(unittest.TestCase):
@@ -389,7 +384,8 @@ class TestAttacks(unittest.TestCase):
 
     def run_peak(self, argv, unknown_cap=rag_eval.MAX_UNKNOWN_QUERIES):
         command = [sys.executable, "-c", MAIN, str(unknown_cap), *argv]
-        out = subprocess.run([sys.executable, "-c", PEAK, *command], cwd=HERE, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", PEAK, *command], cwd=HERE, env=child_env(), capture_output=True,
+                             text=True)
         result = json.loads(out.stdout)
         if HUGE:  # the figures for the record
             print(f"\n{self.id()}: exit {result['rc']}, peak {result['peak']:.0f} MiB, {result['stderr'].strip()[:160]}")

@@ -8,7 +8,7 @@ import json
 import unittest
 
 import rag_eval
-from helpers_for_tests import TempDirMixin, run_main
+from helpers_for_tests import TempDirMixin, run_main, run_process
 
 # Fixture means at k = 5, worked by hand: recall 2/3, success 2/3, mrr 0.5, ndcg 0.5095.
 FIXTURE_NDCG5 = (0.63991 + 0.0 + 0.88850) / 3
@@ -301,7 +301,7 @@ class TestFilesNamed(TempDirMixin, unittest.TestCase):
         self.assertEqual(err, "")
 
     def test_a_failed_update_says_the_baseline_was_left_alone(self):
-        baseline = self.write("b.json", open("baseline.json").read())
+        baseline = self.write("b.json", self.read("baseline.json"))
         code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline,
                                  "--update-baseline"])
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)
@@ -348,12 +348,9 @@ class TestHints(TempDirMixin, unittest.TestCase):
         self.assertEqual(json.loads(out)["k"], [1, 3, 5])
 
     def test_slices_from_stdin_are_named_stdin(self):
-        import subprocess
-        import sys
-        done = subprocess.run([sys.executable, "rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--slices",
-                               "-"], input=b'{"q1": 5}', stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-        self.assertEqual(done.returncode, rag_eval.EXIT_ERROR)
-        self.assertTrue(done.stderr.startswith(b"rag_eval: error: <stdin>: query 'q1': a slice is"), done.stderr)
+        code, _, err = run_process(["fixtures/qrels.json", "fixtures/run.json", "--slices", "-"], input=b'{"q1": 5}')
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertTrue(err.startswith("rag_eval: error: <stdin>: query 'q1': a slice is"), err)
 
     def test_query_ids_that_differ_by_a_prefix(self):
         run = self.write("run.json", json.dumps({"query-q1": ["refund-policy#2"]}))

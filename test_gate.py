@@ -38,7 +38,7 @@ from unittest import mock
 
 import rag_eval
 import helpers_for_tests as helpers
-from helpers_for_tests import ERROR_PREFIX, run_main
+from helpers_for_tests import ERROR_PREFIX, child_env, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -879,9 +879,8 @@ class TestAtomicWrite(TempDirMixin, unittest.TestCase):
             "os.fsync = stall\n"
             "rag_eval.write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
         )
-        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
         proc = subprocess.Popen([sys.executable, "-c", child, REPO, self.target], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
         try:
             line = proc.stdout.readline()
             self.assertEqual(line.strip(), b"writing", proc.stderr.read() if not line else line)
@@ -1048,6 +1047,7 @@ class TestPairedGate(unittest.TestCase):
         cls.saved = os.path.join(cls.tmp, "saved.json")
         code, _, err = run_main([cls.qrels, cls.base, "--save-baseline", cls.saved])
         assert code == 0, err
+        cls.outputs = {}  # (exit code, stdout, stderr) of gate() runs against the saved baseline, by argv
 
     @classmethod
     def tearDownClass(cls):
@@ -1062,7 +1062,13 @@ class TestPairedGate(unittest.TestCase):
 
     def gate(self, run, expected_code, *options, baseline=None):
         argv = [self.qrels, run, "--baseline", baseline or self.saved, "--resamples", R, *options]
-        code, out, err = run_main(argv)
+        if baseline is None:  # the class's own files, never rewritten: a run several tests read is made once
+            key = tuple(argv)
+            if key not in self.outputs:
+                self.outputs[key] = run_main(argv)
+            code, out, err = self.outputs[key]
+        else:
+            code, out, err = run_main(argv)
         self.assertEqual(code, expected_code, err)
         for line in err.splitlines():
             self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:")), line)

@@ -1,12 +1,14 @@
 """Hardening, second round (issue 11): what a pull request's author or a CI
 configuration can do to the command line, and what it must do in return.
 
-Each TestCase is one item of the issue.  Real processes (``python3 rag_eval.py
+Each TestCase is one item of the issue.  Real processes (``python3 -m rag_eval
 ...``) are used where the interpreter's own handling of closed or full streams,
 signals or a second process is what is tested; every other test calls
 ``rag_eval.main`` in-process.
 """
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -17,32 +19,17 @@ import threading
 import unittest
 
 import rag_eval
-from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
+from helpers_for_tests import REPO, TIME_BOX, TempDirMixin, child_env, run_main
 
-REPO = os.path.dirname(os.path.abspath(__file__))
-SCRIPT = os.path.join(REPO, "rag_eval.py")
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
 RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
-TIME_BOX = 60  # seconds a child process may take before the test fails instead of hanging
 POSIX = os.name == "posix"
 # A secret as a pull request could point a symlinked run at: base64, 40 characters.
 TOKEN = "Z2hwX3NlY3JldHRva2VuMTIzNDU2Nzg5MGFiY2Rl"
-
-CHILD_ENV = {key: value for key, value in os.environ.items()
-             if not key.startswith(("GITHUB_", "RAG_EVAL_")) and key not in ("PYTHONPATH", "SOURCE_DATE_EPOCH")}
-CHILD_ENV["PYTHONIOENCODING"] = "utf-8"
-CHILD_ENV["PYTHONDONTWRITEBYTECODE"] = "1"
-
-
-def run_process(argv, **options):
-    """``python3 rag_eval.py argv`` from the repository root: (exit code, stdout, stderr) as text."""
-    options.setdefault("stdout", subprocess.PIPE)
-    options.setdefault("stderr", subprocess.PIPE)
-    done = subprocess.run([sys.executable, SCRIPT] + [str(arg) for arg in argv], cwd=REPO, env=CHILD_ENV,
-                          stdin=subprocess.DEVNULL, timeout=TIME_BOX, **options)
-    decode = (lambda data: data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or ""))
-    return done.returncode, decode(done.stdout), decode(done.stderr)
+# Children run ``python -m rag_eval`` from the repository root (see helpers_for_tests).
+CHILD_ENV = child_env(PYTHONPATH=REPO)
+MODULE = ("-m", "rag_eval")
 
 
 def leaks(line, secret, clip=rag_eval.CLIP):
@@ -298,7 +285,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
         self.baseline = self.write("baseline.json", self.read(BASELINE))
 
     def update(self, *extra):
-        return quoted(SCRIPT, QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.5",
+        return quoted(*MODULE, QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.5",
                       "--junit", self.path("junit.xml"), *extra)
 
     def assert_nothing_written(self):
@@ -323,7 +310,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
     def test_closed_stderr(self):
         for extra, expected in ((("--max-drop", "0.5"), 0), ((), 1)):
             with self.subTest(expected=expected):
-                command = quoted(sys.executable, SCRIPT, QRELS, RUN, "--baseline", BASELINE, *extra)
+                command = quoted(sys.executable, *MODULE, QRELS, RUN, "--baseline", BASELINE, *extra)
                 code, out, err = shell(f"{command} 2>&-")
                 self.assertEqual(code, expected)
                 self.assertEqual(json.loads(out)["queries"], 3)
@@ -332,13 +319,13 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
     def test_stderr_on_a_full_disk(self):
         for extra, expected in ((("--max-drop", "0.5"), 0), ((), 1)):
             with self.subTest(expected=expected):
-                command = quoted(sys.executable, SCRIPT, QRELS, RUN, "--baseline", BASELINE, *extra)
+                command = quoted(sys.executable, *MODULE, QRELS, RUN, "--baseline", BASELINE, *extra)
                 code, out, err = shell(f"{command} 2>/dev/full")
                 self.assertEqual(code, expected)
                 self.assertEqual(json.loads(out)["queries"], 3)
 
     def test_closed_stderr_with_an_error_is_exit_2(self):
-        code, out, err = shell(f"{quoted(sys.executable, SCRIPT, QRELS, self.path('none.json'))} 2>&-")
+        code, out, err = shell(f"{quoted(sys.executable, *MODULE, QRELS, self.path('none.json'))} 2>&-")
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
 
     def test_the_update_still_happens_with_stderr_closed(self):
@@ -417,9 +404,12 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
 
         failing = mock.Mock()
         failing.write.side_effect = OSError(errno.ENOSPC, "No space left on device")
-        with mock.patch.object(sys, "stdout", failing):
+        err = io.StringIO()
+        with mock.patch.object(sys, "stdout", failing), contextlib.redirect_stderr(err):
             code = rag_eval.main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("o.json")])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertEqual(err.getvalue(), "rag_eval: error: cannot write the report to standard output: "
+                                         "No space left on device\n")
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_every_file_is_written_when_all_goes_well(self):
@@ -449,7 +439,7 @@ class TestEachInputReadOnce(TempDirMixin, unittest.TestCase):
         os.mkfifo(fifo)
         thread = self.feed(fifo, data)
         try:
-            result = run_process([QRELS, fifo, *options])
+            result = run_main([QRELS, fifo, *options])
         finally:
             if thread.is_alive():  # the child never opened it: open the reading end so the writer ends
                 with open(fifo, "rb") as drain:
@@ -470,7 +460,7 @@ class TestEachInputReadOnce(TempDirMixin, unittest.TestCase):
         self.assertEqual(inputs["qrels"]["sha256"], sha256_of(QRELS))
 
     def test_unjudged_with_judged_only_reads_a_fifo_once(self):
-        code, out, err = run_process([QRELS, RUN, "--judged-only", "--unjudged", self.path("expected.jsonl")])
+        code, out, err = run_main([QRELS, RUN, "--judged-only", "--unjudged", self.path("expected.jsonl")])
         self.assertEqual(code, 0, err)
         code, out, err = self.run_fifo(self.read(RUN), "--judged-only", "--unjudged", self.path("got.jsonl"))
         self.assertEqual(code, 0, err)
@@ -526,7 +516,7 @@ class TestConcurrentUpdates(TempDirMixin, unittest.TestCase):
         try:
             for run in (run_a, run_b):
                 children.append(subprocess.Popen(
-                    [sys.executable, SCRIPT, qrels, run, "--baseline", baseline, "--update-baseline", "--ratchet",
+                    [sys.executable, *MODULE, qrels, run, "--baseline", baseline, "--update-baseline", "--ratchet",
                      "--max-drop", "1", "--lock-timeout", str(TIME_BOX)],
                     cwd=REPO, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                     stderr=subprocess.PIPE))
@@ -575,9 +565,12 @@ class TestSignalsAndNames(TempDirMixin, unittest.TestCase):
 
     def interrupt(self, signum):
         target = self.write("baseline.json", self.read(BASELINE))
+        # The child starts with SIGINT at its default, so that Python turns it into KeyboardInterrupt:
+        # a shell running the tests in the background hands its children SIGINT ignored.
         child = subprocess.Popen([sys.executable, "-c", self.CHILD, REPO, QRELS, RUN, "--baseline", target,
                                   "--update-baseline", "--max-drop", "0.5"], env=CHILD_ENV, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             self.assertEqual(child.stderr.readline(), b"writing\n")
             child.send_signal(signum)

@@ -28,7 +28,7 @@ import warnings
 from unittest import mock
 
 import rag_eval
-from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, child_env, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -83,16 +83,8 @@ def load_fixtures():
     return qrels, run
 
 
-def child_env():
-    env = dict(os.environ)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    for name in ("PYTHONDEVMODE", "PYTHONWARNINGS", "PYTHONPATH", "PYTHONSTARTUP"):
-        env.pop(name, None)
-    return env
-
-
 def child(args, **kwargs):
-    """Run ``python rag_eval.py ARGS`` (or ``python -m ...``) from the repository root."""
+    """Run ``python ARGS`` (``rag_eval.py ...`` or ``-m rag_eval ...``) from the repository root."""
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
     kwargs.setdefault("stdin", subprocess.DEVNULL)
@@ -1504,6 +1496,9 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
 
 
 class TestEntryPoint(TempDirMixin, unittest.TestCase):
+    """Real processes: the README's quick start runs the script itself; the others run
+    ``python -m rag_eval``, whose bytecode the children share (helpers_for_tests)."""
+
     def test_quick_start(self):
         proc = child(["rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json"])
         self.assertEqual(proc.returncode, 1, proc.stderr)
@@ -1521,9 +1516,9 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
         run = self.write("r.json", json.dumps({"q-\u03b1": ["doc-\u03b2", "\u6587\u66f8-1"]}))
         for output in ("table", "markdown", "csv"):
             with self.subTest(output=output):
-                env = dict(child_env(), PYTHONIOENCODING="cp1252")
-                proc = subprocess.run([sys.executable, "rag_eval.py", qrels, run, "--format", output, "--per-query"],
-                                      cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60)
+                proc = subprocess.run([sys.executable, "-m", "rag_eval", qrels, run, "--format", output, "--per-query"],
+                                      cwd=REPO, env=child_env(PYTHONIOENCODING="cp1252"), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, timeout=60)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertNotIn(b"Traceback", proc.stderr)
                 text = proc.stdout.decode("cp1252")
@@ -1531,7 +1526,7 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
                 self.assertIn("0.5000", text)  # mrr@5 = 1/2: the relevant id is second (0 + 1/2)
 
     def test_bad_input(self):
-        proc = child(["rag_eval.py", "fixtures/no-such-file.json", "fixtures/run.json"])
+        proc = child(["-m", "rag_eval", "fixtures/no-such-file.json", "fixtures/run.json"])
         self.assertEqual(proc.returncode, 2)
         self.assertEqual(proc.stdout, b"")
         err = proc.stderr.decode()
@@ -1542,19 +1537,19 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
     def test_stdin(self):
         run = fixture_run_variants()["trec (named .json)"][1]
         qrels = fixture_qrels_variants()["trec (named .json)"][1]
-        expected = child(["rag_eval.py", "fixtures/qrels.json", "fixtures/run.json"])
-        self.assertEqual(expected.returncode, 0, expected.stderr)
+        code, expected, err = run_main([QRELS, RUN])
+        self.assertEqual(code, 0, err)
         for label, args, data in [
             ("run on stdin", ["fixtures/qrels.json", "-"], run),
             ("gzipped qrels on stdin", ["-", "fixtures/run.json"], gzip.compress(qrels)),
         ]:
             with self.subTest(label):
-                proc = child(["rag_eval.py", *args], stdin=None, input=data)
+                proc = child(["-m", "rag_eval", *args], stdin=None, input=data)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
-                self.assertEqual(proc.stdout, expected.stdout)
+                self.assertEqual(proc.stdout.decode("utf-8"), expected)
 
     def test_closed_pipe(self):
-        args = [sys.executable, "rag_eval.py", "fixtures/qrels.json", "fixtures/run.json", "--k", "1,2,3,4,5"]
+        args = [sys.executable, "-m", "rag_eval", "fixtures/qrels.json", "fixtures/run.json", "--k", "1,2,3,4,5"]
         for label in ("read one byte, then close", "close before any output"):
             with self.subTest(label):
                 proc = subprocess.Popen(args, cwd=REPO, env=child_env(), stdin=subprocess.DEVNULL,
@@ -1574,7 +1569,7 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
         # The child must start with SIGINT at its default: a shell running the
         # tests in the background hands its children SIGINT ignored.
         proc = subprocess.Popen(
-            [sys.executable, "rag_eval.py", "fixtures/qrels.json", "-"], cwd=REPO, env=child_env(),
+            [sys.executable, "-m", "rag_eval", "fixtures/qrels.json", "-"], cwd=REPO, env=child_env(),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
@@ -1605,7 +1600,7 @@ class TestEntryPoint(TempDirMixin, unittest.TestCase):
                                     for line in text.splitlines()), text)
 
     def test_version(self):
-        proc = child(["rag_eval.py", "--version"])
+        proc = child(["-m", "rag_eval", "--version"])
         self.assertEqual(proc.returncode, 0)
         self.assertIn(rag_eval.__version__, proc.stdout.decode())
 
