@@ -297,4 +297,11 @@ if __name__ == "__main__":
     for stream in (sys.stdout, sys.stderr):  # an id a Windows console cannot encode is shown escaped
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
-    sys.exit(main())
+    try:
+        exit_code = main()
+    except Exception:  # a bug, or the runner's files unwritable: its traceback, then exit 2, never 1 (a regression)
+        import traceback
+
+        traceback.print_exc()
+        exit_code = rag_eval.EXIT_ERROR
+    sys.exit(exit_code)

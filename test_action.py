@@ -271,6 +271,14 @@ class TestActionStep(ActionRun):
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
             self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
 
+    def test_its_own_failure_is_never_exit_1(self):
+        # GITHUB_OUTPUT in a folder that does not exist: the Action fails, and 1 would read as a regression
+        gone = os.path.join(self.tmp, "gone", "github_output")
+        for bash in self.each_bash():
+            code, _, err, _, _ = self.run_step(bash, {"GITHUB_OUTPUT": gone}, qrels=QRELS, run=RUN, baseline=BASELINE)
+            self.assertEqual(code, 2, err)
+            self.assertIn("FileNotFoundError", err)
+
     def test_without_baseline_it_passes(self):
         for bash in self.each_bash():
             code, _, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN)
