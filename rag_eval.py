@@ -6234,6 +6234,8 @@ def _exit_code(args, gate_report: Optional[dict]) -> int:
 
 def _deliver(text: str) -> None:
     """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+    if sys.stdout is None:  # started with stdout closed (>&-)
+        raise RagEvalError("standard output is closed: the report would go nowhere")
     try:
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import unittest
+from unittest import mock
 
 import rag_eval
 from helpers_for_tests import REPO, TIME_BOX, TempDirMixin, child_env, run_main
@@ -298,6 +299,19 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
         self.assertEqual(err, "rag_eval: error: standard output is closed: the report would go nowhere "
                               f"({self.path('baseline.json')} was not changed)\n")
         self.assert_nothing_written()
+
+    def test_closed_stdout_for_every_job(self):
+        # --explain, several runs and the label jobs write through the same delivery: never a traceback
+        spans = os.path.join(REPO, "examples", "rechunking")
+        jobs = (["--explain"], [QRELS, RUN, f"b={RUN}"],
+                [os.path.join(spans, "qrels.spans.jsonl"), "--corpus", os.path.join(spans, "corpus.jsonl"),
+                 "--check-labels"])
+        for argv in jobs:
+            with self.subTest(argv=argv), mock.patch("sys.stdout", None), \
+                    contextlib.redirect_stderr(io.StringIO()) as err:
+                self.assertEqual(rag_eval.main(argv), rag_eval.EXIT_ERROR)
+                self.assertEqual(err.getvalue(),
+                                 "rag_eval: error: standard output is closed: the report would go nowhere\n")
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_stdout_on_a_full_disk(self):
