@@ -1639,6 +1639,8 @@ def _label_job(args) -> int:
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
+    if args.no_symlinks:
+        _refuse_symlinks([source for source in (args.qrels, args.chunks, args.corpus) if source])
     # A missing input is left to its reader to name, even when the output has its name.
     inputs = [source for source in (args.qrels, args.chunks, args.corpus) if source and _identity(source)]
     for path in (args.to_spans, args.fix_labels):

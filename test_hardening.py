@@ -108,6 +108,20 @@ class TestNoSymlinks(TempDirMixin, unittest.TestCase):
     def test_plain_files_pass(self):
         self.assertEqual(run_main([QRELS, RUN, "--no-symlinks", "--baseline", BASELINE])[0], rag_eval.EXIT_REGRESSION)
 
+    def test_the_label_jobs_refuse_them_too(self):
+        spans = os.path.join(REPO, "examples", "rechunking")
+        corpus = self.path("corpus.jsonl")
+        os.symlink(os.path.join(spans, "corpus.jsonl"), corpus)
+        qrels = os.path.join(spans, "qrels.spans.jsonl")
+        for job in (["--check-labels"], ["--fix-labels", self.path("fixed.jsonl")]):
+            with self.subTest(job=job):
+                self.assert_error([qrels, "--corpus", corpus, *job, "--no-symlinks"], [corpus, "symbolic link"])
+        chunks = self.path("chunks.jsonl")
+        os.symlink(os.path.join(spans, "chunks200.jsonl"), chunks)
+        self.assert_error([os.path.join(spans, "qrels.chunks200.jsonl"), "--chunks", chunks, "--to-spans",
+                           self.path("spans.jsonl"), "--no-symlinks"], [chunks, "symbolic link"])
+        self.assertFalse(os.path.exists(self.path("spans.jsonl")))
+
 
 class TestSmallThings(TempDirMixin, unittest.TestCase):
     """Item 10: TREC scores as trec_eval reads them, a qrels file given as the run, CSV formulas."""
