@@ -5809,7 +5809,7 @@ def _help_epilog() -> str:
             "with --check-labels: an orphaned label",
             f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
             f"  {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way",
-            "       (lines 'INCONCLUSIVE <metric>: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)",
+            "       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)",
             f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
             f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
             f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
