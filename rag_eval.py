@@ -5182,12 +5182,18 @@ def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
     return rows
 
 
+def _one_line(text: str) -> str:
+    """An id as the human formats show it: a line break or other control character escaped, so that an id
+    can neither split a table row nor start a markdown line of its own."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+
+
 def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
     """Per failing metric: how many queries got worse and the largest drops."""
     lines = []
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
-            drops = ", ".join(f"{quoted(qid)} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
+            drops = ", ".join(f"{quoted(_one_line(qid))} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
             lines.append(f"{metric}: {_count(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
                          f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
                                                        if entry["hit_to_miss"] else ""))
@@ -5195,6 +5201,7 @@ def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List
 
 
 def _aligned(rows: List[List[str]]) -> str:
+    rows = [[_one_line(cell) for cell in row] for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
@@ -5246,7 +5253,7 @@ def _format_table(report: dict, digits: int) -> str:
 
 def _markdown_table(rows: List[List[str]]) -> str:
     def cells(row):
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+        return "| " + " | ".join(_one_line(cell).replace("|", "\\|") for cell in row) + " |"
 
     return "\n".join([cells(rows[0]), "|" + "---|" * len(rows[0])] + [cells(row) for row in rows[1:]])
 

@@ -1142,5 +1142,26 @@ class TestExplain(TempDirMixin, unittest.TestCase):
         self.assert_error([QRELS, RUN, "--format", "xml"], names=["--format"])
 
 
+
+class TestIdsStayOnOneLine(TempDirMixin, unittest.TestCase):
+    """A query id holding a line break can neither split a table row nor open a markdown line of its own."""
+
+    def test_table_and_markdown(self):
+        qid = "x|y\n# PASS"
+        qrels = self.write("q.json", json.dumps({qid: {"a": 2}, "q2": {"c": 1}}))
+        baseline = self.path("base.json")
+        self.assertEqual(run_main([qrels, self.write("b.json", json.dumps({qid: ["a"], "q2": ["c"]})), "--k", "2",
+                                   "--save-baseline", baseline])[0], 0)
+        run = self.write("r.json", json.dumps({qid: ["z", "a"], "q2": ["z"]}))
+        for fmt in ("table", "markdown"):
+            with self.subTest(fmt=fmt):
+                code, out, _ = run_main([qrels, run, "--k", "2", "--baseline", baseline, "--format", fmt, "--per-query"])
+                self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+                self.assertNotIn("\n# PASS", out.replace("\\n# PASS", ""))  # no raw line break before it
+                shown = [line for line in out.splitlines() if "# PASS" in line]
+                self.assertEqual(len(shown), 6, out)  # 4 per-query rows and 2 drop lines, each whole
+                self.assertTrue(all("y\\n# PASS" in line for line in shown))
+
+
 if __name__ == "__main__":
     unittest.main()
