@@ -4130,9 +4130,10 @@ class _TopsByQuery(dict):
 
 
 def _score(text: str, source: str, lineno: int) -> float:
-    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10)."""
+    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10, and
+    digits and spaces of any script: '\uff13' for 3)."""
     try:
-        if "_" in text:
+        if "_" in text or not text.isascii():
             raise ValueError(text)
         score = float(text)
     except ValueError:
@@ -4243,8 +4244,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
                 score = float(fields[4])
-            except ValueError:  # as above: the first such line is this one
-                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
+            except ValueError:  # as above: the first such line is this one; _score refuses what float(bytes) did
+                score = _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue

@@ -354,3 +354,28 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         jsonl = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
         self.assertEqual(rag_eval.read_qrels(self.write("qrels.json", rows)), rag_eval.read_qrels(jsonl))
         self.assertEqual(rag_eval.read_qrels(self.path("qrels.json")), {"q1": {"b": 2}})  # -1: unjudged, as in TREC
+
+
+class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
+    """What an attacker found in the new input formats (/tmp/attack_report.md): each refused cleanly or read right."""
+
+    QRELS = "q1 0 a 2\nq1 0 b 1\nq2 0 c 1\nq2 0 d 0\n"
+    RUN = "q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\n"
+
+    def run_of(self, qrels, run, *argv):
+        return scores_of(run_main([qrels, run, "--k", "5"] + list(argv)))
+
+    def test_a_score_in_digits_or_spaces_of_another_script_is_refused(self):
+        qrels = self.write("q.trec", self.QRELS)
+        for name, score in (("fullwidth", "\uff13"), ("arabic-indic", "\u0663"), ("no-break space", "3\u00a0")):
+            with self.subTest(name):
+                run = self.write("s.trec", f"q1 Q0 a 1 {score} t\nq2 Q0 c 1 1 t\n")
+                self.assertEqual(self.run_of(qrels, run), (2, f"rag_eval: error: {run}:1: score must be a number, "
+                                                              f"got {score!r}\n"))
+                if score.isspace() or not score[-1].isdigit():
+                    continue  # a TSV's values are split and stripped: see the test of no-break spaces
+                tsv = self.write("s.tsv", f"qid\tdocno\tscore\nq1\ta\t{score}\n")
+                self.assertEqual(self.run_of(qrels, tsv), (2, f"rag_eval: error: {tsv}:2: score must be a number, "
+                                                              f"got {score!r}\n"))
+                csv = self.write("s.csv", f"qid,docno,score\nq1,a,{score}\n")
+                self.assertEqual(self.run_of(qrels, csv)[0], 2)
