@@ -3755,7 +3755,8 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
 def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
     """Raise "looks like a header" for a first line without a digit: names, not values."""
     if not any(char.isdigit() for field in fields for char in field.decode("utf-8", "replace")):
-        names = ", ".join(_clip(field.decode("utf-8", "replace")) for field in fields[:6])
+        names = ", ".join(_clip(name) if name.isprintable() else _clipped_repr(name)  # no escape sequence, no line end
+                          for name in (field.decode("utf-8", "replace") for field in fields[:6]))
         raise RagEvalError(f"this line looks like a header ({names}), not {what}; recognised headers: {recognised}",
                            source, lineno)
 
@@ -6493,9 +6494,10 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     repeated = result.get("repeated")
     if repeated:
+        run = repeated["run"] if repeated["run"].isprintable() else ascii(repeated["run"])  # as RagEvalError names files
         found.append(_Message("note", f"{'at least ' if repeated['at_least'] else ''}"
                               f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
-                              f"in {_count(repeated['queries'], 'query', 'queries')} of {repeated['run']}; "
+                              f"in {_count(repeated['queries'], 'query', 'queries')} of {run}; "
                               "each counts once, at its best place (trec_eval refuses such a run)"))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))

@@ -379,3 +379,19 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                                                               f"got {score!r}\n"))
                 csv = self.write("s.csv", f"qid,docno,score\nq1,a,{score}\n")
                 self.assertEqual(self.run_of(qrels, csv)[0], 2)
+
+    def test_a_file_name_or_header_field_that_is_not_printable_is_escaped(self):
+        qrels = self.write("q.trec", self.QRELS)
+        run = self.write("x\n::error::pwned.trec", "q1 Q0 a 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 c 1 1 t\n")
+        code, out, err = run_main([qrels, run, "--k", "5"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(note_lines(err), [f"rag_eval: note: 1 document is listed more than once in 1 query of "
+                                           f"{ascii(run)}; each counts once, at its best place (trec_eval refuses "
+                                           "such a run)"])
+        self.assertNotIn("\n::error::", err)
+        for name in ("doc\x1bc", "doc\x1cc", "doc\x85c", "doc\u2028c"):
+            with self.subTest(repr(name)):
+                bad = self.write("esc.tsv", f"topic\t{name}\trel\nq1\ta\t1\n")
+                code, err = self.run_of(bad, run)
+                self.assertEqual(err, f"rag_eval: error: {bad}:1: this line looks like a header (topic, {name!r}, rel), "
+                                      "not a judgment; recognised headers: " + rag_eval._QRELS_HEADERS + "\n")
