@@ -4434,7 +4434,9 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     repeats, ids = _Repeats(), []
     qid = query = None
     kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
-    ranks: set = set()  # the current stretch of the query's ranks
+    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+    earlier: Dict[bytes, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
     judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
     looking = judged is not None
     for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
@@ -4449,7 +4451,10 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
             ids = _stretch_ended(repeats, qid, ids, reducer is None)
             if reducer is not None:
                 _close_ranked_query(reducer, query, kept, depth)
-            qid, query, ranks = fields[0], fields[0].decode("utf-8"), set()
+            if qid is not None:
+                earlier[qid], budget = _ranks_so_far(ranks, budget)
+            qid, query = fields[0], fields[0].decode("utf-8")
+            ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
             kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
             if looking:
                 grades = judged.get(query, ())
@@ -4481,6 +4486,16 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
            for qid, documents in places.items()}
     return _RunRead(run, found, repeats.counted())
+
+
+def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
+    """A query's ranks when its lines break off, as compactly as they allow (a range: 1, 2, 3, ... as a run
+    has them), and the ``budget`` of ranks left for sets; None once it is spent (later repeats go unseen)."""
+    if max(ranks) - min(ranks) + 1 == len(ranks):
+        return range(min(ranks), max(ranks) + 1), budget
+    if len(ranks) > budget:
+        return None, 0
+    return frozenset(ranks), budget - len(ranks)
 
 
 def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:

@@ -395,3 +395,24 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                 code, err = self.run_of(bad, run)
                 self.assertEqual(err, f"rag_eval: error: {bad}:1: this line looks like a header (topic, {name!r}, rel), "
                                       "not a judgment; recognised headers: " + rag_eval._QRELS_HEADERS + "\n")
+
+    def test_a_rank_repeated_when_a_ms_marco_query_comes_back_is_refused(self):
+        qrels = self.write("q.trec", "q1 0 a 2\nq1 0 b 0\nq2 0 c 1\n")
+        for order in ("q1\ta\t1\nq2\tc\t1\nq1\tb\t1\n", "q1\tb\t1\nq2\tc\t1\nq1\ta\t1\n"):
+            run = self.write("r.tsv", order)
+            for argv in ((), ("--unjudged", self.path("w.jsonl"))):  # reduced (read again), and plain
+                self.assertEqual(self.run_of(qrels, run, *argv), (2, f"rag_eval: error: {run}:3: rank 1 appears twice "
+                                 "in query 'q1' (is this a qrels file? the order is QRELS RUN)\n"))
+        # A query the qrels lack is checked too; ranks out of order, and those that go on, are not repeats.
+        code, err = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq9\tx\t3\nq1\tb\t2\nq9\ty\t1\nq9\tz\t3\n"))
+        self.assertIn("r.tsv:5: rank 3 appears twice in query 'q9'", err)
+        code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq1\tb\t2\nq2\tx\t2\n"))
+        self.assertEqual((code, out["mean"]["mrr@5"]), (0, 1.0))
+        saved = rag_eval.MAX_RANKS
+        rag_eval.MAX_RANKS = 2  # the sets' budget spent: a later stretch is checked alone
+        try:
+            code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq8\tx\t7\nq8\ty\t4\nq9\tx\t5\n"
+                                                               "q9\ty\t3\nq1\tb\t2\nq9\tw\t5\n"), "--drop-unknown-queries")
+            self.assertEqual(code, 0, out)
+        finally:
+            rag_eval.MAX_RANKS = saved
