@@ -3696,30 +3696,41 @@ def _first_text_line(inp: _Input) -> Tuple[int, str]:
     return inp.first_line, ""
 
 
+_ASCII_SPACE = " \t\n\r\x0b\x0c"  # C's isspace(), at which bytes.split cuts TREC lines; str.split() cuts at more
+_ASCII_SPACES = re.compile(f"[{_ASCII_SPACE}]+")
+
+
 def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
-    """The values of one line; ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
+    """The values of one line, stripped of ASCII white space only (a no-break space stays in an id, as in a
+    TREC file); ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
     if delimiter == ",":
         import csv  # only CSV files pay for it
 
         try:
-            return [value.strip() for value in next(csv.reader([text]), [])]
+            return [value.strip(_ASCII_SPACE) for value in next(csv.reader([text]), [])]
         except csv.Error as exc:
             raise ValueError(str(exc)) from None
-    return [value.strip() for value in text.split(delimiter)] if delimiter else text.split()
+    if delimiter:
+        return [value.strip(_ASCII_SPACE) for value in text.split(delimiter)]
+    text = text.strip(_ASCII_SPACE)
+    return _ASCII_SPACES.split(text) if text else []
 
 
 def _header(inp: _Input) -> Optional[_Header]:
     """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
-    column and a document column; else None."""
+    column and a document column; else None.  A first empty name (pandas' index) is a column; a delimiter
+    that ends the line names none."""
     lineno, line = _first_text_line(inp)
-    text = line.strip()
+    text = line.strip(_ASCII_SPACE)
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
     try:
-        names = [name.lower() for name in _split_row(text, delimiter)]
+        names = [name.lower() for name in _split_row(line.rstrip("\r") if delimiter else text, delimiter)]
     except ValueError:
         return None
+    if delimiter and len(names) > 1 and not names[-1]:
+        names.pop()
     if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
         return _Header(names, delimiter, lineno)
     return None
@@ -3740,12 +3751,14 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
     """``(line number, values)`` of each line after the header that is not blank: as many as it names."""
     for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            if lineno <= header.lineno or not line.strip():
+            if lineno <= header.lineno or not line.strip(_ASCII_SPACE):
                 continue
             try:
                 values = _split_row(line.rstrip("\r"), header.delimiter)
             except ValueError as exc:
                 raise RagEvalError(f"not a CSV line ({exc})", inp.source, lineno) from None
+            if len(values) == len(header.names) + 1 and not values[-1] and header.delimiter:
+                values.pop()  # a delimiter that ends the line, as it may end the header's
             if len(values) != len(header.names):
                 raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
                                    f"names, got {len(values)}", inp.source, lineno)

@@ -372,8 +372,6 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                 run = self.write("s.trec", f"q1 Q0 a 1 {score} t\nq2 Q0 c 1 1 t\n")
                 self.assertEqual(self.run_of(qrels, run), (2, f"rag_eval: error: {run}:1: score must be a number, "
                                                               f"got {score!r}\n"))
-                if score.isspace() or not score[-1].isdigit():
-                    continue  # a TSV's values are split and stripped: see the test of no-break spaces
                 tsv = self.write("s.tsv", f"qid\tdocno\tscore\nq1\ta\t{score}\n")
                 self.assertEqual(self.run_of(qrels, tsv), (2, f"rag_eval: error: {tsv}:2: score must be a number, "
                                                               f"got {score!r}\n"))
@@ -416,3 +414,22 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
             self.assertEqual(code, 0, out)
         finally:
             rag_eval.MAX_RANKS = saved
+
+    def test_header_files_split_as_trec_files_do(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        self.assertEqual(expected[0], 0)
+        rows = [("q1", "a", 3), ("q1", "b", 2), ("q2", "c", 1)]
+        # pandas' to_csv(sep="\t") writes its index as a first column without a name.
+        pandas = "\tqid\tdocno\tscore\n" + "".join(f"{i}\t{q}\t{d}\t{s}\n" for i, (q, d, s) in enumerate(rows))
+        self.assertEqual(self.run_of(qrels, self.write("r.tsv", pandas)), expected)
+        trailing = "qid\tdocno\tscore\t\n" + "".join(f"{q}\t{d}\t{s}\t\n" for q, d, s in rows)  # a tab ends each line
+        self.assertEqual(self.run_of(qrels, self.write("r.tsv", trailing)), expected)
+        # Only ASCII white space is stripped: a no-break space stays in the id, as TREC's bytes.split keeps it.
+        for sep in ("\t", ",", " "):
+            with self.subTest(repr(sep)):
+                nbsp = self.write("nb.trec", "q1 Q0 a\u00a0 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\n")
+                header = sep.join(("qid", "docno", "score")) + "\n"
+                tsv = self.write("nb.tsv", header + f"q1{sep}a\u00a0{sep}3\nq1{sep} b {sep}2\nq2{sep}c{sep}1\n")
+                self.assertEqual(self.run_of(qrels, tsv), self.run_of(qrels, nbsp))
+                self.assertNotEqual(self.run_of(qrels, tsv), expected)
