@@ -3273,8 +3273,9 @@ _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
 # found first: PyTerrier's docid is its index's number for the docno.
-_HEADER_DOC = ("docno",) + _JSONL_DOC + ("pid",)
-_HEADER_GRADE = ("label",) + _JSONL_GRADE
+_ROW_DOC = ("docno",) + _JSONL_DOC  # qrels and runs; PyTerrier's docno before its numeric docid
+_HEADER_DOC = _ROW_DOC + ("pid",)
+_HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
 _RUN_HEADERS = "qid docno score rank (PyTerrier), query_id doc_id score, qid pid rank"
 
@@ -3880,8 +3881,8 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
                                    "evidence spans or document judgments, not both", inp.source, lineno)
             return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
-        grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+        grade = _row_field(row, _HEADER_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
             raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
@@ -4557,7 +4558,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     looking = judged is not None
     for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
             if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)

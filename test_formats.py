@@ -433,3 +433,19 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                 tsv = self.write("nb.tsv", header + f"q1{sep}a\u00a0{sep}3\nq1{sep} b {sep}2\nq2{sep}c{sep}1\n")
                 self.assertEqual(self.run_of(qrels, tsv), self.run_of(qrels, nbsp))
                 self.assertNotEqual(self.run_of(qrels, tsv), expected)
+
+    def test_json_rows_and_jsonl_know_pyterrier_docno_and_label(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        rows = [{"qid": q, "docid": i, "docno": d, "rank": r, "score": s, "query": "x"}
+                for i, (q, d, r, s) in enumerate((("q1", "a", 0, 3.0), ("q1", "b", 1, 2.0), ("q2", "c", 0, 1.0)))]
+        jsonl = "".join(json.dumps(row) + "\n" for row in rows)
+        self.assertEqual(self.run_of(qrels, self.write("r.json", rows)), expected)
+        self.assertEqual(self.run_of(qrels, self.write("r.jsonl", jsonl)), expected)
+        as_text = [dict(row, docid=str(row["docid"])) for row in rows]  # docno wins over a docid of text too
+        self.assertEqual(self.run_of(qrels, self.write("r.json", as_text)), expected)
+        judgments = [{"qid": q, "docno": d, "label": g} for q, d, g in (("q1", "a", 2), ("q1", "b", 1), ("q2", "c", 1),
+                                                                       ("q2", "d", 0))]
+        self.assertEqual(rag_eval.read_qrels(self.write("q.json", judgments)), rag_eval.read_qrels(qrels))
+        self.assertEqual(rag_eval.read_qrels(self.write("q.jsonl", "".join(json.dumps(j) + "\n" for j in judgments))),
+                         rag_eval.read_qrels(qrels))
