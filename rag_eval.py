@@ -3785,7 +3785,13 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
     qrels: Qrels = {}
     for lineno, values in _header_rows(inp, header):
-        _add_judgment(qrels, values[query], values[doc], _grade(values[grade], inp.source, lineno), inp.source, lineno)
+        try:
+            value = _grade(values[grade], inp.source, lineno)
+        except RagEvalError as exc:
+            if header.names[grade] != "score" or "integer" not in exc.detail:
+                raise
+            raise RagEvalError(f"{exc.detail}; is this a run? the order is QRELS RUN", inp.source, lineno) from None
+        _add_judgment(qrels, values[query], values[doc], value, inp.source, lineno)
     return _without_negative(qrels)
 
 
@@ -3796,6 +3802,9 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
     query = _header_column(header, _JSONL_QUERY, "query", inp.source)
     doc = _header_column(header, _HEADER_DOC, "document", inp.source)
     score = _header_column(header, ("score",), "", inp.source)
+    if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
+        raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
+                           "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
     if score is None and "rank" not in header.names:
         qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
@@ -3844,7 +3853,22 @@ def _trec_qrels(inp: _Input) -> Qrels:
                     _header_error(fields, inp.source, lineno, "a judgment", _QRELS_HEADERS)
                 grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
             _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
+    if width == 3 and _grades_look_like_ranks(qrels):
+        raise RagEvalError("every query's grades are 1, 2, 3, ... once each, as a MS MARCO run's ranks; is this a "
+                           "run? the order is QRELS RUN", inp.source)
     return _without_negative(qrels)
+
+
+def _grades_look_like_ranks(qrels: Qrels) -> bool:
+    """Whether each query's grades are 1..n, each once, n at least 5 for one of them: no judgments are so
+    (one document per grade, five grades or more), a ranking is.  The first query of real judgments ends it."""
+    longest = 0
+    for docs in qrels.values():
+        grades = set(docs.values())
+        if len(grades) != len(docs) or min(grades) != 1 or max(grades) != len(docs):
+            return False
+        longest = max(longest, len(docs))
+    return longest >= 5
 
 
 def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
@@ -4411,20 +4435,31 @@ def _msmarco_layout(inp: _Input) -> bool:
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
     third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
+    One judgment per query, grade 1 (as MS MARCO's judgments), is a ranking
+    of depth 1 too: the file is a run only if some query of its head has
+    more than one line.  Grades 1, 2 in a first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    qid, expected = None, 1
+    qid, expected, first_query = None, 1, True
+    lines: Dict[bytes, int] = {}  # query -> its lines in the head
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
-        if len(fields) != 3 or qid is not None and fields[0] != qid:
+        if len(fields) != 3:
             break
+        first_query = first_query and fields[0] == (qid or fields[0])
+        if first_query:
+            if fields[2] != str(expected).encode():
+                return False
+            expected += 1
+        elif expected > 2:
+            break  # the first query ranked more than one document
         qid = fields[0]
-        if fields[2] != str(expected).encode():
-            return False
-        expected += 1
-    return expected > 1
+        lines[qid] = lines.get(qid, 0) + 1
+        if lines[qid] > 1 and not first_query:
+            break
+    return expected > 1 and max(lines.values(), default=0) > 1
 
 
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],

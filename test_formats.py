@@ -449,3 +449,26 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         self.assertEqual(rag_eval.read_qrels(self.write("q.json", judgments)), rag_eval.read_qrels(qrels))
         self.assertEqual(rag_eval.read_qrels(self.write("q.jsonl", "".join(json.dumps(j) + "\n" for j in judgments))),
                          rag_eval.read_qrels(qrels))
+
+    def test_more_files_given_the_wrong_way_round_get_the_hint(self):
+        qrels, run = self.write("q.trec", self.QRELS), self.write("r.trec", self.RUN)
+        beir = self.write("beir.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t2\nq2\tc\t1\n")
+        self.assertEqual(self.run_of(qrels, beir), (2, f"rag_eval: error: {beir}:1: the header on line 1 is BEIR's "
+                                                       "qrels header (query-id corpus-id score); is this a qrels file? "
+                                                       "the order is QRELS RUN\n"))
+        scored = self.write("run.tsv", "qid\tdocno\tscore\nq1\ta\t12.5\n")
+        self.assertEqual(self.run_of(scored, run), (2, f"rag_eval: error: {scored}:2: grade must be an integer, got "
+                                                       "'12.5'; is this a run? the order is QRELS RUN\n"))
+        msmarco = self.write("run.tsv", "".join(f"q{q}\td{q}{i}\t{i}\n" for q in (1, 2) for i in range(1, 7)))
+        self.assertEqual(self.run_of(msmarco, run), (2, f"rag_eval: error: {msmarco}: every query's grades are 1, 2, "
+                                                        "3, ... once each, as a MS MARCO run's ranks; is this a run? "
+                                                        "the order is QRELS RUN\n"))
+        graded = self.write("q.tsv", "q1\ta\t1\nq1\tb\t2\nq1\tc\t3\nq1\td\t4\nq2\tc\t1\n")  # 1..4: judgments still
+        self.assertEqual(len(rag_eval.read_qrels(graded)["q1"]), 4)
+        # One judgment per query, grade 1, is no ranking: some query of a MS MARCO run lists more than one document.
+        one = self.write("one.tsv", "q1\ta\t1\nq2\tc\t1\n")
+        self.assertEqual(self.run_of(qrels, one), (2, f"rag_eval: error: {one}:1: expected 6 fields (qid Q0 docid "
+                                                      "rank score tag), got 3; is this a qrels file? the order is "
+                                                      "QRELS RUN\n"))
+        code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq2\td\t2\n"))
+        self.assertEqual((code, out["mean"]["success@5"]), (0, 1.0))
