@@ -6237,12 +6237,14 @@ def _run_one(args, argv: List[str]) -> int:
             baseline, slices, qrels = _read_judgments(args)
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
             fingerprint = _fingerprint(args, qrels)
+            reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
-                baseline = _run_baseline(_score_file(args, qrels, args.baseline_run)[0], fingerprint)
+                baseline = _run_baseline(reference, fingerprint)
             earlier = _earlier_labels(args, baseline)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _messages(result, gate_report)
+        messages = _messages(result, gate_report) + ([_repeated_message(reference["repeated"])]
+                                                     if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
@@ -6376,7 +6378,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
-    if repeated.documents:
+    if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
     return result, run
 
@@ -6544,6 +6546,18 @@ class _Message(NamedTuple):
         return f"{self.kind}: {self.line}" + (f" ({self.detail})" if self.detail else "")
 
 
+def _repeated_message(repeated: dict) -> _Message:
+    """The note on documents a run lists more than once (``_Repeated``, and the run's path)."""
+    run = repeated["run"] if repeated["run"].isprintable() else ascii(repeated["run"])  # as RagEvalError names files
+    if not repeated["documents"]:  # none found, but not every id was checked
+        return _Message("note", f"{run} may list documents more than once: not checked past {REPEAT_BUDGET} ids "
+                        "of its long or interleaved queries")
+    return _Message("note", f"{'at least ' if repeated['at_least'] else ''}"
+                    f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
+                    f"in {_count(repeated['queries'], 'query', 'queries')} of {run}; "
+                    "each counts once, at its best place (trec_eval refuses such a run)")
+
+
 def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     """What a reader should know beside the numbers, most consequential first."""
     found = []
@@ -6556,13 +6570,8 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
-    repeated = result.get("repeated")
-    if repeated:
-        run = repeated["run"] if repeated["run"].isprintable() else ascii(repeated["run"])  # as RagEvalError names files
-        found.append(_Message("note", f"{'at least ' if repeated['at_least'] else ''}"
-                              f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
-                              f"in {_count(repeated['queries'], 'query', 'queries')} of {run}; "
-                              "each counts once, at its best place (trec_eval refuses such a run)"))
+    if result.get("repeated"):
+        found.append(_repeated_message(result["repeated"]))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):

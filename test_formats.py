@@ -472,3 +472,16 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                                                       "QRELS RUN\n"))
         code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq2\td\t2\n"))
         self.assertEqual((code, out["mean"]["success@5"]), (0, 1.0))
+
+    def test_a_repeat_check_that_was_incomplete_says_so_and_the_baseline_run_gets_its_note(self):
+        qrels = self.write("q.trec", self.QRELS)
+        run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):  # none found, and not all checked
+            code, out, err = run_main([qrels, run, "--k", "5"])
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"rag_eval: note: {run} may list documents more than once: not checked past 1 ids of its long "
+                      "or interleaved queries\n", err)
+        code, out, err = run_main([qrels, self.write("r.trec", self.RUN), "--k", "5", "--baseline-run", run])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(note_lines(err), [f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; "
+                                           "each counts once, at its best place (trec_eval refuses such a run)"])
