@@ -3813,7 +3813,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
         rank = header.names.index("rank")
         rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
                 for lineno, values in _header_rows(inp, header, max_bytes))
-        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
     rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
                       "score": _score(values[score], inp.source, lineno)})
             for lineno, values in _header_rows(inp, header, max_bytes))
@@ -4464,7 +4464,7 @@ def _msmarco_layout(inp: _Input) -> bool:
 
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
-                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None) -> _RunRead:
+                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None, first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
 
     There is no score, so the rank column is the order (trec_eval, which
@@ -4475,7 +4475,7 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
     unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
-    file with a header (``_header_rows``).
+    file with a header (``_header_rows``), whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
     as_text = keep is not None or doc_id_sep is not None
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
@@ -4492,9 +4492,11 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
         if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
             raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
                                inp.source, lineno)
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
-        if rank < 1:
-            raise RagEvalError(f"rank must be a positive integer, got {_clipped_repr(fields[2].decode('utf-8'))}",
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else -1
+        if rank < first_rank:
+            wanted = "an integer of at most 9 digits" if fields[2].isdigit() and rank < 0 else \
+                "a positive integer" if first_rank else "a non-negative integer"
+            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(fields[2].decode('utf-8'))}",
                                inp.source, lineno)
         if fields[0] != qid:
             ids = _stretch_ended(repeats, qid, ids, reducer is None)

@@ -485,3 +485,16 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(note_lines(err), [f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; "
                                            "each counts once, at its best place (trec_eval refuses such a run)"])
+
+    def test_ranks_pyterrier_starts_at_0_and_the_rank_limit_is_named(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        zero = self.write("r.tsv", "qid\tdocno\trank\nq1\tb\t1\nq1\ta\t0\nq2\tc\t0\n")  # PyTerrier's FIRST_RANK is 0
+        self.assertEqual(self.run_of(qrels, zero), expected)
+        code, err = self.run_of(qrels, self.write("r.tsv", "qid\tdocno\trank\nq1\tb\t-1\n"))
+        self.assertIn("r.tsv:2: rank must be a non-negative integer, got '-1'", err)
+        code, err = self.run_of(qrels, self.write("m.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1000000000\n"))
+        self.assertEqual(err, f"rag_eval: error: {self.path('m.tsv')}:3: rank must be an integer of at most 9 digits, "
+                              "got '1000000000'\n")
+        code, err = self.run_of(qrels, self.write("m.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t0\n"))
+        self.assertIn("m.tsv:3: rank must be a positive integer, got '0'", err)
