@@ -5913,9 +5913,11 @@ def _build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
-                        help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
+                        help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
+                             "maybe gzipped; - for stdin")
     parser.add_argument("run", metavar="RUN", nargs="*",
-                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin. "
+                        help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
+                             "with a header (PyTerrier), maybe gzipped; - for stdin. "
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
     parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "

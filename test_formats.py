@@ -498,3 +498,10 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
                               "got '1000000000'\n")
         code, err = self.run_of(qrels, self.write("m.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t0\n"))
         self.assertIn("m.tsv:3: rank must be a positive integer, got '0'", err)
+
+    def test_help_names_the_formats_read(self):
+        code, out, err = run_main(["--help"])
+        text = " ".join(out.split())
+        self.assertIn("judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier)", text)
+        self.assertIn("the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV with a "
+                      "header (PyTerrier)", text)
