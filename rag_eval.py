@@ -3761,8 +3761,11 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
             if len(values) == len(header.names) + 1 and not values[-1] and header.delimiter:
                 values.pop()  # a delimiter that ends the line, as it may end the header's
             if len(values) != len(header.names):
+                # Rows are read line by line: a quoted value that holds a line break leaves a quote unclosed.
+                quoted = "; a quoted value that holds a line break? each row must be one line" \
+                    if header.delimiter == "," and line.count('"') % 2 else ""
                 raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
-                                   f"names, got {len(values)}", inp.source, lineno)
+                                   f"names, got {len(values)}{quoted}", inp.source, lineno)
             yield lineno, values
 
 

@@ -505,3 +505,10 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         self.assertIn("judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier)", text)
         self.assertIn("the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV with a "
                       "header (PyTerrier)", text)
+
+    def test_a_csv_value_holding_a_line_break_is_named(self):
+        qrels = self.write("q.trec", self.QRELS)
+        csv = self.write("r.csv", ',qid,docno,score,query\n0,q1,a,3,"what\nis it"\n1,q2,c,1,x\n')
+        self.assertEqual(self.run_of(qrels, csv), (2, f"rag_eval: error: {csv}:3: expected 5 fields, as the header on "
+                                                      "line 1 names, got 1; a quoted value that holds a line break? "
+                                                      "each row must be one line\n"))
