@@ -3275,8 +3275,9 @@ _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
 # found first: PyTerrier's docid is its index's number for the docno.
-_HEADER_DOC = ("docno",) + _JSONL_DOC + ("pid",)
-_HEADER_GRADE = ("label",) + _JSONL_GRADE
+_ROW_DOC = ("docno",) + _JSONL_DOC  # qrels and runs; PyTerrier's docno before its numeric docid
+_HEADER_DOC = _ROW_DOC + ("pid",)
+_HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
 _RUN_HEADERS = "qid docno score rank (PyTerrier), query_id doc_id score, qid pid rank"
 
@@ -3698,30 +3699,41 @@ def _first_text_line(inp: _Input) -> Tuple[int, str]:
     return inp.first_line, ""
 
 
+_ASCII_SPACE = " \t\n\r\x0b\x0c"  # C's isspace(), at which bytes.split cuts TREC lines; str.split() cuts at more
+_ASCII_SPACES = re.compile(f"[{_ASCII_SPACE}]+")
+
+
 def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
-    """The values of one line; ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
+    """The values of one line, stripped of ASCII white space only (a no-break space stays in an id, as in a
+    TREC file); ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
     if delimiter == ",":
         import csv  # only CSV files pay for it
 
         try:
-            return [value.strip() for value in next(csv.reader([text]), [])]
+            return [value.strip(_ASCII_SPACE) for value in next(csv.reader([text]), [])]
         except csv.Error as exc:
             raise ValueError(str(exc)) from None
-    return [value.strip() for value in text.split(delimiter)] if delimiter else text.split()
+    if delimiter:
+        return [value.strip(_ASCII_SPACE) for value in text.split(delimiter)]
+    text = text.strip(_ASCII_SPACE)
+    return _ASCII_SPACES.split(text) if text else []
 
 
 def _header(inp: _Input) -> Optional[_Header]:
     """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
-    column and a document column; else None."""
+    column and a document column; else None.  A first empty name (pandas' index) is a column; a delimiter
+    that ends the line names none."""
     lineno, line = _first_text_line(inp)
-    text = line.strip()
+    text = line.strip(_ASCII_SPACE)
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
     try:
-        names = [name.lower() for name in _split_row(text, delimiter)]
+        names = [name.lower() for name in _split_row(line.rstrip("\r") if delimiter else text, delimiter)]
     except ValueError:
         return None
+    if delimiter and len(names) > 1 and not names[-1]:
+        names.pop()
     if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
         return _Header(names, delimiter, lineno)
     return None
@@ -3742,22 +3754,28 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
     """``(line number, values)`` of each line after the header that is not blank: as many as it names."""
     for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            if lineno <= header.lineno or not line.strip():
+            if lineno <= header.lineno or not line.strip(_ASCII_SPACE):
                 continue
             try:
                 values = _split_row(line.rstrip("\r"), header.delimiter)
             except ValueError as exc:
                 raise RagEvalError(f"not a CSV line ({exc})", inp.source, lineno) from None
+            if len(values) == len(header.names) + 1 and not values[-1] and header.delimiter:
+                values.pop()  # a delimiter that ends the line, as it may end the header's
             if len(values) != len(header.names):
+                # Rows are read line by line: a quoted value that holds a line break leaves a quote unclosed.
+                quoted = "; a quoted value that holds a line break? each row must be one line" \
+                    if header.delimiter == "," and line.count('"') % 2 else ""
                 raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
-                                   f"names, got {len(values)}", inp.source, lineno)
+                                   f"names, got {len(values)}{quoted}", inp.source, lineno)
             yield lineno, values
 
 
 def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
     """Raise "looks like a header" for a first line without a digit: names, not values."""
     if not any(char.isdigit() for field in fields for char in field.decode("utf-8", "replace")):
-        names = ", ".join(_clip(field.decode("utf-8", "replace")) for field in fields[:6])
+        names = ", ".join(_clip(name) if name.isprintable() else _clipped_repr(name)  # no escape sequence, no line end
+                          for name in (field.decode("utf-8", "replace") for field in fields[:6]))
         raise RagEvalError(f"this line looks like a header ({names}), not {what}; recognised headers: {recognised}",
                            source, lineno)
 
@@ -3772,7 +3790,13 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
     qrels: Qrels = {}
     for lineno, values in _header_rows(inp, header):
-        _add_judgment(qrels, values[query], values[doc], _grade(values[grade], inp.source, lineno), inp.source, lineno)
+        try:
+            value = _grade(values[grade], inp.source, lineno)
+        except RagEvalError as exc:
+            if header.names[grade] != "score" or "integer" not in exc.detail:
+                raise
+            raise RagEvalError(f"{exc.detail}; is this a run? the order is QRELS RUN", inp.source, lineno) from None
+        _add_judgment(qrels, values[query], values[doc], value, inp.source, lineno)
     return _without_negative(qrels)
 
 
@@ -3783,6 +3807,9 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
     query = _header_column(header, _JSONL_QUERY, "query", inp.source)
     doc = _header_column(header, _HEADER_DOC, "document", inp.source)
     score = _header_column(header, ("score",), "", inp.source)
+    if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
+        raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
+                           "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
     if score is None and "rank" not in header.names:
         qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
@@ -3791,7 +3818,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
         rank = header.names.index("rank")
         rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
                 for lineno, values in _header_rows(inp, header, max_bytes))
-        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
     rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
                       "score": _score(values[score], inp.source, lineno)})
             for lineno, values in _header_rows(inp, header, max_bytes))
@@ -3831,7 +3858,22 @@ def _trec_qrels(inp: _Input) -> Qrels:
                     _header_error(fields, inp.source, lineno, "a judgment", _QRELS_HEADERS)
                 grade = _grade(grade_text.decode("utf-8"), inp.source, lineno)
             _add_judgment(qrels, query, fields[-2].decode("utf-8"), grade, inp.source, lineno)
+    if width == 3 and _grades_look_like_ranks(qrels):
+        raise RagEvalError("every query's grades are 1, 2, 3, ... once each, as a MS MARCO run's ranks; is this a "
+                           "run? the order is QRELS RUN", inp.source)
     return _without_negative(qrels)
+
+
+def _grades_look_like_ranks(qrels: Qrels) -> bool:
+    """Whether each query's grades are 1..n, each once, n at least 5 for one of them: no judgments are so
+    (one document per grade, five grades or more), a ranking is.  The first query of real judgments ends it."""
+    longest = 0
+    for docs in qrels.values():
+        grades = set(docs.values())
+        if len(grades) != len(docs) or min(grades) != 1 or max(grades) != len(docs):
+            return False
+        longest = max(longest, len(docs))
+    return longest >= 5
 
 
 def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
@@ -3868,8 +3910,8 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
                                    "evidence spans or document judgments, not both", inp.source, lineno)
             return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
-        grade = _row_field(row, _JSONL_GRADE, "grade", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+        grade = _row_field(row, _HEADER_GRADE, "grade", inp.source, lineno)
         if not _is_int(grade):
             raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
@@ -4132,9 +4174,10 @@ class _TopsByQuery(dict):
 
 
 def _score(text: str, source: str, lineno: int) -> float:
-    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10)."""
+    """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10, and
+    digits and spaces of any script: '\uff13' for 3)."""
     try:
-        if "_" in text:
+        if "_" in text or not text.isascii():
             raise ValueError(text)
         score = float(text)
     except ValueError:
@@ -4245,8 +4288,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
                 looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
             try:
                 score = float(fields[4])
-            except ValueError:  # as above: the first such line is this one
-                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
+            except ValueError:  # as above: the first such line is this one; _score refuses what float(bytes) did
+                score = _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
             # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
             if floor > score > lowest:
                 continue
@@ -4397,25 +4440,36 @@ def _msmarco_layout(inp: _Input) -> bool:
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
     third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
+    One judgment per query, grade 1 (as MS MARCO's judgments), is a ranking
+    of depth 1 too: the file is a run only if some query of its head has
+    more than one line.  Grades 1, 2 in a first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    qid, expected = None, 1
+    qid, expected, first_query = None, 1, True
+    lines: Dict[bytes, int] = {}  # query -> its lines in the head
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
-        if len(fields) != 3 or qid is not None and fields[0] != qid:
+        if len(fields) != 3:
             break
+        first_query = first_query and fields[0] == (qid or fields[0])
+        if first_query:
+            if fields[2] != str(expected).encode():
+                return False
+            expected += 1
+        elif expected > 2:
+            break  # the first query ranked more than one document
         qid = fields[0]
-        if fields[2] != str(expected).encode():
-            return False
-        expected += 1
-    return expected > 1
+        lines[qid] = lines.get(qid, 0) + 1
+        if lines[qid] > 1 and not first_query:
+            break
+    return expected > 1 and max(lines.values(), default=0) > 1
 
 
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
-                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None) -> _RunRead:
+                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None, first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
 
     There is no score, so the rank column is the order (trec_eval, which
@@ -4426,7 +4480,7 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
     unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
-    file with a header (``_header_rows``).
+    file with a header (``_header_rows``), whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
     as_text = keep is not None or doc_id_sep is not None
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
@@ -4434,22 +4488,29 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     repeats, ids = _Repeats(), []
     qid = query = None
     kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
-    ranks: set = set()  # the current stretch of the query's ranks
+    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+    earlier: Dict[bytes, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
     judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
     looking = judged is not None
     for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
         if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
             raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
                                inp.source, lineno)
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
-        if rank < 1:
-            raise RagEvalError(f"rank must be a positive integer, got {_clipped_repr(fields[2].decode('utf-8'))}",
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else -1
+        if rank < first_rank:
+            wanted = "an integer of at most 9 digits" if fields[2].isdigit() and rank < 0 else \
+                "a positive integer" if first_rank else "a non-negative integer"
+            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(fields[2].decode('utf-8'))}",
                                inp.source, lineno)
         if fields[0] != qid:
             ids = _stretch_ended(repeats, qid, ids, reducer is None)
             if reducer is not None:
                 _close_ranked_query(reducer, query, kept, depth)
-            qid, query, ranks = fields[0], fields[0].decode("utf-8"), set()
+            if qid is not None:
+                earlier[qid], budget = _ranks_so_far(ranks, budget)
+            qid, query = fields[0], fields[0].decode("utf-8")
+            ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
             kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
             if looking:
                 grades = judged.get(query, ())
@@ -4481,6 +4542,16 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
            for qid, documents in places.items()}
     return _RunRead(run, found, repeats.counted())
+
+
+def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
+    """A query's ranks when its lines break off, as compactly as they allow (a range: 1, 2, 3, ... as a run
+    has them), and the ``budget`` of ranks left for sets; None once it is spent (later repeats go unseen)."""
+    if max(ranks) - min(ranks) + 1 == len(ranks):
+        return range(min(ranks), max(ranks) + 1), budget
+    if len(ranks) > budget:
+        return None, 0
+    return frozenset(ranks), budget - len(ranks)
 
 
 def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
@@ -4529,7 +4600,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
     looking = judged is not None
     for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _JSONL_DOC, "document id", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
         for value, what in ((qid, "query id"), (docid, "document id")):
             if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
                 raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
@@ -5854,9 +5925,11 @@ def _build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
-                        help="judgments: JSON, JSONL or TREC qrels, maybe gzipped; - for stdin")
+                        help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
+                             "maybe gzipped; - for stdin")
     parser.add_argument("run", metavar="RUN", nargs="*",
-                        help="the run: JSON (ranked or scored), JSONL or TREC, maybe gzipped; - for stdin. "
+                        help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
+                             "with a header (PyTerrier), maybe gzipped; - for stdin. "
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
     parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
@@ -6180,12 +6253,14 @@ def _run_one(args, argv: List[str]) -> int:
             baseline, slices, qrels = _read_judgments(args)
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
             fingerprint = _fingerprint(args, qrels)
+            reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
-                baseline = _run_baseline(_score_file(args, qrels, args.baseline_run)[0], fingerprint)
+                baseline = _run_baseline(reference, fingerprint)
             earlier = _earlier_labels(args, baseline)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _messages(result, gate_report)
+        messages = _messages(result, gate_report) + ([_repeated_message(reference["repeated"])]
+                                                     if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
@@ -6321,7 +6396,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
         if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
             _check_not_qrels(whole_run(), judged, path)
-    if repeated.documents:
+    if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
     return result, run
 
@@ -6489,6 +6564,18 @@ class _Message(NamedTuple):
         return f"{self.kind}: {self.line}" + (f" ({self.detail})" if self.detail else "")
 
 
+def _repeated_message(repeated: dict) -> _Message:
+    """The note on documents a run lists more than once (``_Repeated``, and the run's path)."""
+    run = repeated["run"] if repeated["run"].isprintable() else ascii(repeated["run"])  # as RagEvalError names files
+    if not repeated["documents"]:  # none found, but not every id was checked
+        return _Message("note", f"{run} may list documents more than once: not checked past {REPEAT_BUDGET} ids "
+                        "of its long or interleaved queries")
+    return _Message("note", f"{'at least ' if repeated['at_least'] else ''}"
+                    f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
+                    f"in {_count(repeated['queries'], 'query', 'queries')} of {run}; "
+                    "each counts once, at its best place (trec_eval refuses such a run)")
+
+
 def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     """What a reader should know beside the numbers, most consequential first."""
     found = []
@@ -6501,12 +6588,8 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
-    repeated = result.get("repeated")
-    if repeated:
-        found.append(_Message("note", f"{'at least ' if repeated['at_least'] else ''}"
-                              f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
-                              f"in {_count(repeated['queries'], 'query', 'queries')} of {repeated['run']}; "
-                              "each counts once, at its best place (trec_eval refuses such a run)"))
+    if result.get("repeated"):
+        found.append(_repeated_message(result["repeated"]))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):

@@ -354,3 +354,161 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         jsonl = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
         self.assertEqual(rag_eval.read_qrels(self.write("qrels.json", rows)), rag_eval.read_qrels(jsonl))
         self.assertEqual(rag_eval.read_qrels(self.path("qrels.json")), {"q1": {"b": 2}})  # -1: unjudged, as in TREC
+
+
+class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
+    """What an attacker found in the new input formats (/tmp/attack_report.md): each refused cleanly or read right."""
+
+    QRELS = "q1 0 a 2\nq1 0 b 1\nq2 0 c 1\nq2 0 d 0\n"
+    RUN = "q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\n"
+
+    def run_of(self, qrels, run, *argv):
+        return scores_of(run_main([qrels, run, "--k", "5"] + list(argv)))
+
+    def test_a_score_in_digits_or_spaces_of_another_script_is_refused(self):
+        qrels = self.write("q.trec", self.QRELS)
+        for name, score in (("fullwidth", "\uff13"), ("arabic-indic", "\u0663"), ("no-break space", "3\u00a0")):
+            with self.subTest(name):
+                run = self.write("s.trec", f"q1 Q0 a 1 {score} t\nq2 Q0 c 1 1 t\n")
+                self.assertEqual(self.run_of(qrels, run), (2, f"rag_eval: error: {run}:1: score must be a number, "
+                                                              f"got {score!r}\n"))
+                tsv = self.write("s.tsv", f"qid\tdocno\tscore\nq1\ta\t{score}\n")
+                self.assertEqual(self.run_of(qrels, tsv), (2, f"rag_eval: error: {tsv}:2: score must be a number, "
+                                                              f"got {score!r}\n"))
+                csv = self.write("s.csv", f"qid,docno,score\nq1,a,{score}\n")
+                self.assertEqual(self.run_of(qrels, csv)[0], 2)
+
+    def test_a_file_name_or_header_field_that_is_not_printable_is_escaped(self):
+        qrels = self.write("q.trec", self.QRELS)
+        run = self.write("x\n::error::pwned.trec", "q1 Q0 a 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 c 1 1 t\n")
+        code, out, err = run_main([qrels, run, "--k", "5"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(note_lines(err), [f"rag_eval: note: 1 document is listed more than once in 1 query of "
+                                           f"{ascii(run)}; each counts once, at its best place (trec_eval refuses "
+                                           "such a run)"])
+        self.assertNotIn("\n::error::", err)
+        for name in ("doc\x1bc", "doc\x1cc", "doc\x85c", "doc\u2028c"):
+            with self.subTest(repr(name)):
+                bad = self.write("esc.tsv", f"topic\t{name}\trel\nq1\ta\t1\n")
+                code, err = self.run_of(bad, run)
+                self.assertEqual(err, f"rag_eval: error: {bad}:1: this line looks like a header (topic, {name!r}, rel), "
+                                      "not a judgment; recognised headers: " + rag_eval._QRELS_HEADERS + "\n")
+
+    def test_a_rank_repeated_when_a_ms_marco_query_comes_back_is_refused(self):
+        qrels = self.write("q.trec", "q1 0 a 2\nq1 0 b 0\nq2 0 c 1\n")
+        for order in ("q1\ta\t1\nq2\tc\t1\nq1\tb\t1\n", "q1\tb\t1\nq2\tc\t1\nq1\ta\t1\n"):
+            run = self.write("r.tsv", order)
+            for argv in ((), ("--unjudged", self.path("w.jsonl"))):  # reduced (read again), and plain
+                self.assertEqual(self.run_of(qrels, run, *argv), (2, f"rag_eval: error: {run}:3: rank 1 appears twice "
+                                 "in query 'q1' (is this a qrels file? the order is QRELS RUN)\n"))
+        # A query the qrels lack is checked too; ranks out of order, and those that go on, are not repeats.
+        code, err = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq9\tx\t3\nq1\tb\t2\nq9\ty\t1\nq9\tz\t3\n"))
+        self.assertIn("r.tsv:5: rank 3 appears twice in query 'q9'", err)
+        code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq1\tb\t2\nq2\tx\t2\n"))
+        self.assertEqual((code, out["mean"]["mrr@5"]), (0, 1.0))
+        saved = rag_eval.MAX_RANKS
+        rag_eval.MAX_RANKS = 2  # the sets' budget spent: a later stretch is checked alone
+        try:
+            code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq8\tx\t7\nq8\ty\t4\nq9\tx\t5\n"
+                                                               "q9\ty\t3\nq1\tb\t2\nq9\tw\t5\n"), "--drop-unknown-queries")
+            self.assertEqual(code, 0, out)
+        finally:
+            rag_eval.MAX_RANKS = saved
+
+    def test_header_files_split_as_trec_files_do(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        self.assertEqual(expected[0], 0)
+        rows = [("q1", "a", 3), ("q1", "b", 2), ("q2", "c", 1)]
+        # pandas' to_csv(sep="\t") writes its index as a first column without a name.
+        pandas = "\tqid\tdocno\tscore\n" + "".join(f"{i}\t{q}\t{d}\t{s}\n" for i, (q, d, s) in enumerate(rows))
+        self.assertEqual(self.run_of(qrels, self.write("r.tsv", pandas)), expected)
+        trailing = "qid\tdocno\tscore\t\n" + "".join(f"{q}\t{d}\t{s}\t\n" for q, d, s in rows)  # a tab ends each line
+        self.assertEqual(self.run_of(qrels, self.write("r.tsv", trailing)), expected)
+        # Only ASCII white space is stripped: a no-break space stays in the id, as TREC's bytes.split keeps it.
+        for sep in ("\t", ",", " "):
+            with self.subTest(repr(sep)):
+                nbsp = self.write("nb.trec", "q1 Q0 a\u00a0 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\n")
+                header = sep.join(("qid", "docno", "score")) + "\n"
+                tsv = self.write("nb.tsv", header + f"q1{sep}a\u00a0{sep}3\nq1{sep} b {sep}2\nq2{sep}c{sep}1\n")
+                self.assertEqual(self.run_of(qrels, tsv), self.run_of(qrels, nbsp))
+                self.assertNotEqual(self.run_of(qrels, tsv), expected)
+
+    def test_json_rows_and_jsonl_know_pyterrier_docno_and_label(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        rows = [{"qid": q, "docid": i, "docno": d, "rank": r, "score": s, "query": "x"}
+                for i, (q, d, r, s) in enumerate((("q1", "a", 0, 3.0), ("q1", "b", 1, 2.0), ("q2", "c", 0, 1.0)))]
+        jsonl = "".join(json.dumps(row) + "\n" for row in rows)
+        self.assertEqual(self.run_of(qrels, self.write("r.json", rows)), expected)
+        self.assertEqual(self.run_of(qrels, self.write("r.jsonl", jsonl)), expected)
+        as_text = [dict(row, docid=str(row["docid"])) for row in rows]  # docno wins over a docid of text too
+        self.assertEqual(self.run_of(qrels, self.write("r.json", as_text)), expected)
+        judgments = [{"qid": q, "docno": d, "label": g} for q, d, g in (("q1", "a", 2), ("q1", "b", 1), ("q2", "c", 1),
+                                                                       ("q2", "d", 0))]
+        self.assertEqual(rag_eval.read_qrels(self.write("q.json", judgments)), rag_eval.read_qrels(qrels))
+        self.assertEqual(rag_eval.read_qrels(self.write("q.jsonl", "".join(json.dumps(j) + "\n" for j in judgments))),
+                         rag_eval.read_qrels(qrels))
+
+    def test_more_files_given_the_wrong_way_round_get_the_hint(self):
+        qrels, run = self.write("q.trec", self.QRELS), self.write("r.trec", self.RUN)
+        beir = self.write("beir.tsv", "query-id\tcorpus-id\tscore\nq1\ta\t2\nq2\tc\t1\n")
+        self.assertEqual(self.run_of(qrels, beir), (2, f"rag_eval: error: {beir}:1: the header on line 1 is BEIR's "
+                                                       "qrels header (query-id corpus-id score); is this a qrels file? "
+                                                       "the order is QRELS RUN\n"))
+        scored = self.write("run.tsv", "qid\tdocno\tscore\nq1\ta\t12.5\n")
+        self.assertEqual(self.run_of(scored, run), (2, f"rag_eval: error: {scored}:2: grade must be an integer, got "
+                                                       "'12.5'; is this a run? the order is QRELS RUN\n"))
+        msmarco = self.write("run.tsv", "".join(f"q{q}\td{q}{i}\t{i}\n" for q in (1, 2) for i in range(1, 7)))
+        self.assertEqual(self.run_of(msmarco, run), (2, f"rag_eval: error: {msmarco}: every query's grades are 1, 2, "
+                                                        "3, ... once each, as a MS MARCO run's ranks; is this a run? "
+                                                        "the order is QRELS RUN\n"))
+        graded = self.write("q.tsv", "q1\ta\t1\nq1\tb\t2\nq1\tc\t3\nq1\td\t4\nq2\tc\t1\n")  # 1..4: judgments still
+        self.assertEqual(len(rag_eval.read_qrels(graded)["q1"]), 4)
+        # One judgment per query, grade 1, is no ranking: some query of a MS MARCO run lists more than one document.
+        one = self.write("one.tsv", "q1\ta\t1\nq2\tc\t1\n")
+        self.assertEqual(self.run_of(qrels, one), (2, f"rag_eval: error: {one}:1: expected 6 fields (qid Q0 docid "
+                                                      "rank score tag), got 3; is this a qrels file? the order is "
+                                                      "QRELS RUN\n"))
+        code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq2\td\t2\n"))
+        self.assertEqual((code, out["mean"]["success@5"]), (0, 1.0))
+
+    def test_a_repeat_check_that_was_incomplete_says_so_and_the_baseline_run_gets_its_note(self):
+        qrels = self.write("q.trec", self.QRELS)
+        run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):  # none found, and not all checked
+            code, out, err = run_main([qrels, run, "--k", "5"])
+        self.assertEqual(code, 0, err)
+        self.assertIn(f"rag_eval: note: {run} may list documents more than once: not checked past 1 ids of its long "
+                      "or interleaved queries\n", err)
+        code, out, err = run_main([qrels, self.write("r.trec", self.RUN), "--k", "5", "--baseline-run", run])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(note_lines(err), [f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; "
+                                           "each counts once, at its best place (trec_eval refuses such a run)"])
+
+    def test_ranks_pyterrier_starts_at_0_and_the_rank_limit_is_named(self):
+        qrels = self.write("q.trec", self.QRELS)
+        expected = self.run_of(qrels, self.write("r.trec", self.RUN))
+        zero = self.write("r.tsv", "qid\tdocno\trank\nq1\tb\t1\nq1\ta\t0\nq2\tc\t0\n")  # PyTerrier's FIRST_RANK is 0
+        self.assertEqual(self.run_of(qrels, zero), expected)
+        code, err = self.run_of(qrels, self.write("r.tsv", "qid\tdocno\trank\nq1\tb\t-1\n"))
+        self.assertIn("r.tsv:2: rank must be a non-negative integer, got '-1'", err)
+        code, err = self.run_of(qrels, self.write("m.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1000000000\n"))
+        self.assertEqual(err, f"rag_eval: error: {self.path('m.tsv')}:3: rank must be an integer of at most 9 digits, "
+                              "got '1000000000'\n")
+        code, err = self.run_of(qrels, self.write("m.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t0\n"))
+        self.assertIn("m.tsv:3: rank must be a positive integer, got '0'", err)
+
+    def test_help_names_the_formats_read(self):
+        code, out, err = run_main(["--help"])
+        text = " ".join(out.split())
+        self.assertIn("judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier)", text)
+        self.assertIn("the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV with a "
+                      "header (PyTerrier)", text)
+
+    def test_a_csv_value_holding_a_line_break_is_named(self):
+        qrels = self.write("q.trec", self.QRELS)
+        csv = self.write("r.csv", ',qid,docno,score,query\n0,q1,a,3,"what\nis it"\n1,q2,c,1,x\n')
+        self.assertEqual(self.run_of(qrels, csv), (2, f"rag_eval: error: {csv}:3: expected 5 fields, as the header on "
+                                                      "line 1 names, got 1; a quoted value that holds a line break? "
+                                                      "each row must be one line\n"))
