@@ -123,13 +123,18 @@ skipped scores 0 and stays in the mean."""
 # === Exception ===
 
 
+def _file_name(path: str) -> str:
+    """A file name as a message shows it: a newline or other control character in it stays one line."""
+    return path if path.isprintable() else ascii(path)
+
+
 class RagEvalError(ValueError):
     """Bad input or usage: the message says which file (and line) and what is wrong."""
 
     def __init__(self, message: str, source: Optional[str] = None, line: Optional[int] = None):
         self.detail, self.source, self.line = message, source, line
         if source is not None:
-            source = source if source.isprintable() else ascii(source)  # a newline in a name stays one line
+            source = _file_name(source)
             message = f"{source}:{line}: {message}" if line else f"{source}: {message}"
         super().__init__(message)
 
@@ -6270,10 +6275,11 @@ def _run_one(args, argv: List[str]) -> int:
                                    messages))
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
-        messages.append(_Message("note", f"wrote {', '.join(written)}"))
+        messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.update_baseline:
-        messages.append(_Message("note", f"updated {args.baseline}" + (" (ratchet)" if args.ratchet else "")
-                                 if passed else f"the gate failed, so {args.baseline} was not changed"))
+        baseline_name = _file_name(args.baseline)
+        messages.append(_Message("note", f"updated {baseline_name}" + (" (ratchet)" if args.ratchet else "")
+                                 if passed else f"the gate failed, so {baseline_name} was not changed"))
     _print_messages(args, report, messages)
     return code
 
@@ -6566,7 +6572,7 @@ class _Message(NamedTuple):
 
 def _repeated_message(repeated: dict) -> _Message:
     """The note on documents a run lists more than once (``_Repeated``, and the run's path)."""
-    run = repeated["run"] if repeated["run"].isprintable() else ascii(repeated["run"])  # as RagEvalError names files
+    run = _file_name(repeated["run"])
     if not repeated["documents"]:  # none found, but not every id was checked
         return _Message("note", f"{run} may list documents more than once: not checked past {REPEAT_BUDGET} ids "
                         "of its long or interleaved queries")
@@ -6725,7 +6731,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         if args.output else []
     _publish(text, files)
     if args.output:
-        messages.append(_Message("note", f"wrote {args.output}"))
+        messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
     # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
                 for line in _gate_lines(run["gate"])]
@@ -6835,7 +6841,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
-        left_alone = f"{args.baseline} was not changed" if args is not None and args.update_baseline else ""
+        left_alone = (f"{_file_name(args.baseline)} was not changed"
+                      if args is not None and args.update_baseline and args.baseline else "")
         _warn(_error_line(exc, left_alone))
         return EXIT_ERROR
     except KeyboardInterrupt:

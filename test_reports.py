@@ -1162,6 +1162,13 @@ class TestIdsStayOnOneLine(TempDirMixin, unittest.TestCase):
                 self.assertEqual(len(shown), 6, out)  # 4 per-query rows and 2 drop lines, each whole
                 self.assertTrue(all("y\\n# PASS" in line for line in shown))
 
+    def test_file_names_in_notes(self):
+        output = self.path("w\n::error::o.json")
+        code, _, err = run_main([QRELS, RUN, "--output", output])
+        self.assertEqual(code, rag_eval.EXIT_OK)
+        self.assertIn(f"rag_eval: note: wrote {ascii(output)}\n", err)
+        self.assertFalse(any(line.startswith("::") for line in err.splitlines()), err)
+
 
 if __name__ == "__main__":
     unittest.main()
