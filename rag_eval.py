@@ -217,8 +217,8 @@ def _gain(grade: int, kind: str) -> float:
 class _Reduced(NamedTuple):
     """One query of a run, reduced while it was read to what the measures read.
 
-    A measure reads only the grades in rank order, and every unjudged
-    document has the same one; so a query is its judged documents' ranks
+    A measure reads only where the judged documents are ranked (see
+    ``Judged``), and every unjudged document is alike; so a query is its judged documents' ranks
     (rank = 1 + the documents ordered before it, unjudged ones included)
     and how many documents it ranks.  The command line reads deep runs so:
     memory follows the judgments, not the run.
@@ -1104,13 +1104,29 @@ class _ChunkIndex(NamedTuple):
     overlapping: set  # of document ids
 
 
+def _bad_location(chunk: str, location) -> RagEvalError:
+    return RagEvalError(f"chunk {_clipped_repr(chunk)}: a location is (doc_id, start, end) with integers "
+                        f"0 <= start < end, got {_clipped_repr(location)}", "chunks")
+
+
 def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> _ChunkIndex:
+    """The ranked chunks of each document, sorted by start; their locations checked as the readers check them."""
     rows: Dict[str, List[Tuple[int, int, str]]] = {}
     for chunk in dict.fromkeys(chain.from_iterable(rankings.values())):
-        doc, start, end = chunks[chunk]
-        rows.setdefault(doc, []).append((start, end, chunk))
+        try:
+            doc, start, end = chunks[chunk]
+            rows.setdefault(doc, []).append((start, end, chunk))
+        except (TypeError, ValueError):  # not three values, or a document id that is not even hashable
+            raise _bad_location(chunk, chunks[chunk]) from None
     by_document, overlapping = {}, set()
     for doc, held in rows.items():
+        starts, ends = [row[0] for row in held], [row[1] for row in held]
+        # In C over the document's chunks (a test per chunk in Python would cost as much as the scoring).
+        if not (isinstance(doc, str) and set(map(type, starts)) | set(map(type, ends)) <= {int}
+                and min(starts) >= 0 and all(map(lt, starts, ends))):
+            bad = next(row for row in held if not (isinstance(doc, str) and type(row[0]) is type(row[1]) is int
+                                                    and 0 <= row[0] < row[1]))
+            raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
         starts, ends = [row[0] for row in held], [row[1] for row in held]
         if any(map(lt, starts[1:], ends)):  # a chunk starts before the one before it ends
@@ -1427,13 +1443,13 @@ def evaluate_spans(
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
+    index = _chunk_index(rankings, chunks)  # checks every location first
     doc_run = {qid: list(dict.fromkeys([doc for doc, _, _ in where])) for qid, where in located.items()}
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
     conv = Conventions(gain, min_grade)
-    index = _chunk_index(rankings, chunks)
     pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
     columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
                for name, cutoff in pairs]
@@ -1793,8 +1809,8 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     for values in layouts:
         # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
         # 2**53 of them: every sum is then exact (in integers, or in floats that hold them exactly),
-        # the same bits on every Python and in any order.  The rounding moves a value by at most sum(|values|) * 2**-54, far inside
-        # TIE_TOLERANCE.
+        # the same bits on every Python and in any order.  The rounding moves a value by at most half a
+        # unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid below): far inside TIE_TOLERANCE.
         scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
         whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
         if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser

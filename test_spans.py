@@ -434,6 +434,21 @@ class TestWalkThrough(unittest.TestCase):
                 self.assertEqual(done.stdout, expected, command)
 
 
+
+class TestLibraryLocations(unittest.TestCase):
+    """evaluate_spans checks the chunk locations a library caller gives, as the readers check a chunk map."""
+
+    def test_bad_locations_refused(self):
+        spans = rag_eval.SpanQrels({"q": (rag_eval.Span("d", 0, 10, 1),)})
+        for bad in (("d", 8, 2), ("d", -1, 3), ("d", 1.0, 3), ("d", True, 3), (1, 0, 3), ("d", 0), None, ("d", 4, 4),
+                    (["d"], 0, 3)):
+            with self.subTest(bad=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": bad, "b": ("d", 0, 8)}, 2)
+            self.assertIn("chunk 'a': a location is (doc_id, start, end)", str(caught.exception))
+        good = rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": ("d", 8, 12), "b": ("d", 0, 8)}, 2)
+        self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
+
+
 if __name__ == "__main__":
     unittest.main()
 
