@@ -273,9 +273,6 @@ class TestCandidatesGate(Workload, unittest.TestCase):
         self.assertIn("only one input can be -", err)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 GITHUB = {"GITHUB_SHA": "0123abcd" * 5, "GITHUB_REF_NAME": "42/merge", "GITHUB_HEAD_REF": "try-bge-base"}
 
@@ -518,3 +515,7 @@ class TestOneDrawPerMetric(Workload, unittest.TestCase):
                                                         resamples=300, seed=4)
                         self.assertEqual(entry["p_vs_best"], alone.p_value)
         self.assertGreater(sampled, 3)  # the shared draw was really used, not only exact tests
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -40,7 +40,6 @@ import os
 import random
 import re
 import struct
-import sys
 import tempfile
 import unittest
 from unittest import mock

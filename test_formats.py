@@ -141,9 +141,6 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
             self.assertEqual(rag_eval._read_run(run)[2], (1, 1, False))  # checked as it grew: exact still
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 def scores_of(code_out_err):
     code, out, err = code_out_err
@@ -512,3 +509,7 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         self.assertEqual(self.run_of(qrels, csv), (2, f"rag_eval: error: {csv}:3: expected 5 fields, as the header on "
                                                       "line 1 names, got 1; a quoted value that holds a line break? "
                                                       "each row must be one line\n"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1317,9 +1317,6 @@ class TestIntervals(TempDirMixin, unittest.TestCase):
             self.assertGreaterEqual(high, result["mean"][metric])
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 # === Found in review ===
 
@@ -1386,3 +1383,7 @@ class TestReviewRegressions(TempDirMixin, unittest.TestCase):
     def test_abstain_below_needs_scores(self):
         # q4 has no relevant document; a ranked list has no score to compare with the threshold
         self.assert_error([QRELS, RUN, "--abstain-below", "0.5"], [RUN, "--abstain-below"])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -12,7 +12,6 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unittest
 from fractions import Fraction
@@ -449,9 +448,6 @@ class TestLibraryLocations(unittest.TestCase):
         self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class TestDisjointChunks(unittest.TestCase):
     """One chunking (chunks that do not overlap), the path found by bisection: equal to the brute force,
@@ -595,3 +591,7 @@ class TestLabelJobs(CommandLineCase):
         err = self.error([qrels, "--corpus", corpus, "--fix-labels", fixed])
         self.assertIn("fixed.jsonl:2: conflicting judgments for 'q1'/'d' [2, 12): 2 and 1", err)
         self.assertFalse(os.path.exists(fixed))
+
+
+if __name__ == "__main__":
+    unittest.main()
