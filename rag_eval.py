@@ -74,7 +74,7 @@ import re
 import stat
 import sys
 from bisect import bisect_left, bisect_right
-from collections import abc
+from collections import Counter, abc
 from contextlib import contextmanager
 from contextvars import ContextVar
 from itertools import accumulate, chain, groupby
@@ -4048,11 +4048,10 @@ class _Repeats:
         elif qid in self.forgotten:
             self.at_least = True
         if len(unique) < len(ids) or earlier is not None and not earlier.isdisjoint(unique):
-            seen, repeated = set() if earlier is None else set(earlier), set()
-            for docid in ids:
-                if docid in seen:
-                    repeated.add(docid)
-                seen.add(docid)
+            # Counted in C: a stretch can be a whole budget of ids.
+            repeated = {docid for docid, count in Counter(ids).items() if count > 1}
+            if earlier is not None:
+                repeated |= unique & earlier
             self.found.setdefault(qid, set()).update(repeated)
         if not more:
             return
@@ -4879,6 +4878,11 @@ def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, 
         return value
 
 
+# Items of a JSON list that are plain strings (no escape, no control character: the text is the value).
+_JSON_PLAIN_ITEMS = re.compile(r'(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")+')
+_JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
+
+
 def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
     """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
     stream.pos += 1
@@ -4886,6 +4890,12 @@ def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
     while _json_next_string(stream, "]", first):
         take(_json_parsed(stream, _scan_string))
         first = False
+        # The common case found in C: the plain strings that follow, as far as the text is read.
+        plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
+        if plain:
+            for docid in _JSON_PLAIN_STRING.findall(stream.text, stream.pos, plain.end()):
+                take(docid)
+            stream.pos = plain.end()
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
