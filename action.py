@@ -302,6 +302,6 @@ if __name__ == "__main__":
     except Exception:  # a bug, or the runner's files unwritable: its traceback, then exit 2, never 1 (a regression)
         import traceback
 
-        traceback.print_exc()
+        sys.stderr.write(rag_eval._neutralise_workflow_commands(traceback.format_exc()))  # the log obeys no line of it
         exit_code = rag_eval.EXIT_ERROR
     sys.exit(exit_code)
