@@ -1067,14 +1067,15 @@ def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optiona
 class Evidence(NamedTuple):
     """One query's spans against its ranked chunks: all that an evidence measure may read.
 
-    ``ranks`` holds the rank at which each relevant span became covered
-    (within the depth), sorted; ``covered`` the same for every span of
+    ``relevant`` holds the rank at which each relevant span became covered
+    (within the depth), sorted, as ``Judged.relevant`` holds those of relevant
+    documents; ``covered`` the same for every span of
     positive grade, and ``discounted`` their gains over log2(1 + rank), in
     that order; ``retrieved[r - 1]`` counts the characters of the union of
     the top r chunks and ``hits[r - 1]`` those of them inside a relevant span.
     """
 
-    ranks: List[int]
+    relevant: List[int]
     covered: List[int]
     discounted: List[float]
     ideal: List[float]
@@ -1287,18 +1288,8 @@ def _overlap(starts: List[int], ends: List[int], start: int, end: int) -> int:
 
 
 # --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
-
-
-def _span_recall(q: Evidence, k: int) -> float:
-    return bisect_right(q.ranks, k) / q.num_relevant if q.num_relevant else 0.0
-
-
-def _span_success(q: Evidence, k: int) -> float:
-    return 1.0 if q.ranks and q.ranks[0] <= k else 0.0
-
-
-def _span_reciprocal_rank(q: Evidence, k: int) -> float:
-    return 1.0 / q.ranks[0] if q.ranks and q.ranks[0] <= k else 0.0
+# recall, success and mrr are the document measures' own functions (_recall, _success, _reciprocal_rank):
+# they read only ``relevant`` and ``num_relevant``, which an Evidence holds for spans as Judged does for documents.
 
 
 def _span_ndcg(q: Evidence, k: int) -> float:
@@ -1336,11 +1327,11 @@ class SpanMeasure(NamedTuple):
 
 
 SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
-    SpanMeasure("recall", _span_recall, "relevant spans covered by the union of the top k chunks / relevant spans "
+    SpanMeasure("recall", _recall, "relevant spans covered by the union of the top k chunks / relevant spans "
                 "of the query.  A span is covered when the characters it shares with the union reach "
                 "--min-overlap of its length (default 0.5), however many chunks hold them."),
-    SpanMeasure("success", _span_success, "1 if the union of the top k chunks covers a relevant span, else 0.", True),
-    SpanMeasure("mrr", _span_reciprocal_rank, "1 / the first rank r at which the union of the top r chunks covers a "
+    SpanMeasure("success", _success, "1 if the union of the top k chunks covers a relevant span, else 0.", True),
+    SpanMeasure("mrr", _reciprocal_rank, "1 / the first rank r at which the union of the top r chunks covers a "
                 "relevant span, 0 if none within k."),
     SpanMeasure("ndcg", _span_ndcg, "each span's gain counts once, discounted at the rank where it became covered; "
                 "the ideal ranks every judged span once, best grades first.  Capped at 1: one large chunk covering "
