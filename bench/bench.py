@@ -319,9 +319,10 @@ def progress(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def measure(argv, out_path, env):
-    """Run argv under the wrapper, in the folder of ``out_path``: {"rc", "wall", "peak", "stderr"}."""
-    proc = subprocess.run([sys.executable, "-S", "-c", WRAPPER, out_path, *argv], cwd=os.path.dirname(out_path),
+def measure(argv, out_path, env, wrapper=None):
+    """Run argv under the wrapper (``WRAPPER`` unless given), in the folder of ``out_path``:
+    {"rc", "wall", "peak", "stderr"} and whatever else the wrapper prints."""
+    proc = subprocess.run([sys.executable, "-S", "-c", wrapper or WRAPPER, out_path, *argv], cwd=os.path.dirname(out_path),
                           stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"measuring wrapper failed: {proc.stderr.decode(errors='replace')}")

@@ -91,14 +91,8 @@ assert "cpu" in WRAPPER
 
 
 def measure(argv, out_path, env):
-    """Run argv under the wrapper: {"rc", "wall", "cpu", "peak", "stderr"}."""
-    proc = subprocess.run([sys.executable, "-S", "-c", WRAPPER, out_path, *argv], cwd=os.path.dirname(out_path),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"measuring wrapper failed: {proc.stderr.decode(errors='replace')}")
-    result = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    result["stderr"] = proc.stderr.decode(errors="replace")
-    return result
+    """Run argv under bench.py's wrapper with CPU time added: {"rc", "wall", "cpu", "peak", "stderr"}."""
+    return bench.measure(argv, out_path, env, WRAPPER)
 
 
 def generate(queries, docs, judged_per_query, seed, paths):
