@@ -5344,18 +5344,32 @@ def _format_table(report: dict, digits: int) -> str:
     return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
 
 
+def _markdown_text(text: str) -> str:
+    """Text that markdown shows as written: a pull-request comment or a step summary renders HTML,
+    so ``<``, ``>`` and ``&`` (in an id: ``<script>``) become entities."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _code_span(text: str) -> str:
+    """``text`` as a markdown code span, where HTML shows as text: fenced by more backticks than it holds in a row
+    (an id's own backtick cannot end the span), padded when it starts or ends with one."""
+    fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" else ""
+    return fence + pad + text + pad + fence
+
+
 def _markdown_table(rows: List[List[str]]) -> str:
     def cells(row):
-        return "| " + " | ".join(_one_line(cell).replace("|", "\\|") for cell in row) + " |"
+        return "| " + " | ".join(_markdown_text(_one_line(cell)).replace("|", "\\|") for cell in row) + " |"
 
     return "\n".join([cells(rows[0]), "|" + "---|" * len(rows[0])] + [cells(row) for row in rows[1:]])
 
 
 def _format_markdown(report: dict, digits: int) -> str:
     """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = [f"### rag_eval: {_verdict_line(report)}" + _gate_context_text(report.get("gate"), digits),
+    parts = ["### rag_eval: " + _markdown_text(_verdict_line(report) + _gate_context_text(report.get("gate"), digits)),
              _markdown_table(_metric_rows(report, digits))]
-    for line in _drop_lines(report, digits, lambda qid: f"`{qid}`"):
+    for line in _drop_lines(report, digits, _code_span):
         metric, _, rest = line.partition(": ")
         parts.append(f"**{metric}**: {rest}")
     calibration = _calibration_lines(report)
@@ -5576,11 +5590,12 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading]
     if failures:
-        parts.append("\n".join("- " + _neutralise_workflow_commands(line) for line in failures))
+        parts.append("\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in failures))
     parts.append(rest.rstrip("\n"))
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
-                     + "\n".join("- " + _neutralise_workflow_commands(line) for line in warnings) + "\n\n</details>")
+                     + "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in warnings)
+                     + "\n\n</details>")
     if meta:
         parts.append(_provenance_markdown(meta))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
@@ -5748,9 +5763,9 @@ def _format_comparison_table(report: dict, digits: int) -> str:
 
 
 def _format_comparison_markdown(report: dict, digits: int) -> str:
-    parts = [f"### rag_eval: {_comparison_verdict(report)}", _comparison_method(report),
+    parts = ["### rag_eval: " + _markdown_text(_comparison_verdict(report)), _markdown_text(_comparison_method(report)),
              _markdown_table(_comparison_rows(report, digits))]
-    notes = _comparison_notes(report, digits, lambda name: f"`{name}`")
+    notes = _comparison_notes(report, digits, _code_span)
     if notes:
         parts.append("\n".join(f"- {line}" for line in notes))
     return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
@@ -5929,6 +5944,9 @@ def _build_parser():
         def error(self, message):  # one line, our exit code, no usage dump
             raise RagEvalError(message)
 
+        def _print_message(self, message, file=None):  # --help, --version: argparse would exit 0 on a failed stdout
+            _deliver(message)
+
     def typed(parse):
         """argparse shows an ArgumentTypeError's own words after the option's name."""
         def convert(text):
@@ -6095,10 +6113,11 @@ def _check_options(args) -> None:
                ("--junit", args.junit), ("--unjudged", args.unjudged), ("--metrics-file", args.metrics_file))
                if path is not None]
     for option, path in outputs:
-        if not path:
-            raise RagEvalError(f"{option}: expected a file name, got ''")
+        if path in ("", "-"):
+            raise RagEvalError(f"{option}: expected a file name, got {path!r}"
+                               + (" (standard output carries the report: see --format)" if path else ""))
     for option, path in outputs:
-        if path == "-" or _overwrites(path, inputs):
+        if _overwrites(path, inputs):
             raise RagEvalError(f"{option} would overwrite an input" + (
                 "; use --update-baseline to rewrite the baseline" if option == "--save-baseline" else ""), path)
         _output_target(path)  # a device, FIFO or socket is refused before anything is read

@@ -674,5 +674,46 @@ class TestSignificantGateTestsWhatItGates(TempDirMixin, unittest.TestCase):
         self.assertEqual(run_main([QRELS, RUN, "--baseline", self.write("noise.json", data)])[0], 0)
 
 
+class TestHelpAndVersionOnAFailedStdout(unittest.TestCase):
+    """--help and --version print through the report's own delivery: a closed or full stdout is exit 2 with
+    the one error line, as the epilog promises (argparse alone swallows the error and exits 0)."""
+
+    CLOSED = "rag_eval: error: standard output is closed: the report would go nowhere"
+    FULL = "rag_eval: error: cannot write the report to standard output: No space left on device"
+
+    def test_in_process(self):
+        class Full(io.StringIO):
+            def write(self, text):
+                raise OSError(28, "No space left on device")
+
+        for option in ("--help", "--version"):
+            for stdout, line in ((None, self.CLOSED), (Full(), self.FULL)):
+                with self.subTest(option=option, line=line), mock.patch("sys.stdout", stdout), \
+                        contextlib.redirect_stderr(io.StringIO()) as err:
+                    self.assertEqual(rag_eval.main([option]), rag_eval.EXIT_ERROR)
+                    self.assertEqual(err.getvalue(), line + "\n")
+        code, out, err = run_main(["--version"])
+        self.assertEqual((code, out, err), (rag_eval.EXIT_OK, f"rag_eval {rag_eval.__version__}\n", ""))
+
+    @unittest.skipUnless(POSIX and os.path.exists("/dev/full"), "sh, /dev/full")
+    def test_in_a_child_process(self):
+        module = quoted(sys.executable, *MODULE)
+        code, out, err = shell(f"{module} --help >&-; echo $?; {module} --version >/dev/full; echo $?")
+        self.assertEqual((out, err), ("2\n2\n", f"{self.CLOSED}\n{self.FULL}\n"))
+
+
+class TestStandardOutputIsNoReportFile(unittest.TestCase):
+    """``-`` for a file that a report option writes: stdout carries the report, so it is refused as no file
+    name (it was "would overwrite an input", which it is not)."""
+
+    def test_each_file_option(self):
+        for option in ("--output", "--junit", "--metrics-file", "--unjudged", "--save-baseline"):
+            with self.subTest(option):
+                code, out, err = run_main([QRELS, RUN, option, "-"])
+                self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+                self.assertEqual(err, f"rag_eval: error: {option}: expected a file name, got '-' "
+                                      "(standard output carries the report: see --format)\n")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1170,5 +1170,42 @@ class TestIdsStayOnOneLine(TempDirMixin, unittest.TestCase):
         self.assertFalse(any(line.startswith("::") for line in err.splitlines()), err)
 
 
+class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
+    """Markdown lands in a pull-request comment or a step summary, which render HTML: an id's <, > and &
+    are entities in cells and lines, and a code span cannot be closed by an id's own backtick.
+    Kills: a cell, heading line, summary line or code span that passes an id's HTML through."""
+
+    IDS = ("<script>x</script>", "a&b", "t`<b>`")
+
+    def test_ids_in_cells_lines_and_code_spans(self):
+        qrels = self.write("q.json", {qid: {"d": 1} for qid in self.IDS})
+        baseline = self.path("base.json")
+        self.assertEqual(run_main([qrels, self.write("r.json", {qid: ["d"] for qid in self.IDS}),
+                                   "--save-baseline", baseline])[0], 0)
+        worse = self.write("w.json", {qid: ["z", "d"] for qid in self.IDS})
+        summary = self.path("summary.md")
+        code, out, _ = run_main([qrels, worse, f"other={worse}", "--baseline", baseline, "--format", "markdown"],
+                                {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        with open(summary, encoding="utf-8") as f:
+            written = f.read()
+        code, single, _ = run_main([qrels, worse, "--baseline", baseline, "--format", "markdown", "--per-query"])
+        for name, text in (("comparison", out), ("summary", written), ("one run", single)):
+            with self.subTest(name):
+                outside = re.sub(r"(`+) ?(.*?) ?\1", "", text)  # what is not in a code span is rendered
+                self.assertNotRegex(outside.replace("<details>", "").replace("</details>", "")
+                                    .replace("<summary>", "").replace("</summary>", ""), "[<>]|&(?!amp;|lt;|gt;)")
+        cells = [line for line in single.splitlines() if line.startswith("| ")]
+        self.assertIn("| &lt;script&gt;x&lt;/script&gt; | ", "\n".join(cells))
+        self.assertIn("| a&amp;b | ", "\n".join(cells))
+        self.assertIn("`` t`<b>` ``", single)  # the code span shows the id as written (GitHub: t`<b>`)
+        self.assertIn("`<script>x</script>`", single)
+
+    def test_code_span(self):
+        for text, expected in (("q1", "`q1`"), ("a`b", "``a`b``"), ("`x``", "``` `x`` ```"), ("", "``")):
+            with self.subTest(text):
+                self.assertEqual(rag_eval._code_span(text), expected)
+
+
 if __name__ == "__main__":
     unittest.main()
