@@ -5937,6 +5937,16 @@ def _help_epilog() -> str:
     )
 
 
+_PARSER: list = []  # the parser once built: argparse makes a formatter for each option it adds (about 1 ms a parser)
+
+
+def _parser():
+    """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
+    if not _PARSER:
+        _PARSER.append(_build_parser())
+    return _PARSER[0]
+
+
 def _build_parser():
     import argparse  # the command line only; importers of the API skip it
 
@@ -6872,7 +6882,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
-        args = _build_parser().parse_args(argv)
+        args = _parser().parse_args(argv)
         return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
