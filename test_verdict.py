@@ -355,7 +355,10 @@ class TestCalibrate(unittest.TestCase):
         baseline = self.baseline()
         settings = rag_eval.GateSettings(rule="significant", seed=4)
         found = rag_eval.calibrate(baseline, settings, 40)
-        self.assertEqual(rag_eval.calibrate(baseline, settings, 40), found)  # seeded: the same numbers
+        # Seeded: the same numbers.  On 60 queries and 20 simulations (a seventh of the cost), two unseeded
+        # calibrations differed in 30 of 30 tries.
+        small = self.baseline(n=60)
+        self.assertEqual(rag_eval.calibrate(small, settings, 20), rag_eval.calibrate(small, settings, 20))
         self.assertEqual(sorted(found["scenarios"]), ["a/a", "drop 1x tolerance", "drop 2x tolerance"])
         self.assertEqual((found["simulations"], found["queries"], found["resamples"]), (40, 300, 200))
         for name, scenario in found["scenarios"].items():
