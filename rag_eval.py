@@ -5708,11 +5708,12 @@ def _comparison_verdict(report: dict) -> str:
     return f"{verdict}, rule '{next(run['gate']['rule'] for run in runs if 'gate' in run)}', {what}"
 
 
-def _comparison_method(report: dict) -> str:
+def _comparison_method(report: dict, shown: Callable[[str], str] = str) -> str:
+    """How the runs were compared, under what ``shown`` makes of the gate's context lines (they name queries)."""
     comparison = report["comparison"]
     candidates = len(comparison["order"]) - 1
     gated = next((run["gate"] for run in report["runs"] if "gate" in run), None)  # one baseline and --meta for all
-    context = _gate_context_text(gated, 4).lstrip("\n")
+    context = shown(_gate_context_text(gated, 4).lstrip("\n"))
     return context + ("\n" if context else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
             f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
             f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
@@ -5763,7 +5764,7 @@ def _format_comparison_table(report: dict, digits: int) -> str:
 
 
 def _format_comparison_markdown(report: dict, digits: int) -> str:
-    parts = ["### rag_eval: " + _markdown_text(_comparison_verdict(report)), _markdown_text(_comparison_method(report)),
+    parts = ["### rag_eval: " + _markdown_text(_comparison_verdict(report)), _comparison_method(report, _markdown_text),
              _markdown_table(_comparison_rows(report, digits))]
     notes = _comparison_notes(report, digits, _code_span)
     if notes:
