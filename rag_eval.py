@@ -3944,7 +3944,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
-            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them: the JSONL rules
+            if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 with _numbering_rows(inp.source) as numbered:
                     qrels = _jsonl_qrels(inp, numbered(qrels))
             else:
@@ -4667,9 +4667,9 @@ def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery
         reducer.scored(qid, top.scores)
 
 
-def _row_objects(data) -> bool:
-    """A JSON list of row objects (its first item one), as pandas' ``to_json(orient="records")`` writes them."""
-    return isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+def _first_item_is(data, kind: type) -> bool:
+    """A JSON list whose first item is a ``kind``: ``dict`` for row objects, ``list`` for [doc, score] pairs."""
+    return isinstance(data, list) and bool(data) and isinstance(data[0], kind)
 
 
 @contextmanager
@@ -4693,11 +4693,8 @@ def _numbering_rows(source: str) -> Iterator[Callable[[Iterable], Iterator[Tuple
         raise RagEvalError(f"row {at[0]}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
-    """``[[doc, score], ...]`` as ``{doc: score}`` (a document listed twice keeps its higher score); None when
-    ``entry`` is not a list of lists (a ranked list, or what ``_check_run`` names)."""
-    if not entry or not isinstance(entry[0], list):
-        return None
+def _scored_pairs(qid: str, entry: list, source: str) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4709,7 +4706,13 @@ def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
 
 
 class _JsonStream:
-    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse."""
+    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse.
+
+    Only what the plain decoder would accept is read, each value by that
+    decoder (``raw_decode``), so numbers, strings and duplicated keys are read
+    as ever.  Whatever is not plainly valid raises ``_ReadAgain``: the plain
+    reader then reports it, in the same words as always.
+    """
 
     def __init__(self, inp: _Input, max_bytes: int):
         import codecs
@@ -4746,11 +4749,6 @@ class _JsonStream:
         self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
         return bool(blocks)
 
-    def forget(self) -> None:
-        """Drop the text parsed already (between members, where no position is held)."""
-        if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):
-            self.text, self.pos = self.text[self.pos:], 0
-
     def skip_space(self) -> str:
         """The next character that is not white space, "" at the end of the document."""
         while True:
@@ -4761,112 +4759,75 @@ class _JsonStream:
             if not self.more(READ_BLOCK):
                 return ""
 
+    def first_item_opens(self) -> str:
+        """The character that opens the first item of the list at ``pos`` ("" at the end); ``pos`` stays."""
+        at = self.pos
+        self.pos += 1
+        char = self.skip_space()
+        self.pos = at
+        return char
 
-_STREAMED = object()  # the value of a member whose list was handed over one string at a time
+    def items(self, closing: str, last: bool = False) -> Iterator[None]:
+        """Step through the list (or object) that opens at ``pos`` and that ``closing`` ends: at each item (or
+        member), past any comma, yield; ``last``: the document ends there."""
+        self.pos += 1
+        first = True
+        while True:
+            if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
+                self.text, self.pos = self.text[self.pos:], 0  # drop the text parsed already
+            char = self.skip_space()
+            if char == closing:
+                break
+            if not first:
+                if char != ",":
+                    raise _ReadAgain()
+                self.pos += 1
+                self.skip_space()
+            first = False
+            yield
+        self.pos += 1
+        if last and self.skip_space():
+            raise _ReadAgain()  # more after the document
 
-
-def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], None]]) -> Iterator[Tuple[str, object]]:
-    """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
-
-    Only what the plain decoder would accept, and each value by that decoder
-    (``raw_decode``), so numbers, strings and duplicated keys inside a value
-    are read as ever; a list, though, is read one string at a time, each
-    handed to ``ranked(key)`` (its value is then ``_STREAMED``), so that a ranking of
-    millions of ids is never held.  Whatever is not plainly valid raises
-    ``_ReadAgain``: the plain reader then reports it, in the same words as always.
-    """
-    if stream.skip_space() != "{":
-        raise _ReadAgain()
-    stream.pos += 1
-    first = True
-    while _json_next_string(stream, "}", first):
-        key = _json_parsed(stream, _scan_string)
-        if stream.skip_space() != ":":
-            raise _ReadAgain()
-        stream.pos += 1
-        if stream.skip_space() == "[" and _first_item_opens(stream) != "[":
-            _json_strings(stream, ranked(key))
-            value = _STREAMED
-        else:
-            value = _json_parsed(stream, _JSON.raw_decode)
-        first = False
-        yield key, value
-    if stream.skip_space():
-        raise _ReadAgain()  # more after the document
-
-
-def _first_item_opens(stream: _JsonStream) -> str:
-    """The character that opens the first item of the list at the stream's position ("" at the end):
-    "[" for ``[[doc, score], ...]`` (each query's then parsed whole), "{" for row objects."""
-    at = stream.pos + 1
-    while True:
-        at = _JSON_SPACE.match(stream.text, at).end()
-        if at < len(stream.text):
-            return stream.text[at]
-        if not stream.more(READ_BLOCK):
-            return ""
-
-
-def _json_items(stream: _JsonStream) -> Iterator[object]:
-    """The items of a top-level JSON list, one at a time, each by the plain decoder; else ``_ReadAgain``."""
-    stream.pos += 1
-    first = True
-    while True:
-        stream.forget()  # between items, no position is held
-        char = stream.skip_space()
-        if char == "]":
-            stream.pos += 1
-            break
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            stream.skip_space()
-        yield _json_parsed(stream, _JSON.raw_decode)
-        first = False
-    if stream.skip_space():
-        raise _ReadAgain()  # more after the document
-
-
-def _json_next_string(stream: _JsonStream, closing: str, first: bool) -> bool:
-    """Step to the next member (or item) of a JSON object (or list) that ``closing`` ends: True at its
-    opening quote, past any comma; False past ``closing``; anything else raises ``_ReadAgain``."""
-    stream.forget()  # between members, no position is held
-    char = stream.skip_space()
-    if char == closing:
-        stream.pos += 1
-        return False
-    if not first:
-        if char != ",":
-            raise _ReadAgain()
-        stream.pos += 1
-        char = stream.skip_space()
-    if char != '"':
-        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
-    return True
+    def parse(self, parse: Callable[[str, int], Tuple[object, int]] = _JSON.raw_decode):
+        """``parse(text, pos)`` at ``pos``, reading on while the text runs out first."""
+        start = self.pos
+        while True:
+            try:
+                value, end = parse(self.text, start)
+            except (ValueError, IndexError):  # incomplete here, or invalid
+                if not self.more(max(len(self.text) - start, READ_BLOCK)):
+                    raise _ReadAgain() from None
+                continue
+            except (RagEvalError, RecursionError):
+                raise _ReadAgain() from None
+            if end == len(self.text) and self.more(READ_BLOCK):
+                continue  # a number may go on in the text not read yet: parse it again with more
+            self.pos = end
+            return value
 
 
 def _scan_string(text: str, at: int) -> Tuple[str, int]:
     """The JSON string whose opening quote is at ``at``, and the position after it (json's own scanner)."""
+    if text[at:at + 1] != '"':
+        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
     return json.decoder.scanstring(text, at + 1)
 
 
-def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
-    """``parse(text, pos)`` at the stream's position, reading on while the text runs out first."""
-    start = stream.pos
-    while True:
-        try:
-            value, end = parse(stream.text, start)
-        except (ValueError, IndexError):  # incomplete here, or invalid
-            if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
-                raise _ReadAgain() from None
-            continue
-        except (RagEvalError, RecursionError):
-            raise _ReadAgain() from None
-        if end == len(stream.text) and stream.more(READ_BLOCK):
-            continue  # a number may go on in the text not read yet: parse it again with more
-        stream.pos = end
-        return value
+def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
+    """The ``(key, value)`` pairs of a top-level JSON object, one at a time; a list that is not of pairs
+    comes as an iterator of its strings (``_json_strings``), so that a ranking of millions of ids is never held."""
+    if stream.skip_space() != "{":
+        raise _ReadAgain()
+    for _ in stream.items("}", last=True):
+        key = stream.parse(_scan_string)
+        if stream.skip_space() != ":":
+            raise _ReadAgain()
+        stream.pos += 1
+        if stream.skip_space() == "[" and stream.first_item_opens() != "[":
+            yield key, _json_strings(stream)  # read to its end before the next member
+        else:
+            yield key, stream.parse()
 
 
 # Items of a JSON list that are plain strings (no escape, no control character: the text is the value).
@@ -4874,105 +4835,84 @@ _JSON_PLAIN_ITEMS = re.compile(r'(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")+')
 _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
-def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
-    """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
-    stream.pos += 1
-    first = True
-    while _json_next_string(stream, "]", first):
-        take(_json_parsed(stream, _scan_string))
-        first = False
+def _json_strings(stream: _JsonStream) -> Iterator[str]:
+    """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
+    for _ in stream.items("]"):
+        yield stream.parse(_scan_string)
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
-            for docid in _JSON_PLAIN_STRING.findall(stream.text, stream.pos, plain.end()):
-                take(docid)
+            yield from _JSON_PLAIN_STRING.findall(stream.text, stream.pos, plain.end())
             stream.pos = plain.end()
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
-    """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
+              cutoffs: Optional[List[int]], max_bytes: int,
+              members: Optional[Iterator[Tuple[str, object]]] = None) -> _RunRead:
+    """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
 
-    Returns as ``_trec_run``; the numbers are those of the whole document
-    parsed at once, and so are the errors: anything unusual is left to the
-    plain reader (``_ReadAgain``).
+    Returns as ``_trec_run``.  ``members``: the ``(qid, entry)`` pairs of a
+    document parsed whole and checked (``_read_run_once``), its ranked lists
+    as iterators; else the file is parsed as it streams, and anything
+    unusual is left to the plain reader (``_ReadAgain``), so that the
+    numbers and the errors are those of the whole document.
     """
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     run: Run = {}
     seen = set()
     found = False
-    ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
     repeats, ids = _Repeats(), []
-
-    def ranked(qid: str) -> Callable[[str], None]:
+    if members is None:
+        stream = _JsonStream(inp, max_bytes)
+        if stream.skip_space() == "[" and stream.first_item_opens() == "{":  # row objects (see _first_item_is)
+            rows = (stream.parse() for _ in stream.items("]", last=True))
+            with _numbering_rows(inp.source) as numbered:
+                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(rows))
+        members = _json_members(stream)
+    for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
-        ranking.clear()
-
-        def take(docid: str) -> None:
-            nonlocal found, ids
-            if _too_long_id(docid):
-                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
-            ids.append(docid)
-            if len(ids) > REPEAT_BUDGET:
-                ids = _stretch_ended(repeats, qid, ids, True)
-            if doc_id_sep is not None:
-                docid = document_of(docid, doc_id_sep)
-            if docid in grades:
-                found = True
-            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
-                ranking[docid] = None  # a repeated id stays at its first place
-
-        return take
-
-    stream = _JsonStream(inp, max_bytes)
-    if stream.skip_space() == "[" and _first_item_opens(stream) == "{":  # row objects (see _row_objects)
-        with _numbering_rows(inp.source) as numbered:
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(_json_items(stream)))
-    for qid, entry in _json_members(stream, ranked):
+        ranked = isinstance(entry, abc.Iterator)
+        if ranked:  # checked, mapped, filtered and cut as it is read
+            ranking: Dict[str, None] = {}  # its first ``depth`` unique documents
+            for docid in entry:
+                if _too_long_id(docid):
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+                ids.append(docid)
+                if len(ids) > REPEAT_BUDGET:
+                    ids = _stretch_ended(repeats, qid, ids, True)
+                if doc_id_sep is not None:
+                    docid = document_of(docid, doc_id_sep)
+                found = found or docid in grades
+                if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                    ranking[docid] = None  # a repeated id stays at its first place
+            ids = _stretch_ended(repeats, qid, ids, False)
+            entry = list(ranking)
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
-        if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
-            ids = _stretch_ended(repeats, qid, ids, False)
-            if reducer is None:
-                run[qid] = list(ranking)
-            elif reducer.knows(qid):
-                reducer.ranked(qid, list(ranking))
-            continue
-        if isinstance(entry, list):
+        if not ranked:
             try:
-                scores = _scored_pairs(qid, entry, inp.source)
+                if isinstance(entry, list):  # [[doc, score], ...] pairs
+                    scores = _scored_pairs(qid, entry, inp.source)
+                    repeats.add(qid, [pair[0] for pair in entry], False)
+                    entry = scores
+                _check_run({qid: entry}, inp.source)
             except RagEvalError:
                 raise _ReadAgain() from None  # the plain reader says so, or what comes first
-            if scores is not None:
-                repeats.add(qid, [pair[0] for pair in entry], False)
-                entry = scores
-        try:
-            _check_run({qid: entry}, inp.source)
-        except RagEvalError:
-            raise _ReadAgain() from None
-        # map(len) in C first: only a long id can be too long.
-        if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
-            raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
-        if not isinstance(entry, _MAPPINGS):  # a scored object cannot repeat a document: its keys are unique
-            repeats.add(qid, entry, False)
-        if doc_id_sep is not None:
-            entry = documents_run({qid: entry}, doc_id_sep)[qid]
-        if judged is not None and not found:
-            found = not judged.get(qid, {}).keys().isdisjoint(entry)
-        if reducer is not None and not reducer.knows(qid):
-            continue
-        scored = isinstance(entry, _MAPPINGS)
-        if keep is not None:
-            entry = {docid: score for docid, score in entry.items() if keep(qid, docid)} if scored \
-                else [docid for docid in entry if keep(qid, docid)]
-        if reducer is not None:
-            reducer.scored(qid, entry) if scored else reducer.ranked(qid, list(dict.fromkeys(entry)))
-        elif depth is not None:
-            run[qid] = {docid: entry[docid] for docid in _order_scored(entry)[:depth]} if scored \
-                else list(dict.fromkeys(entry))[:depth]
-        else:
+            # map(len) in C first: only a long id can be too long.
+            if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
+                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            if doc_id_sep is not None:
+                entry = _best_by_document(entry, doc_id_sep)
+            found = found or not grades.keys().isdisjoint(entry)
+            if keep is not None:
+                entry = {docid: score for docid, score in entry.items() if keep(qid, docid)}
+            if depth is not None and reducer is None:
+                entry = {docid: entry[docid] for docid in _order_scored(entry)[:depth]}
+        if reducer is None:
             run[qid] = entry
+        elif reducer.knows(qid):
+            reducer.ranked(qid, entry) if ranked else reducer.scored(qid, entry)
     return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
 
 
@@ -5038,22 +4978,15 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
         if stream_json:
             return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         run = _parse_json(inp, "run")
-        if _row_objects(run):  # as pandas' to_json(orient="records") writes them
+        if _first_item_is(run, dict):  # row objects, as pandas' to_json(orient="records") writes them
             with _numbering_rows(inp.source) as numbered:
-                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, None, max_bytes, numbered(run))
-        listed = {}  # query -> its ids as listed, when its [[doc, score], ...] pairs became {doc: score}
-        for qid, entry in run.items() if isinstance(run, dict) else ():
-            scores = _scored_pairs(qid, entry, inp.source) if isinstance(entry, list) else None
-            if scores is not None:
-                listed[qid], run[qid] = [pair[0] for pair in entry], scores
-        _check_run(run, inp.source)
-        repeats = _Repeats()
-        for qid, entry in run.items():
-            if qid in listed or isinstance(entry, list):
-                repeats.add(qid, listed.get(qid, entry), False)
-    named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
-    found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
-    return _RunRead(run, found, repeats.counted())
+                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(run))
+        # Checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is the file's first.
+        _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
+                    for qid, entry in run.items()} if isinstance(run, dict) else run, inp.source)
+        members = ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list) else iter(entry))
+                   for qid, entry in run.items())
+        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, members)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
