@@ -3828,8 +3828,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
                            header.lineno)
     if score is None:
         rank = header.names.index("rank")
-        rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
-                for lineno, values in _header_rows(inp, header, max_bytes))
+        rows = ((lineno, [values[query], values[doc], values[rank]]) for lineno, values in _header_rows(inp, header, max_bytes))
         return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
     rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
                       "score": _score(values[score], inp.source, lineno)})
@@ -4480,79 +4479,44 @@ def _msmarco_layout(inp: _Input) -> bool:
 
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
-                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None, first_rank: int = 1) -> _RunRead:
+                 rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
 
     There is no score, so the rank column is the order (trec_eval, which
     reads only scores, has no such format); a rank repeated in a query is an
     error (looked for among its first MAX_RANKS lines, so that memory stays
-    bounded).  A query keeps its ``depth`` best-ranked unique documents
-    (after ``keep``), pruned as it grows; with ``cutoffs`` each query is
-    reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
-    unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
-    ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
-    file with a header (``_header_rows``), whose ranks may start at ``first_rank`` 0 (PyTerrier's).
+    bounded).  Returns as ``_trec_run``.  ``rows``, when given, are ``(line
+    number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
+    whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
-    as_text = keep is not None or doc_id_sep is not None
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
-    places: Dict[bytes, Dict[Union[str, bytes], int]] = {}  # query -> document -> its best rank
-    repeats, ids = _Repeats(), []
-    qid = query = None
-    kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
-    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
-    earlier: Dict[bytes, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
-    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
-    judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
-    looking = judged is not None
-    for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
-        if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
-            raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
-                               inp.source, lineno)
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else -1
-        if rank < first_rank:
-            wanted = "an integer of at most 9 digits" if fields[2].isdigit() and rank < 0 else \
-                "a positive integer" if first_rank else "a non-negative integer"
-            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(fields[2].decode('utf-8'))}",
-                               inp.source, lineno)
-        if fields[0] != qid:
-            ids = _stretch_ended(repeats, qid, ids, reducer is None)
-            if reducer is not None:
-                _close_ranked_query(reducer, query, kept, depth)
-            if qid is not None:
-                earlier[qid], budget = _ranks_so_far(ranks, budget)
-            qid, query = fields[0], fields[0].decode("utf-8")
-            ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
-            kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
-            if looking:
-                grades = judged.get(query, ())
-                judged_here = grades if as_text else {docid.encode("utf-8", "surrogatepass") for docid in grades}
-        if len(ranks) < MAX_RANKS:
-            if rank in ranks:
-                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
-                                   "file? the order is QRELS RUN)", inp.source, lineno)
-            ranks.add(rank)
-        ids.append(fields[1])
-        if len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, qid, ids, True)
-        docid = _id_text(fields[1], doc_id_sep) if as_text else fields[1]
-        if looking:
-            looking = docid not in judged_here
-        if kept is None or keep is not None and not keep(query, docid):
-            continue  # a query the qrels lack (its lines are checked, not kept), or a document filtered out
-        if kept.setdefault(docid, rank) > rank:
-            kept[docid] = rank  # a document listed again keeps its best place
-        if depth is not None and len(kept) > 2 * depth + 64:
-            best = _best_ranked(kept, depth)
-            kept.clear()
-            kept.update(best)
-    found = judged is not None and not looking
-    _stretch_ended(repeats, qid, ids, False)
-    if reducer is not None:
-        _close_ranked_query(reducer, query, kept, depth)
-        return _RunRead(reducer.run(), found, repeats.counted())
-    run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
-           for qid, documents in places.items()}
-    return _RunRead(run, found, repeats.counted())
+    def ranked_rows():
+        qid = None
+        ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+        earlier: Dict[str, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+        budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
+        for lineno, (query, docid, text) in _msmarco_lines(inp, max_bytes) if rows is None else rows:
+            if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
+                raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
+                                   inp.source, lineno)
+            digits = text.isascii() and text.isdigit()
+            rank = int(text) if digits and len(text) <= 9 else -1
+            if rank < first_rank:
+                wanted = "an integer of at most 9 digits" if digits and rank < 0 else \
+                    "a positive integer" if first_rank else "a non-negative integer"
+                raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
+            if query != qid:
+                if qid is not None:
+                    earlier[qid], budget = _ranks_so_far(ranks, budget)
+                qid = query
+                ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
+            if len(ranks) < MAX_RANKS:
+                if rank in ranks:
+                    raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
+                                       "file? the order is QRELS RUN)", inp.source, lineno)
+                ranks.add(rank)
+            yield lineno, query, docid, -rank, True
+
+    return _rows_run(inp, ranked_rows(), depth, keep, doc_id_sep, judged, cutoffs)
 
 
 def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
@@ -4565,29 +4529,17 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     return frozenset(ranks), budget - len(ranks)
 
 
-def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
+def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[str]]]:
     """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
     for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            fields = line.split()
+            fields = line.split()  # at C's white space, as TREC lines
             if not fields or fields[0][:1] == b"#":
                 continue
             if len(fields) != 3:
                 raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
                                    inp.source, lineno)
-            yield lineno, fields
-
-
-def _best_ranked(places: Dict[str, int], depth: Optional[int]) -> Dict[str, int]:
-    """The ``depth`` documents of best rank, in rank order."""
-    best = sorted(places, key=places.__getitem__)[:depth]
-    return {docid: places[docid] for docid in best}
-
-
-def _close_ranked_query(reducer: _Reducer, qid: Optional[str], kept: Optional[Dict], depth: Optional[int]) -> None:
-    """The lines of ``qid`` ended: reduce its ``kept`` documents (None: a query the qrels lack, or none yet)."""
-    if qid is not None and kept is not None:
-        reducer.ranked(qid, list(_best_ranked(kept, depth)))
+            yield lineno, [field.decode("utf-8") for field in fields]
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
@@ -4597,74 +4549,76 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
 
     ``rows``, when given, are ``(line number, row)`` from elsewhere: a JSON list of row objects, or a
     file with a header (``_header_rows``).
-
-    Without scores, a query keeps its first ``depth`` unique documents (after
-    ``keep``): the rest can never reach a cutoff.
     """
-    tops = _TopsByQuery(depth)
-    lists: Dict[str, Dict[str, None]] = {}
+    def values():
+        scored = None  # whether the rows have scores, as the first row says
+        for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
+            qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+            for value, what in ((qid, "query id"), (docid, "document id")):
+                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+            if scored is None:
+                scored = "score" in row
+                if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+                    raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
+                                       inp.source, lineno)
+            elif scored != ("score" in row):
+                raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+            if scored and not _is_finite(row["score"]):
+                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
+            yield lineno, qid, docid, float(row["score"]) if scored else -place, not scored
+
+    return _rows_run(inp, values(), depth, keep, doc_id_sep, judged, cutoffs)
+
+
+def _rows_run(inp: _Input, rows: Iterator[Tuple[Optional[int], str, str, float, bool]], depth: Optional[int], keep,
+              doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
+    """The run of ``rows`` ``(line number, qid, docid, value, ranked)``, checked, in file order: ``value`` is
+    a score, or in a ranked run (MS MARCO's, JSONL without scores) the place negated, so that higher is better.
+
+    A query keeps its ``depth`` best unique documents (after ``keep``; a
+    document listed again keeps its best value), the rest can never reach a
+    cutoff; with ``cutoffs`` each query is reduced when its rows end, as
+    ``_trec_run`` does.  Returns as ``_trec_run``.
+    """
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
-    current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
-    open_qid = None
+    tops = _TopsByQuery(depth)  # with a reducer, only the query being read; none for one the qrels lack
     repeats, ids = _Repeats(), []
-    scored = None  # whether the rows have scores, as the first row says
+    qid = top = None
+    ranked = False
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
-        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        for value, what in ((qid, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
-        if qid != open_qid or len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, open_qid, ids, reducer is None or qid == open_qid)
+    for lineno, query, docid, value, ranked in rows:
+        if query != qid or len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, qid, ids, reducer is None or query == qid)
         ids.append(docid)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
-            looking = docid not in judged.get(qid, ())
-        if scored is None:
-            scored = "score" in row
-            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
-                raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
-                                   inp.source, lineno)
-        elif scored != ("score" in row):
-            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if qid != open_qid:
+            looking = docid not in judged.get(query, ())
+        if query != qid:
             if reducer is not None:
-                _close_jsonl_query(reducer, current, tops, lists)
-                current = qid if reducer.knows(qid) else None
-            open_qid = qid
-        if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
-        if reducer is not None and current is None:
-            continue  # a query the qrels lack: its rows are checked, not kept
-        if scored:
-            top = tops[qid]
-            if keep is None or keep(qid, docid):
-                top.add(docid, float(row["score"]))
-        else:
-            ranking = lists.setdefault(qid, {})
-            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
-                ranking[docid] = None
+                _reduce_rows(reducer, qid, tops, ranked)
+            qid = query
+            top = tops[qid] if reducer is None or reducer.knows(qid) else None
+        if top is not None and (keep is None or keep(qid, docid)):
+            top.add(docid, value)
     found = judged is not None and not looking
-    _stretch_ended(repeats, open_qid, ids, False)
+    _stretch_ended(repeats, qid, ids, False)
     if reducer is not None:
-        _close_jsonl_query(reducer, current, tops, lists)
+        _reduce_rows(reducer, qid, tops, ranked)
         return _RunRead(reducer.run(), found, repeats.counted())
-    return _RunRead({qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found, repeats.counted())
+    run = tops.finished()
+    return _RunRead({qid: _order_scored(scores) for qid, scores in run.items()} if ranked else run, found,
+                    repeats.counted())
 
 
-def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
-                       lists: Dict[str, Dict[str, None]]) -> None:
-    """The rows of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
-    if qid is None:
-        return
-    if qid in lists:
-        reducer.ranked(qid, list(lists.pop(qid)))
-    else:
-        top = tops.pop(qid, None) or _TopScores(reducer.depth)
+def _reduce_rows(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery, ranked: bool) -> None:
+    """The rows of ``qid`` ended: reduce its documents and forget them (none kept: the qrels lack it, or no query yet)."""
+    top = tops.pop(qid, None)
+    if top is not None:
         top.prune()
-        reducer.scored(qid, top.scores)
+        reducer.ranked(qid, _order_scored(top.scores)) if ranked else reducer.scored(qid, top.scores)
 
 
 def _first_item_is(data, kind: type) -> bool:
