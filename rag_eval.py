@@ -4480,12 +4480,11 @@ def _msmarco_layout(inp: _Input) -> bool:
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
                  rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
-    """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
+    """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
+    only scores, has no such format).  Returns as ``_trec_run``.
 
-    There is no score, so the rank column is the order (trec_eval, which
-    reads only scores, has no such format); a rank repeated in a query is an
-    error (looked for among its first MAX_RANKS lines, so that memory stays
-    bounded).  Returns as ``_trec_run``.  ``rows``, when given, are ``(line
+    A rank repeated in a query is an error (looked for among its first
+    MAX_RANKS lines: memory stays bounded).  ``rows``, when given, are ``(line
     number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
     whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
@@ -4498,10 +4497,9 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
             if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
                 raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
                                    inp.source, lineno)
-            digits = text.isascii() and text.isdigit()
-            rank = int(text) if digits and len(text) <= 9 else -1
-            if rank < first_rank:
-                wanted = "an integer of at most 9 digits" if digits and rank < 0 else \
+            rank = _ascii_int(text)
+            if rank is None or rank < first_rank:
+                wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
                     "a positive integer" if first_rank else "a non-negative integer"
                 raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
             if query != qid:
@@ -4546,10 +4544,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
                max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
-
-    ``rows``, when given, are ``(line number, row)`` from elsewhere: a JSON list of row objects, or a
-    file with a header (``_header_rows``).
-    """
+    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
     def values():
         scored = None  # whether the rows have scores, as the first row says
         for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
@@ -4577,10 +4572,9 @@ def _rows_run(inp: _Input, rows: Iterator[Tuple[Optional[int], str, str, float, 
     """The run of ``rows`` ``(line number, qid, docid, value, ranked)``, checked, in file order: ``value`` is
     a score, or in a ranked run (MS MARCO's, JSONL without scores) the place negated, so that higher is better.
 
-    A query keeps its ``depth`` best unique documents (after ``keep``; a
-    document listed again keeps its best value), the rest can never reach a
-    cutoff; with ``cutoffs`` each query is reduced when its rows end, as
-    ``_trec_run`` does.  Returns as ``_trec_run``.
+    A query keeps its ``depth`` best unique documents (after ``keep``), as
+    ``_trec_run`` does, and with ``cutoffs`` is reduced when its rows end.
+    Returns as ``_trec_run``.
     """
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     tops = _TopsByQuery(depth)  # with a reducer, only the query being read; none for one the qrels lack
@@ -4801,28 +4795,32 @@ def _json_strings(stream: _JsonStream) -> Iterator[str]:
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int,
-              members: Optional[Iterator[Tuple[str, object]]] = None) -> _RunRead:
+              cutoffs: Optional[List[int]], max_bytes: int, document=None) -> _RunRead:
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
 
-    Returns as ``_trec_run``.  ``members``: the ``(qid, entry)`` pairs of a
-    document parsed whole and checked (``_read_run_once``), its ranked lists
-    as iterators; else the file is parsed as it streams, and anything
-    unusual is left to the plain reader (``_ReadAgain``), so that the
-    numbers and the errors are those of the whole document.
+    Returns as ``_trec_run``.  The file is parsed as it streams, and anything
+    unusual is left to the plain reader (``_ReadAgain``), which passes the
+    ``document`` parsed whole: the numbers and the errors are its own.
     """
+    if document is None:
+        stream = _JsonStream(inp, max_bytes)
+        rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
+        members = (stream.parse() for _ in stream.items("]", last=True)) if rows else _json_members(stream)
+    else:
+        rows = _first_item_is(document, dict)
+        if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
+            _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
+                        for qid, entry in document.items()} if isinstance(document, dict) else document, inp.source)
+        members = document if rows else ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list)
+                                          else iter(entry)) for qid, entry in document.items())
+    if rows:  # row objects, as pandas' to_json(orient="records") writes them
+        with _numbering_rows(inp.source) as numbered:
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(members))
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     run: Run = {}
     seen = set()
     found = False
     repeats, ids = _Repeats(), []
-    if members is None:
-        stream = _JsonStream(inp, max_bytes)
-        if stream.skip_space() == "[" and stream.first_item_opens() == "{":  # row objects (see _first_item_is)
-            rows = (stream.parse() for _ in stream.items("]", last=True))
-            with _numbering_rows(inp.source) as numbered:
-                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(rows))
-        members = _json_members(stream)
     for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranked = isinstance(entry, abc.Iterator)
@@ -4894,16 +4892,14 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
-    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged``, and
-    the documents listed more than once in a query (``_Repeated``).
+    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
+    command line refuses a run that shares none), and the documents listed more than once in a query.
 
-    A run that shares no judged document with the qrels was never evaluated:
-    the command line refuses it.  With ``cutoffs`` (and ``judged`` and
-    ``depth``, more than the largest cutoff), each query is reduced as it is
-    read to what ``evaluate`` needs at those cutoffs (a ``_ReducedRun``), so
-    memory follows the judgments, not the run.  A run whose queries'
-    lines do not come together is read again whole (a file) or not
-    reduced at all (standard input, which cannot be read twice).
+    With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest
+    cutoff), each query is reduced as it is read to what ``evaluate`` needs
+    (a ``_ReducedRun``): memory follows the judgments, not the run.  A run
+    whose queries' lines come apart is read again plainly; standard input,
+    which cannot be read twice, is not reduced.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
@@ -4929,18 +4925,8 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
             return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        if stream_json:
-            return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        run = _parse_json(inp, "run")
-        if _first_item_is(run, dict):  # row objects, as pandas' to_json(orient="records") writes them
-            with _numbering_rows(inp.source) as numbered:
-                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(run))
-        # Checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is the file's first.
-        _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
-                    for qid, entry in run.items()} if isinstance(run, dict) else run, inp.source)
-        members = ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list) else iter(entry))
-                   for qid, entry in run.items())
-        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, members)
+        document = None if stream_json else _parse_json(inp, "run")
+        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
