@@ -3944,8 +3944,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
             if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
-                with _numbering_rows(inp.source) as numbered:
-                    qrels = _jsonl_qrels(inp, numbered(qrels))
+                qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
                 _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
@@ -4620,25 +4619,24 @@ def _first_item_is(data, kind: type) -> bool:
     return isinstance(data, list) and bool(data) and isinstance(data[0], kind)
 
 
-@contextmanager
-def _numbering_rows(source: str) -> Iterator[Callable[[Iterable], Iterator[Tuple[None, dict]]]]:
-    """For a JSON list of row objects: a function that hands the rows to a JSONL reader, and errors that
-    name the row (a JSON document has no line numbers to give)."""
-    at = [0]
+def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None, dict]]], object]):
+    """``read`` the items of a JSON list of row objects as JSONL rows; an error names the row (a JSON
+    document has no line numbers to give)."""
+    at = 0
 
-    def numbered(items: Iterable) -> Iterator[Tuple[None, dict]]:
-        for index, item in enumerate(items, 1):
-            at[0] = index
+    def rows() -> Iterator[Tuple[None, dict]]:
+        nonlocal at
+        for at, item in enumerate(items, 1):
             if not isinstance(item, dict):
                 raise RagEvalError(f"expected a JSON object per row, got {_json_kind(item)}", source)
             yield None, item
 
     try:
-        yield numbered
+        return read(rows())
     except RagEvalError as exc:
-        if exc.source != source or exc.line is not None or not at[0]:
+        if exc.source != source or exc.line is not None or not at:
             raise
-        raise RagEvalError(f"row {at[0]}: {exc.detail}", source) from None
+        raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
 def _scored_pairs(qid: str, entry: list, source: str) -> dict:
@@ -4814,8 +4812,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         members = document if rows else ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list)
                                           else iter(entry)) for qid, entry in document.items())
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
-        with _numbering_rows(inp.source) as numbered:
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(members))
+        return _read_rows(inp.source, members,
+                          lambda rows: _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows))
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     run: Run = {}
     seen = set()
