@@ -3390,10 +3390,11 @@ def _first_content(stream, source: str) -> _Input:
     return _Input(source, head, stream, first_line)
 
 
-def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
-    """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
+def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int = 0) -> bytes:
+    """The next READ_BLOCK (or ``size``) bytes, fewer only at the end; with ``line_limit``, up to the next
+    newline, at most that many bytes."""
     try:
-        return stream.read(READ_BLOCK) if line_limit is None else stream.readline(line_limit)
+        return stream.read(size or READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
@@ -4677,23 +4678,16 @@ class _JsonStream:
         """Read on, at least ``at_least`` bytes (or to the end): False at the end."""
         if self.ended:
             return False
-        blocks = []
-        size = 0
-        while size < at_least:
-            block = _read_block(self.inp.rest, self.inp.source)
-            if not block:
-                self.ended = True
-                break
-            blocks.append(block)
-            size += len(block)
-        self.read += size
+        data = _read_block(self.inp.rest, self.inp.source, size=at_least)
+        self.ended = len(data) < at_least
+        self.read += len(data)
         if self.read > min(self.max_bytes, MAX_JSON_RUN):
             if self.max_bytes > MAX_JSON_RUN:  # JSON's own cap: parsing costs far more per byte than TREC
                 raise RagEvalError(f"JSON larger than {MAX_JSON_RUN >> 20} MiB; for larger runs use TREC "
                                    "(read up to --max-input-bytes)", self.inp.source)
             raise _too_large(self.inp.source, self.max_bytes)
-        self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
-        return bool(blocks)
+        self.text += self._decoded(data, self.ended)  # positions in the text stay valid
+        return bool(data)
 
     def skip_space(self) -> str:
         """The next character that is not white space, "" at the end of the document."""
