@@ -3440,16 +3440,13 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
                  max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
-    Reads blocks of READ_BLOCK bytes, each completed to the end of its last
-    line by one readline (one copy; cutting blocks at their last newline and
-    carrying the rest over copied every block twice), and checks each block
-    at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
-    doing it line by line.  ``split`` cuts a checked block into
-    its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line; without ``split``, the block itself is yielded
-    (whole lines, checked).  Blank blocks are checked, counted and skipped.
-    More than ``max_bytes`` in all (after gunzip) is an error: a gzip bomb
-    ends after a bounded time.
+    Blocks of READ_BLOCK bytes, each completed to the end of its last line by
+    one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
+    in bulk that costs a fraction of doing it line by line.  ``split`` cuts
+    a checked block into its lines (``_byte_lines`` or ``_text_lines``);
+    without it, the block itself is yielded (whole lines, checked).  Blank
+    blocks are checked, counted and skipped.  More than ``max_bytes`` in all
+    (after gunzip) is an error: a gzip bomb ends after a bounded time.
     """
     first = inp.first_line
     data = inp.head
@@ -4868,15 +4865,15 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     objects), JSONL, TREC, MS MARCO's ``qid pid rank`` or a TSV or CSV with
     a header (PyTerrier's ``qid docno score rank``), detected from the content.
 
-    Runs are streamed (JSON one query at a time, unless read from standard
-    input): with ``depth`` only the best ``depth`` documents of each query
-    are kept (without scores, its first ``depth`` unique ones), so memory
-    follows queries x depth, not the file.  An id longer than MAX_ID bytes
-    is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents
-    before that cut (``--judged-only``, see ``judged_filter``); with
-    ``doc_id_sep`` chunk ids become document ids before it
-    (``--doc-id-sep``), since k counts documents then.  The documents of a
-    query come in no set order.
+    With ``depth`` only the best ``depth`` documents of each query are kept
+    (without scores, its first ``depth`` unique ones); runs are streamed (JSON
+    one query at a time, unless on standard input, which is parsed whole), so
+    memory follows queries x depth, not the file.  An id longer than MAX_ID
+    bytes is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.
+    ``keep(qid, docid)``, when given, filters documents before that cut
+    (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids
+    become document ids before it (``--doc-id-sep``), since k counts
+    documents then.  The documents of a query come in no set order.
     """
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
