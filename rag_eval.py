@@ -3826,7 +3826,8 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
                            header.lineno)
     if score is None:
         rank = header.names.index("rank")
-        rows = ((lineno, [values[query], values[doc], values[rank]]) for lineno, values in _header_rows(inp, header, max_bytes))
+        rows = ((lineno, [values[query], values[doc], values[rank]])
+                for lineno, values in _header_rows(inp, header, max_bytes))
         return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
     rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
                       "score": _score(values[score], inp.source, lineno)})
@@ -4509,7 +4510,7 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
                     raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
                                        "file? the order is QRELS RUN)", inp.source, lineno)
                 ranks.add(rank)
-            yield lineno, query, docid, -rank, True
+            yield query, docid, -rank, True
 
     return _rows_run(inp, ranked_rows(), depth, keep, doc_id_sep, judged, cutoffs)
 
@@ -4558,16 +4559,18 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
             elif scored != ("score" in row):
                 raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
             if scored and not _is_finite(row["score"]):
-                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
-            yield lineno, qid, docid, float(row["score"]) if scored else -place, not scored
+                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
+                                   lineno)
+            yield qid, docid, float(row["score"]) if scored else -place, not scored
 
     return _rows_run(inp, values(), depth, keep, doc_id_sep, judged, cutoffs)
 
 
-def _rows_run(inp: _Input, rows: Iterator[Tuple[Optional[int], str, str, float, bool]], depth: Optional[int], keep,
+def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: Optional[int], keep,
               doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
-    """The run of ``rows`` ``(line number, qid, docid, value, ranked)``, checked, in file order: ``value`` is
-    a score, or in a ranked run (MS MARCO's, JSONL without scores) the place negated, so that higher is better.
+    """The run of ``rows`` ``(qid, docid, value, ranked)``, checked, in file order: ``value`` is a score, or
+    in a ranked run (MS MARCO's, JSONL without scores: every row says which) the place negated, so that
+    higher is better.
 
     A query keeps its ``depth`` best unique documents (after ``keep``), as
     ``_trec_run`` does, and with ``cutoffs`` is reduced when its rows end.
@@ -4579,7 +4582,7 @@ def _rows_run(inp: _Input, rows: Iterator[Tuple[Optional[int], str, str, float, 
     qid = top = None
     ranked = False
     looking = judged is not None
-    for lineno, query, docid, value, ranked in rows:
+    for query, docid, value, ranked in rows:
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids = _stretch_ended(repeats, qid, ids, reducer is None or query == qid)
         ids.append(docid)
@@ -4605,7 +4608,7 @@ def _rows_run(inp: _Input, rows: Iterator[Tuple[Optional[int], str, str, float, 
 
 
 def _reduce_rows(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery, ranked: bool) -> None:
-    """The rows of ``qid`` ended: reduce its documents and forget them (none kept: the qrels lack it, or no query yet)."""
+    """The rows of ``qid`` ended: reduce its documents, and forget them (none: the qrels lack it, or no query yet)."""
     top = tops.pop(qid, None)
     if top is not None:
         top.prune()
