@@ -3390,10 +3390,11 @@ def _first_content(stream, source: str) -> _Input:
     return _Input(source, head, stream, first_line)
 
 
-def _read_block(stream, source: str, line_limit: Optional[int] = None) -> bytes:
-    """The next READ_BLOCK bytes; with ``line_limit``, up to the next newline, at most that many bytes."""
+def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int = 0) -> bytes:
+    """The next READ_BLOCK (or ``size``) bytes, fewer only at the end; with ``line_limit``, up to the next
+    newline, at most that many bytes."""
     try:
-        return stream.read(READ_BLOCK) if line_limit is None else stream.readline(line_limit)
+        return stream.read(size or READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
@@ -3439,16 +3440,13 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
                  max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
-    Reads blocks of READ_BLOCK bytes, each completed to the end of its last
-    line by one readline (one copy; cutting blocks at their last newline and
-    carrying the rest over copied every block twice), and checks each block
-    at once (UTF-8, no NUL, no lone CR): in bulk that costs a fraction of
-    doing it line by line.  ``split`` cuts a checked block into
-    its lines (``_byte_lines`` or ``_text_lines``), whose number gives the
-    next block's first line; without ``split``, the block itself is yielded
-    (whole lines, checked).  Blank blocks are checked, counted and skipped.
-    More than ``max_bytes`` in all (after gunzip) is an error: a gzip bomb
-    ends after a bounded time.
+    Blocks of READ_BLOCK bytes, each completed to the end of its last line by
+    one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
+    in bulk that costs a fraction of doing it line by line.  ``split`` cuts
+    a checked block into its lines (``_byte_lines`` or ``_text_lines``);
+    without it, the block itself is yielded (whole lines, checked).  Blank
+    blocks are checked, counted and skipped.  More than ``max_bytes`` in all
+    (after gunzip) is an error: a gzip bomb ends after a bounded time.
     """
     first = inp.first_line
     data = inp.head
@@ -3828,7 +3826,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
                            header.lineno)
     if score is None:
         rank = header.names.index("rank")
-        rows = ((lineno, [values[query].encode("utf-8"), values[doc].encode("utf-8"), values[rank].encode("utf-8")])
+        rows = ((lineno, [values[query], values[doc], values[rank]])
                 for lineno, values in _header_rows(inp, header, max_bytes))
         return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
     rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
@@ -3944,9 +3942,8 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "json":
             qrels = _parse_json(inp, "qrels")
-            if _row_objects(qrels):  # as pandas' to_json(orient="records") writes them: the JSONL rules
-                with _numbering_rows(inp.source) as numbered:
-                    qrels = _jsonl_qrels(inp, numbered(qrels))
+            if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
+                qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
                 _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
@@ -4480,79 +4477,42 @@ def _msmarco_layout(inp: _Input) -> bool:
 
 def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
-                 rows: Optional[Iterator[Tuple[int, List[bytes]]]] = None, first_rank: int = 1) -> _RunRead:
-    """MS MARCO's ``qid pid rank`` (tab-separated): a ranked run, ordered by its rank column.
+                 rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
+    """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
+    only scores, has no such format).  Returns as ``_trec_run``.
 
-    There is no score, so the rank column is the order (trec_eval, which
-    reads only scores, has no such format); a rank repeated in a query is an
-    error (looked for among its first MAX_RANKS lines, so that memory stays
-    bounded).  A query keeps its ``depth`` best-ranked unique documents
-    (after ``keep``), pruned as it grows; with ``cutoffs`` each query is
-    reduced when its lines end, as ``_trec_run`` does.  Ids stay bytes
-    unless ``keep`` or ``doc_id_sep`` needs text.  Returns as ``_trec_run``.
-    ``rows``, when given, are ``(line number, [qid, docid, rank])`` from a
-    file with a header (``_header_rows``), whose ranks may start at ``first_rank`` 0 (PyTerrier's).
+    A rank repeated in a query is an error (looked for among its first
+    MAX_RANKS lines: memory stays bounded).  ``rows``, when given, are ``(line
+    number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
+    whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
-    as_text = keep is not None or doc_id_sep is not None
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
-    places: Dict[bytes, Dict[Union[str, bytes], int]] = {}  # query -> document -> its best rank
-    repeats, ids = _Repeats(), []
-    qid = query = None
-    kept: Optional[Dict] = None  # the current query's documents; None for one the qrels lack
-    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
-    earlier: Dict[bytes, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
-    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
-    judged_here: Union[set, Dict[str, int]] = set()  # the current query's judged ids, as the reader holds them
-    looking = judged is not None
-    for lineno, fields in _msmarco_lines(inp, max_bytes) if rows is None else rows:
-        if len(fields[0]) > MAX_ID or len(fields[1]) > MAX_ID:
-            raise RagEvalError(f"{'query' if len(fields[0]) > MAX_ID else 'document'} id longer than {MAX_ID} bytes",
-                               inp.source, lineno)
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else -1
-        if rank < first_rank:
-            wanted = "an integer of at most 9 digits" if fields[2].isdigit() and rank < 0 else \
-                "a positive integer" if first_rank else "a non-negative integer"
-            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(fields[2].decode('utf-8'))}",
-                               inp.source, lineno)
-        if fields[0] != qid:
-            ids = _stretch_ended(repeats, qid, ids, reducer is None)
-            if reducer is not None:
-                _close_ranked_query(reducer, query, kept, depth)
-            if qid is not None:
-                earlier[qid], budget = _ranks_so_far(ranks, budget)
-            qid, query = fields[0], fields[0].decode("utf-8")
-            ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
-            kept = places.setdefault(qid, {}) if reducer is None else {} if reducer.knows(query) else None
-            if looking:
-                grades = judged.get(query, ())
-                judged_here = grades if as_text else {docid.encode("utf-8", "surrogatepass") for docid in grades}
-        if len(ranks) < MAX_RANKS:
-            if rank in ranks:
-                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
-                                   "file? the order is QRELS RUN)", inp.source, lineno)
-            ranks.add(rank)
-        ids.append(fields[1])
-        if len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, qid, ids, True)
-        docid = _id_text(fields[1], doc_id_sep) if as_text else fields[1]
-        if looking:
-            looking = docid not in judged_here
-        if kept is None or keep is not None and not keep(query, docid):
-            continue  # a query the qrels lack (its lines are checked, not kept), or a document filtered out
-        if kept.setdefault(docid, rank) > rank:
-            kept[docid] = rank  # a document listed again keeps its best place
-        if depth is not None and len(kept) > 2 * depth + 64:
-            best = _best_ranked(kept, depth)
-            kept.clear()
-            kept.update(best)
-    found = judged is not None and not looking
-    _stretch_ended(repeats, qid, ids, False)
-    if reducer is not None:
-        _close_ranked_query(reducer, query, kept, depth)
-        return _RunRead(reducer.run(), found, repeats.counted())
-    run = {qid.decode("utf-8"): [docid if as_text else docid.decode("utf-8") for docid in _best_ranked(documents, depth)]
-           for qid, documents in places.items()}
-    return _RunRead(run, found, repeats.counted())
+    def ranked_rows():
+        qid = None
+        ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+        earlier: Dict[str, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+        budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
+        for lineno, (query, docid, text) in _msmarco_lines(inp, max_bytes) if rows is None else rows:
+            if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
+                raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
+                                   inp.source, lineno)
+            rank = _ascii_int(text)
+            if rank is None or rank < first_rank:
+                wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
+                    "a positive integer" if first_rank else "a non-negative integer"
+                raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
+            if query != qid:
+                if qid is not None:
+                    earlier[qid], budget = _ranks_so_far(ranks, budget)
+                qid = query
+                ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
+            if len(ranks) < MAX_RANKS:
+                if rank in ranks:
+                    raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
+                                       "file? the order is QRELS RUN)", inp.source, lineno)
+                ranks.add(rank)
+            yield query, docid, -rank, True
+
+    return _rows_run(inp, ranked_rows(), depth, keep, doc_id_sep, judged, cutoffs)
 
 
 def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
@@ -4565,139 +4525,123 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     return frozenset(ranks), budget - len(ranks)
 
 
-def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[bytes]]]:
+def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[str]]]:
     """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
     for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
-            fields = line.split()
+            fields = line.split()  # at C's white space, as TREC lines
             if not fields or fields[0][:1] == b"#":
                 continue
             if len(fields) != 3:
                 raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
                                    inp.source, lineno)
-            yield lineno, fields
-
-
-def _best_ranked(places: Dict[str, int], depth: Optional[int]) -> Dict[str, int]:
-    """The ``depth`` documents of best rank, in rank order."""
-    best = sorted(places, key=places.__getitem__)[:depth]
-    return {docid: places[docid] for docid in best}
-
-
-def _close_ranked_query(reducer: _Reducer, qid: Optional[str], kept: Optional[Dict], depth: Optional[int]) -> None:
-    """The lines of ``qid`` ended: reduce its ``kept`` documents (None: a query the qrels lack, or none yet)."""
-    if qid is not None and kept is not None:
-        reducer.ranked(qid, list(_best_ranked(kept, depth)))
+            yield lineno, [field.decode("utf-8") for field in fields]
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
                max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
+    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
+    def values():
+        scored = None  # whether the rows have scores, as the first row says
+        for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
+            qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+            for value, what in ((qid, "query id"), (docid, "document id")):
+                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+            if scored is None:
+                scored = "score" in row
+                if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+                    raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
+                                       inp.source, lineno)
+            elif scored != ("score" in row):
+                raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+            if scored and not _is_finite(row["score"]):
+                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
+                                   lineno)
+            yield qid, docid, float(row["score"]) if scored else -place, not scored
 
-    ``rows``, when given, are ``(line number, row)`` from elsewhere: a JSON list of row objects, or a
-    file with a header (``_header_rows``).
+    return _rows_run(inp, values(), depth, keep, doc_id_sep, judged, cutoffs)
 
-    Without scores, a query keeps its first ``depth`` unique documents (after
-    ``keep``): the rest can never reach a cutoff.
+
+def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: Optional[int], keep,
+              doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
+    """The run of ``rows`` ``(qid, docid, value, ranked)``, checked, in file order: ``value`` is a score, or
+    in a ranked run (MS MARCO's, JSONL without scores: every row says which) the place negated, so that
+    higher is better.
+
+    A query keeps its ``depth`` best unique documents (after ``keep``), as
+    ``_trec_run`` does, and with ``cutoffs`` is reduced when its rows end.
+    Returns as ``_trec_run``.
     """
-    tops = _TopsByQuery(depth)
-    lists: Dict[str, Dict[str, None]] = {}
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
-    current = None  # with a reducer: the query whose rows are being read, None for one the qrels lack
-    open_qid = None
+    tops = _TopsByQuery(depth)  # with a reducer, only the query being read; none for one the qrels lack
     repeats, ids = _Repeats(), []
-    scored = None  # whether the rows have scores, as the first row says
+    qid = top = None
+    ranked = False
     looking = judged is not None
-    for lineno, row in _jsonl_rows(inp, max_bytes) if rows is None else rows:
-        qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        for value, what in ((qid, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
-        if qid != open_qid or len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, open_qid, ids, reducer is None or qid == open_qid)
+    for query, docid, value, ranked in rows:
+        if query != qid or len(ids) > REPEAT_BUDGET:
+            ids = _stretch_ended(repeats, qid, ids, reducer is None or query == qid)
         ids.append(docid)
         if doc_id_sep is not None:
             docid = document_of(docid, doc_id_sep)
         if looking:
-            looking = docid not in judged.get(qid, ())
-        if scored is None:
-            scored = "score" in row
-            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
-                raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
-                                   inp.source, lineno)
-        elif scored != ("score" in row):
-            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if qid != open_qid:
+            looking = docid not in judged.get(query, ())
+        if query != qid:
             if reducer is not None:
-                _close_jsonl_query(reducer, current, tops, lists)
-                current = qid if reducer.knows(qid) else None
-            open_qid = qid
-        if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source, lineno)
-        if reducer is not None and current is None:
-            continue  # a query the qrels lack: its rows are checked, not kept
-        if scored:
-            top = tops[qid]
-            if keep is None or keep(qid, docid):
-                top.add(docid, float(row["score"]))
-        else:
-            ranking = lists.setdefault(qid, {})
-            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
-                ranking[docid] = None
+                _reduce_rows(reducer, qid, tops, ranked)
+            qid = query
+            top = tops[qid] if reducer is None or reducer.knows(qid) else None
+        if top is not None and (keep is None or keep(qid, docid)):
+            top.add(docid, value)
     found = judged is not None and not looking
-    _stretch_ended(repeats, open_qid, ids, False)
+    _stretch_ended(repeats, qid, ids, False)
     if reducer is not None:
-        _close_jsonl_query(reducer, current, tops, lists)
+        _reduce_rows(reducer, qid, tops, ranked)
         return _RunRead(reducer.run(), found, repeats.counted())
-    return _RunRead({qid: list(ranking) for qid, ranking in lists.items()} or tops.finished(), found, repeats.counted())
+    run = tops.finished()
+    return _RunRead({qid: _order_scored(scores) for qid, scores in run.items()} if ranked else run, found,
+                    repeats.counted())
 
 
-def _close_jsonl_query(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery,
-                       lists: Dict[str, Dict[str, None]]) -> None:
-    """The rows of ``qid`` ended: reduce it and forget its documents (None: a query the qrels lack, or none)."""
-    if qid is None:
-        return
-    if qid in lists:
-        reducer.ranked(qid, list(lists.pop(qid)))
-    else:
-        top = tops.pop(qid, None) or _TopScores(reducer.depth)
+def _reduce_rows(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery, ranked: bool) -> None:
+    """The rows of ``qid`` ended: reduce its documents, and forget them (none: the qrels lack it, or no query yet)."""
+    top = tops.pop(qid, None)
+    if top is not None:
         top.prune()
-        reducer.scored(qid, top.scores)
+        reducer.ranked(qid, _order_scored(top.scores)) if ranked else reducer.scored(qid, top.scores)
 
 
-def _row_objects(data) -> bool:
-    """A JSON list of row objects (its first item one), as pandas' ``to_json(orient="records")`` writes them."""
-    return isinstance(data, list) and bool(data) and isinstance(data[0], dict)
+def _first_item_is(data, kind: type) -> bool:
+    """A JSON list whose first item is a ``kind``: ``dict`` for row objects, ``list`` for [doc, score] pairs."""
+    return isinstance(data, list) and bool(data) and isinstance(data[0], kind)
 
 
-@contextmanager
-def _numbering_rows(source: str) -> Iterator[Callable[[Iterable], Iterator[Tuple[None, dict]]]]:
-    """For a JSON list of row objects: a function that hands the rows to a JSONL reader, and errors that
-    name the row (a JSON document has no line numbers to give)."""
-    at = [0]
+def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None, dict]]], object]):
+    """``read`` the items of a JSON list of row objects as JSONL rows; an error names the row (a JSON
+    document has no line numbers to give)."""
+    at = 0
 
-    def numbered(items: Iterable) -> Iterator[Tuple[None, dict]]:
-        for index, item in enumerate(items, 1):
-            at[0] = index
+    def rows() -> Iterator[Tuple[None, dict]]:
+        nonlocal at
+        for at, item in enumerate(items, 1):
             if not isinstance(item, dict):
                 raise RagEvalError(f"expected a JSON object per row, got {_json_kind(item)}", source)
             yield None, item
 
     try:
-        yield numbered
+        return read(rows())
     except RagEvalError as exc:
-        if exc.source != source or exc.line is not None or not at[0]:
+        if exc.source != source or exc.line is not None or not at:
             raise
-        raise RagEvalError(f"row {at[0]}: {exc.detail}", source) from None
+        raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
-    """``[[doc, score], ...]`` as ``{doc: score}`` (a document listed twice keeps its higher score); None when
-    ``entry`` is not a list of lists (a ranked list, or what ``_check_run`` names)."""
-    if not entry or not isinstance(entry[0], list):
-        return None
+def _scored_pairs(qid: str, entry: list, source: str) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4709,7 +4653,13 @@ def _scored_pairs(qid: str, entry: list, source: str) -> Optional[dict]:
 
 
 class _JsonStream:
-    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse."""
+    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse.
+
+    Only what the plain decoder would accept is read, each value by that
+    decoder (``raw_decode``), so numbers, strings and duplicated keys are read
+    as ever.  Whatever is not plainly valid raises ``_ReadAgain``: the plain
+    reader then reports it, in the same words as always.
+    """
 
     def __init__(self, inp: _Input, max_bytes: int):
         import codecs
@@ -4728,28 +4678,16 @@ class _JsonStream:
         """Read on, at least ``at_least`` bytes (or to the end): False at the end."""
         if self.ended:
             return False
-        blocks = []
-        size = 0
-        while size < at_least:
-            block = _read_block(self.inp.rest, self.inp.source)
-            if not block:
-                self.ended = True
-                break
-            blocks.append(block)
-            size += len(block)
-        self.read += size
+        data = _read_block(self.inp.rest, self.inp.source, size=at_least)
+        self.ended = len(data) < at_least
+        self.read += len(data)
         if self.read > min(self.max_bytes, MAX_JSON_RUN):
             if self.max_bytes > MAX_JSON_RUN:  # JSON's own cap: parsing costs far more per byte than TREC
                 raise RagEvalError(f"JSON larger than {MAX_JSON_RUN >> 20} MiB; for larger runs use TREC "
                                    "(read up to --max-input-bytes)", self.inp.source)
             raise _too_large(self.inp.source, self.max_bytes)
-        self.text += self._decoded(b"".join(blocks), self.ended)  # positions in the text stay valid
-        return bool(blocks)
-
-    def forget(self) -> None:
-        """Drop the text parsed already (between members, where no position is held)."""
-        if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):
-            self.text, self.pos = self.text[self.pos:], 0
+        self.text += self._decoded(data, self.ended)  # positions in the text stay valid
+        return bool(data)
 
     def skip_space(self) -> str:
         """The next character that is not white space, "" at the end of the document."""
@@ -4761,112 +4699,75 @@ class _JsonStream:
             if not self.more(READ_BLOCK):
                 return ""
 
+    def first_item_opens(self) -> str:
+        """The character that opens the first item of the list at ``pos`` ("" at the end); ``pos`` stays."""
+        at = self.pos
+        self.pos += 1
+        char = self.skip_space()
+        self.pos = at
+        return char
 
-_STREAMED = object()  # the value of a member whose list was handed over one string at a time
+    def items(self, closing: str, last: bool = False) -> Iterator[None]:
+        """Step through the list (or object) that opens at ``pos`` and that ``closing`` ends: at each item (or
+        member), past any comma, yield; ``last``: the document ends there."""
+        self.pos += 1
+        first = True
+        while True:
+            if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
+                self.text, self.pos = self.text[self.pos:], 0  # drop the text parsed already
+            char = self.skip_space()
+            if char == closing:
+                break
+            if not first:
+                if char != ",":
+                    raise _ReadAgain()
+                self.pos += 1
+                self.skip_space()
+            first = False
+            yield
+        self.pos += 1
+        if last and self.skip_space():
+            raise _ReadAgain()  # more after the document
 
-
-def _json_members(stream: _JsonStream, ranked: Callable[[str], Callable[[str], None]]) -> Iterator[Tuple[str, object]]:
-    """The ``(key, value)`` pairs of a top-level JSON object, one at a time.
-
-    Only what the plain decoder would accept, and each value by that decoder
-    (``raw_decode``), so numbers, strings and duplicated keys inside a value
-    are read as ever; a list, though, is read one string at a time, each
-    handed to ``ranked(key)`` (its value is then ``_STREAMED``), so that a ranking of
-    millions of ids is never held.  Whatever is not plainly valid raises
-    ``_ReadAgain``: the plain reader then reports it, in the same words as always.
-    """
-    if stream.skip_space() != "{":
-        raise _ReadAgain()
-    stream.pos += 1
-    first = True
-    while _json_next_string(stream, "}", first):
-        key = _json_parsed(stream, _scan_string)
-        if stream.skip_space() != ":":
-            raise _ReadAgain()
-        stream.pos += 1
-        if stream.skip_space() == "[" and _first_item_opens(stream) != "[":
-            _json_strings(stream, ranked(key))
-            value = _STREAMED
-        else:
-            value = _json_parsed(stream, _JSON.raw_decode)
-        first = False
-        yield key, value
-    if stream.skip_space():
-        raise _ReadAgain()  # more after the document
-
-
-def _first_item_opens(stream: _JsonStream) -> str:
-    """The character that opens the first item of the list at the stream's position ("" at the end):
-    "[" for ``[[doc, score], ...]`` (each query's then parsed whole), "{" for row objects."""
-    at = stream.pos + 1
-    while True:
-        at = _JSON_SPACE.match(stream.text, at).end()
-        if at < len(stream.text):
-            return stream.text[at]
-        if not stream.more(READ_BLOCK):
-            return ""
-
-
-def _json_items(stream: _JsonStream) -> Iterator[object]:
-    """The items of a top-level JSON list, one at a time, each by the plain decoder; else ``_ReadAgain``."""
-    stream.pos += 1
-    first = True
-    while True:
-        stream.forget()  # between items, no position is held
-        char = stream.skip_space()
-        if char == "]":
-            stream.pos += 1
-            break
-        if not first:
-            if char != ",":
-                raise _ReadAgain()
-            stream.pos += 1
-            stream.skip_space()
-        yield _json_parsed(stream, _JSON.raw_decode)
-        first = False
-    if stream.skip_space():
-        raise _ReadAgain()  # more after the document
-
-
-def _json_next_string(stream: _JsonStream, closing: str, first: bool) -> bool:
-    """Step to the next member (or item) of a JSON object (or list) that ``closing`` ends: True at its
-    opening quote, past any comma; False past ``closing``; anything else raises ``_ReadAgain``."""
-    stream.forget()  # between members, no position is held
-    char = stream.skip_space()
-    if char == closing:
-        stream.pos += 1
-        return False
-    if not first:
-        if char != ",":
-            raise _ReadAgain()
-        stream.pos += 1
-        char = stream.skip_space()
-    if char != '"':
-        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
-    return True
+    def parse(self, parse: Callable[[str, int], Tuple[object, int]] = _JSON.raw_decode):
+        """``parse(text, pos)`` at ``pos``, reading on while the text runs out first."""
+        start = self.pos
+        while True:
+            try:
+                value, end = parse(self.text, start)
+            except (ValueError, IndexError):  # incomplete here, or invalid
+                if not self.more(max(len(self.text) - start, READ_BLOCK)):
+                    raise _ReadAgain() from None
+                continue
+            except (RagEvalError, RecursionError):
+                raise _ReadAgain() from None
+            if end == len(self.text) and self.more(READ_BLOCK):
+                continue  # a number may go on in the text not read yet: parse it again with more
+            self.pos = end
+            return value
 
 
 def _scan_string(text: str, at: int) -> Tuple[str, int]:
     """The JSON string whose opening quote is at ``at``, and the position after it (json's own scanner)."""
+    if text[at:at + 1] != '"':
+        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
     return json.decoder.scanstring(text, at + 1)
 
 
-def _json_parsed(stream: _JsonStream, parse: Callable[[str, int], Tuple[object, int]]):
-    """``parse(text, pos)`` at the stream's position, reading on while the text runs out first."""
-    start = stream.pos
-    while True:
-        try:
-            value, end = parse(stream.text, start)
-        except (ValueError, IndexError):  # incomplete here, or invalid
-            if not stream.more(max(len(stream.text) - start, READ_BLOCK)):
-                raise _ReadAgain() from None
-            continue
-        except (RagEvalError, RecursionError):
-            raise _ReadAgain() from None
-        if end == len(stream.text) and stream.more(READ_BLOCK):
-            continue  # a number may go on in the text not read yet: parse it again with more
-        stream.pos = end
-        return value
+def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
+    """The ``(key, value)`` pairs of a top-level JSON object, one at a time; a list that is not of pairs
+    comes as an iterator of its strings (``_json_strings``), so that a ranking of millions of ids is never held."""
+    if stream.skip_space() != "{":
+        raise _ReadAgain()
+    for _ in stream.items("}", last=True):
+        key = stream.parse(_scan_string)
+        if stream.skip_space() != ":":
+            raise _ReadAgain()
+        stream.pos += 1
+        if stream.skip_space() == "[" and stream.first_item_opens() != "[":
+            yield key, _json_strings(stream)  # read to its end before the next member
+        else:
+            yield key, stream.parse()
 
 
 # Items of a JSON list that are plain strings (no escape, no control character: the text is the value).
@@ -4874,105 +4775,88 @@ _JSON_PLAIN_ITEMS = re.compile(r'(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")+')
 _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
-def _json_strings(stream: _JsonStream, take: Callable[[str], None]) -> None:
-    """A JSON list of strings at the stream's position, each handed to ``take``; anything else: ``_ReadAgain``."""
-    stream.pos += 1
-    first = True
-    while _json_next_string(stream, "]", first):
-        take(_json_parsed(stream, _scan_string))
-        first = False
+def _json_strings(stream: _JsonStream) -> Iterator[str]:
+    """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
+    for _ in stream.items("]"):
+        yield stream.parse(_scan_string)
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
-            for docid in _JSON_PLAIN_STRING.findall(stream.text, stream.pos, plain.end()):
-                take(docid)
+            yield from _JSON_PLAIN_STRING.findall(stream.text, stream.pos, plain.end())
             stream.pos = plain.end()
 
 
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
-    """A JSON run parsed one query at a time: memory follows a query (cut to ``depth``), not the document.
+              cutoffs: Optional[List[int]], max_bytes: int, document=None) -> _RunRead:
+    """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
 
-    Returns as ``_trec_run``; the numbers are those of the whole document
-    parsed at once, and so are the errors: anything unusual is left to the
-    plain reader (``_ReadAgain``).
+    Returns as ``_trec_run``.  The file is parsed as it streams, and anything
+    unusual is left to the plain reader (``_ReadAgain``), which passes the
+    ``document`` parsed whole: the numbers and the errors are its own.
     """
+    if document is None:
+        stream = _JsonStream(inp, max_bytes)
+        rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
+        members = (stream.parse() for _ in stream.items("]", last=True)) if rows else _json_members(stream)
+    else:
+        rows = _first_item_is(document, dict)
+        if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
+            _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
+                        for qid, entry in document.items()} if isinstance(document, dict) else document, inp.source)
+        members = document if rows else ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list)
+                                          else iter(entry)) for qid, entry in document.items())
+    if rows:  # row objects, as pandas' to_json(orient="records") writes them
+        return _read_rows(inp.source, members,
+                          lambda rows: _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows))
     reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
     run: Run = {}
     seen = set()
     found = False
-    ranking: Dict[str, None] = {}  # a ranked list's first ``depth`` unique documents, as it is read
     repeats, ids = _Repeats(), []
-
-    def ranked(qid: str) -> Callable[[str], None]:
+    for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
-        ranking.clear()
-
-        def take(docid: str) -> None:
-            nonlocal found, ids
-            if _too_long_id(docid):
-                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
-            ids.append(docid)
-            if len(ids) > REPEAT_BUDGET:
-                ids = _stretch_ended(repeats, qid, ids, True)
-            if doc_id_sep is not None:
-                docid = document_of(docid, doc_id_sep)
-            if docid in grades:
-                found = True
-            if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
-                ranking[docid] = None  # a repeated id stays at its first place
-
-        return take
-
-    stream = _JsonStream(inp, max_bytes)
-    if stream.skip_space() == "[" and _first_item_opens(stream) == "{":  # row objects (see _row_objects)
-        with _numbering_rows(inp.source) as numbered:
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, numbered(_json_items(stream)))
-    for qid, entry in _json_members(stream, ranked):
+        ranked = isinstance(entry, abc.Iterator)
+        if ranked:  # checked, mapped, filtered and cut as it is read
+            ranking: Dict[str, None] = {}  # its first ``depth`` unique documents
+            for docid in entry:
+                if _too_long_id(docid):
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+                ids.append(docid)
+                if len(ids) > REPEAT_BUDGET:
+                    ids = _stretch_ended(repeats, qid, ids, True)
+                if doc_id_sep is not None:
+                    docid = document_of(docid, doc_id_sep)
+                found = found or docid in grades
+                if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
+                    ranking[docid] = None  # a repeated id stays at its first place
+            ids = _stretch_ended(repeats, qid, ids, False)
+            entry = list(ranking)
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
-        if entry is _STREAMED:  # a ranked list, read already: checked, mapped, filtered and cut
-            ids = _stretch_ended(repeats, qid, ids, False)
-            if reducer is None:
-                run[qid] = list(ranking)
-            elif reducer.knows(qid):
-                reducer.ranked(qid, list(ranking))
-            continue
-        if isinstance(entry, list):
+        if not ranked:
             try:
-                scores = _scored_pairs(qid, entry, inp.source)
+                if isinstance(entry, list):  # [[doc, score], ...] pairs
+                    scores = _scored_pairs(qid, entry, inp.source)
+                    repeats.add(qid, [pair[0] for pair in entry], False)
+                    entry = scores
+                _check_run({qid: entry}, inp.source)
             except RagEvalError:
                 raise _ReadAgain() from None  # the plain reader says so, or what comes first
-            if scores is not None:
-                repeats.add(qid, [pair[0] for pair in entry], False)
-                entry = scores
-        try:
-            _check_run({qid: entry}, inp.source)
-        except RagEvalError:
-            raise _ReadAgain() from None
-        # map(len) in C first: only a long id can be too long.
-        if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
-            raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
-        if not isinstance(entry, _MAPPINGS):  # a scored object cannot repeat a document: its keys are unique
-            repeats.add(qid, entry, False)
-        if doc_id_sep is not None:
-            entry = documents_run({qid: entry}, doc_id_sep)[qid]
-        if judged is not None and not found:
-            found = not judged.get(qid, {}).keys().isdisjoint(entry)
-        if reducer is not None and not reducer.knows(qid):
-            continue
-        scored = isinstance(entry, _MAPPINGS)
-        if keep is not None:
-            entry = {docid: score for docid, score in entry.items() if keep(qid, docid)} if scored \
-                else [docid for docid in entry if keep(qid, docid)]
-        if reducer is not None:
-            reducer.scored(qid, entry) if scored else reducer.ranked(qid, list(dict.fromkeys(entry)))
-        elif depth is not None:
-            run[qid] = {docid: entry[docid] for docid in _order_scored(entry)[:depth]} if scored \
-                else list(dict.fromkeys(entry))[:depth]
-        else:
+            # map(len) in C first: only a long id can be too long.
+            if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
+                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            if doc_id_sep is not None:
+                entry = _best_by_document(entry, doc_id_sep)
+            found = found or not grades.keys().isdisjoint(entry)
+            if keep is not None:
+                entry = {docid: score for docid, score in entry.items() if keep(qid, docid)}
+            if depth is not None and reducer is None:
+                entry = {docid: entry[docid] for docid in _order_scored(entry)[:depth]}
+        if reducer is None:
             run[qid] = entry
+        elif reducer.knows(qid):
+            reducer.ranked(qid, entry) if ranked else reducer.scored(qid, entry)
     return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
 
 
@@ -4984,15 +4868,15 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     objects), JSONL, TREC, MS MARCO's ``qid pid rank`` or a TSV or CSV with
     a header (PyTerrier's ``qid docno score rank``), detected from the content.
 
-    Runs are streamed (JSON one query at a time, unless read from standard
-    input): with ``depth`` only the best ``depth`` documents of each query
-    are kept (without scores, its first ``depth`` unique ones), so memory
-    follows queries x depth, not the file.  An id longer than MAX_ID bytes
-    is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents
-    before that cut (``--judged-only``, see ``judged_filter``); with
-    ``doc_id_sep`` chunk ids become document ids before it
-    (``--doc-id-sep``), since k counts documents then.  The documents of a
-    query come in no set order.
+    With ``depth`` only the best ``depth`` documents of each query are kept
+    (without scores, its first ``depth`` unique ones); runs are streamed (JSON
+    one query at a time, unless on standard input, which is parsed whole), so
+    memory follows queries x depth, not the file.  An id longer than MAX_ID
+    bytes is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.
+    ``keep(qid, docid)``, when given, filters documents before that cut
+    (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids
+    become document ids before it (``--doc-id-sep``), since k counts
+    documents then.  The documents of a query come in no set order.
     """
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
@@ -5000,16 +4884,14 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
-    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged``, and
-    the documents listed more than once in a query (``_Repeated``).
+    """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
+    command line refuses a run that shares none), and the documents listed more than once in a query.
 
-    A run that shares no judged document with the qrels was never evaluated:
-    the command line refuses it.  With ``cutoffs`` (and ``judged`` and
-    ``depth``, more than the largest cutoff), each query is reduced as it is
-    read to what ``evaluate`` needs at those cutoffs (a ``_ReducedRun``), so
-    memory follows the judgments, not the run.  A run whose queries'
-    lines do not come together is read again whole (a file) or not
-    reduced at all (standard input, which cannot be read twice).
+    With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest
+    cutoff), each query is reduced as it is read to what ``evaluate`` needs
+    (a ``_ReducedRun``): memory follows the judgments, not the run.  A run
+    whose queries' lines come apart is read again plainly; standard input,
+    which cannot be read twice, is not reduced.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
@@ -5035,25 +4917,8 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
             return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
         if fmt == "trec":
             return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        if stream_json:
-            return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        run = _parse_json(inp, "run")
-        if _row_objects(run):  # as pandas' to_json(orient="records") writes them
-            with _numbering_rows(inp.source) as numbered:
-                return _jsonl_run(inp, depth, keep, doc_id_sep, judged, None, max_bytes, numbered(run))
-        listed = {}  # query -> its ids as listed, when its [[doc, score], ...] pairs became {doc: score}
-        for qid, entry in run.items() if isinstance(run, dict) else ():
-            scores = _scored_pairs(qid, entry, inp.source) if isinstance(entry, list) else None
-            if scores is not None:
-                listed[qid], run[qid] = [pair[0] for pair in entry], scores
-        _check_run(run, inp.source)
-        repeats = _Repeats()
-        for qid, entry in run.items():
-            if qid in listed or isinstance(entry, list):
-                repeats.add(qid, listed.get(qid, entry), False)
-    named = documents_run(run, doc_id_sep) if doc_id_sep and judged is not None else run
-    found = judged is not None and any(docid in judged.get(qid, ()) for qid, entry in named.items() for docid in entry)
-    return _RunRead(run, found, repeats.counted())
+        document = None if stream_json else _parse_json(inp, "run")
+        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")

@@ -1,0 +1,204 @@
+"""The run readers after the lean-core merge (issue 12): one row reader for JSONL, MS MARCO, header files
+and JSON row objects, and one JSON reader for a streamed file and a document parsed whole (standard input).
+
+Each test compares two ways of reading the same run: what must not differ is the run, the "was anything
+judged?" flag and the repeated-documents count.  Random cases are bounded by a count and a seed."""
+
+import json
+import os
+import random
+import tempfile
+import unittest
+from unittest import mock
+
+import rag_eval
+
+
+def write(folder, name, text):
+    path = os.path.join(folder, name)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return path
+
+
+def read(path, *args):
+    """``_read_run``, with a reduced run turned into plain data; an error as its message."""
+    try:
+        got = rag_eval._read_run(path, *args)
+    except rag_eval.RagEvalError as exc:
+        return str(exc)
+    run = {qid: entry if isinstance(entry, list) else dict(entry) for qid, entry in got.run.items()}
+    return run, getattr(got.run, "unknown", None), got.any_judged, tuple(got.repeated)
+
+
+def from_stdin(path, *args):
+    """``read`` of the file given as standard input."""
+    with open(path, "rb") as data, mock.patch("sys.stdin") as stdin:
+        stdin.buffer = data
+        return read("-", *args)
+
+
+def random_rows(rng, queries=4, apart=False):
+    """(qid, docid, score) rows: repeated documents, tied scores, and with ``apart`` a query's rows apart."""
+    rows = [(f"q{q}", f"d{rng.randint(0, 30)}#{rng.randint(0, 2)}", rng.choice([1.0, 2.5, 3.0, 0.5]))
+            for q in range(queries) for _ in range(rng.randint(0, 40))]
+    if apart:
+        rng.shuffle(rows)
+    return rows
+
+
+class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
+    """A JSON run on standard input is parsed whole (it cannot be read twice), then read by the same code as a
+    streamed file: cut to the depth, filtered, mapped to documents, and its ids' length checked the same."""
+
+    def test_the_same_run_from_a_file_and_from_standard_input(self):
+        rng = random.Random(7)
+        qrels = {f"q{q}": {f"d{d}": rng.randint(0, 2) for d in range(5)} for q in range(4)}
+        keep = rag_eval.judged_filter(qrels, 1)
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in range(60):
+                rows = random_rows(rng)
+                shape = case % 3
+                run = {}
+                for qid, docid, score in rows:
+                    if shape == 0:
+                        run.setdefault(qid, []).append(docid)  # ranked, documents listed twice
+                    elif shape == 1:
+                        run.setdefault(qid, {})[docid] = score
+                    else:
+                        run.setdefault(qid, []).append([docid, score])  # [doc, score] pairs
+                path = write(tmp, "run.json", json.dumps(run))
+                for depth, sep, keep_it in ((None, None, None), (3, None, None), (5, "#", keep), (2, "#", None)):
+                    args = ("auto", depth, keep_it, sep, qrels)
+                    with self.subTest(case=case, depth=depth, sep=sep, keep=keep_it is not None):
+                        self.assertEqual(from_stdin(path, *args), read(path, *args))
+
+    def test_an_id_too_long_is_refused_there_too(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "run.json", json.dumps({"q1": {"a" * (rag_eval.MAX_ID + 1): 1.0}}))
+            for got in (read(path), from_stdin(path)):
+                self.assertRegex(got, r"query 'q1': an id longer than 4096 bytes$")
+
+    def test_errors_are_the_whole_documents(self):
+        """Checked whole before it is read query by query: the first wrong entry in the file is the one named."""
+        with tempfile.TemporaryDirectory() as tmp:
+            for text, message in (('{"q1": 5, "q2": [["a", 1], "b"]}', "query 'q2': expected [document id, score] pairs"),
+                                  ('{"q1": ["a"], "q2": {"b": null}}', "query 'q2', document 'b': score must be a finite"),
+                                  ('[1, 2]', "expected a JSON object of query -> ranking, got a list")):
+                path = write(tmp, "run.json", text)
+                with self.subTest(text):
+                    self.assertIn(message, from_stdin(path))
+                    self.assertIn(message, read(path))
+
+
+class TestOneRowReader(unittest.TestCase):
+    """JSONL (with and without scores), MS MARCO's ``qid pid rank``, header files and JSON row objects all go
+    through ``_rows_run``: read plainly or reduced, contiguous or apart, each gives what TREC gives."""
+
+    def formats(self, tmp, rows):
+        """The same ranking in every row format, ranked ones in score order (trec_eval's: ties by docid, descending)."""
+        trec = "".join(f"{q} Q0 {d} 0 {s} t\n" for q, d, s in rows)
+        order = {}
+        for q, d, s in rows:
+            order.setdefault(q, {})
+            order[q][d] = max(s, order[q].get(d, s))
+        ranked = [(q, d, rank) for q, scores in order.items()
+                  for rank, d in enumerate(rag_eval._order_scored(scores), 1)]
+        return {
+            "trec": (write(tmp, "run.trec", trec), True),
+            "jsonl": (write(tmp, "run.jsonl", "".join(json.dumps({"query_id": q, "doc_id": d, "score": s}) + "\n"
+                                                      for q, d, s in rows)), True),
+            "json rows": (write(tmp, "rows.json", json.dumps([{"qid": q, "docno": d, "score": s} for q, d, s in rows])),
+                          True),
+            "header score": (write(tmp, "run.tsv", "qid\tdocno\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows)),
+                             True),
+            "jsonl ranked": (write(tmp, "ranked.jsonl", "".join(json.dumps({"query_id": q, "doc_id": d}) + "\n"
+                                                                for q, d, _ in ranked)), False),
+            "msmarco": (write(tmp, "run.msmarco", "".join(f"{q}\t{d}\t{r}\n" for q, d, r in ranked)), False),
+            "header rank": (write(tmp, "run.csv", "qid,docno,rank\n" + "".join(f"{q},{d},{r - 1}\n" for q, d, r in ranked)),
+                            False),
+        }
+
+    def test_every_row_format_scores_as_trec(self):
+        rng = random.Random(11)
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in range(25):
+                rows = random_rows(rng)
+                qrels = {f"q{q}": {f"d{d}#0": rng.randint(0, 2) for d in range(0, 30, 3)} for q in range(5)}
+                qrels["q0"]["d1#0"] = 2  # a relevant document everywhere
+                expected = None
+                for name, (path, scored) in self.formats(tmp, rows).items():
+                    for cutoffs in (None, [1, 3, 10]):
+                        with self.subTest(case=case, format=name, reduced=cutoffs is not None):
+                            got = rag_eval._read_run(path, "auto", 11, None, None, qrels, cutoffs)
+                            result = rag_eval.evaluate(qrels, got.run, [1, 3, 10], drop_unknown_queries=True)
+                            # Ranked formats have no scores to tie, so only the means are compared with TREC's.
+                            means = result["mean"]
+                            if expected is None:
+                                expected = means
+                            self.assertEqual(means, expected)
+                            self.assertEqual(got.any_judged, True)
+
+    def test_rows_apart_read_plainly_equal_rows_together(self):
+        """A query whose rows come apart is read again plainly; the plain read merges its stretches."""
+        rng = random.Random(5)
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in range(40):
+                rows = random_rows(rng, apart=True)
+                together = sorted(rows, key=lambda row: row[0])  # stable: each query's rows in their order
+                qrels = {f"q{q}": {f"d{d}#1": 1 for d in range(10)} for q in range(3)}
+                for depth in (None, 1, 4):
+                    for reduced in (False, True):
+                        cutoffs = [1, depth] if reduced and depth else None
+                        for name, make in (("jsonl", lambda rs: "".join(json.dumps({"query_id": q, "doc_id": d, "score": s})
+                                                                         + "\n" for q, d, s in rs)),
+                                           ("jsonl ranked", lambda rs: "".join(json.dumps({"query_id": q, "doc_id": d})
+                                                                                + "\n" for q, d, _ in rs))):
+                            with self.subTest(case=case, format=name, depth=depth, reduced=reduced):
+                                apart = read(write(tmp, "apart.jsonl", make(rows)), "auto", depth, None, "#", qrels,
+                                             cutoffs)
+                                joined = read(write(tmp, "joined.jsonl", make(together)), "auto", depth, None, "#",
+                                              qrels, cutoffs if not reduced else None)
+                                if isinstance(apart, str):
+                                    self.assertEqual(apart, joined)
+                                    continue
+                                # Read again plainly when apart: the run is the plain one; repeats may differ only
+                                # in what "at least" admits, never in what was found.
+                                self.assertEqual(apart[0], joined[0])
+                                self.assertEqual(apart[2], joined[2])
+                                self.assertEqual(apart[3][:2], joined[3][:2])
+
+    def test_a_ranked_query_keeps_its_first_unique_documents_in_file_order(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "ranked.jsonl", "".join(json.dumps({"query_id": "q1", "doc_id": d}) + "\n"
+                                                      for d in ["c", "a", "c", "b", "a", "e", "d"]))
+            self.assertEqual(rag_eval.read_run(path), {"q1": ["c", "a", "b", "e", "d"]})
+            self.assertEqual(rag_eval.read_run(path, depth=3), {"q1": ["c", "a", "b"]})
+            path = write(tmp, "run.msmarco", "q1\tc\t1\nq1\ta\t2\nq2\tx\t1\nq2\ty\t2\nq1\tb\t4\nq1\td\t3\n")
+            self.assertEqual(rag_eval.read_run(path), {"q1": ["c", "a", "d", "b"], "q2": ["x", "y"]})
+            self.assertEqual(rag_eval.read_run(path, depth=3), {"q1": ["c", "a", "d"], "q2": ["x", "y"]})
+
+
+class TestStreamedJsonInTinyBlocks(unittest.TestCase):
+    """The JSON walker (``_JsonStream.items``) reads objects, ranked lists and row objects the same in blocks
+    of a few bytes as whole; escapes and white space between every token included."""
+
+    def test_tiny_blocks(self):
+        rng = random.Random(2)
+        with tempfile.TemporaryDirectory() as tmp:
+            for case in range(40):
+                run = {f"q{q}\u00e9": [f"d{rng.randint(0, 9)}" + rng.choice(["", "\\", "\"", "\u2028", "é"])
+                                       for _ in range(rng.randint(0, 12))] for q in range(rng.randint(1, 4))}
+                if case % 4 == 0:
+                    run = [{"query_id": qid, "doc_id": docid} for qid, docs in run.items() for docid in docs] or [{}]
+                text = json.dumps(run, indent=rng.choice([None, 0, 2]), ensure_ascii=case % 2 == 0)
+                path = write(tmp, "run.json", text)
+                whole = read(path, "auto", 5)
+                for block in (1, 3, 8):
+                    with self.subTest(case=case, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+                        self.assertEqual(read(path, "auto", 5), whole)
+                        self.assertEqual(from_stdin(path, "auto", 5), whole)
+
+
+if __name__ == "__main__":
+    unittest.main()
