@@ -1808,15 +1808,16 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     """Per column, the halves of ``draws``: value i of a column has bit i; ``covers`` (a bit mask,
     or None for all) says which positions a column's half size counts."""
     everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
-    halves = []
-    for values, cover in zip(layouts, covers):
-        scale, whole = _on_grid(values)
-        sizes = everyone if cover is None else [_popcount(chosen & cover) for chosen in draws]
-        if _HAS_BIT_COUNT and len(values) >= LOOKUP_BELOW:
-            halves.append(_mask_halves(whole, scale, sizes, draws))
-        else:
-            halves.append(_exact_halves([math.ldexp(total, scale) for total in _lookup_sums(whole, draws)], sizes))
-    return halves
+    sizes = [everyone if cover is None else [_popcount(chosen & cover) for chosen in draws] for cover in covers]
+    grids = [_on_grid(values) for values in layouts]
+    width = len(layouts[0]) if layouts else 0
+    # Both ways are exact, so the choice changes no bit: lookups for few positions, for columns that
+    # share the draws (one lookup serves them all), and on Python 3.9; masks for the rest.
+    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW and (len(layouts) == 1 or width > PACK_WIDTH):
+        return [_mask_halves(whole, scale, column_sizes, draws) for (scale, whole), column_sizes in zip(grids, sizes)]
+    sums = _lookup_sums([whole for _, whole in grids], draws)
+    return [_exact_halves([math.ldexp(total, scale) for total in column_sums], column_sizes)
+            for (scale, _), column_sums, column_sizes in zip(grids, sums, sizes)]
 
 
 def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
@@ -1836,9 +1837,8 @@ def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
 
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
-# Both ways are exact, so the choice changes no bit: below this many positions a lookup (8 positions)
-# costs less than a mask per bit of the values (measured by bench/bench_stats.py --calibrate).
-LOOKUP_BELOW = 512
+LOOKUP_BELOW = 512  # positions: below, a lookup (8 positions) costs less than a mask per bit of the values
+PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the cache
 # A half's coarse sum is off by at most ``slack`` < width * 2**shift; the shift keeps that below
 # 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
 # is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
@@ -1890,17 +1890,32 @@ def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
     return [(weight, int(plane, 2)) for weight, plane in planes if "1" in plane]
 
 
-def _lookup_sums(values: List[int], draws: List[int]) -> List[float]:
-    """Per draw, the sum of the integers whose bit is set, for few positions or on Python 3.9 (no
-    int.bit_count): eight positions share a table of their 256 subset sums, and one byte of the draw
-    picks a subset."""
+def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
+    """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table
+    of their 256 subset sums, and one byte of the draw picks a subset.  Up to PACK_WIDTH positions the
+    columns are packed into one integer, 64 bits a column (|sum| < 2**53 fits), so one lookup serves
+    them all; beyond, one column at a time keeps its tables in the processor's cache."""
     from array import array
     from operator import getitem
 
-    blocks = (len(values) + 7) // 8
-    # floats: sum() adds them in C without allocating, each sum exact below 2**53
-    tables = [array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, len(values), 8)]
-    return [sum(map(getitem, tables, chosen.to_bytes(blocks, "little"))) for chosen in draws]
+    width = len(columns[0]) if columns else 0
+    chosen_bytes = [chosen.to_bytes((width + 7) // 8, "little") for chosen in draws]
+    if len(columns) == 1 or width > PACK_WIDTH:
+        # floats: sum() adds them in C without allocating, each sum exact below 2**53
+        found = []
+        for values in columns:
+            tables = [array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+            found.append([sum(map(getitem, tables, chosen)) for chosen in chosen_bytes])
+        return found
+    packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
+    tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
+    # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes
+    bias = sum(1 << (64 * lane + 63) for lane in range(len(columns)))
+    lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(columns), "little")
+                                for chosen in chosen_bytes))
+    if sys.byteorder == "big":
+        lanes.byteswap()
+    return [[total - (1 << 63) for total in lanes[lane::len(columns)]] for lane in range(len(columns))]
 
 
 def _flipped_sizes(total: float, halves: _Halves, scale: float, thresholds: List[float]) -> List[float]:
@@ -2156,25 +2171,6 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
     return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
 
 
-def _flipped_statistics(family: _Family, thresholds: List[float]) -> List[Optional[List[float]]]:
-    """Per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) for every sign pattern drawn (or every
-    one), exact where it could fall on either side of a threshold (``_flipped_sizes``)."""
-    found = []
-    for index, column in enumerate(family.columns):
-        values = list(column.values())
-        total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
-        if not scale:
-            found.append(None)
-            continue
-        if family.halves is None:  # every pattern of the positions where any test differs
-            active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
-            halves = _exact_halves(_subset_sums([column.get(p, 0.0) for p in active]), [])
-        else:
-            halves = family.halves[index]
-        found.append(_flipped_sizes(total, halves, scale, thresholds))
-    return found
-
-
 def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
          p_values: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
     """Step-down MaxT adjusted p-values of a family of paired tests (Westfall & Young 1993, alg. 2.8).
@@ -2203,18 +2199,25 @@ def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RES
 
 
 def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]:
-    observed, thresholds = [], []
+    if family.halves is None:  # every pattern of the positions where any test differs
+        active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
+        halves = [_exact_halves(_subset_sums([c.get(p, 0.0) for p in active]), []) for c in family.columns]
+        patterns = 2 ** len(active)
+    else:
+        halves, patterns = family.halves, len(family.halves[0].sizes) if family.halves else 0
+    sums, observed, thresholds = [], [], []
     for column in family.columns:
         values = list(column.values())
-        scale = math.sqrt(math.fsum(v * v for v in values))
-        total, spread = abs(math.fsum(values)), math.fsum(map(abs, values))
-        observed.append(total / scale if scale else 0.0)
+        total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
+        spread = math.fsum(map(abs, values))
+        sums.append((total, scale))
+        observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
-        thresholds.append((total - TIE_TOLERANCE * spread) / scale if scale else -1.0)
-    statistics = _flipped_statistics(family, thresholds)
+        thresholds.append((abs(total) - TIE_TOLERANCE * spread) / scale if scale else -1.0)
+    # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about the thresholds
+    statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
+                  for (total, scale), column_halves in zip(sums, halves)]
     order = sorted(range(len(family.keys)), key=lambda i: (-observed[i], family.keys[i]))
-    patterns = 2 ** sum(1 for p in range(family.width) if any(c.get(p) for c in family.columns)) \
-        if family.halves is None else len(family.halves[0].sizes) if family.halves else 0
     reached = [0] * len(order)
     rows = [statistics[i] for i in order]
     for pattern in range(patterns):

@@ -255,7 +255,19 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                 got = [sum(weight * bin(draw & mask).count("1") for weight, mask in terms) for draw in draws]
                 with self.subTest(width=width, values=values[:4]):
                     self.assertEqual(got, expected)
-                    self.assertEqual(rag_eval._lookup_sums(values, draws), expected)
+                    self.assertEqual(rag_eval._lookup_sums([values], draws), [expected])
+
+    def test_packed_lookups_keep_every_lane(self):
+        # Several columns in 64-bit lanes of one integer, negative sums included: each lane must
+        # come out as the column's own sums (and one column at a time, beyond PACK_WIDTH).
+        rng = random.Random(27)
+        for width in (1, 9, 200):
+            columns = self.columns(rng, width)
+            draws = [rng.getrandbits(width) for _ in range(30)] + [0, (1 << width) - 1]
+            expected = [self.reference(values, draws) for values in columns]
+            for pack in (10 ** 9, 0):
+                with self.subTest(width=width, pack=pack), unittest.mock.patch.object(rag_eval, "PACK_WIDTH", pack):
+                    self.assertEqual(rag_eval._lookup_sums(columns, draws), expected)
 
     def test_bounds_hold_and_exact_sums_are_the_definitions(self):
         # Every half's exact sum is the definition's (on the grid) and lies within its bounds, on
@@ -296,7 +308,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         default = results()
         ways = [{"_HAS_BIT_COUNT": False}]
         if rag_eval._HAS_BIT_COUNT:
-            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0} for share in (1, 4, 10 ** 30)]
+            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0} for share in (1, 4, 10 ** 30)]
         for way in ways:
             with self.subTest(way=way), unittest.mock.patch.multiple(rag_eval, **way):
                 self.assertEqual(results(), default)
