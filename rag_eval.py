@@ -1845,6 +1845,7 @@ PACK_DRAWS = 1_000  # draws: fewer do not pay for the packed tables (256 sums pe
 # 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
 # is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
 COARSE_SHARE = 64
+COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
 
 
 def _popcount(bits: int) -> int:
@@ -1858,7 +1859,8 @@ def _mask_halves(whole: List[int], scale: int, sizes: List[int], draws: List[int
     the bits of the integers (``_mask_terms``).  The top bits (weights from 2**shift up, and the sign)
     give the bounds; the low bits, asked for only where a test needs them, add the rest."""
     width = len(whole)
-    shift = max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
+    shift = 0 if width < COARSE_FROM else \
+        max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
     terms = _mask_terms(whole)
     top = [(weight, mask) for weight, mask in terms if weight < 0 or weight >> shift]
     low = [(weight, mask) for weight, mask in terms if 0 < weight < 1 << shift]

@@ -279,8 +279,9 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                 scale, whole = rag_eval._on_grid(layout)
                 draws = [rng.getrandbits(width) for _ in range(30)]
                 expected = [math.ldexp(total, scale) for total in self.reference(whole, draws)]
-                for way in ({"COARSE_SHARE": 1, "LOOKUP_BELOW": 0}, {"COARSE_SHARE": 64, "LOOKUP_BELOW": 0},
-                            {"COARSE_SHARE": 10 ** 30, "LOOKUP_BELOW": 0},
+                for way in ({"COARSE_SHARE": 1, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 64, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 10 ** 30, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
                             {"_HAS_BIT_COUNT": False}):
                     if "COARSE_SHARE" in way and not rag_eval._HAS_BIT_COUNT:
                         continue  # Python 3.9: no masks
@@ -308,7 +309,8 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         default = results()
         ways = [{"_HAS_BIT_COUNT": False}]
         if rag_eval._HAS_BIT_COUNT:
-            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0} for share in (1, 4, 10 ** 30)]
+            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0, "COARSE_FROM": 0}
+                     for share in (1, 4, 10 ** 30)]
         for way in ways:
             with self.subTest(way=way), unittest.mock.patch.multiple(rag_eval, **way):
                 self.assertEqual(results(), default)
