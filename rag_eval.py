@@ -1811,10 +1811,12 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     sizes = [everyone if cover is None else [_popcount(chosen & cover) for chosen in draws] for cover in covers]
     grids = [_on_grid(values) for values in layouts]
     width = len(layouts[0]) if layouts else 0
-    # Both ways are exact, so the choice changes no bit: lookups for few positions, for many draws of
-    # columns that share them (one lookup serves them all), and on Python 3.9; masks for the rest.
-    packs = len(layouts) > 1 and width <= PACK_WIDTH and len(draws) >= PACK_DRAWS
-    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW and not packs:
+    # Both ways are exact, so the choice changes no bit.  A lookup serves 8 positions (of every column
+    # packed together) once its table of 256 sums is built; a mask serves one bit of the values (about
+    # 16 masks with bounds, from COARSE_FROM positions, else some 42), dearer the more positions.
+    many = len(draws) >= PACK_DRAWS
+    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW and not (
+            many and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)):
         return [_mask_halves(whole, scale, column_sizes, draws) for (scale, whole), column_sizes in zip(grids, sizes)]
     sums = _lookup_sums([whole for _, whole in grids], draws)
     return [_exact_halves([math.ldexp(total, scale) for total in column_sums], column_sizes)
@@ -1838,9 +1840,9 @@ def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
 
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
-LOOKUP_BELOW = 512  # positions: below, a lookup (8 positions) costs less than a mask per bit of the values
+LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
 PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the cache
-PACK_DRAWS = 1_000  # draws: fewer do not pay for the packed tables (256 sums per 8 positions)
+PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
 # A half's coarse sum is off by at most ``slack`` < width * 2**shift; the shift keeps that below
 # 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
 # is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
