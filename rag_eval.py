@@ -1813,14 +1813,19 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     width = len(layouts[0]) if layouts else 0
     # Both ways are exact, so the choice changes no bit.  A lookup serves 8 positions (of every column
     # packed together) once its table of 256 sums is built; a mask serves one bit of the values (about
-    # 16 masks with bounds, from COARSE_FROM positions, else some 42), dearer the more positions.
-    many = len(draws) >= PACK_DRAWS
-    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW and not (
-            many and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)):
-        return [_mask_halves(whole, scale, column_sizes, draws) for (scale, whole), column_sizes in zip(grids, sizes)]
-    sums = _lookup_sums([whole for _, whole in grids], draws)
-    return [_exact_halves([math.ldexp(total, scale) for total in column_sums], column_sizes)
-            for (scale, _), column_sums, column_sizes in zip(grids, sums, sizes)]
+    # 16 masks with bounds, from COARSE_FROM positions, else some 42; 2 for a 0/1 measure), dearer the
+    # more positions.
+    halves: List[Optional[_Halves]] = [None] * len(layouts)
+    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
+        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)
+        for index, (scale, whole) in enumerate(grids):
+            terms = _mask_terms(whole)
+            if not lookups_pay or len(terms) <= FEW_MASKS:
+                halves[index] = _mask_halves(whole, terms, scale, sizes[index], draws)
+    rest = [index for index, found in enumerate(halves) if found is None]
+    for index, column_sums in zip(rest, _lookup_sums([grids[index][1] for index in rest], draws) if rest else []):
+        halves[index] = _exact_halves([math.ldexp(total, grids[index][0]) for total in column_sums], sizes[index])
+    return halves
 
 
 def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
@@ -1843,6 +1848,7 @@ _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits 
 LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
 PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the cache
 PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
+FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure's 2) takes masks, dearer lookups or not
 # A half's coarse sum is off by at most ``slack`` < width * 2**shift; the shift keeps that below
 # 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
 # is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
@@ -1856,14 +1862,14 @@ def _popcount(bits: int) -> int:
     return sum(bits.to_bytes((bits.bit_length() + 7) // 8, "little").translate(_BITS_SET))
 
 
-def _mask_halves(whole: List[int], scale: int, sizes: List[int], draws: List[int]) -> _Halves:
+def _mask_halves(whole: List[int], terms: List[Tuple[int, int]], scale: int, sizes: List[int],
+                 draws: List[int]) -> _Halves:
     """Halves summed by masks, on Python 3.10+: a half sums to sum(weight * popcount(draw & mask)) over
     the bits of the integers (``_mask_terms``).  The top bits (weights from 2**shift up, and the sign)
     give the bounds; the low bits, asked for only where a test needs them, add the rest."""
     width = len(whole)
     shift = 0 if width < COARSE_FROM else \
         max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
-    terms = _mask_terms(whole)
     top = [(weight, mask) for weight, mask in terms if weight < 0 or weight >> shift]
     low = [(weight, mask) for weight, mask in terms if 0 < weight < 1 << shift]
     coarse = [sum([weight * (chosen & mask).bit_count() for weight, mask in top]) for chosen in draws]
