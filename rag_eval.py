@@ -1698,9 +1698,9 @@ def _check_labels_job(args) -> int:
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded
 # random.Random; floats are summed by math.fsum (exactly rounded, so
-# order-free) or one addition at a time, and random halves as integers, never
-# floats by sum(), which became compensated in Python 3.12: the same inputs
-# give the same bytes out on every Python.
+# order-free) or one addition at a time, and random halves exactly, as
+# integers (``_on_grid``), never floats by sum(), which became compensated in
+# Python 3.12: the same inputs give the same bytes out on every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1746,21 +1746,36 @@ def _subset_sums(values: list, start=0.0) -> list:
     return sums
 
 
-def _random_halves(values: List[float], resamples: int, rng) -> List[Tuple[float, int]]:
-    """For each resample a random half, each value in it with chance 1/2: (its sum, its size).
+class _Halves(NamedTuple):
+    """One column's random halves, one per resample: each half's sum lies in [low[r], high[r]] and is
+    exactly ``exact(r)``.  The bounds are cheap and the exact sum dear, so the tests below ask for it
+    only where a bound leaves their decision open: every result is that of the exact sums."""
+
+    low: List[float]
+    high: List[float]
+    sizes: List[int]  # how many of the column's positions each half holds
+    exact: Callable[[int], float]
+
+
+def _exact_halves(sums: List[float], sizes: List[int]) -> _Halves:
+    return _Halves(sums, sums, sizes, sums.__getitem__)
+
+
+def _random_halves(values: List[float], resamples: int, rng) -> _Halves:
+    """For each resample a random half of ``values``, each value in it with chance 1/2.
 
     The one resampling of this section: the half has its signs flipped, so
     sum(signs * values) = sum(values) - 2 * sum(half).  The sign-flip test
     flips the signs of the deltas, the bootstrap those of the values'
-    distances from their mean.  One column of ``_joint_halves``.
+    distances from their mean.
     """
     return _shared_halves([values], resamples, rng)[0]
 
 
-def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[List[Tuple[float, int]]]:
+def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[_Halves]:
     """``_random_halves`` of several lists of one length at the cost of one draw: per list, the
     halves that a generator in ``rng``'s state would give it alone.  Bit i of a draw belongs to a
-    list's i-th nonzero value, then come its zeros (as in ``_joint_halves`` of one column)."""
+    list's i-th nonzero value, then come its zeros."""
     width = len(value_lists[0]) if value_lists else 0
     draws = [rng.getrandbits(width) for _ in range(resamples)]
     layouts = [[value for value in values if value] + [0.0] * sum(1 for value in values if not value)
@@ -1768,8 +1783,8 @@ def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[
     return _halves_of(layouts, [None] * len(layouts), draws)
 
 
-def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[List[Tuple[float, int]]]:
-    """Random halves shared by several tests: per column, per resample, (sum of the half, its size).
+def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[_Halves]:
+    """Random halves shared by several tests, one per column.
 
     ``columns`` map positions 0 .. width - 1 (queries) to values; a column
     may cover only some positions (a slice).  Every resample draws one
@@ -1789,37 +1804,56 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
     return _halves_of(layouts, covers, draws)
 
 
-def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[List[Tuple[float, int]]]:
-    """Per column, per draw, (the sum of the values whose bit is set in the draw, how many of its
-    positions are set): value i of a column has bit i; ``covers`` (a bit mask, or None for all)
-    says which positions a column's half size counts."""
-    from itertools import repeat
-
-    width = len(layouts[0]) if layouts else 0
-    units, totals = [], []
-    for values in layouts:
-        # Each value rounded to a whole multiple of 2**-e, e chosen so that sum(|values|) stays below
-        # 2**53 of them: every sum is then exact (in integers, or in floats that hold them exactly),
-        # the same bits on every Python and in any order.  The rounding moves a value by at most half a
-        # unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid below): far inside TIE_TOLERANCE.
-        scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
-        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
-        if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
-            scale += 1
-            whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
-        units.append(scale)
-        totals.append(whole)
-    sums = _integer_half_sums(totals, width, draws)
+def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[_Halves]:
+    """Per column, the halves of ``draws``: value i of a column has bit i; ``covers`` (a bit mask,
+    or None for all) says which positions a column's half size counts."""
     everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
-    halves = []
-    for scale, column_sums, cover in zip(units, sums, covers):
-        sizes = everyone if cover is None else [_popcount(chosen & cover) for chosen in draws]
-        halves.append(list(zip(map(math.ldexp, column_sums, repeat(scale)), sizes)))
+    sizes = [everyone if cover is None else [_popcount(chosen & cover) for chosen in draws] for cover in covers]
+    grids = [_on_grid(values) for values in layouts]
+    width = len(layouts[0]) if layouts else 0
+    # Both ways are exact, so the choice changes no bit.  A lookup serves 8 positions (of every column
+    # packed together) once its table of 256 sums is built; a mask serves one bit of the values (about
+    # 16 masks with bounds, from COARSE_FROM positions, else some 42; 2 for a 0/1 measure), dearer the
+    # more positions.
+    halves: List[Optional[_Halves]] = [None] * len(layouts)
+    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
+        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)
+        for index, (scale, whole) in enumerate(grids):
+            terms = _mask_terms(whole)
+            if not lookups_pay or len(terms) <= FEW_MASKS:
+                halves[index] = _mask_halves(whole, terms, scale, sizes[index], draws)
+    rest = [index for index, found in enumerate(halves) if found is None]
+    for index, column_sums in zip(rest, _lookup_sums([grids[index][1] for index in rest], draws) if rest else []):
+        halves[index] = _exact_halves([math.ldexp(total, grids[index][0]) for total in column_sums], sizes[index])
     return halves
 
 
-_HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and never sums by masks
+def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
+    """(e, integers): each value rounded to a whole multiple of 2**e, e chosen so that sum(|integers|)
+    stays below 2**53.  Every sum of them is then exact (in integers, or in floats that hold them
+    exactly), the same bits on every Python and in any order.  The rounding moves a value by at most
+    half a unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid): far inside TIE_TOLERANCE."""
+    from itertools import repeat
+
+    scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
+    whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+    if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
+        scale += 1
+        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+    return scale, whole
+
+
+_HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
+LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
+PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the cache
+PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
+FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure's 2) takes masks, dearer lookups or not
+# A half's coarse sum is off by at most ``slack`` < width * 2**shift; the shift keeps that below
+# 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
+# is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
+COARSE_SHARE = 64
+COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
 
 
 def _popcount(bits: int) -> int:
@@ -1828,108 +1862,102 @@ def _popcount(bits: int) -> int:
     return sum(bits.to_bytes((bits.bit_length() + 7) // 8, "little").translate(_BITS_SET))
 
 
-LANE_BITS = 64  # lookups pack many columns into one integer, each in a lane this wide
-PACK_WIDTH = 4_096  # up to this many positions; beyond, the packed tables would not stay in the cache
-# Rough costs per draw, in nanoseconds on a 2020s machine (they choose a way, never a result): a
-# mask term costs MASK_TERM + width / 10, a lookup LOOKUP per 8 positions plus LANE per packed column.
-MASK_TERM, LOOKUP, LANE = 250, 60, 4
+def _mask_halves(whole: List[int], terms: List[Tuple[int, int]], scale: int, sizes: List[int],
+                 draws: List[int]) -> _Halves:
+    """Halves summed by masks, on Python 3.10+: a half sums to sum(weight * popcount(draw & mask)) over
+    the bits of the integers (``_mask_terms``).  The top bits (weights from 2**shift up, and the sign)
+    give the bounds; the low bits, asked for only where a test needs them, add the rest."""
+    width = len(whole)
+    shift = 0 if width < COARSE_FROM else \
+        max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
+    top = [(weight, mask) for weight, mask in terms if weight < 0 or weight >> shift]
+    low = [(weight, mask) for weight, mask in terms if 0 < weight < 1 << shift]
+    coarse = [sum([weight * (chosen & mask).bit_count() for weight, mask in top]) for chosen in draws]
+    if not low:
+        return _exact_halves([math.ldexp(total, scale) for total in coarse], sizes)
+    slack = sum(weight * mask.bit_count() for weight, mask in low)  # the low bits of every value: 0 <= rest <= slack
 
+    def exact(resample: int) -> float:
+        chosen = draws[resample]
+        return math.ldexp(coarse[resample] + sum([weight * (chosen & mask).bit_count() for weight, mask in low]), scale)
 
-def _integer_half_sums(columns: List[List[int]], width: int, draws: List[int]) -> List[List[int]]:
-    """Per column of integers, per draw, the sum of the integers whose bit is set (each
-    column's sum(|integers|) below 2**53, as ``_halves_of`` makes them: floats hold the sums).
-
-    Two ways, chosen by their cost (both exact, so the choice changes no
-    bit).  Masks: a column is a few terms (weight, mask), either one per
-    distinct value or one per bit of the values in two's complement, and a
-    half sums weight * popcount(draw & mask); cheap for few terms or many
-    positions.  Lookups: eight positions share a table of their 256 subset
-    sums and one byte of the draw picks a subset, one lookup per eight
-    positions; up to PACK_WIDTH positions the columns looked up are packed
-    into one integer, LANE_BITS a column (|sum| < 2**53 fits), so one
-    lookup serves them all.
-    """
-    from array import array
-    from itertools import repeat
-    from operator import add, getitem, lshift
-
-    blocks = (width + 7) // 8
-    packing = width <= PACK_WIDTH
-
-    def lookups_cost(count: int) -> float:
-        return 0 if not count else blocks * (LOOKUP + LANE * count) if packing else count * blocks * LOOKUP * 2
-
-    mask_cost = {index: _term_count(values) * (MASK_TERM + width / 10)
-                 for index, values in enumerate(columns)} if _HAS_BIT_COUNT else {}
-    cheapest = sorted(mask_cost, key=lambda index: (mask_cost[index], index))
-    spent = [sum(mask_cost[index] for index in cheapest[:count]) + lookups_cost(len(columns) - count)
-             for count in range(len(cheapest) + 1)]
-    masked = set(cheapest[:spent.index(min(spent))])
-    found: List[Optional[List[int]]] = [None] * len(columns)
-    for index in masked:
-        terms = _mask_terms(columns[index])
-        found[index] = [sum([weight * (chosen & mask).bit_count() for weight, mask in terms]) for chosen in draws]
-    lookups = [index for index in range(len(columns)) if index not in masked]
-    if lookups:
-        chosen_bytes = [chosen.to_bytes(blocks, "little") for chosen in draws]
-        # Few positions: all columns in one integer.  Many: one column at a time, its tables kept in
-        # the processor's cache (array-held).
-        groups = [lookups] if packing else [[index] for index in lookups]
-        for group in groups:
-            packed = columns[group[0]]
-            for lane, index in enumerate(group[1:], 1):
-                packed = list(map(add, packed, map(lshift, columns[index], repeat(LANE_BITS * lane))))
-            tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
-            if len(group) == 1:  # floats: sum() adds them in C without allocating, each sum exact below 2**53
-                tables = [array("d", table) for table in tables]
-                found[group[0]] = [sum(map(getitem, tables, chosen)) for chosen in chosen_bytes]
-                continue
-            # each lane raised by 2**63 is a whole LANE_BITS-bit number: the packed sums' bytes are the lanes
-            bias = sum(1 << (LANE_BITS * lane + LANE_BITS - 1) for lane in range(len(group)))
-            lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(group), "little")
-                                        for chosen in chosen_bytes))
-            for lane, index in enumerate(group):
-                found[index] = [total - (1 << 63) for total in lanes[lane::len(group)]]
-    return found
-
-
-def _term_count(values: List[int]) -> int:
-    """How many terms ``_mask_terms`` gives at most (without building them)."""
-    return min(len(set(values) - {0}), max(map(abs, values), default=0).bit_length() + 1)
+    return _Halves([math.ldexp(total, scale) for total in coarse],
+                   [math.ldexp(total + slack, scale) for total in coarse], sizes, exact)
 
 
 def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
-    """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)),
-    the fewer of: one per distinct nonzero value, one per bit of the values in two's complement."""
+    """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)):
+    bit b of every value (|value| < 2**53) in two's complement of ``width`` bits, the top (sign) bit
+    weighing -2**(width - 1)."""
+    from array import array
+
+    if not values:
+        return []
     width = max(map(abs, values), default=0).bit_length() + 1
-    distinct = set(values) - {0}
-    if len(distinct) <= width:
-        masks: Dict[int, int] = {}
-        for position, value in enumerate(values):
-            if value:
-                masks[value] = masks.get(value, 0) | 1 << position
-        return sorted(masks.items())
-    # bit b of every value, the values in two's complement of ``width`` bits: the top bit weighs -2**(width - 1)
-    digits = [format(value & ((1 << width) - 1), f"0{width}b") for value in reversed(values)]
-    terms = []
-    for bit, column in enumerate(zip(*digits)):  # the top bit first
-        mask = int("".join(column), 2)
-        if mask:
-            terms.append(((-1 if bit == 0 else 1) << (width - 1 - bit), mask))
-    return terms
+    lanes = array("q", values)  # 64-bit lanes in two's complement, read below as one integer, the last value first
+    if sys.byteorder == "big":
+        lanes.byteswap()
+    digits = format(int.from_bytes(lanes.tobytes(), "little"), f"0{64 * len(values)}b")
+    planes = [(-1 << (width - 1), digits[0::64])] + [(1 << bit, digits[63 - bit::64]) for bit in range(width - 1)]
+    return [(weight, int(plane, 2)) for weight, plane in planes if "1" in plane]
 
 
-def _count_as_extreme(deltas: List[float], flipped_sums: Iterable[float]) -> int:
-    """How many sign patterns are as extreme as the observed one, each given by the sum of the
-    deltas it flips: |total - 2 * flipped| >= |total|, ties (within TIE_TOLERANCE) included."""
+def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
+    """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table
+    of their 256 subset sums, and one byte of the draw picks a subset.  Up to PACK_WIDTH positions the
+    columns are packed into one integer, 64 bits a column (|sum| < 2**53 fits), so one lookup serves
+    them all; beyond, one column at a time keeps its tables in the processor's cache."""
+    from array import array
+    from operator import getitem
+
+    width = len(columns[0]) if columns else 0
+    chosen_bytes = [chosen.to_bytes((width + 7) // 8, "little") for chosen in draws]
+    if len(columns) == 1 or width > PACK_WIDTH:
+        # floats: sum() adds them in C without allocating, each sum exact below 2**53
+        found = []
+        for values in columns:
+            tables = [array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+            found.append([sum(map(getitem, tables, chosen)) for chosen in chosen_bytes])
+        return found
+    packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
+    tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
+    # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes
+    bias = sum(1 << (64 * lane + 63) for lane in range(len(columns)))
+    lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(columns), "little")
+                                for chosen in chosen_bytes))
+    if sys.byteorder == "big":
+        lanes.byteswap()
+    return [[total - (1 << 63) for total in lanes[lane::len(columns)]] for lane in range(len(columns))]
+
+
+def _flipped_sizes(total: float, halves: _Halves, scale: float, thresholds: List[float]) -> List[float]:
+    """Per resample, |total - 2 * half| / scale: the size of the flipped sum, exact where it could fall
+    on either side of a threshold, else a bound on the side it falls (so every comparison with a
+    threshold is that of the exact value)."""
+    if halves.low is halves.high:
+        return [abs(total - 2 * half) / scale for half in halves.low]
+    found = []
+    for resample, (low, high) in enumerate(zip(halves.low, halves.high)):
+        top, bottom = total - 2 * low, total - 2 * high  # the flipped sum lies in [bottom, top]
+        least = (bottom if bottom >= 0 else -top if top <= 0 else 0.0) / scale
+        most = max(top, -bottom) / scale
+        if any(least < threshold <= most for threshold in thresholds):
+            least = abs(total - 2 * halves.exact(resample)) / scale
+        found.append(least)
+    return found
+
+
+def _as_extreme(deltas: List[float], halves: _Halves) -> int:
+    """How many halves flip the deltas to a sum as extreme as the observed one:
+    |total - 2 * half| >= |total|, ties (within TIE_TOLERANCE) included."""
     total = math.fsum(deltas)
     extreme = abs(total) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
-    return sum(1 for flipped in flipped_sums if abs(total - 2 * flipped) >= extreme)
+    return sum(1 for size in _flipped_sizes(total, halves, 1.0, [extreme]) if size >= extreme)
 
 
-def _sampled_p(deltas: List[float], halves: List[Tuple[float, int]]) -> float:
+def _sampled_p(deltas: List[float], halves: _Halves) -> float:
     """The sampled sign-flip p: (1 + resamples as extreme) / (1 + resamples), never 0."""
-    return (1 + _count_as_extreme(deltas, (half for half, _ in halves))) / (1 + len(halves))
+    return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes))
 
 
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
@@ -1957,28 +1985,47 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     if _one_size(nonzero):  # +-c only (a 0/1 measure): the sign test, exact at any count
         return sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
     if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
-        return _count_as_extreme(nonzero, _subset_sums(nonzero)) / 2 ** len(nonzero), True
+        return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
     return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
+
+
+def _percentile_ranks(count: int, confidence: float) -> Tuple[int, int]:
+    """The ranks ceil(tail R) and ceil((1 - tail) R) of R means, tail = (1 - confidence) / 2."""
+    tail = (1 - confidence) / 2
+
+    def rank(share: float) -> int:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
+        return min(count, max(1, math.ceil(share * count - 1e-9)))
+
+    return rank(tail), rank(1 - tail)
 
 
 def _percentile_interval(means: List[float], confidence: float = CONFIDENCE) -> Interval:
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means = sorted(means)
-    tail = (1 - confidence) / 2
-
-    def at_rank(share: float) -> float:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
-        return means[min(len(means), max(1, math.ceil(share * len(means) - 1e-9))) - 1]
-
-    return Interval(at_rank(tail), at_rank(1 - tail))
+    low, high = _percentile_ranks(len(means), confidence)
+    return Interval(means[low - 1], means[high - 1])
 
 
-def _bootstrap_from_halves(values: List[float], halves: List[Tuple[float, int]], confidence: float) -> Interval:
+def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: float) -> Interval:
     """The percentile interval of mean + sum(signs * (values - mean)) / n, a random half of the signs flipped."""
     n, total = len(values), math.fsum(values)
     mean = total / n
-    # The half is flipped: sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size.
-    means = [mean + ((total - 2 * half) - mean * (n - 2 * size)) / n for half, size in halves]
-    return _percentile_interval(means, confidence) if means else Interval(mean, mean)
+    if not halves.sizes:
+        return Interval(mean, mean)
+
+    def resampled(half: float, size: int) -> float:  # sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size
+        return mean + ((total - 2 * half) - mean * (n - 2 * size)) / n
+
+    if halves.low is halves.high:
+        return _percentile_interval(list(map(resampled, halves.low, halves.sizes)), confidence)
+    # A mean falls as its half grows.  The k-th smallest mean lies between the k-th smallest of the
+    # bounds; a resample whose bounds miss both such windows keeps a bound, on the same side.
+    lows, highs = list(map(resampled, halves.high, halves.sizes)), list(map(resampled, halves.low, halves.sizes))
+    ordered_lows, ordered_highs = sorted(lows), sorted(highs)
+    windows = [(ordered_lows[rank - 1], ordered_highs[rank - 1]) for rank in _percentile_ranks(len(lows), confidence)]
+    means = [resampled(halves.exact(resample), size) if any(low <= top and high >= bottom for bottom, top in windows)
+             else low for resample, (low, high, size) in enumerate(zip(lows, highs, halves.sizes))]
+    return _percentile_interval(means, confidence)
 
 
 def bootstrap_interval(
@@ -1993,8 +2040,8 @@ def bootstrap_interval(
     bootstrap's, by sum((value - mean)**2) / n**2, at every n (the
     double-or-nothing mean of the kept values is a quarter wider at n = 8);
     the interval is symmetric where the ordinary one follows the skew.  One
-    random bit per value: the sign-flip test's resampling, one table lookup
-    per eight values where drawing n values costs n.
+    random bit per value: the sign-flip test's resampling, summed a bit of
+    the values at a time where drawing n values costs n.
 
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
@@ -2118,7 +2165,7 @@ class _Family(NamedTuple):
     keys: List[str]
     columns: List[Dict[int, float]]  # test -> position -> delta (the test's own queries only)
     width: int  # positions: the union of every test's queries
-    halves: Optional[List[List[Tuple[float, int]]]]  # None: enumerated exactly
+    halves: Optional[List[_Halves]]  # None: enumerated exactly
 
 
 def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int) -> _Family:
@@ -2134,24 +2181,6 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
         return _Family(keys, columns, len(queries), None)
     rng = random.Random(f"rag_eval:{seed}:family")
     return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
-
-
-def _flipped_statistics(family: _Family) -> List[List[float]]:
-    """Per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) for every sign pattern drawn (or every one)."""
-    found = []
-    for index, column in enumerate(family.columns):
-        values = list(column.values())
-        total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
-        if not scale:
-            found.append(None)
-            continue
-        if family.halves is None:  # every pattern of the positions where any test differs
-            active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
-            flipped = _subset_sums([column.get(p, 0.0) for p in active])
-        else:
-            flipped = [half for half, _ in family.halves[index]]
-        found.append([abs(total - 2 * half) / scale for half in flipped])
-    return found
 
 
 def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
@@ -2182,18 +2211,25 @@ def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RES
 
 
 def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]:
-    statistics = _flipped_statistics(family)
-    observed, thresholds = [], []
+    if family.halves is None:  # every pattern of the positions where any test differs
+        active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
+        halves = [_exact_halves(_subset_sums([c.get(p, 0.0) for p in active]), []) for c in family.columns]
+        patterns = 2 ** len(active)
+    else:
+        halves, patterns = family.halves, len(family.halves[0].sizes) if family.halves else 0
+    sums, observed, thresholds = [], [], []
     for column in family.columns:
         values = list(column.values())
-        scale = math.sqrt(math.fsum(v * v for v in values))
-        total, spread = abs(math.fsum(values)), math.fsum(map(abs, values))
-        observed.append(total / scale if scale else 0.0)
+        total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
+        spread = math.fsum(map(abs, values))
+        sums.append((total, scale))
+        observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
-        thresholds.append((total - TIE_TOLERANCE * spread) / scale if scale else -1.0)
+        thresholds.append((abs(total) - TIE_TOLERANCE * spread) / scale if scale else -1.0)
+    # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about the thresholds
+    statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
+                  for (total, scale), column_halves in zip(sums, halves)]
     order = sorted(range(len(family.keys)), key=lambda i: (-observed[i], family.keys[i]))
-    patterns = 2 ** sum(1 for p in range(family.width) if any(c.get(p) for c in family.columns)) \
-        if family.halves is None else len(family.halves[0]) if family.halves else 0
     reached = [0] * len(order)
     rows = [statistics[i] for i in order]
     for pattern in range(patterns):
@@ -2267,7 +2303,7 @@ def compare_paired(
     seed: int = DEFAULT_SEED,
     alpha: float = DEFAULT_ALPHA,
     show: int = 5,
-    halves: Optional[List[Tuple[float, int]]] = None,
+    halves: Optional[_Halves] = None,
 ) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
@@ -2277,29 +2313,32 @@ def compare_paired(
     """
     import random
 
-    common = sorted(set(before) & set(after))
+    common = sorted(before.keys() & after.keys())
     if not common:
         raise RagEvalError(f"{metric}: no query is scored on both sides")
     deltas = [after[qid] - before[qid] for qid in common]
-    differing = sum(1 for delta in deltas if delta)
+    nonzero = [delta for delta in deltas if delta]
+    differing = len(nonzero)
     # One pass of random halves serves the test (unless exact) and the interval.
-    if halves is None:
-        halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}")) if differing else []
-    exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size([delta for delta in deltas if delta])
+    if not differing:
+        halves = _exact_halves([], [])
+    elif halves is None:
+        halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}"))
+    exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
     p_value = sign_flip_test(deltas)[0] if exact else _sampled_p(deltas, halves)
     drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
     return PairedComparison(
         metric=metric,
         queries=len(common),
         mean_delta=math.fsum(deltas) / len(common),
-        improved=sum(1 for delta in deltas if delta > 0),
+        improved=sum(1 for delta in nonzero if delta > 0),
         worse=len(drops),
         same=len(common) - differing,
         p_value=p_value,
         exact=exact,
         # the smallest p there could be: 2 of the 2**n patterns, or 1 in resamples + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + len(halves))) > alpha,
-        interval=_bootstrap_from_halves(deltas, halves if differing else [], CONFIDENCE),
+        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + len(halves.sizes))) > alpha,
+        interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
         spread=_standard_deviation(deltas),
@@ -2979,8 +3018,8 @@ def _compare_pairs(scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: 
     """``compare_paired`` of every (metric, before run, after run), the same numbers, one draw per metric.
 
     Each test of a metric is seeded by the metric's name alone, so every
-    pair of one metric draws the same random halves: one draw (and one
-    table lookup for all of them, ``_shared_halves``) serves them all.
+    pair of one metric draws the same random halves: one draw
+    (``_shared_halves``) serves them all.
     Each p is still that of its own randomization test; the family is
     adjusted by Holm, valid whatever the dependence between its tests.
     """
@@ -3221,26 +3260,26 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
         rng = random.Random(f"rag_eval:{settings.seed}:calibrate:{factor}")
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
-            before, after = [], []
+            pairs = []
             for row in rows:
                 other = rows[rng.randrange(len(rows))]
-                first, second = (row, other) if rng.random() < 0.5 else (other, row)
-                before.append(first)
-                after.append(list(second))
+                pairs.append((row, other) if rng.random() < 0.5 else (other, row))
+            before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
+            after = [list(column) for column in zip(*(second for _, second in pairs))]
             if factor:
-                means = [math.fsum(r[i] for r in after) / len(after) for i in range(len(metrics))]
-                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(
-                    r[i] for r in before) / len(before)) for i, m in enumerate(metrics)]
-                shares = [min(1.0, drop / mean) if mean > 0 else 0.0 for drop, mean in zip(drops, means)]
-                for r in after:
+                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(column) / len(queries))
+                         for m, column in zip(metrics, before)]
+                shares = [min(1.0, drop / mean) if mean > 0 else 0.0
+                          for drop, mean in zip(drops, (math.fsum(column) / len(queries) for column in after))]
+                for query in range(len(queries)):
                     lost = rng.random()
-                    r[:] = [0.0 if lost < share else value for value, share in zip(r, shares)]
-            targets = []
-            for i, metric in enumerate(metrics):
-                was = dict(zip(queries, (r[i] for r in before)))
-                now = dict(zip(queries, (r[i] for r in after)))
-                targets.append(_Target(metric, _mean(was.values()), _mean(now.values()), was, now))
-            paired, p_holm, p_adjusted = _paired_family(targets, quick)
+                    for column, share in zip(after, shares):
+                        if lost < share:
+                            column[query] = 0.0
+            targets = [_Target(metric, _mean(was), _mean(now), dict(zip(queries, was)), dict(zip(queries, now)))
+                       for metric, was, now in zip(metrics, before, after)]
+            # rule drop judges the means alone: the paired statistics could not change a verdict
+            paired, p_holm, p_adjusted = _paired_family(targets, quick) if quick.rule != "drop" else ({}, {}, {})
             verdicts = {_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))["verdict"]
                         for t in targets}
             counts["regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts

@@ -224,21 +224,20 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
 
 
 class TestHalfSumsEveryWay(unittest.TestCase):
-    """Kills: a way of summing random halves (popcount masks by value or by bit, table lookups
-    one column at a time or packed side by side) that loses a bit, a sign or a lane.
+    """Kills: a way of summing random halves (popcount masks, one per bit of the values; table
+    lookups on Python 3.9; the bounds of the coarse sums) that loses a bit, a sign or a draw.
 
     The reference is the plain Python of the definition: for each draw, the sum of the
     integers whose bit is set."""
 
     @staticmethod
-    def reference(columns, draws):
-        return [[sum(value for i, value in enumerate(values) if draw >> i & 1) for draw in draws]
-                for values in columns]
+    def reference(values, draws):
+        return [sum(value for i, value in enumerate(values) if draw >> i & 1) for draw in draws]
 
     def columns(self, rng, width):
-        big = (1 << 53) // width - 1  # as _halves_of makes them: sum(|values|) < 2**53
+        big = (1 << 53) // width - 1  # as _on_grid makes them: sum(|values|) < 2**53
         return [
-            [rng.choice((-1, 0, 1)) << 40 for _ in range(width)],  # a 0/1 measure: two terms by value
+            [rng.choice((-1, 0, 1)) << 40 for _ in range(width)],  # a 0/1 measure: two masks
             [rng.choice((-3, -1, 0, 2, 5)) * 977 for _ in range(width)],  # few values
             [rng.randrange(-big, big) for _ in range(width)],  # every bit, negative and positive
             [rng.randrange(0, big) if i % 5 == 0 else 0 for i in range(width)],  # sparse
@@ -246,35 +245,119 @@ class TestHalfSumsEveryWay(unittest.TestCase):
             [-big] * width,  # all at the bound, negative: the top (sign) bit of two's complement
         ]
 
-    def test_masks_agree_with_the_definition(self):
+    def test_masks_and_lookups_agree_with_the_definition(self):
         rng = random.Random(21)
         for width in (1, 7, 8, 9, 64, 301):
-            columns = self.columns(rng, width)
-            draws = [rng.getrandbits(width) for _ in range(40)] + [0, (1 << width) - 1]
-            want = self.reference(columns, draws)
-            for values, expected in zip(columns, want):
+            for values in self.columns(rng, width):
+                draws = [rng.getrandbits(width) for _ in range(40)] + [0, (1 << width) - 1]
+                expected = self.reference(values, draws)
                 terms = rag_eval._mask_terms(values)
-                self.assertLessEqual(len(terms), rag_eval._term_count(values))
                 got = [sum(weight * bin(draw & mask).count("1") for weight, mask in terms) for draw in draws]
                 with self.subTest(width=width, values=values[:4]):
                     self.assertEqual(got, expected)
+                    self.assertEqual(rag_eval._lookup_sums([values], draws), [expected])
 
-    def test_every_way_of_choosing_gives_the_same_sums(self):
-        # The cost model only chooses a way; forcing each way (all masks, all lookups packed,
-        # all lookups one column at a time) must give the definition's sums.
-        rng = random.Random(22)
-        ways = {"masks": dict(LOOKUP=10 ** 9), "packed lookups": dict(MASK_TERM=10 ** 9, PACK_WIDTH=10 ** 9),
-                "single lookups": dict(MASK_TERM=10 ** 9, PACK_WIDTH=0)}
-        for width in (1, 9, 200, 1000):
+    def test_packed_lookups_keep_every_lane(self):
+        # Several columns in 64-bit lanes of one integer, negative sums included: each lane must
+        # come out as the column's own sums (and one column at a time, beyond PACK_WIDTH).
+        rng = random.Random(27)
+        for width in (1, 9, 200):
             columns = self.columns(rng, width)
-            draws = [rng.getrandbits(width) for _ in range(30)]
-            want = self.reference(columns, draws)
-            self.assertEqual(rag_eval._integer_half_sums(columns, width, draws), want)
-            for way, constants in ways.items():
-                if way == "masks" and not rag_eval._HAS_BIT_COUNT:
-                    continue  # Python 3.9: masks are never chosen
-                with self.subTest(width=width, way=way), unittest.mock.patch.multiple(rag_eval, **constants):
-                    self.assertEqual(rag_eval._integer_half_sums(columns, width, draws), want)
+            draws = [rng.getrandbits(width) for _ in range(30)] + [0, (1 << width) - 1]
+            expected = [self.reference(values, draws) for values in columns]
+            for pack in (10 ** 9, 0):
+                with self.subTest(width=width, pack=pack), unittest.mock.patch.object(rag_eval, "PACK_WIDTH", pack):
+                    self.assertEqual(rag_eval._lookup_sums(columns, draws), expected)
+
+    def test_bounds_hold_and_exact_sums_are_the_definitions(self):
+        # Every half's exact sum is the definition's (on the grid) and lies within its bounds, on
+        # both ways and whatever the coarse grid (COARSE_SHARE 1: wide bounds; 10**30: none).
+        rng = random.Random(22)
+        for width in (1, 9, 200, 1000):
+            for values in self.columns(rng, width):
+                layout = [math.ldexp(value, -60) for value in values]
+                scale, whole = rag_eval._on_grid(layout)
+                draws = [rng.getrandbits(width) for _ in range(30)]
+                expected = [math.ldexp(total, scale) for total in self.reference(whole, draws)]
+                for way in ({"COARSE_SHARE": 1, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 64, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 10 ** 30, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"_HAS_BIT_COUNT": False}):
+                    if "COARSE_SHARE" in way and not rag_eval._HAS_BIT_COUNT:
+                        continue  # Python 3.9: no masks
+                    with self.subTest(width=width, way=way), unittest.mock.patch.multiple(rag_eval, **way):
+                        halves = rag_eval._halves_of([layout], [None], draws)[0]
+                        self.assertEqual([halves.exact(r) for r in range(len(draws))], expected)
+                        self.assertTrue(all(low <= want <= high
+                                            for low, want, high in zip(halves.low, expected, halves.high)))
+                        self.assertEqual(halves.sizes, [bin(draw).count("1") for draw in draws])
+
+    def test_results_do_not_depend_on_the_bounds(self):
+        # Kills: a test that reads a bound where the exact sum was needed.  Wide bounds (every
+        # decision open) and no bounds at all give the p-values, intervals and MaxT of the default.
+        rng = random.Random(25)
+        before = {f"q{i:03d}": rng.random() for i in range(400)}
+        after = {qid: rng.choice((value, rng.random(), 1 - value)) for qid, value in before.items()}  # p near 1/2
+        family = {"a": {qid: after[qid] - before[qid] for qid in before},
+                  "b": {qid: (before[qid] - after[qid]) / 3 for qid in list(before)[:300]}}
+
+        def results():
+            comparison = rag_eval.compare_paired("ndcg@5", before, after, resamples=800)
+            return (comparison.p_value, comparison.interval, rag_eval.maxt(family, 600, 1),
+                    rag_eval.bootstrap_interval(list(after.values()), 700, random.Random(3)))
+
+        default = results()
+        ways = [{"_HAS_BIT_COUNT": False}]
+        if rag_eval._HAS_BIT_COUNT:
+            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0, "COARSE_FROM": 0}
+                     for share in (1, 4, 10 ** 30)]
+        for way in ways:
+            with self.subTest(way=way), unittest.mock.patch.multiple(rag_eval, **way):
+                self.assertEqual(results(), default)
+
+    def test_a_fixed_seed_gives_the_numbers_it_always_gave(self):
+        # Kills: any change of the resampling stream or of the sums (pinned from the code before the
+        # sums took bounds, on Python 3.9, 3.11 and 3.13 alike).
+        rng = random.Random(2027)
+        before = {f"q{i:03d}": rng.random() for i in range(300)}
+        after = {q: (v + rng.random()) / 2 if rng.random() < 0.8 else v for q, v in before.items()}
+        comparison = rag_eval.compare_paired("ndcg@10", before, after, resamples=3000, seed=4)
+        self.assertEqual((comparison.p_value, comparison.exact, tuple(comparison.interval)),
+                         (0.2409196934355215, False, (-0.032339465614001646, 0.008873862034313102)))
+        deltas = {m: {q: (after[q] - before[q]) * f for q in list(before)[:300 - 40 * j]}
+                  for j, (m, f) in enumerate((("ndcg@10", 1.0), ("mrr@10", -0.5), ("recall@10", 0.25)))}
+        self.assertEqual(rag_eval.maxt(deltas, 2000, 3),
+                         {"mrr@10": 0.544727636181909, "ndcg@10": 0.3543228385807096, "recall@10": 0.6456771614192903})
+        self.assertEqual(tuple(rag_eval.bootstrap_interval(list(after.values()), 2500, random.Random(8))),
+                         (0.46099162222233697, 0.5063647552840914))
+        self.assertEqual(rag_eval.sign_flip_test([after[q] - before[q] for q in sorted(before)], 1500, random.Random(6)),
+                         (0.2558294470353098, False))
+
+    def test_sampled_p_and_interval_against_exact_rationals(self):
+        # The sampled p and the bootstrap interval recomputed from the same random stream in exact
+        # rationals: the halves of the rounded values, |total - 2 half| >= |total| counted, the
+        # resampled means mean + (total - 2 half - mean (n - 2 size)) / n ranked.
+        rng = random.Random(26)
+        values = [rng.random() - 0.5 for _ in range(40)]  # 40 differing, two sizes at least: sampled
+        resamples = 500
+        p, exact = rag_eval.sign_flip_test(values, resamples, random.Random(7))
+        low, high = rag_eval.bootstrap_interval(values, resamples, random.Random(7))
+        unit = Fraction(2) ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
+        rounded = [round(Fraction(v) / unit) * unit for v in values]
+        total, n = sum(map(Fraction, values)), len(values)
+        mean = total / n
+        stream = random.Random(7)
+        extreme, means = 0, []
+        for _ in range(resamples):
+            draw = stream.getrandbits(n)
+            chosen = [i for i in range(n) if draw >> i & 1]
+            half = sum(rounded[i] for i in chosen)
+            extreme += abs(total - 2 * half) >= abs(total)
+            means.append(mean + (total - 2 * half - mean * (n - 2 * len(chosen))) / n)
+        means.sort()
+        self.assertEqual((p, exact), ((1 + extreme) / (1 + resamples), False))
+        self.assertAlmostEqual(low, float(means[math.ceil(0.025 * resamples) - 1]), delta=1e-15)
+        self.assertAlmostEqual(high, float(means[math.ceil(0.975 * resamples) - 1]), delta=1e-15)
 
     def test_halves_are_the_rounded_values_summed(self):
         # _random_halves: (sum of the half, its size) with each value rounded to its grid of
@@ -289,10 +372,10 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         unit = 2.0 ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
         layout = [v for v in values if v] + [0.0] * values.count(0.0)
         rounded = [Fraction(round(v / unit)) * Fraction(unit) for v in layout]
-        for half, size in halves:
+        for resample, size in enumerate(halves.sizes):
             draw = stream.getrandbits(55)
             chosen = [i for i in range(55) if draw >> i & 1]
-            self.assertEqual((Fraction(half), size), (sum(rounded[i] for i in chosen), len(chosen)))
+            self.assertEqual((Fraction(halves.exact(resample)), size), (sum(rounded[i] for i in chosen), len(chosen)))
 
     def test_shared_halves_are_each_lists_own(self):
         # compare_runs draws once per metric for every pair: each list must get exactly the
@@ -302,8 +385,9 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(70)])
         shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
         for values, halves in zip(lists, shared):
-            self.assertEqual(halves, rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5")))
-
+            alone = rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5"))
+            self.assertEqual([halves.exact(r) for r in range(80)], [alone.exact(r) for r in range(80)])
+            self.assertEqual((halves.low, halves.high, halves.sizes), (alone.low, alone.high, alone.sizes))
 
     def test_a_grid_that_rounding_would_overfill_is_made_coarser(self):
         # Twelve values just below shares of 1 (their sum 0.99999999999999989, exponent 0): on the
@@ -315,10 +399,11 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
         rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
         stream = random.Random(5)
-        for half, size in rag_eval._random_halves(values, 300, random.Random(5)):
+        halves = rag_eval._random_halves(values, 300, random.Random(5))
+        for resample, size in enumerate(halves.sizes):
             draw = stream.getrandbits(12)
             chosen = [i for i in range(12) if draw >> i & 1]
-            self.assertEqual((Fraction(half), size), (sum(rounded[i] for i in chosen), len(chosen)))
+            self.assertEqual((Fraction(halves.exact(resample)), size), (sum(rounded[i] for i in chosen), len(chosen)))
 
 
 if __name__ == "__main__":

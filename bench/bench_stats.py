@@ -2,6 +2,7 @@
 
     python3 bench/bench_stats.py [--queries 1000,3000,10000] [--resamples 10000]
                                  [--changed 1.0,0.3] [--repeat 3] [--no-process]
+                                 [--calibrate QUERIES] [--reference OLD/rag_eval.py]
 
 Standard library only.  Two parts:
 
@@ -15,7 +16,12 @@ Standard library only.  Two parts:
    what ``--gate significant`` runs), and of ``rag_eval.mean_intervals`` (the
    ``--ci`` intervals), and the cost per changed query, metric and resample.
    Linear scaling: the times of the sizes above 250 queries must fit a fixed
-   cost plus a cost per unit (least squares) within 15%.
+   cost plus a cost per unit (least squares) within 15%.  With
+   ``--calibrate QUERIES``, ``rag_eval.calibrate`` too: 100 simulations per
+   scenario on that many queries' seeded scores of the 4 metrics, under
+   ``--gate significant`` and ``--gate drop``.  With ``--reference``, every
+   timing is also taken of that other copy of rag_eval.py, interleaved with
+   this one's, and the table shows both and the ratio (reference / this).
 2. Whole processes (skipped with ``--no-process``): ``python rag_eval.py
    QRELS RUN --baseline-run OLD`` on a generated TREC workload of the largest
    number of queries (20 documents each; in OLD a share ``changed`` of the
@@ -77,6 +83,47 @@ def timed(function, repeat: int) -> float:
     return statistics.median(times)
 
 
+def timed_each(functions, repeat: int):
+    """``timed`` of several functions, their runs interleaved so that the machine's load hits them alike."""
+    times = [[] for _ in functions]
+    for _ in range(repeat):
+        for function, seen in zip(functions, times):
+            start = time.process_time()
+            function()
+            seen.append(time.process_time() - start)
+    return [statistics.median(seen) for seen in times]
+
+
+def load_reference(path):
+    """Another copy of rag_eval.py, imported under its own name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rag_eval_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cell(seconds, reference):
+    """A table cell: this copy's median, and with a reference its median and the ratio."""
+    if reference is None:
+        return f"{seconds:.2f}"
+    return f"{seconds:.2f} (ref {reference:.2f}, {reference / seconds:.2f}x)"
+
+
+def workloads(module, before, after, resamples):
+    """The three timed jobs of one size in ``module``: paired statistics, the gate's family, --ci intervals."""
+    result = {"k": [10], "per_query": {qid: {m: after[m][qid] for m in METRICS} for qid in after[METRICS[0]]}}
+    targets = [module._Target(m, None, None, before[m], after[m]) for m in METRICS]
+    settings = module.GateSettings(rule="significant", resamples=resamples)
+
+    def paired():
+        for metric in METRICS:
+            module.compare_paired(metric, before[metric], after[metric], resamples=resamples)
+
+    return [paired, lambda: module._paired_family(targets, settings), lambda: module.mean_intervals(result, resamples)]
+
+
 def wall_timed(function, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -86,7 +133,7 @@ def wall_timed(function, repeat: int) -> float:
     return statistics.median(times)
 
 
-def in_process(sizes, changes, resamples, repeat):
+def in_process(sizes, changes, resamples, repeat, reference=None):
     """The table of part 1; returns {changed: [(queries, ns per unit)]} for the scaling check."""
     print(f"## In process: 4 metrics x {resamples:,} resamples, median CPU of {repeat}\n")
     print("| queries | changed | paired statistics s | ns per changed query x metric x resample "
@@ -96,23 +143,39 @@ def in_process(sizes, changes, resamples, repeat):
     for queries in sizes:
         for changed in changes:
             before, after = scores(queries, changed, seed=1)
-
-            def paired():
-                for metric in METRICS:
-                    rag_eval.compare_paired(metric, before[metric], after[metric], resamples=resamples)
-
-            result = {"k": [10], "per_query": {qid: {m: after[m][qid] for m in METRICS} for qid in after[METRICS[0]]}}
-            paired_s = timed(paired, repeat)
-            targets = [rag_eval._Target(m, None, None, before[m], after[m]) for m in METRICS]
-            settings = rag_eval.GateSettings(rule="significant", resamples=resamples)
-            family_s = timed(lambda: rag_eval._paired_family(targets, settings), repeat)
-            intervals_s = timed(lambda: rag_eval.mean_intervals(result, resamples), repeat)
+            jobs = workloads(rag_eval, before, after, resamples)
+            old = workloads(reference, before, after, resamples) if reference else [None] * len(jobs)
+            seconds, was = [], []
+            for job, old_job in zip(jobs, old):
+                found = timed_each([job, old_job] if old_job else [job], repeat)
+                seconds.append(found[0])
+                was.append(found[1] if old_job else None)
             moved = sum(1 for m in METRICS for qid in before[m] if before[m][qid] != after[m][qid])
-            unit = paired_s / (max(moved, 1) * resamples) * 1e9
-            costs.setdefault(changed, []).append((queries, moved * resamples, paired_s))
-            print(f"| {queries:,} | {changed:.0%} | {paired_s:.2f} | {unit:.1f} | {family_s:.2f} | {intervals_s:.2f} |")
+            unit = seconds[0] / (max(moved, 1) * resamples) * 1e9
+            costs.setdefault(changed, []).append((queries, moved * resamples, seconds[0]))
+            print(f"| {queries:,} | {changed:.0%} | {cell(seconds[0], was[0])} | {unit:.1f} | {cell(seconds[1], was[1])} "
+                  f"| {cell(seconds[2], was[2])} |")
     print()
     return costs
+
+
+def calibration(queries, repeat, reference=None):
+    """``calibrate`` on a baseline of ``queries`` queries' seeded scores, 4 metrics, 100 simulations per scenario."""
+    print(f"## --calibrate: {queries:,} queries x 4 metrics, 100 simulations per scenario, median CPU of {repeat}\n")
+    print("| rule | calibrate s |")
+    print("|---|---:|")
+    before, _ = scores(queries, 1.0, seed=2)
+    for rule in ("significant", "drop"):
+        jobs = []
+        for module in (rag_eval, reference) if reference else (rag_eval,):
+            baseline = module.Baseline({m: module._mean(v.values()) for m, v in before.items()}, before)
+            settings = module.GateSettings(rule=rule)
+            jobs.append(lambda module=module, baseline=baseline, settings=settings: module.calibrate(baseline, settings))
+        if reference and jobs[0]() != jobs[1]():
+            raise SystemExit("calibrate: this copy and the reference disagree")
+        found = timed_each(jobs, repeat)
+        print(f"| {rule} | {cell(found[0], found[1] if reference else None)} |")
+    print()
 
 
 def scaling_lines(costs):
@@ -187,14 +250,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rag_eval_bench"))
     parser.add_argument("--no-process", action="store_true", help="skip the whole-process part")
+    parser.add_argument("--calibrate", type=int, default=0, help="queries for a --calibrate timing (default 0: none)")
+    parser.add_argument("--reference", help="another rag_eval.py to time beside this one, interleaved")
     args = parser.parse_args()
+    reference = load_reference(args.reference) if args.reference else None
     sizes = [int(text) for text in args.queries.split(",")]
     changes = [float(text) for text in args.changed.split(",")]
     print(f"# rag_eval paired statistics benchmark (Python {sys.version.split()[0]})\n")
-    costs = in_process(sizes, changes, args.resamples, args.repeat)
+    costs = in_process(sizes, changes, args.resamples, args.repeat, reference)
     for line in scaling_lines(costs):
         print(line)
     print()
+    if args.calibrate:
+        calibration(args.calibrate, args.repeat, reference)
     if not args.no_process:
         whole_processes(max(sizes), changes, args.repeat, args.workdir)
 
