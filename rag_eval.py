@@ -1070,7 +1070,8 @@ class Evidence(NamedTuple):
     ``relevant`` holds the rank at which each relevant span became covered
     (within the depth), sorted, as ``Judged.relevant`` holds those of relevant
     documents; ``covered`` the same for every span of positive grade, and
-    ``discounted`` their gains over log2(1 + rank), in that order;
+    ``discounted`` their gains over log2(1 + rank), in that order; ``ideal``
+    the discounted gains of the ideal ranking of the spans;
     ``retrieved[r - 1]`` counts the characters of the union of the top r
     chunks and ``hits[r - 1]`` those of them inside a relevant span.
     """
@@ -1153,66 +1154,82 @@ def _evidence(spans: Iterable[Span], top: List[str], docs: List[str], chunks: _C
     union of the chunks so far reach its share.  The chunks that reach a
     span are found by bisection in its document's chunks (``_shares``): the
     cost follows the spans, not the chunks.  The relevant characters are
-    the spans' union: by start, each relevant span adds what lies past the
-    ones before it.  Only where a document's chunks overlap are its
-    retrieved chunks walked one by one, for the characters each adds.
+    the relevant spans' union: by start, each adds what lies past the ones
+    before it.  Only where a document's chunks overlap are its retrieved
+    chunks walked one by one, for the characters each adds to the union.
     """
     numerator, denominator = min_overlap
     rank_of = dict(zip(top, range(1, len(top) + 1)))
-    added = list(map(chunks.length.__getitem__, top))  # the characters each adds to the union, where chunks do not overlap
-    found = [0] * len(top)  # of those, the characters inside a relevant span
     covered: List[Tuple[int, float, bool]] = []  # (rank, gain, relevant)
     ideal: List[float] = []
-    num_relevant = relevant_chars = reach = 0
-    reach_doc = None  # the relevant characters of reach_doc so far end at reach
-    for doc, start, end, grade, _ in sorted(spans, key=lambda span: span[:2]):
+    relevant: List[Tuple[str, int, int, List[Tuple[int, int]]]] = []  # (doc, start, end, shares) of each relevant span
+    for doc, start, end, grade, _ in spans:
         if grade <= 0:
             continue
-        gain, relevant = _gain(grade, conv.gain), grade >= conv.min_grade
+        gain = _gain(grade, conv.gain)
         ideal.append(gain)
         held = chunks.by_document.get(doc)
-        shares = _shares(held, rank_of, start, end) if held else ()
+        shares = _shares(held, rank_of, start, end) if held else []
         need, got = -(-numerator * (end - start) // denominator), 0  # ceil, in integers
         for rank, new in shares:
             got += new
             if got >= need:
-                covered.append((rank, gain, relevant))
+                covered.append((rank, gain, grade >= conv.min_grade))
                 break
-        if not relevant:
-            continue
-        num_relevant += 1
+        if grade >= conv.min_grade:
+            relevant.append((doc, start, end, shares))
+    found = [0] * len(top)  # the characters inside a relevant span that each chunk adds to the union
+    relevant_chars = reach = 0
+    reach_doc = None  # the relevant characters of reach_doc so far end at reach
+    for doc, start, end, shares in sorted(relevant):
         reach = reach if doc == reach_doc else 0
         if end > reach:
             relevant_chars += end - max(start, reach)
-            for rank, new in (shares if start >= reach else _shares(held, rank_of, reach, end)) if held else ():
+            if start < reach and shares:
+                shares = _shares(chunks.by_document[doc], rank_of, reach, end)
+            for rank, new in shares:
                 found[rank - 1] += new
             reach_doc, reach = doc, end
+    added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
     if chunks.overlapping and not chunks.overlapping.isdisjoint(docs[:len(top)]):
-        walked: Dict[str, List[int]] = {}
+        walked: Dict[str, List[Tuple[int, int, int]]] = {}
         for rank, chunk in enumerate(top, 1):
             doc, start, end = chunks.located[chunk]
             if doc in chunks.overlapping:
-                walked.setdefault(doc, [[], []])
-                added[rank - 1] = _add_interval(*walked[doc], start, end)
+                walked.setdefault(doc, []).append((rank, start, end))
+        for placed in walked.values():
+            joined: Tuple[List[int], List[int]] = ([], [])
+            for rank, start, end in placed if len(placed) > 1 else ():  # a lone chunk adds its own characters
+                added[rank - 1] = _add_interval(*joined, start, end)
     covered.sort()
-    return Evidence([rank for rank, _, relevant in covered if relevant], [rank for rank, _, _ in covered],
-                    [gain / math.log2(rank + 1) for rank, gain, _ in covered], sorted(ideal, reverse=True),
-                    num_relevant, list(accumulate(added)), list(accumulate(found)), relevant_chars)
+    ideal.sort(reverse=True)
+    return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
+                    [gain / math.log2(rank + 1) for rank, gain, _ in covered],
+                    [gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1)], len(relevant),
+                    list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
 def _shares(held: _DocumentChunks, rank_of: Mapping[str, int], start: int, end: int) -> List[Tuple[int, int]]:
     """(rank, characters of ``[start, end)`` that the retrieved chunk at that rank holds and no better one did),
     by rank, for the chunks of one document."""
     starts, ends, ids, longest, overlapping = held
-    if not overlapping:
-        first = bisect_right(ends, start)  # the first chunk that ends after the span starts
-        return sorted([(rank_of[ids[j]], min(end, ends[j]) - max(start, starts[j]))
-                       for j in range(first, bisect_left(starts, end, first)) if ids[j] in rank_of])
-    pieces = sorted([(rank_of[ids[j]], max(start, starts[j]), min(end, ends[j]))
-                     for j in range(bisect_right(starts, start - longest), bisect_left(starts, end))
-                     if ends[j] > start and ids[j] in rank_of])
-    joined: Tuple[List[int], List[int]] = ([], [])
-    return [(rank, _add_interval(*joined, low, high)) for rank, low, high in pieces]
+    shares = []
+    if overlapping:
+        joined: Tuple[List[int], List[int]] = ([], [])
+        for rank, low, high in sorted((rank_of[ids[j]], max(start, starts[j]), min(end, ends[j]))
+                                      for j in range(bisect_right(starts, start - longest), bisect_left(starts, end))
+                                      if ends[j] > start and ids[j] in rank_of):
+            shares.append((rank, _add_interval(*joined, low, high)))
+        return shares
+    first = bisect_right(ends, start)  # the first chunk that ends after the span starts
+    for j in range(first, bisect_left(starts, end, first)):  # the chunks that share characters with the span
+        rank = rank_of.get(ids[j])
+        if rank:  # (a loop, not a comprehension, and no min() and max(): this runs for every span)
+            low, high = starts[j], ends[j]
+            shares.append((rank, (end if end < high else high) - (start if start > low else low)))
+    if len(shares) > 1:
+        shares.sort()
+    return shares
 
 
 def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> int:
@@ -1231,7 +1248,7 @@ def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> i
 
 
 def _span_ndcg(q: Evidence, k: int) -> float:
-    ideal = _dcg(q.ideal[:k])
+    ideal = math.fsum(q.ideal[:k])
     if ideal <= 0:
         return 0.0
     found = math.fsum(q.discounted[:bisect_right(q.covered, k)])
