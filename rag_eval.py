@@ -1146,9 +1146,9 @@ def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Locatio
     return index
 
 
-def _evidence(spans: Iterable[Span], top: List[str], docs: List[str], chunks: _ChunkIndex, conv: Conventions,
+def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: Conventions,
               min_overlap: Tuple[int, int]) -> Evidence:
-    """What a query's ranked chunks (``top``, unique ids, in documents ``docs``) retrieve of its spans, rank by rank.
+    """What a query's ranked chunks (``top``, unique ids) retrieve of its spans, rank by rank.
 
     A span is covered at the rank where the characters it shares with the
     union of the chunks so far reach its share.  The chunks that reach a
@@ -1191,7 +1191,7 @@ def _evidence(spans: Iterable[Span], top: List[str], docs: List[str], chunks: _C
                 found[rank - 1] += new
             reach_doc, reach = doc, end
     added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
-    if chunks.overlapping and not chunks.overlapping.isdisjoint(docs[:len(top)]):
+    if chunks.overlapping and not chunks.overlapping.isdisjoint(map(chunks.document.__getitem__, top)):
         walked: Dict[str, List[Tuple[int, int, int]]] = {}
         for rank, chunk in enumerate(top, 1):
             doc, start, end = chunks.located[chunk]
@@ -1328,10 +1328,10 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
-def _ranked_documents(in_documents: List[str], grades: Mapping[str, int]) -> _Reduced:
-    """A query's documents, each ranked at its best chunk's place (``in_documents``: each chunk's, in rank
-    order), as ``evaluate`` reads a reduced query: the ranks of the judged ones."""
-    ranked = dict.fromkeys(in_documents)
+def _ranked_documents(ranking: List[str], document: Mapping[str, str], grades: Mapping[str, int]) -> _Reduced:
+    """A query's documents, each ranked at its best chunk's place, as ``evaluate`` reads a reduced
+    query: the ranks of the judged ones."""
+    ranked = dict.fromkeys(map(document.__getitem__, ranking))
     order = list(ranked)
     return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
 
@@ -1392,10 +1392,9 @@ def evaluate_spans(
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
-    in_documents = {qid: list(map(index.document.__getitem__, ranking)) for qid, ranking in rankings.items()}
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
-    doc_run = _ReducedRun({qid: _ranked_documents(in_documents[qid], documents[qid]) for qid in run if qid in qrels},
+    doc_run = _ReducedRun({qid: _ranked_documents(rankings[qid], index.document, documents[qid]) for qid in run if qid in qrels},
                           sorted(set(run) - set(qrels)))
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
@@ -1409,7 +1408,7 @@ def evaluate_spans(
     per_query: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
         ranking = rankings.get(qid, [])
-        q = _evidence(qrels[qid], ranking[:depth], in_documents.get(qid, []), index, conv, ratio)
+        q = _evidence(qrels[qid], ranking[:depth], index, conv, ratio)
         for cutoff in _tied_at(run.get(qid, []), ranking, cutoffs):
             ties[cutoff] += 1
         values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
