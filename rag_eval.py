@@ -1617,28 +1617,22 @@ def _label_job(args) -> int:
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
-    return _to_spans_job(args) if args.to_spans else _check_labels_job(args)
-
-
-def _to_spans_job(args) -> int:
-    if args.check_labels or args.fix_labels or not args.chunks:
-        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                           "and is a job of its own")
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    if isinstance(qrels, SpanQrels):
-        raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
-    chunks = read_chunks(args.chunks, args.max_input_bytes)
-    try:
-        spans = to_spans(qrels, chunks)
-    except RagEvalError as exc:
-        raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
-    write_atomically(args.to_spans, spans_text(spans))
-    if not args.quiet:
-        _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
-    return EXIT_OK
-
-
-def _check_labels_job(args) -> int:
+    if args.to_spans:
+        if args.check_labels or args.fix_labels or not args.chunks:
+            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                               "and is a job of its own")
+        qrels = read_qrels(args.qrels, args.qrels_format)
+        if isinstance(qrels, SpanQrels):
+            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
+        chunks = read_chunks(args.chunks, args.max_input_bytes)
+        try:
+            spans = to_spans(qrels, chunks)
+        except RagEvalError as exc:
+            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
+        write_atomically(args.to_spans, spans_text(spans))
+        if not args.quiet:
+            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
+        return EXIT_OK
     if not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
     qrels = read_qrels(args.qrels, args.qrels_format)
@@ -1651,7 +1645,6 @@ def _check_labels_job(args) -> int:
     _publish(labels_table(check), fixed)
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
-
 
 
 # === Statistics ===
