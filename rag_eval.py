@@ -1086,15 +1086,10 @@ class Evidence(NamedTuple):
     relevant_chars: int
 
 
-class _DocumentChunks(NamedTuple):
-    """One document's chunks among those a run ranks, by start.  A chunk that shares characters
-    with ``[start, end)`` starts less than ``longest`` before ``start``, so bisection finds it."""
-
-    starts: List[int]
-    ends: List[int]
-    ids: List[str]
-    longest: int
-    overlapping: bool  # two of them share characters (a chunker with overlap, two chunkings mixed)
+# One document's chunks among those a run ranks, by start: (starts, ends, ids, longest, overlapping).  A
+# chunk that shares characters with [start, end) starts less than longest before start, so bisection finds
+# it; overlapping: two of them share characters (a chunker with overlap, two chunkings mixed).
+_DocumentChunks = Tuple[List[int], List[int], List[str], int, bool]
 
 
 class _ChunkIndex(NamedTuple):
@@ -1138,7 +1133,7 @@ def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Locatio
         starts, ends, ids = ([row[i] for row in held] for i in range(3))
         lengths = [end - start for start, end, _ in held]
         overlapping = any(map(lt, starts[1:], ends))  # a chunk starts before the one before it ends
-        index.by_document[doc] = _DocumentChunks(starts, ends, ids, max(lengths), overlapping)
+        index.by_document[doc] = (starts, ends, ids, max(lengths), overlapping)
         index.document.update(dict.fromkeys(ids, doc))
         index.length.update(zip(ids, lengths))
         if overlapping:
