@@ -1069,10 +1069,11 @@ class Evidence(NamedTuple):
 
     ``relevant`` holds the rank at which each relevant span became covered
     (within the depth), sorted, as ``Judged.relevant`` holds those of relevant
-    documents; ``covered`` the same for every span of
-    positive grade, and ``discounted`` their gains over log2(1 + rank), in
-    that order; ``retrieved[r - 1]`` counts the characters of the union of
-    the top r chunks and ``hits[r - 1]`` those of them inside a relevant span.
+    documents; ``covered`` the same for every span of positive grade, and
+    ``discounted`` their gains over log2(1 + rank), in that order; ``ideal``
+    the discounted gains of the ideal ranking of the spans;
+    ``retrieved[r - 1]`` counts the characters of the union of the top r
+    chunks and ``hits[r - 1]`` those of them inside a relevant span.
     """
 
     relevant: List[int]
@@ -1085,23 +1086,19 @@ class Evidence(NamedTuple):
     relevant_chars: int
 
 
-class _DocumentSpans(NamedTuple):
-    """One query's spans of positive grade in one document, by start, and the union of its relevant ones."""
-
-    spans: List[Tuple[int, int, int, float, bool]]  # (start, end, characters that cover it, gain, relevant)
-    relevant: List[Tuple[int, int]]  # the union of the relevant spans: disjoint intervals, by start
+# One document's chunks among those a run ranks, by start: (starts, ends, ids, longest, overlapping).  A
+# chunk that shares characters with [start, end) starts less than longest before start, so bisection finds
+# it; overlapping: two of them share characters (a chunker with overlap, two chunkings mixed).
+_DocumentChunks = Tuple[List[int], List[int], List[str], int, bool]
 
 
 class _ChunkIndex(NamedTuple):
-    """The chunks a run ranks, by document, once for all its queries.
+    """The chunks a run ranks, once for all its queries: by document, and each one's document and length."""
 
-    ``by_document`` holds each document's chunks sorted by start (starts,
-    ends, ids) when they do not overlap, so that a span finds the chunks it
-    shares characters with by bisection; ``overlapping`` the documents
-    whose chunks do (a chunker with overlap, two chunkings mixed).
-    """
-
-    by_document: Dict[str, Tuple[List[int], List[int], List[str]]]
+    by_document: Dict[str, _DocumentChunks]
+    document: Dict[str, str]
+    length: Dict[str, int]
+    located: Mapping[str, Location]
     overlapping: set  # of document ids
 
 
@@ -1112,14 +1109,18 @@ def _bad_location(chunk: str, location) -> RagEvalError:
 
 def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> _ChunkIndex:
     """The ranked chunks of each document, sorted by start; their locations checked as the readers check them."""
+    ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
+    missing = next((chunk for chunk in ranked if chunk not in chunks), None)
+    if missing is not None:
+        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
     rows: Dict[str, List[Tuple[int, int, str]]] = {}
-    for chunk in dict.fromkeys(chain.from_iterable(rankings.values())):
+    for chunk in ranked:
         try:
             doc, start, end = chunks[chunk]
             rows.setdefault(doc, []).append((start, end, chunk))
         except (TypeError, ValueError):  # not three values, or a document id that is not even hashable
             raise _bad_location(chunk, chunks[chunk]) from None
-    by_document, overlapping = {}, set()
+    index = _ChunkIndex({}, {}, {}, chunks, set())
     for doc, held in rows.items():
         starts, ends = [row[0] for row in held], [row[1] for row in held]
         # In C over the document's chunks (a test per chunk in Python would cost as much as the scoring).
@@ -1129,162 +1130,111 @@ def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Locatio
                                                     and 0 <= row[0] < row[1]))
             raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
-        starts, ends = [row[0] for row in held], [row[1] for row in held]
-        if any(map(lt, starts[1:], ends)):  # a chunk starts before the one before it ends
-            overlapping.add(doc)
-        else:
-            by_document[doc] = (starts, ends, [row[2] for row in held])
-    return _ChunkIndex(by_document, overlapping)
+        starts, ends, ids = ([row[i] for row in held] for i in range(3))
+        lengths = [end - start for start, end, _ in held]
+        overlapping = any(map(lt, starts[1:], ends))  # a chunk starts before the one before it ends
+        index.by_document[doc] = (starts, ends, ids, max(lengths), overlapping)
+        index.document.update(dict.fromkeys(ids, doc))
+        index.length.update(zip(ids, lengths))
+        if overlapping:
+            index.overlapping.add(doc)
+    return index
 
 
-def _query_spans(spans: Iterable[Span], conv: Conventions,
-                 min_overlap: Tuple[int, int]) -> Tuple[Dict[str, _DocumentSpans], List[float], int, int]:
-    """A query's spans of positive grade by document; their gains, best first (the ideal); how many
-    spans are relevant, and how many characters the union of those holds."""
-    numerator, denominator = min_overlap
-    gain, min_grade = conv.gain, conv.min_grade
-    rows: Dict[str, List[Tuple[int, int, int, float, bool]]] = {}
-    num_relevant = relevant_chars = 0
-    for doc, start, end, grade, _ in spans:
-        if grade > 0:
-            need = -(-numerator * (end - start) // denominator)  # ceil, in integers
-            relevant = grade >= min_grade
-            num_relevant += relevant
-            rows.setdefault(doc, []).append((start, end, need, _gain(grade, gain), relevant))
-    documents = {}
-    for doc, held in rows.items():
-        held.sort()
-        union: List[Tuple[int, int]] = []
-        for start, end, _, _, relevant in held:
-            if relevant and union and start <= union[-1][1]:
-                union[-1] = (union[-1][0], max(end, union[-1][1]))
-            elif relevant:
-                union.append((start, end))
-        relevant_chars += sum(end - start for start, end in union)
-        documents[doc] = _DocumentSpans(held, union)
-    ideal = sorted((row[3] for held in rows.values() for row in held), reverse=True)
-    return documents, ideal, num_relevant, relevant_chars
+def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: Conventions,
+              min_overlap: Tuple[int, int]) -> Evidence:
+    """What a query's ranked chunks (``top``, unique ids) retrieve of its spans, rank by rank.
 
-
-def _evidence(spans: Tuple[Span, ...], top: List[str], located: List[Location], chunks: _ChunkIndex,
-              conv: Conventions, min_overlap: Tuple[int, int]) -> Evidence:
-    """What a query's ranked chunks (``top``, unique ids, at ``located``) retrieve of its spans, rank by rank.
-
-    Each chunk adds to the union the characters that no better chunk of its
-    document retrieved; a span is covered at the rank where those added
-    characters, summed, reach its share.  Chunks that do not overlap (one
-    chunking: the common case) each add their own characters, and the
-    chunks a span or a relevant interval touches are found by bisection in
-    its document's chunks (``_cover_disjoint``): the cost follows the spans,
-    not the chunks.  A document whose chunks overlap is walked in rank
-    order (``_walk_document``).
+    A span is covered at the rank where the characters it shares with the
+    union of the chunks so far reach its share.  The chunks that reach a
+    span are found by bisection in its document's chunks (``_shares``): the
+    cost follows the spans, not the chunks.  The relevant characters are
+    the relevant spans' union: by start, each adds what lies past the ones
+    before it.  Only where a document's chunks overlap are its retrieved
+    chunks walked one by one, for the characters each adds to the union.
     """
-    documents, ideal, num_relevant, relevant_chars = _query_spans(spans, conv, min_overlap)
+    numerator, denominator = min_overlap
     rank_of = dict(zip(top, range(1, len(top) + 1)))
-    added = [end - start for _, start, end in located]  # rank order; corrected below where chunks overlap
-    found = [0] * len(top)  # of the characters added, those inside a relevant span
     covered: List[Tuple[int, float, bool]] = []  # (rank, gain, relevant)
-    for doc, d in documents.items():
-        if doc in chunks.by_document:
-            _cover_disjoint(d, chunks.by_document[doc], rank_of, found, covered)
-    if chunks.overlapping:
-        walked: Dict[str, List[int]] = {}
-        for index, (doc, _, _) in enumerate(located):
+    ideal: List[float] = []
+    relevant: List[Tuple[str, int, int, List[Tuple[int, int]]]] = []  # (doc, start, end, shares) of each relevant span
+    for doc, start, end, grade, _ in spans:
+        if grade <= 0:
+            continue
+        gain = _gain(grade, conv.gain)
+        ideal.append(gain)
+        held = chunks.by_document.get(doc)
+        shares = _shares(held, rank_of, start, end) if held else []
+        need, got = -(-numerator * (end - start) // denominator), 0  # ceil, in integers
+        for rank, new in shares:
+            got += new
+            if got >= need:
+                covered.append((rank, gain, grade >= conv.min_grade))
+                break
+        if grade >= conv.min_grade:
+            relevant.append((doc, start, end, shares))
+    found = [0] * len(top)  # the characters inside a relevant span that each chunk adds to the union
+    relevant_chars = reach = 0
+    reach_doc = None  # the relevant characters of reach_doc so far end at reach
+    for doc, start, end, shares in sorted(relevant):
+        reach = reach if doc == reach_doc else 0
+        if end > reach:
+            relevant_chars += end - max(start, reach)
+            if start < reach and shares:
+                shares = _shares(chunks.by_document[doc], rank_of, reach, end)
+            for rank, new in shares:
+                found[rank - 1] += new
+            reach_doc, reach = doc, end
+    added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
+    if chunks.overlapping and not chunks.overlapping.isdisjoint(map(chunks.document.__getitem__, top)):
+        walked: Dict[str, List[Tuple[int, int, int]]] = {}
+        for rank, chunk in enumerate(top, 1):
+            doc, start, end = chunks.located[chunk]
             if doc in chunks.overlapping:
-                walked.setdefault(doc, []).append(index)
-        for doc, indexes in walked.items():
-            d = documents.get(doc)
-            if d is not None or len(indexes) > 1:  # a lone chunk without spans adds its own characters, none relevant
-                _walk_document([located[i] for i in indexes], indexes, d, added, found, covered)
+                walked.setdefault(doc, []).append((rank, start, end))
+        for placed in walked.values():
+            joined: Tuple[List[int], List[int]] = ([], [])
+            for rank, start, end in placed if len(placed) > 1 else ():  # a lone chunk adds its own characters
+                added[rank - 1] = _add_interval(*joined, start, end)
     covered.sort()
-    return Evidence([rank for rank, _, relevant in covered if relevant], [rank for rank, _, _ in covered],
-                    [gain / math.log2(rank + 1) for rank, gain, _ in covered], ideal, num_relevant,
+    ideal.sort(reverse=True)
+    return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
+                    [gain / math.log2(rank + 1) for rank, gain, _ in covered],
+                    [gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1)], len(relevant),
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
-def _cover_disjoint(d: _DocumentSpans, held: Tuple[List[int], List[int], List[str]], rank_of: Dict[str, int],
-                    found: List[int], covered: List[Tuple[int, float, bool]]) -> None:
-    """Spans against the chunks of their document, which do not overlap (``held``: by start, so by end
-    too).  A span is covered at the rank where the characters it shares with the retrieved ones,
-    summed in rank order, reach its need."""
-    starts, ends, ids = held
-    for start, end, need, gain, relevant in d.spans:
-        first = bisect_right(ends, start)  # the first chunk that ends after the span starts
-        last = bisect_left(starts, end, first)  # chunks first .. last - 1 share characters with it
-        if last - first == 1:  # the common case: one chunk holds all the span has
-            rank = rank_of.get(ids[first])
-            if rank and min(end, ends[first]) - max(start, starts[first]) >= need:
-                covered.append((rank, gain, relevant))
-            continue
-        got = 0
-        for rank, j in sorted((rank_of[ids[j]], j) for j in range(first, last) if ids[j] in rank_of):
-            got += min(end, ends[j]) - max(start, starts[j])
-            if got >= need:
-                covered.append((rank, gain, relevant))
-                break
-    for start, end in d.relevant:
-        for j in range(bisect_right(ends, start), bisect_left(starts, end)):
-            rank = rank_of.get(ids[j])
-            if rank:
-                found[rank - 1] += min(end, ends[j]) - max(start, starts[j])
+def _shares(held: _DocumentChunks, rank_of: Mapping[str, int], start: int, end: int) -> List[Tuple[int, int]]:
+    """(rank, characters of ``[start, end)`` that the retrieved chunk at that rank holds and no better one did),
+    by rank, for the chunks of one document."""
+    starts, ends, ids, longest, overlapping = held
+    shares = []
+    if overlapping:
+        joined: Tuple[List[int], List[int]] = ([], [])
+        for rank, low, high in sorted((rank_of[ids[j]], max(start, starts[j]), min(end, ends[j]))
+                                      for j in range(bisect_right(starts, start - longest), bisect_left(starts, end))
+                                      if ends[j] > start and ids[j] in rank_of):
+            shares.append((rank, _add_interval(*joined, low, high)))
+        return shares
+    first = bisect_right(ends, start)  # the first chunk that ends after the span starts
+    for j in range(first, bisect_left(starts, end, first)):  # the chunks that share characters with the span
+        rank = rank_of.get(ids[j])
+        if rank:  # (a loop, not a comprehension, and no min() and max(): this runs for every span)
+            low, high = starts[j], ends[j]
+            shares.append((rank, (end if end < high else high) - (start if start > low else low)))
+    if len(shares) > 1:
+        shares.sort()
+    return shares
 
 
-def _walk_document(located: List[Location], indexes: List[int], d: Optional[_DocumentSpans],
-                   added: List[int], found: List[int], covered: List[Tuple[int, float, bool]]) -> None:
-    """The retrieved chunks of one document, some overlapping, in rank order (at ``indexes``, rank - 1):
-    each adds the characters no better one retrieved, and only those can cover more of a span.
-
-    The spans such a piece can touch are found by bisection: a span that
-    starts more than the longest span's length before the piece ends before it.
-    """
-    held_starts: List[int] = []
-    held_ends: List[int] = []
-    spans = d.spans if d is not None else []
-    span_starts = [span[0] for span in spans]
-    longest = max((end - start for start, end, *_ in spans), default=0)
-    got = [0] * len(spans)
-    relevant = d.relevant if d is not None else []
-    relevant_starts, relevant_ends = [s for s, _ in relevant], [e for _, e in relevant]
-    for (_, start, end), index in zip(located, indexes):
-        pieces = _add_interval(held_starts, held_ends, start, end)
-        added[index] = sum(high - low for low, high in pieces)
-        for low, high in pieces if spans else ():
-            found[index] += _overlap(relevant_starts, relevant_ends, low, high)
-            for i in range(bisect_right(span_starts, low - longest), bisect_left(span_starts, high)):
-                span_start, span_end, need, gain, is_relevant = spans[i]
-                if span_end > low and got[i] < need:
-                    got[i] += min(high, span_end) - max(low, span_start)
-                    if got[i] >= need:
-                        covered.append((index + 1, gain, is_relevant))
-
-
-def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> List[Tuple[int, int]]:
-    """Add ``[start, end)`` to disjoint intervals sorted by start; return its parts that were not in them."""
+def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> int:
+    """Add ``[start, end)`` to disjoint intervals sorted by start; return how many of its characters were not in them."""
     first = bisect_right(ends, start)  # the first interval that ends after start
     last = bisect_left(starts, end, first)  # the intervals first .. last - 1 overlap [start, end)
-    if first == last:  # it touches none
-        starts.insert(first, start)
-        ends.insert(first, end)
-        return [(start, end)]
-    new, at = [], start
-    for low, high in zip(starts[first:last], ends[first:last]):
-        if low > at:
-            new.append((at, low))
-        at = max(at, high)
-    if at < end:
-        new.append((at, end))
-    starts[first:last], ends[first:last] = [min(start, starts[first])], [max(end, ends[last - 1])]
+    low, high = starts[first:last], ends[first:last]
+    new = end - start - sum(min(end, e) - max(start, s) for s, e in zip(low, high))
+    starts[first:last], ends[first:last] = [min([start, *low])], [max([end, *high])]
     return new
-
-
-def _overlap(starts: List[int], ends: List[int], start: int, end: int) -> int:
-    """Characters that ``[start, end)`` shares with disjoint sorted intervals."""
-    total = 0
-    for i in range(bisect_right(ends, start), len(starts)):
-        if starts[i] >= end:
-            break
-        total += min(end, ends[i]) - max(start, starts[i])
-    return total
 
 
 # --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
@@ -1293,7 +1243,7 @@ def _overlap(starts: List[int], ends: List[int], start: int, end: int) -> int:
 
 
 def _span_ndcg(q: Evidence, k: int) -> float:
-    ideal = _dcg(q.ideal[:k])
+    ideal = math.fsum(q.ideal[:k])
     if ideal <= 0:
         return 0.0
     found = math.fsum(q.discounted[:bisect_right(q.covered, k)])
@@ -1373,6 +1323,14 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
+def _ranked_documents(ranking: List[str], document: Mapping[str, str], grades: Mapping[str, int]) -> _Reduced:
+    """A query's documents, each ranked at its best chunk's place, as ``evaluate`` reads a reduced
+    query: the ranks of the judged ones."""
+    ranked = dict.fromkeys(map(document.__getitem__, ranking))
+    order = list(ranked)
+    return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
+
+
 def _check_span_qrels(qrels) -> None:
     if not isinstance(qrels, _MAPPINGS) or not all(isinstance(spans, (tuple, list)) for spans in qrels.values()):
         raise RagEvalError("expected evidence judgments: query -> list of Span", "qrels")
@@ -1423,37 +1381,33 @@ def evaluate_spans(
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
     rankings = {qid: _ranking(entry) for qid, entry in run.items()}
-    try:
-        located = {qid: list(map(chunks.__getitem__, ranking)) for qid, ranking in rankings.items()}
-    except KeyError:
-        missing = next(chunk for ranking in rankings.values() for chunk in ranking if chunk not in chunks)
-        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))",
-                           "chunks") from None
+    index = _chunk_index(rankings, chunks)  # checks every location first
     documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
-    index = _chunk_index(rankings, chunks)  # checks every location first
-    doc_run = {qid: list(dict.fromkeys([doc for doc, _, _ in where])) for qid, where in located.items()}
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
+    doc_run = _ReducedRun({qid: _ranked_documents(rankings[qid], index.document, documents[qid]) for qid in run if qid in qrels},
+                          sorted(set(run) - set(qrels)))
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
     conv = Conventions(gain, min_grade)
     pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
     columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
                for name, cutoff in pairs]
-    doc_keys = {key: DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))} if on_documents else {}
+    doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
     depth = max(cutoffs)
     ties = dict.fromkeys(cutoffs, 0)
     per_query: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
-        q = _evidence(qrels[qid], rankings.get(qid, [])[:depth], located.get(qid, [])[:depth], index, conv, ratio)
-        for cutoff in _tied_at(run.get(qid, []), rankings.get(qid, []), cutoffs):
+        ranking = rankings.get(qid, [])
+        q = _evidence(qrels[qid], ranking[:depth], index, conv, ratio)
+        for cutoff in _tied_at(run.get(qid, []), ranking, cutoffs):
             ties[cutoff] += 1
         values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
-        values.update({doc_keys[key]: value for key, value in doc_values.items()} if on_documents else ())
+        values.update(zip(doc_keys, doc_values.values()))
     count = len(per_query)
     mean = {format_metric(name, cutoff): math.fsum(v[key] for v in per_query.values()) / count
             for (name, cutoff), (key, _, _) in zip(pairs, columns)}
@@ -1658,28 +1612,22 @@ def _label_job(args) -> int:
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
-    return _to_spans_job(args) if args.to_spans else _check_labels_job(args)
-
-
-def _to_spans_job(args) -> int:
-    if args.check_labels or args.fix_labels or not args.chunks:
-        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                           "and is a job of its own")
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    if isinstance(qrels, SpanQrels):
-        raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
-    chunks = read_chunks(args.chunks, args.max_input_bytes)
-    try:
-        spans = to_spans(qrels, chunks)
-    except RagEvalError as exc:
-        raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
-    write_atomically(args.to_spans, spans_text(spans))
-    if not args.quiet:
-        _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
-    return EXIT_OK
-
-
-def _check_labels_job(args) -> int:
+    if args.to_spans:
+        if args.check_labels or args.fix_labels or not args.chunks:
+            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                               "and is a job of its own")
+        qrels = read_qrels(args.qrels, args.qrels_format)
+        if isinstance(qrels, SpanQrels):
+            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
+        chunks = read_chunks(args.chunks, args.max_input_bytes)
+        try:
+            spans = to_spans(qrels, chunks)
+        except RagEvalError as exc:
+            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
+        write_atomically(args.to_spans, spans_text(spans))
+        if not args.quiet:
+            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
+        return EXIT_OK
     if not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
     qrels = read_qrels(args.qrels, args.qrels_format)
@@ -1692,7 +1640,6 @@ def _check_labels_job(args) -> int:
     _publish(labels_table(check), fixed)
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
-
 
 
 # === Statistics ===
