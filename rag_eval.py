@@ -1000,27 +1000,36 @@ def read_located_run(path: str, fmt: str = "auto",
     ids of at most MAX_ID bytes, at most ``max_bytes`` after gunzip (by
     default MAX_RUN_BYTES).
     """
+    return _located_run(path, fmt, max_bytes)[:2]
+
+
+def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Dict[str, Location], _Repeated]:
+    """``read_located_run`` and the chunks the run lists more than once in a query."""
     max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _located_rows(inp, max_bytes)
         if fmt == "trec":
-            return _trec_run(inp, None, None, None, None, max_bytes=max_bytes)[0], {}
+            read = _trec_run(inp, None, None, None, None, max_bytes=max_bytes)
+            return read.run, {}, read.repeated
         if path == "-":  # read whole, as read_run reads JSON on standard input
-            run = _parse_json(inp, "run")
-            _check_run(run, inp.source)
-            return run, {}
+            read = _json_run(inp, None, None, None, None, None, max_bytes, _parse_json(inp, "run"))
+            return read.run, {}, read.repeated
         try:
-            return _json_run(inp, None, None, None, None, None, max_bytes)[0], {}  # streamed, as read_run does
+            read = _json_run(inp, None, None, None, None, None, max_bytes)  # streamed, as read_run does
+            return read.run, {}, read.repeated
         except _ReadAgain:
             pass  # JSON that the plain reader must judge
-    return _read_run(path, "json", max_bytes=max_bytes)[0], {}
+    read = _read_run(path, "json", max_bytes=max_bytes)
+    return read.run, {}, read.repeated
 
 
-def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]]:
+def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location], _Repeated]:
     scores: Dict[str, Dict[str, float]] = {}
     lists: Dict[str, List[str]] = {}
+    listed: Dict[str, set] = {}  # query -> its chunks so far, for those listed again
+    repeated = set()
     where: Dict[str, Location] = {}
     for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
@@ -1030,6 +1039,10 @@ def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]
             chunk = _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if (scores and "score" not in row) or (lists and "score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+        seen = listed.setdefault(qid, set())
+        if chunk in seen:
+            repeated.add((qid, chunk))
+        seen.add(chunk)
         if "score" not in row:
             lists.setdefault(qid, []).append(chunk)
             continue
@@ -1038,7 +1051,7 @@ def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(score)}", inp.source, lineno)
         held = scores.setdefault(qid, {})
         held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
-    return lists or scores, where
+    return lists or scores, where, _Repeated(len(repeated), len({qid for qid, _ in repeated}), False)
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -1569,7 +1582,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     labels = None
     if args.corpus:
         qrels, labels = _anchored(args, qrels)
-    run, in_run = read_located_run(path, args.run_format, args.max_input_bytes)
+    run, in_run, repeated = _located_run(path, args.run_format, args.max_input_bytes)
     source = "<stdin>" if path == "-" else path
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
@@ -1585,6 +1598,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
     if labels is not None:
         result["labels"] = labels
+    if repeated.documents or repeated.at_least:
+        result["repeated"] = dict(repeated._asdict(), run=source)
     return result, run
 
 

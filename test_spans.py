@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import unittest
 from fractions import Fraction
+from unittest import mock
 
 import rag_eval
 from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
@@ -595,3 +596,41 @@ class TestLabelJobs(CommandLineCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestRepeatedChunks(CommandLineCase):
+    """A span run that lists a chunk twice in a query gets the same note as an id run, in every run format."""
+
+    NOTE = "rag_eval: note: 1 document is listed more than once in 1 query of {}; each counts once, " \
+           "at its best place (trec_eval refuses such a run)"
+
+    def notes(self, argv, stdin=None):
+        if stdin is None:
+            code, out, err = run_main(argv)
+        else:
+            with open(stdin, "rb") as data, mock.patch("sys.stdin") as standard_input:
+                standard_input.buffer = data
+                code, out, err = run_main(argv)
+        self.assertEqual(code, 0, err)
+        return json.loads(out)["mean"], [line for line in err.splitlines() if "listed more than once" in line]
+
+    def test_every_format_notes_the_repeat_and_scores_as_without_it(self):
+        qrels, run, chunks = self.files()
+        unique, none = self.notes([qrels, run, "--chunks", chunks, "--k", "2"])
+        self.assertEqual(none, [])  # no repeat, no note
+        twice = self.RUN[:2] + [dict(self.RUN[0], score=0.1)] + self.RUN[2:]  # q1 lists d#1 again, lower
+        trec = "".join(f"{row['query_id']} Q0 {row['doc_id']} {rank} {row['score']} t\n"
+                       for rank, row in enumerate(twice, 1))
+        as_json = {}
+        for row in twice:
+            as_json.setdefault(row["query_id"], []).append(row["doc_id"])
+        unlisted = [{key: row[key] for key in ("query_id", "doc_id")} for row in twice]  # ranked by file order
+        for name, path in (("jsonl", self.jsonl("twice.jsonl", twice)), ("trec", self.write("twice.trec", trec)),
+                           ("json", self.write("twice.json", json.dumps(as_json))),
+                           ("jsonl without scores", self.jsonl("unscored.jsonl", unlisted))):
+            with self.subTest(name):
+                means, notes = self.notes([qrels, path, "--chunks", chunks, "--k", "2"])
+                self.assertEqual(notes, [self.NOTE.format(path)])
+                self.assertEqual(means, unique)
+        means, notes = self.notes([qrels, "-", "--chunks", chunks, "--k", "2"], stdin=self.path("twice.json"))
+        self.assertEqual((means, notes), (unique, [self.NOTE.format("<stdin>")]))
