@@ -77,7 +77,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, abc
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import accumulate, chain, groupby
+from itertools import accumulate, chain, islice
 from operator import lt
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -4008,9 +4008,15 @@ class _TopScores:
 
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
-            # Only documents scored at least the depth-th best score can stay: found in C, then ordered.
-            cut = sorted(self.scores.values(), reverse=True)[self.depth - 1]
-            near = {docid: score for docid, score in self.scores.items() if score >= cut}
+            # Only the documents scored at least the depth-th best score can stay, and runs list them first.
+            values = list(self.scores.values())
+            descending = sorted(values, reverse=True)
+            cut = descending[self.depth - 1]
+            count = descending.index(cut) + descending.count(cut)
+            if min(values[:count]) >= cut:  # they come first: found in C
+                near = dict(islice(self.scores.items(), count))
+            else:
+                near = {docid: score for docid, score in self.scores.items() if score >= cut}
             best = _order_scored(near)[: self.depth]
             self.scores = {docid: near[docid] for docid in best}
             self.floor = self.scores[best[-1]]
@@ -4134,12 +4140,16 @@ class _Reducer:
             above = bisect_right(ascending, score)
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
         partners: Dict[float, list] = {}
-        for _, _, score, same in found:
-            if same > 1 and score not in partners:  # the documents scored the same: index() finds them in C
-                docids = list(scores)
+        docids = list(scores) if any(same > 1 for *_, same in found) else []
+        for rank, _, score, same in found:
+            if same > 1 and score not in partners:  # the documents scored the same
+                start = rank - 1  # where they are when listed best first, as runs list them
+                if values[start:start + same].count(score) == same:
+                    partners[score] = docids[start:start + same]
+                    continue
                 partners[score] = tied_with = []
                 where = -1
-                for _ in range(same):
+                for _ in range(same):  # index() finds them in C
                     where = values.index(score, where + 1)
                     tied_with.append(docids[where])
         ranks = []
@@ -4329,7 +4339,7 @@ def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[f
     is None, and the block is read line by line (``_trec_lines``).  Every
     step is a call into C: one split of the whole block (a NUL, which no
     checked line holds, marks the line ends), slices for the columns, one
-    float() per score, and for each query's stretch of lines one index().
+    float() per score.
     """
     marked = data.replace(b"\n", b" \0 ")
     fields = marked.split()
@@ -4346,14 +4356,22 @@ def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[f
     if not math.isfinite(sum(values)) or b"_" in data and b"_" in b"".join(scores) or _has_long_line(data):
         return None
     qids, docids = fields[0::7], fields[2::7]
-    heads = [qid for qid, _ in groupby(qids)]  # the id of each stretch of equal ones; groupby compares in C
-    if any(qid[:1] == b"#" for qid in heads):
-        return None  # a comment line
-    starts = [0]
-    for qid in heads[1:]:  # a stretch starts at the first line of its id after the previous stretch's start
-        starts.append(qids.index(qid, starts[-1]))
-    return [(qid, docids[start:end], values[start:end])
-            for qid, start, end in zip(heads, starts, starts[1:] + [len(qids)])]
+    segments = []
+    start = 0
+    while start < len(qids):  # a stretch of lines of one query: its end found by halving, then checked in C
+        qid = qids[start]
+        low, high = start + 1, len(qids)
+        while low < high:
+            middle = (low + high) // 2
+            if qids[middle] == qid:
+                low = middle + 1
+            else:
+                high = middle
+        if qid[:1] == b"#" or qids[start:low].count(qid) != low - start:
+            return None  # a comment line, or a query's lines apart
+        segments.append((qid, docids[start:low], values[start:low]))
+        start = low
+    return segments
 
 
 def _has_long_line(data: bytes) -> bool:
