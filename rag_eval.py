@@ -4119,7 +4119,12 @@ class _Reducer:
         return False
 
     def scored(self, qid: str, scores: Mapping) -> None:
-        """A query's unique documents and their scores (at least its best ``depth``, maybe more).
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more)."""
+        self.scored_lists(qid, list(scores), list(scores.values()), scores)
+
+    def scored_lists(self, qid: str, docids: List, values: List[float], scores: Optional[Mapping] = None) -> None:
+        """``scored`` with the documents and their scores as two lists, each document once (``scores``: the
+        same as a mapping, when the caller has one).
 
         rank = 1 + the documents ordered before: those scored higher, and
         those scored the same with a larger docid (trec_eval's order), so no
@@ -4127,7 +4132,8 @@ class _Reducer:
         counts and the ties across cutoffs.  Only the judged documents'
         tied partners are looked for, when there are any.
         """
-        values = list(scores.values())
+        if scores is None:
+            scores = dict(zip(docids, values))
         ascending = sorted(values, reverse=True)  # one pass when the scores come best first, as runs list them
         ascending.reverse()
         count = len(ascending)
@@ -4140,7 +4146,6 @@ class _Reducer:
             above = bisect_right(ascending, score)
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
         partners: Dict[float, list] = {}
-        docids = list(scores) if any(same > 1 for *_, same in found) else []
         for rank, _, score, same in found:
             if same > 1 and score not in partners:  # the documents scored the same
                 start = rank - 1  # where they are when listed best first, as runs list them
@@ -4159,10 +4164,6 @@ class _Reducer:
             if rank <= self.depth:
                 ranks.append((rank, docid))
         self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
-
-    def scored_lists(self, qid: str, docids: List, values: List[float]) -> None:
-        """``scored`` with the documents and their scores as two lists; each document once."""
-        self.scored(qid, dict(zip(docids, values)))
 
     def ranked(self, qid: str, ranking: List) -> None:
         """A query's unique documents in rank order, without scores."""
@@ -4303,18 +4304,25 @@ class _TrecQueries:
 
     def _end(self) -> None:
         """The current query's lines end here (without a reducer, its lines may come again)."""
-        if self.qid is not None:
-            self._hand_over(more=self.reducer is None)
-            if self.reducer is not None and self.top is not None:
-                self.reducer.scored(self.query, self.top.scores)
+        if self.qid is None:
+            return
+        ids, values, top = self.ids, self.values, self.top
+        unique = self._hand_over(more=self.reducer is None)
+        if self.reducer is not None and top is not None:
+            if unique:  # the common case: the lists that the dict was made of
+                self.reducer.scored_lists(self.query, ids, values, top.scores)
+            else:
+                self.reducer.scored(self.query, top.scores)
 
-    def _hand_over(self, more: bool) -> None:
-        """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow)."""
+    def _hand_over(self, more: bool) -> bool:
+        """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
+        True when each was listed once and the top held none before."""
         unique = bool(self.values) and self.top.add_lists(self.ids, self.values)
         self.repeats.add(self.qid, self.ids, more, unique)  # unique: add_lists' dict found each id once
         self.ids, self.values = [], []
         if more and self.top is not None and len(self.top.scores) >= self.top.mark:
             self.top.grown()  # about twice its depth at most, while its lines go on
+        return unique
 
     def _add_texts(self, docids: List[bytes], values: List[float]) -> None:
         top, keep, query = self.top, self.keep, self.query
