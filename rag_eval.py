@@ -4230,11 +4230,9 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     query in ``judged`` (always False without it), and the documents listed
     twice in a query.  With ``cutoffs`` (and ``judged``), each query is
     reduced when its lines end (see ``_Reducer``): its lines must come
-    together, or ``_ReadAgain`` is raised.  A file has millions of lines, so
-    no line costs a Python step: each block is cut into columns in C
-    (``_trec_columns``), or, when any line in it is unusual, line by line
-    (``_trec_lines``), which also says what is wrong where.  Either way a
-    query's lines in a block arrive as one segment (``_TrecQueries``).
+    together, or ``_ReadAgain`` is raised.  No line costs a Python step:
+    each block is cut into columns in C (``_trec_columns``), or, when a
+    line in it is unusual, read line by line (``_trec_lines``).
     """
     queries = _TrecQueries(inp.source, depth, keep, doc_id_sep, judged, cutoffs)
     for first, data in _line_blocks(inp, None, max_bytes):
@@ -4243,15 +4241,10 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
 
 
 class _TrecQueries:
-    """The queries of a TREC run, taken a block at a time as segments: ``(qid, docids, scores)`` for each
-    stretch of one query's lines in the block, ids as bytes.
-
-    The current query's documents are held as two lists until its lines
-    end; then one dict of them (``_TopScores.add_lists``) finds repeated
-    documents and serves the reducer's look-up of the judged ones.  A query
-    of more than REPEAT_BUDGET lines hands them over as it goes.  With
-    ``keep`` or ``doc_id_sep``, which need text, only the ids scored at
-    least the query's floor are decoded.
+    """A TREC run's queries, taken a block at a time as ``(qid, docids, scores)`` for each stretch of one
+    query's lines (ids as bytes).  The current query's documents are held as two lists until its lines end;
+    then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's look-up of
+    the judged ones.  ``keep`` and ``doc_id_sep`` need text: only ids at least the query's floor are decoded.
     """
 
     def __init__(self, source: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
@@ -4383,11 +4376,8 @@ def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[f
 
 
 def _has_long_line(data: bytes) -> bool:
-    """Whether a line of ``data`` is longer than MAX_ID bytes (only such a line can hold a longer id).
-
-    A stride of MAX_ID + 1 bytes from a line's start that holds a line end
-    leads on to the line after the last one there: about 30 steps a block.
-    """
+    """Whether a line of ``data`` is longer than MAX_ID bytes (only such a line can hold a longer id): each
+    step looks for the last line end within MAX_ID + 1 bytes of a line's start, about 30 steps a block."""
     start = 0
     while len(data) - start > MAX_ID:
         end = data.rfind(b"\n", start, start + MAX_ID + 1)
@@ -4399,15 +4389,11 @@ def _has_long_line(data: bytes) -> bool:
 
 def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
                 ) -> Iterator[Tuple[bytes, List[bytes], List[float]]]:
-    """The segments of a block line by line, ``first`` the number of its first line and ``qid`` the query of
-    the line before it (None: no run line yet).
-
-    Blank and comment lines are skipped, as trec_eval reads them; a line
-    with more than six fields is read by its first five.  At a bad line the
-    segments before it come out first (its own query's start included:
-    the reader asks the qrels about that before any check of the score),
-    then its error.  Ids longer than MAX_ID are an error, not kept: memory
-    must follow what is kept, and trec_eval's own limits are far below.
+    """``_trec_columns`` line by line (``first``: the first line's number; ``qid``: the query of the line
+    before, None before any).  Blank and comment lines are skipped and extra fields ignored, as trec_eval
+    does.  At a bad line the segments before it come out first (its query's start included: the qrels are
+    asked about it before its score is checked), then its error.  An id longer than MAX_ID is an error:
+    memory must follow what is kept, and trec_eval's own limits are far below.
     """
     docids: List[bytes] = []
     values: List[float] = []
