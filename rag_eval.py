@@ -77,7 +77,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, abc
 from contextlib import contextmanager
 from contextvars import ContextVar
-from itertools import accumulate, chain, groupby
+from itertools import accumulate, chain, islice
 from operator import lt
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -3269,7 +3269,6 @@ MAX_JSON_RUN = 1 << 29
 MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 MAX_UNKNOWN_QUERIES = 200_000
-BY_BLOCK_DEPTH = 100  # the reduced TREC reader takes whole blocks at once beyond this depth
 # Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
 REPEAT_BUDGET = 1 << 16
 MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats: about 60 MB
@@ -3976,14 +3975,13 @@ class _TopScores:
         self.floor = -math.inf
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
-    def grown(self) -> float:
-        """Call when ``scores`` holds ``mark`` documents (``add`` does; the TREC reader adds itself); returns the floor."""
+    def grown(self) -> None:
+        """Call when ``scores`` holds ``mark`` documents or more: raise the floor, or prune."""
         if len(self.scores) == self.depth:
             self.floor = min(self.scores.values())
         else:
             self.prune()
         self.mark = 2 * self.depth + 65
-        return self.floor
 
     def add(self, docid: Union[str, bytes], score: float) -> None:
         """Offer one document; one offered again keeps its higher score."""
@@ -3993,10 +3991,32 @@ class _TopScores:
             if old is None and len(self.scores) >= self.mark:
                 self.grown()
 
+    def add_lists(self, docids: List, values: List[float]) -> bool:
+        """``add`` the documents of two lists, without pruning; True when each was listed once into an empty top."""
+        if not self.scores:
+            fresh = dict(zip(docids, values))  # the common case, in C
+            if len(fresh) == len(docids):
+                self.scores = fresh
+                return True
+        scores = self.scores
+        for docid, score in zip(docids, values):
+            if scores.get(docid, score) <= score:
+                scores[docid] = score
+        return False
+
     def prune(self) -> None:
         if self.depth is not None and len(self.scores) > self.depth:
-            best = _order_scored(self.scores)[: self.depth]
-            self.scores = {docid: self.scores[docid] for docid in best}
+            # Only the documents scored at least the depth-th best score can stay, and runs list them first.
+            values = list(self.scores.values())
+            descending = sorted(values, reverse=True)
+            cut = descending[self.depth - 1]
+            count = descending.index(cut) + descending.count(cut)
+            if min(values[:count]) >= cut:  # they come first: found in C
+                near = dict(islice(self.scores.items(), count))
+            else:
+                near = {docid: score for docid, score in self.scores.items() if score >= cut}
+            best = _order_scored(near)[: self.depth]
+            self.scores = {docid: near[docid] for docid in best}
             self.floor = self.scores[best[-1]]
 
 
@@ -4097,7 +4117,12 @@ class _Reducer:
         return False
 
     def scored(self, qid: str, scores: Mapping) -> None:
-        """A query's unique documents and their scores (at least its best ``depth``, maybe more).
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more)."""
+        self.scored_lists(qid, list(scores), list(scores.values()), scores)
+
+    def scored_lists(self, qid: str, docids: List, values: List[float], scores: Optional[Mapping] = None) -> None:
+        """``scored`` with the documents and their scores as two lists, each document once (``scores``: the
+        same as a mapping, when the caller has one).
 
         rank = 1 + the documents ordered before: those scored higher, and
         those scored the same with a larger docid (trec_eval's order), so no
@@ -4105,31 +4130,29 @@ class _Reducer:
         counts and the ties across cutoffs.  Only the judged documents'
         tied partners are looked for, when there are any.
         """
-        self.scored_lists(qid, list(scores), list(scores.values()))
-
-    def scored_lists(self, qid: str, docids: List, values: List[float], places: Optional[dict] = None) -> None:
-        """``scored`` with the documents and their scores as two lists; each document once.
-
-        ``places``, when given, maps each document to its index in the lists.
-        """
-        ascending = sorted(values)
+        if scores is None:
+            scores = dict(zip(docids, values))
+        ascending = sorted(values, reverse=True)  # one pass when the scores come best first, as runs list them
+        ascending.reverse()
         count = len(ascending)
         length = min(count, self.depth)
         # Scored the same on both sides of a cutoff k: the k-th and the (k+1)-th best.
         tied = tuple(k for k in self.cutoffs if k < length and ascending[count - k] == ascending[count - k - 1])
         found = []  # (rank counting only higher scores, docid, its score, how many share it)
-        if places is None:
-            places = dict(zip(docids, range(len(docids))))
-        for docid in self._judged_ids(qid).keys() & places.keys():
-            score = values[places[docid]]
+        for docid in self._judged_ids(qid).keys() & scores.keys():
+            score = scores[docid]
             above = bisect_right(ascending, score)
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
         partners: Dict[float, list] = {}
-        for _, _, score, same in found:
-            if same > 1 and score not in partners:  # the documents scored the same: index() finds them in C
+        for rank, _, score, same in found:
+            if same > 1 and score not in partners:  # the documents scored the same
+                start = rank - 1  # where they are when listed best first, as runs list them
+                if values[start:start + same].count(score) == same:
+                    partners[score] = docids[start:start + same]
+                    continue
                 partners[score] = tied_with = []
                 where = -1
-                for _ in range(same):
+                for _ in range(same):  # index() finds them in C
                     where = values.index(score, where + 1)
                     tied_with.append(docids[where])
         ranks = []
@@ -4203,139 +4226,209 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
 
     Returns the run, whether any line names a document judged for its
     query in ``judged`` (always False without it), and the documents listed
-    twice in a query (each line's id goes on a list, checked per query in C).  With ``cutoffs`` (and
-    ``judged``), each query is reduced when its lines end (see ``_Reducer``):
-    its lines must come together, or ``_Interleaved`` is raised.  This loop
-    runs once per line of files with millions of lines, so it does the
-    least it can.  It splits bytes, not text: bytes.split cuts at C's white
-    space exactly, the block was checked as UTF-8 already, and only the ids
-    kept are decoded.  Lines of one query come together, so the query's
-    state stays in locals, and a line scored below the query's floor is
-    dropped after one comparison.  Errors cost a search for the line's number.
+    twice in a query.  With ``cutoffs`` (and ``judged``), each query is
+    reduced when its lines end (see ``_Reducer``): its lines must come
+    together, or ``_ReadAgain`` is raised.  No line costs a Python step:
+    each block is cut into columns in C (``_trec_columns``), or, when a
+    line in it is unusual, read line by line (``_trec_lines``).
     """
-    tops = _TopsByQuery(depth)
-    as_text = keep is not None or doc_id_sep is not None  # then ids are decoded at once (both need text)
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not as_text, inp.source)
-    # Deep and reduced: blocks are read whole (_trec_columns); shallow, the floor passes most lines over faster.
-    by_block = reducer is not None and not as_text and depth > BY_BLOCK_DEPTH
-    qid = top = query = None
-    repeats, plain = _Repeats(), reducer is None
-    ids: List[bytes] = []  # the current query's document ids, for _Repeats
-    remember = ids.append
-    held_ids: List[bytes] = []  # reading by block: the current query's documents and scores, besides ``top``
-    held_scores: List[float] = []
-    floor = lowest = -math.inf
-    looking = judged is not None  # for a judged document, before any cut; one test per line after that
-    for first, lines in _line_blocks(inp, None if by_block else _byte_lines, max_bytes):
-        if len(ids) > REPEAT_BUDGET:  # a long query: its ids so far are checked, and kept within the budget
-            ids = _stretch_ended(repeats, qid, ids, True)
-            remember = ids.append
-        columns = None
-        if by_block:  # ``lines`` is the block itself
-            columns = _trec_columns(lines)
-            lines = _lines_of(lines, _byte_lines) if columns is None else None
-        long_id = None
-        if lines is not None and max(map(len, lines)) > MAX_ID:  # in C: only a long line can hold a long id
-            long_id = _long_id(lines, inp.source, first)
-            if long_id is not None:
-                lines = lines[:long_id[0]]  # the lines before it first: an error on one of them comes first
-        if columns is not None:  # the whole block at once, in C; the loop below does the same line by line
-            for segment_qid, docids, values in columns:
-                if segment_qid != qid:
-                    query, top, unique = _next_query(reducer, query, top, held_ids, held_scores, segment_qid)
-                    # Each id once, as the reducer found (its one dict of the ids), when all of them went through it.
-                    ids = _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
-                    remember = ids.append
-                    qid = segment_qid
-                    held_ids, held_scores = [], []
-                ids += docids
-                if top.floor == math.inf:
-                    continue
-                if looking:
-                    looking = {docid.encode("utf-8", "surrogatepass") for docid in judged.get(query, ())}.isdisjoint(docids)
-                # Two lists, not a dict: a third of the cost; duplicates are resolved when the query ends.
-                held_ids += docids
-                held_scores += values
-                if len(held_ids) > 2 * depth + 64:
-                    _hold(top, held_ids, held_scores)
-                    top.prune()
-                    held_ids, held_scores = [], []
-            continue
-        if held_ids:  # lines come one by one again: what the blocks held goes where the loop below keeps it
-            _hold(top, held_ids, held_scores)
-            held_ids, held_scores = [], []
-        if top is not None:
-            floor, scores, mark = top.floor, top.scores, top.mark
-            setdefault = scores.setdefault
-        # map() splits in C: the loop is one Python call per line shorter (which pays for _Repeats' set).
-        for fields in map(bytes.split, lines):
-            if len(fields) < 6:
-                if not fields or fields[0][:1] == b"#":
-                    continue  # blank, or a comment, as trec_eval reads them
-                # The first line with these fields is this one, or it would have failed first.
-                if qid is None:
-                    _header_error(fields, inp.source, first + _index_of(lines, fields), "a run line", _RUN_HEADERS)
-                first_row = qid is None and len(fields) in (3, 4)  # the run's first line looks like a judgment
-                swapped = "; is this a qrels file? the order is QRELS RUN" if first_row else ""
-                raise RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
-                                   inp.source, first + _index_of(lines, fields))
+    queries = _TrecQueries(inp.source, depth, keep, doc_id_sep, judged, cutoffs)
+    for first, data in _line_blocks(inp, None, max_bytes):
+        queries.take(_trec_columns(data) or _trec_lines(data, first, queries.qid, inp.source))
+    return queries.finished()
+
+
+class _TrecQueries:
+    """A TREC run's queries, taken a block at a time as ``(qid, docids, scores)`` for each stretch of one
+    query's lines (ids as bytes).  The current query's documents are held as two lists until its lines end;
+    then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's look-up of
+    the judged ones.  ``keep`` and ``doc_id_sep`` need text: only ids at least the query's floor are decoded.
+    """
+
+    def __init__(self, source: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
+                 judged: Optional[Qrels], cutoffs: Optional[List[int]]):
+        self.keep, self.doc_id_sep, self.judged = keep, doc_id_sep, judged
+        self.as_text = keep is not None or doc_id_sep is not None
+        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not self.as_text, source)
+        self.tops = _TopsByQuery(depth)  # without a reducer: every query's
+        self.repeats = _Repeats()
+        self.looking = judged is not None  # for a line that names a judged document of its query
+        self.qid: Optional[bytes] = None  # the current query, None before the first line
+        self.query: Optional[str] = None  # ... as text
+        self.top: Optional[_TopScores] = None  # ... its best documents; None when the reducer's qrels lack it
+        self.ids: List[bytes] = []  # its document ids since the last hand-over, for _Repeats
+        self.values: List[float] = []  # their scores, when ``top`` takes ``ids`` (bytes; a query the qrels know)
+
+    def take(self, segments: Iterable[Tuple[bytes, List[bytes], List[float]]]) -> None:
+        if len(self.ids) > REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
+            self._hand_over(more=True)
+        for qid, docids, values in segments:
+            if qid != self.qid:
+                self._end()
+                self._start(qid)
+            self.ids += docids
+            if self.looking:
+                self.looking = not self._names_judged(docids)
+            if self.top is None:
+                continue  # a query the qrels lack: its lines are checked, not kept
+            if self.as_text:
+                self._add_texts(docids, values)
+            else:
+                self.values += values
+
+    def finished(self) -> _RunRead:
+        self._end()
+        found = self.judged is not None and not self.looking
+        if self.reducer is not None:
+            return _RunRead(self.reducer.run(), found, self.repeats.counted())
+        run = {qid.decode("utf-8"): scores if self.as_text else {docid.decode("utf-8"): score
+                                                                 for docid, score in scores.items()}
+               for qid, scores in self.tops.finished().items()}
+        return _RunRead(run, found, self.repeats.counted())
+
+    def _start(self, qid: bytes) -> None:
+        self.qid, self.query = qid, qid.decode("utf-8")
+        if self.reducer is None:
+            self.top = self.tops[qid]
+        else:
+            self.top = _TopScores(self.reducer.depth) if self.reducer.knows(self.query) else None
+
+    def _end(self) -> None:
+        """The current query's lines end here (without a reducer, its lines may come again)."""
+        if self.qid is None:
+            return
+        ids, values, top = self.ids, self.values, self.top
+        unique = self._hand_over(more=self.reducer is None)
+        if self.reducer is not None and top is not None:
+            if unique:  # the common case: the lists that the dict was made of
+                self.reducer.scored_lists(self.query, ids, values, top.scores)
+            else:
+                self.reducer.scored(self.query, top.scores)
+
+    def _hand_over(self, more: bool) -> bool:
+        """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
+        True when each was listed once and the top held none before."""
+        unique = bool(self.values) and self.top.add_lists(self.ids, self.values)
+        self.repeats.add(self.qid, self.ids, more, unique)  # unique: add_lists' dict found each id once
+        self.ids, self.values = [], []
+        if more and self.top is not None and len(self.top.scores) >= self.top.mark:
+            self.top.grown()  # about twice its depth at most, while its lines go on
+        return unique
+
+    def _add_texts(self, docids: List[bytes], values: List[float]) -> None:
+        top, keep, query = self.top, self.keep, self.query
+        for docid, score in zip(docids, values):
+            if score >= top.floor:  # below it, a document cannot be among the best: not even decoded
+                text = _id_text(docid, self.doc_id_sep)
+                if keep is None or keep(query, text):
+                    top.add(text, score)
+
+    def _names_judged(self, docids: List[bytes]) -> bool:
+        grades = self.judged.get(self.query, ())
+        if self.doc_id_sep is None:
+            return not {docid.encode("utf-8", "surrogatepass") for docid in grades}.isdisjoint(docids)
+        return any(_id_text(docid, self.doc_id_sep) in grades for docid in docids)
+
+
+def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
+    """A block of plain TREC run lines as ``_TrecQueries`` takes them, or None.
+
+    Plain: six fields on every line, no blank or comment line, no line
+    longer than MAX_ID bytes, every score a finite number.  Anything else
+    is None, and the block is read line by line (``_trec_lines``).  Every
+    step is a call into C: one split of the whole block (a NUL, which no
+    checked line holds, marks the line ends), slices for the columns, one
+    float() per score.
+    """
+    marked = data.replace(b"\n", b" \0 ")
+    fields = marked.split()
+    ends = (len(marked) - len(data)) // 2  # line ends: each added two bytes
+    # The marks are the block's only NULs: when every seventh field is one, every line has six fields.
+    if len(fields) != 7 * ends + (0 if data.endswith(b"\n") else 6) or fields[6::7].count(b"\0") != ends:
+        return None
+    scores = fields[4::7]
+    try:
+        values = list(map(float, scores))
+    except ValueError:
+        return None
+    # float() takes inf, nan (the sum is then not finite) and '1_0', which trec_eval's strtod reads as 1.
+    if not math.isfinite(sum(values)) or b"_" in data and b"_" in b"".join(scores) or _has_long_line(data):
+        return None
+    qids, docids = fields[0::7], fields[2::7]
+    segments = []
+    start = 0
+    while start < len(qids):  # a stretch of lines of one query: its end found by halving, then checked in C
+        qid = qids[start]
+        low, high = start + 1, len(qids)
+        while low < high:
+            middle = (low + high) // 2
+            if qids[middle] == qid:
+                low = middle + 1
+            else:
+                high = middle
+        if qid[:1] == b"#" or qids[start:low].count(qid) != low - start:
+            return None  # a comment line, or a query's lines apart
+        segments.append((qid, docids[start:low], values[start:low]))
+        start = low
+    return segments
+
+
+def _has_long_line(data: bytes) -> bool:
+    """Whether a line of ``data`` is longer than MAX_ID bytes (only such a line can hold a longer id): each
+    step looks for the last line end within MAX_ID + 1 bytes of a line's start, about 30 steps a block."""
+    start = 0
+    while len(data) - start > MAX_ID:
+        end = data.rfind(b"\n", start, start + MAX_ID + 1)
+        if end < 0:
+            return True
+        start = end + 1
+    return False
+
+
+def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
+                ) -> Iterator[Tuple[bytes, List[bytes], List[float]]]:
+    """``_trec_columns`` line by line (``first``: the first line's number; ``qid``: the query of the line
+    before, None before any).  Blank and comment lines are skipped and extra fields ignored, as trec_eval
+    does.  At a bad line the segments before it come out first (its query's start included: the qrels are
+    asked about it before its score is checked), then its error.  An id longer than MAX_ID is an error:
+    memory must follow what is kept, and trec_eval's own limits are far below.
+    """
+    docids: List[bytes] = []
+    values: List[float] = []
+    for lineno, line in enumerate(_lines_of(data, _byte_lines), first):
+        fields = line.split()
+        if len(fields) < 6 or fields[0][:1] == b"#":
+            if not fields or fields[0][:1] == b"#":
+                continue  # blank, or a comment, as trec_eval reads them
+            if qid is None:
+                _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
+            swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) else ""
+            error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
+                                 source, lineno)
+        elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
+            what = "query id" if len(fields[0]) > MAX_ID else "document id"
+            error = RagEvalError(f"{what} longer than {MAX_ID} bytes", source, lineno)
+        else:
             if fields[0] != qid:
-                if fields[0][:1] == b"#":
-                    continue  # a comment of six words or more
-                ids = _stretch_ended(repeats, qid, ids, plain)
-                remember = ids.append
-                qid = fields[0]
-                if reducer is None:
-                    top = tops[qid]
-                    query = qid.decode("utf-8")
-                else:
-                    query, top, _ = _next_query(reducer, query, top, held_ids, held_scores, qid)
-                floor, scores, mark = top.floor, top.scores, top.mark
-                setdefault = scores.setdefault
-            remember(fields[2])
-            if looking:
-                looking = _id_text(fields[2], doc_id_sep) not in judged.get(query, ())
+                if docids:
+                    yield qid, docids, values
+                qid, docids, values = fields[0], [], []
             try:
                 score = float(fields[4])
-            except ValueError:  # as above: the first such line is this one; _score refuses what float(bytes) did
-                score = _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
-            # Chained, so that -inf (and nan, which fails every comparison) is not passed over unchecked.
-            if floor > score > lowest:
+            except ValueError:
+                score = math.nan
+            if math.isfinite(score) and b"_" not in fields[4]:
+                docids.append(fields[2])
+                values.append(score)
                 continue
-            # float() takes '1_0' for 10; checked here, past the floor, to keep the hot path short.
-            if not math.isfinite(score) or b"_" in fields[4]:
-                _score(fields[4].decode("utf-8"), inp.source, first + _index_of(lines, fields))
-            docid = fields[2]
-            if as_text:
-                docid = _id_text(docid, doc_id_sep)
-                if keep is not None and not keep(query, docid):
-                    continue
-            # _TopScores.add, inlined (a method call cost a third of the loop at k = 1000).  setdefault returns
-            # this line's own float only when it stored it: a float stored before is another object.
-            old = setdefault(docid, score)
-            if old is not score:
-                if score > old:
-                    scores[docid] = score  # a document listed again keeps its higher score
-            elif len(scores) >= mark:
-                floor = top.grown()
-                scores, mark = top.scores, top.mark
-                setdefault = scores.setdefault
-        if long_id is not None:
-            raise long_id[1]
-    found = judged is not None and not looking
-    if reducer is not None:
-        unique = _reduce_query(reducer, query, top, held_ids, held_scores)
-        _stretch_ended(repeats, qid, ids, False, unique and len(ids) == len(held_ids))
-        return _RunRead(reducer.run(), found, repeats.counted())
-    _stretch_ended(repeats, qid, ids, False)
-    run = {qid.decode("utf-8"): scores if as_text else {docid.decode("utf-8"): score for docid, score in scores.items()}
-           for qid, scores in tops.finished().items()}
-    return _RunRead(run, found, repeats.counted())
-
-
-def _index_of(lines: List[bytes], fields: List[bytes]) -> int:
-    """The index of the first of ``lines`` that splits into ``fields`` (called on an error only)."""
-    return next(index for index, line in enumerate(lines) if line.split() == fields)
+            error = None
+        if qid is not None:
+            yield qid, docids, values
+        if error is None:  # the score: _score says what is wrong with it
+            _score(fields[4].decode("utf-8"), source, lineno)
+        raise error
+    if docids:
+        yield qid, docids, values
 
 
 def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool = False) -> List:
@@ -4343,95 +4436,6 @@ def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool =
     if qid is not None:
         repeats.add(qid, ids, more, unique)
     return []
-
-
-def _hold(top: _TopScores, docids: List, values: List[float]) -> None:
-    """Add documents to ``top``, a document listed twice keeping its higher score."""
-    scores = top.scores
-    for docid, score in zip(docids, values):
-        if scores.get(docid, score) <= score:
-            scores[docid] = score
-
-
-def _reduce_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                  held_scores: List[float]) -> bool:
-    """The lines of ``query`` ended: reduce it, unless it is none or the qrels lack it.  True when all its
-    documents were held, each once."""
-    if query is None or top.floor == math.inf:
-        return False
-    places = dict(zip(held_ids, range(len(held_ids))))
-    if not top.scores and len(places) == len(held_ids):  # the common case: each document once
-        reducer.scored_lists(query, held_ids, held_scores, places)
-        return True
-    _hold(top, held_ids, held_scores)
-    reducer.scored(query, top.scores)
-    return False
-
-
-def _next_query(reducer: _Reducer, query: Optional[str], top: Optional[_TopScores], held_ids: List,
-                held_scores: List[float], qid: bytes) -> Tuple[str, _TopScores, bool]:
-    """Reduce the query that ended (see ``_reduce_query``, whose answer comes last); ``qid``'s name and its
-    empty ``_TopScores``, whose floor is infinite when the qrels lack it (its lines are checked, not kept)."""
-    unique = _reduce_query(reducer, query, top, held_ids, held_scores)
-    query = qid.decode("utf-8")
-    top = _TopScores(reducer.depth)
-    if not reducer.knows(query):
-        top.floor = math.inf
-    return query, top, unique
-
-
-def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
-    """A block of plain TREC run lines as ``(qid, docids, scores)`` per query, in file order, or None.
-
-    Plain: six fields on every line, no blank or comment line, no id longer
-    than MAX_ID, every score a finite number, each query's lines together.
-    Anything else is None, and the caller reads the block line by line,
-    which says what is wrong where.  Every step is one call into C: one
-    split of the whole block (a NUL, which no checked line holds, marks the
-    line ends), slices for the columns, one float() per score.
-    """
-    count = data.count(b"\n") + (not data.endswith(b"\n"))
-    fields = data.replace(b"\n", b" \0 ").split()
-    # The marks are the block's only NULs: when every seventh field is one, every line has six fields.
-    if len(fields) != 7 * count - (not data.endswith(b"\n")) or fields[6::7].count(b"\0") != len(fields) // 7:
-        return None
-    qids = fields[0::7]
-    if b"#" in b"".join(qids):
-        return None  # a comment line, or a # inside an id: the line-by-line loop knows which
-    try:
-        values = list(map(float, fields[4::7]))
-    except ValueError:
-        return None
-    if not math.isfinite(sum(values)):
-        return None  # inf or nan somewhere (or a sum beyond a float's range: the loop sorts it out)
-    docids = fields[2::7]
-    queries = [qid for qid, _ in groupby(qids)]  # one per run of equal ids; groupby compares in C
-    if max(map(len, docids)) > MAX_ID or max(map(len, queries)) > MAX_ID:
-        return None
-    if len(queries) == 1:
-        return [(qids[0], docids, values)]
-    if len(set(queries)) < len(queries):
-        return None  # a query's lines apart: the reducer's own checks, line by line
-    starts = [qids.index(qid) for qid in queries]  # each id's one run starts at its first line
-    ends = starts[1:] + [count]
-    return [(qid, docids[start:end], values[start:end]) for qid, start, end in zip(queries, starts, ends)]
-
-
-def _long_id(lines: List[bytes], source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
-    """The first run line with an id longer than MAX_ID: (its index, the error), or None.
-
-    Such an id is an error, not kept: memory must follow what is kept, and
-    trec_eval's own limits are far below.
-    """
-    for index, line in enumerate(lines):
-        if len(line) > MAX_ID:
-            fields = line.split()
-            if len(fields) < 6 or fields[0][:1] == b"#":
-                continue  # a comment, or a line the reader refuses for its fields
-            for field, what in ((0, "query id"), (2, "document id")):
-                if len(fields[field]) > MAX_ID:
-                    return index, RagEvalError(f"{what} longer than {MAX_ID} bytes", source, first + index)
-    return None
 
 
 def _too_long_id(text: str) -> bool:

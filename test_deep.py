@@ -131,15 +131,15 @@ class TestReducedEqualsWhole(unittest.TestCase):
 
     def test_random_runs_in_small_blocks_read_whole(self):
         """Blocks of about 300 bytes, read whole at every depth: queries cross blocks, and some are pruned."""
-        saved = rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH
-        rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = 300, 0
+        saved = rag_eval.READ_BLOCK
+        rag_eval.READ_BLOCK = 300
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 for case, fmt, qrels, run, cutoffs, options in self.random_cases(tmp, 60):
                     with self.subTest(case=case, fmt=fmt, cutoffs=cutoffs, options=options):
                         self.compare(qrels, run, cutoffs, options)
         finally:
-            rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = saved
+            rag_eval.READ_BLOCK = saved
 
     def test_a_planted_off_by_one_is_caught(self):
         """The random comparison finds a reduced path that ranks judged documents one place too low."""

@@ -65,12 +65,12 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         self.assertEqual(notes, [self.EXPECTED.format("<stdin>")])
 
     def test_trec_in_tiny_blocks_by_block(self):
-        saved = rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH
-        rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = 40, 0
+        saved = rag_eval.READ_BLOCK
+        rag_eval.READ_BLOCK = 40
         try:
             self.check(self.write("run.trec", self.TREC), "blocks of 40 bytes")
         finally:
-            rag_eval.READ_BLOCK, rag_eval.BY_BLOCK_DEPTH = saved
+            rag_eval.READ_BLOCK = saved
 
     def test_interleaved_queries_are_read_again_and_counted_across_their_parts(self):
         lines = self.TREC.splitlines(keepends=True)
