@@ -2636,8 +2636,15 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
             handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
         except OSError as exc:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
-        taken = _flock(fcntl, handle, lock_path)
-        if taken and _identity(lock_path) == _identity_of(handle):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
+            taken = True
+        except BlockingIOError:
+            taken = False
+        except OSError as exc:
+            os.close(handle)
+            raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        if taken and _identity(lock_path) == _identity(handle):
             break  # locked, and still the file at that name
         os.close(handle)
         if not taken and time.monotonic() >= deadline:
@@ -2649,23 +2656,6 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     finally:
         _remove(lock_path)  # before the lock goes, so that no one locks a file about to vanish
         os.close(handle)  # closing releases the lock
-
-
-def _flock(fcntl, handle: int, lock_path: str) -> bool:
-    """Take the lock without waiting: True if taken."""
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        os.close(handle)
-        raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
-    return True
-
-
-def _identity_of(handle: int) -> Tuple[int, int]:
-    found = os.fstat(handle)
-    return found.st_dev, found.st_ino
 
 
 def regressions(
@@ -2818,7 +2808,7 @@ def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float] = None) -> dict:
+                  p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
     Rule ``drop``: a fall beyond the tolerance is a regression.  Rule
@@ -2837,9 +2827,13 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     entry = {"baseline": target.was, "now": target.now,
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
-    if comparison is not None:
-        entry.update(_paired_entry(comparison, p_holm, p_adjusted if p_adjusted is not None else p_holm, allowed,
-                                   settings.alpha))
+    if comparison is not None:  # the paired comparison's numbers beside the means
+        counts = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in counts}, p_holm=p_holm, p_adjusted=p_adjusted,
+                     effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
+                     interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
+                     min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
+                     queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
@@ -2855,53 +2849,10 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     return entry
 
 
-def _paired_entry(comparison: PairedComparison, p_holm: float, p_adjusted: float, allowed: float,
-                  alpha: float) -> dict:
-    spread = comparison.spread
-    return {
-        "queries": comparison.queries,
-        "improved": comparison.improved,
-        "worse": comparison.worse,
-        "same": comparison.same,
-        "mean_delta": comparison.mean_delta,
-        "effect_size": comparison.mean_delta / spread if spread else None,
-        "p_value": comparison.p_value,
-        "p_holm": p_holm,
-        "p_adjusted": p_adjusted,
-        "exact": comparison.exact,
-        "unresolvable": comparison.unresolvable,
-        "interval": list(comparison.interval),
-        "hit_to_miss": comparison.hit_to_miss,
-        "largest_drops": [[qid, delta] for qid, delta in comparison.largest_drops],
-        "min_detectable_drop": detectable_drop(comparison.spread, comparison.queries, alpha),
-        "queries_needed": queries_needed(comparison.spread, allowed, alpha),
-    }
-
-
 # --- Comparing several runs ---
 # Before a pull request comes a choice (which chunker, embedder, reranker or
 # k): several candidate runs scored on the same judgments and compared, each
 # metric, with a reference.  Only per-query scores are kept of each run.
-
-FAMILY_ADJUSTMENT = "holm"  # the method of _adjust_family, named in every report of several runs
-
-
-def _adjust_family(p_values: Mapping[str, float]) -> Dict[str, float]:
-    """Adjust a family of p-values together, as the gate adjusts its metrics'.
-
-    The one place that says how a family of candidates x metrics is
-    corrected: Holm's step-down method (see ``holm``), so that the chance of
-    any false "better" or "worse" in the whole table stays at alpha.  Not
-    the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R
-    and B - R is a relabelling of three, so MaxT's joint null fails here.
-    """
-    return holm(p_values)
-
-
-def _family_key(name: str, metric: str) -> str:
-    """One comparison's key in a family: JSON of the pair, so no run name can pass for another."""
-    return json.dumps([name, metric])
-
 
 def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                  alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
@@ -2911,7 +2862,10 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     judgments, the reference first.  For each metric and candidate: the mean,
     the delta to the reference, its CONFIDENCE bootstrap interval, the queries
     better / worse / same and the sign-flip p-value (``compare_paired``), that
-    p adjusted over the whole family of candidates x metrics (``_adjust_family``).
+    p adjusted over the whole family of candidates x metrics by Holm's method,
+    so that the chance of any false "better" or "worse" in the table stays at
+    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of
+    both A - R and B - R is a relabelling of three, so MaxT's joint null fails.
 
     The best run of a metric is the one with the highest mean (the first
     given, of equal means); the reference competes too.  A run is
@@ -2942,35 +2896,31 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
               if name != best[metric] and reference not in (name, best[metric])}
     compared = _compare_pairs(scores, sorted(pairs), resamples=resamples, seed=seed, alpha=alpha, show=show)
     with_reference = {(name, metric): compared[metric, reference, name] for metric in metrics for name in candidates}
-    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
-    against_best = {}
-    for metric in metrics:
-        for name in names:
-            if name == best[metric]:
-                continue
-            pair = {name, best[metric]}
-            if reference in pair:
-                against_best[name, metric] = with_reference[(pair - {reference}).pop(), metric].p_value
-            else:
-                against_best[name, metric] = compared[metric, best[metric], name].p_value
-    best_adjusted = _adjust_family({_family_key(name, metric): p for (name, metric), p in against_best.items()})
+    adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
+    against_best = {(name, metric): compared[(metric, name, best[metric]) if name == reference
+                                             else (metric, best[metric], name)].p_value
+                    for metric in metrics for name in names if name != best[metric]}
+    best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
         entries = {}
         for name in names:
             entry = {"mean": means[name][metric]}
             if name != reference:
-                entry.update(_candidate_entry(with_reference[name, metric], adjusted[_family_key(name, metric)]))
+                paired = with_reference[name, metric]
+                entry.update(delta=paired.mean_delta, interval=list(paired.interval), queries=paired.queries,
+                             better=paired.improved, worse=paired.worse, same=paired.same, p_value=paired.p_value,
+                             p_adjusted=adjusted[name, metric], exact=paired.exact)
             if name == best[metric]:
                 entry["mark"] = "best"
             else:
-                p_best = best_adjusted[_family_key(name, metric)]
+                p_best = best_adjusted[name, metric]
                 entry.update(p_vs_best=against_best[name, metric], p_vs_best_adjusted=p_best,
                              mark="indistinguishable" if p_best >= alpha else "")
             entries[name] = entry
         table[metric] = {"best": best[metric], "runs": entries,
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
-    return {"reference": reference, "order": names, "adjustment": FAMILY_ADJUSTMENT, "alpha": alpha,
+    return {"reference": reference, "order": names, "adjustment": "holm", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
@@ -3005,12 +2955,6 @@ def _compare_pairs(scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: 
                 metric, scores[before][metric], scores[after][metric], resamples=resamples, seed=seed, alpha=alpha,
                 show=show, halves=halves.get((before, after), []))
     return compared
-
-
-def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:
-    return {"delta": comparison.mean_delta, "interval": list(comparison.interval), "queries": comparison.queries,
-            "better": comparison.improved, "worse": comparison.worse, "same": comparison.same,
-            "p_value": comparison.p_value, "p_adjusted": p_adjusted, "exact": comparison.exact}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -5689,23 +5633,19 @@ def _cutoffs_arg(text: str) -> List[int]:
     return sorted(set(parts))
 
 
-def _tolerance_amount(text: str) -> Tolerance:
-    relative = text.endswith("%")
-    value = _number(text[:-1] if relative else text)
-    if value is None or value < 0:
-        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(text)}")
-    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {_clipped_repr(text)} "
-                           f"(did you mean {_clip(text)}%?)")
-    return Tolerance(value / 100 if relative else value, relative)
-
-
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
-    return metric, _tolerance_amount(amount)
+    relative = amount.endswith("%")
+    value = _number(amount[:-1] if relative else amount)
+    if value is None or value < 0:
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
+    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
+        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got "
+                           f"{_clipped_repr(amount)} (did you mean {_clip(amount)}%?)")
+    return metric, Tolerance(value / 100 if relative else value, relative)
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
@@ -5806,14 +5746,10 @@ def _help_epilog() -> str:
 _PARSER: list = []  # the parser once built: argparse makes a formatter for each option it adds (about 1 ms a parser)
 
 
-def _parser():
-    """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
-    if not _PARSER:
-        _PARSER.append(_build_parser())
-    return _PARSER[0]
-
-
 def _build_parser():
+    """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
+    if _PARSER:
+        return _PARSER[0]
     import argparse  # the command line only; importers of the API skip it
 
     class Parser(argparse.ArgumentParser):
@@ -5947,6 +5883,7 @@ def _build_parser():
                          help="provenance to record in --output, baselines and the step summary (dataset=v3, "
                               "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
+    _PARSER.append(parser)
     return parser
 
 
@@ -6013,8 +5950,8 @@ def _overwrites(output: str, inputs: List[str]) -> bool:
                for source in inputs)
 
 
-def _identity(path: str) -> Optional[Tuple[int, int]]:
-    """(device, inode) of an existing file (standard input's for -), else None."""
+def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
+    """(device, inode) of an existing file (standard input's for -, or an open descriptor's), else None."""
     try:
         found = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
     except (OSError, AttributeError, ValueError):  # no such file; no stdin, or one without a descriptor
@@ -6105,37 +6042,23 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str],
-                 messages: List[_Message]) -> str:
-    """--output: everything needed to say how the numbers were made, and every note and warning in full."""
-    roles = (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-             ("baseline_run", args.baseline_run), ("slices", args.slices), ("baseline_qrels", args.baseline_qrels))
-    full = _how_made(dict(report, per_query=_per_query_full_names(result)), args, argv, result, roles, fingerprint,
-                     digests, messages)
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
-
-
-def _how_made(full: dict, args, argv: List[str], result: dict, roles: Iterable[Tuple[str, Optional[str]]],
-              fingerprint: str, digests: Dict[str, str], messages: List[_Message]) -> dict:
-    """``full`` with what every --output records: notes, conventions, tool, python, command, meta, inputs."""
+def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: str, digests: Dict[str, str],
+                 messages: List[_Message], runs: Optional[List[_Scored]] = None) -> str:
+    """--output: the report with every query's scores (``full``), every note and warning in full, and how the
+    numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
     import platform
 
-    full["notes"] = [str(message) for message in messages]
-    full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
-    full["tool"] = f"rag_eval {__version__}"
-    full["python"] = platform.python_version()
-    full["command"] = ["rag_eval"] + list(argv)
-    full["meta"] = _provenance(args)
-    # The bytes as read, once.
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path}
+    roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
+             ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
+             ("baseline_qrels", args.baseline_qrels))
+    full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
+                conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
+                python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
+                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
-    return full
-
-
-def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
-    """JSONL worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels."""
-    return "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank, "relevance": -1}) + "\n"
-                   for qid, docid, rank in rows)
+    if runs:
+        full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
 
 
 def _run(args, argv: List[str]) -> int:
@@ -6360,7 +6283,8 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     """``(path, text)`` of every file the options ask for, made before anything is written."""
     files = []
     if args.output:
-        files.append((args.output, _full_output(args, argv, report, result, fingerprint, digests, messages)))
+        full = dict(report, per_query=_per_query_full_names(result))
+        files.append((args.output, _full_output(args, argv, full, result, fingerprint, digests, messages)))
     if args.junit:
         files.append((args.junit, _junit_xml(report)))
     if args.metrics_file:
@@ -6368,8 +6292,12 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
-        files.append((args.unjudged, _unjudged_text(rows)))
-    extra = _baseline_extra(args, qrels)
+        # a worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels
+        files.append((args.unjudged, "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank,
+                                                         "relevance": -1}) + "\n" for qid, docid, rank in rows)))
+    # what an extended baseline records beside the scores: the provenance and the judgments
+    extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
+        if args.save_baseline or args.update_baseline else {}
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6605,16 +6533,11 @@ def _split_runs(args) -> None:
     args.run, args.runs = runs[0][1], runs
 
 
-def _check_candidate_options(args) -> None:
-    """What several runs add to _check_options (which checks every run's path): the options of one run refused."""
+def _run_candidates(args, argv: List[str]) -> int:
+    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
     for attribute, option in _ONE_RUN_OPTIONS:
         if getattr(args, attribute):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
-
-
-def _run_candidates(args, argv: List[str]) -> int:
-    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
-    _check_candidate_options(args)
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
         # Each run goes once scored: only its scores stay.
@@ -6639,8 +6562,12 @@ def _run_candidates(args, argv: List[str]) -> int:
     messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
                 for s in scored for m in _messages(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
-    files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
-        if args.output else []
+    files = []
+    if args.output:
+        full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
+                                  for run, s in zip(report["runs"], scored)])
+        files.append((args.output, _full_output(args, argv, full, scored[0].result, fingerprint, digests, messages,
+                                                scored)))
     _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
@@ -6649,17 +6576,6 @@ def _run_candidates(args, argv: List[str]) -> int:
                 for line in _gate_lines(run["gate"])]
     _print_messages(args, report, messages, failures, _format_comparison_markdown)
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
-
-
-def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
-                       digests: Dict[str, str], messages: List[_Message]) -> str:
-    """--output of several runs: the report, every run's per-query scores, and how it all was made."""
-    runs = [dict(run, per_query=_per_query_full_names(s.result)) for run, s in zip(report["runs"], scored)]
-    roles = (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels))
-    full = _how_made(dict(report, runs=runs), args, argv, scored[0].result, roles, fingerprint, digests, messages)
-    full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
 
 
 # --- Provenance on the command line ---
@@ -6682,13 +6598,6 @@ def _provenance(args) -> Dict[str, str]:
     if getattr(args, "provenance", None) is None:
         args.provenance = provenance(args.meta)
     return args.provenance
-
-
-def _baseline_extra(args, qrels: Qrels) -> dict:
-    """What an extended baseline records beside the scores: the provenance and the judgments."""
-    if not (args.save_baseline or args.update_baseline):
-        return {}
-    return {"meta": _provenance(args), "judgments": stored_judgments(qrels)}
 
 
 # --- Label changes on the command line ---
@@ -6748,7 +6657,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
-        args = _parser().parse_args(argv)
+        args = _build_parser().parse_args(argv)
         return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
