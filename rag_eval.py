@@ -2393,16 +2393,12 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
-    for metric, values in scores.items():
-        if metric in means and not _reproduces(means[metric], values):
+    for metric, values in scores.items():  # within float noise (1e-9, relative)
+        if metric in means and not (values and math.isclose(math.fsum(values.values()) / len(values), means[metric],
+                                                             rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
-
-
-def _reproduces(mean: float, values: Mapping[str, float]) -> bool:
-    """Whether per-query scores average to a stored mean, within float noise (1e-9, relative)."""
-    return bool(values) and math.isclose(math.fsum(values.values()) / len(values), mean, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
@@ -2749,7 +2745,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     a fall fails only when it also is significant, its p (adjusted as ``settings.adjust``
     says) below alpha and its interval below 0.  A floor fails whatever the baseline says.
     """
-    keys = sorted(_gated_keys(result, baseline)) if baseline else []
+    # A flat baseline gates all of its metrics: one this run lacks is missing, a regression.  An extended
+    # baseline (it records how it was made) gates those asked for now (some of its cutoffs or measures).
+    keys = sorted(key for key in baseline.means if ":" not in key
+                  and (baseline.conventions is None or key in result["mean"])) if baseline else []
     keys += sorted(key for key in settings.tolerances if ":" in key)
     targets = _targets(result, baseline, keys, slices) if baseline is not None else []
     for target in targets:
@@ -2794,17 +2793,6 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
-
-
-def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
-    """The metrics a baseline gates.  A flat baseline gates all of its own: one
-    this run lacks is missing, a regression.  An extended baseline (it records
-    how it was made) gates what is asked now: a gate on part of it, at some of
-    its cutoffs or measures, compares just those; what it lacks is new."""
-    keys = [key for key in baseline.means if ":" not in key]
-    if baseline.conventions is None:
-        return keys
-    return [key for key in keys if key in result["mean"]]
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
@@ -4911,17 +4899,9 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
                  slices: Optional[Slices] = None, per_query: bool = False,
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
     """The report of a run: mean, unscored and the counts, plus what the options asked for."""
-    report = {
-        "abstention": result["abstention"],
-        "dropped": result["dropped"],
-        "k": result["k"],
-        "mean": dict(result["mean"]),
-        "queries": result["queries"],
-        "skipped": result["skipped"],
-        "missing": result["missing"],
-        "ties": result["ties"],
-        "unscored": result["unscored"],
-    }
+    report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
+                                           "unscored")}
+    report["mean"] = dict(result["mean"])
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
@@ -5048,14 +5028,6 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     return rows
 
 
-def _abstention_line(report: dict) -> Optional[str]:
-    abstention = report["abstention"]
-    if not abstention["queries"]:
-        return None
-    return (f"abstention: {len(abstention['abstained'])} of {abstention['queries']} unanswerable queries "
-            f"got no answer ({abstention['share']:.0%})")
-
-
 def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     slices = report.get("slices") or {}
     metrics = sorted(report["mean"], key=_metric_order)
@@ -5138,18 +5110,29 @@ def _calibration_lines(report: dict) -> List[str]:
     return lines
 
 
-def _format_table(report: dict, digits: int) -> str:
-    parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
-    for lines in (_drop_lines(report, digits, str), _calibration_lines(report)):
-        if lines:
-            parts.append("\n".join(lines))
-    line = _abstention_line(report)
-    if line:
-        parts.append(line)
+def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
+    """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
+    table = _markdown_table if markdown else _aligned
+    heading = _verdict_line(report) + _gate_context_text(report.get("gate"), digits)
+    parts = ["### rag_eval: " + _markdown_text(heading) if markdown else heading, table(_metric_rows(report, digits))]
+    drops = _drop_lines(report, digits, _code_span if markdown else str)
+    calibration = _calibration_lines(report)
+    if not markdown:
+        parts += ["\n".join(lines) for lines in (drops, calibration) if lines]
+    else:  # a paragraph per drop line, its metric in bold; the calibration a list under its first line
+        parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
+        if calibration:
+            parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
+                                   + [f"- {line.strip()}" for line in calibration[1:]]))
+    abstention = report["abstention"]
+    if abstention["queries"]:
+        parts.append(("Abstention" if markdown else "abstention") + f": {len(abstention['abstained'])} of "
+                     f"{abstention['queries']} unanswerable queries got no answer ({abstention['share']:.0%})")
     if report.get("slices"):
-        parts.append(_aligned(_slice_rows(report, digits)))
+        parts.append(table(_slice_rows(report, digits)))
     if "per_query" in report:
-        parts.append(_aligned(_per_query_rows(report, digits)))
+        rows = table(_per_query_rows(report, digits))
+        parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
     return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
 
 
@@ -5175,25 +5158,7 @@ def _markdown_table(rows: List[List[str]]) -> str:
 
 
 def _format_markdown(report: dict, digits: int) -> str:
-    """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = ["### rag_eval: " + _markdown_text(_verdict_line(report) + _gate_context_text(report.get("gate"), digits)),
-             _markdown_table(_metric_rows(report, digits))]
-    for line in _drop_lines(report, digits, _code_span):
-        metric, _, rest = line.partition(": ")
-        parts.append(f"**{metric}**: {rest}")
-    calibration = _calibration_lines(report)
-    if calibration:
-        parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
-                               + [f"- {line.strip()}" for line in calibration[1:]]))
-    line = _abstention_line(report)
-    if line:
-        parts.append(line[0].upper() + line[1:])
-    if report.get("slices"):
-        parts.append(_markdown_table(_slice_rows(report, digits)))
-    if "per_query" in report:
-        parts.append("<details><summary>Per query</summary>\n\n" + _markdown_table(_per_query_rows(report, digits))
-                     + "\n\n</details>")
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+    return _format_table(report, digits, markdown=True)
 
 
 def _format_csv(report: dict, digits: int) -> str:
@@ -5223,20 +5188,15 @@ def _format_csv(report: dict, digits: int) -> str:
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _safe_cell(text: str) -> str:
-    """A text cell that opens like a formula, prefixed with ' so that a spreadsheet shows it as text."""
-    if text.startswith(_FORMULA_START) and _number(text) is None:
-        return "'" + text
-    return text
-
-
 def _csv_text(rows: List[List[str]]) -> str:
-    """CSV whose every cell passes through ``_safe_cell``."""
+    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text."""
     import csv
 
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    csv.writer(out, lineterminator="\r\n").writerows([_safe_cell(cell) for cell in row] for row in rows)
+    csv.writer(out, lineterminator="\r\n").writerows(
+        ["'" + cell if cell.startswith(_FORMULA_START) and _number(cell) is None else cell for cell in row]
+        for row in rows)
     return _neutralise_workflow_commands(out.getvalue())
 
 
@@ -5372,15 +5332,12 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
     return text
 
 
-def _github_property(value) -> str:
-    """Workflow command property escapes (the runner's UnescapeProperty): the data's, then ':' and ','."""
-    return _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
-
-
 def _annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``; the message is neutralised."""
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    return (f"::{kind} " + ",".join(f"{key}={_github_property(value)}" for key, value in fields)
+    # property escapes (the runner's UnescapeProperty): the data's, then ':' and ','
+    return (f"::{kind} " + ",".join(f"{key}=" + _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
+                                    for key, value in fields)
             + "::" + _github_escape(_neutralise_workflow_commands(message)))
 
 
@@ -5406,7 +5363,9 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
                      + "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in warnings)
                      + "\n\n</details>")
     if meta:
-        parts.append(_provenance_markdown(meta))
+        rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
+        parts.append(_neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
+                                                   + "\n\n</details>"))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
 
 
@@ -5490,12 +5449,6 @@ def _label_summary(changes: dict, shown: int = 5) -> str:
     if counts["queries_added"] or counts["queries_removed"]:
         text += f"; queries added {counts['queries_added']}, removed {counts['queries_removed']}"
     return text
-
-
-def _provenance_markdown(meta: Mapping[str, str]) -> str:
-    rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
-    return _neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
-                                         + "\n\n</details>")
 
 
 # --- Reports of several runs ---
@@ -6071,7 +6024,10 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    args.meta = _meta_table(args.meta)
+    twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
+    if twice is not None:
+        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
+    args.meta = dict(args.meta)
     _check_label_options(args)
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
@@ -6235,7 +6191,9 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
         whole_run = (lambda: read_run(path, args.run_format, depth=50)) if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
-        if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
+        # a reduced run whose every query ranks its judged documents and nothing else: a copy of the qrels?
+        if not isinstance(run, _ReducedRun) or all(entry.length == len(entry.judged) == len(judged.get(qid, ()))
+                                                   for qid, entry in run.items()):
             _check_not_qrels(whole_run(), judged, path)
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
@@ -6270,8 +6228,11 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
-    if earlier is not None and qrels is not None:
-        gate_report.update(_label_report(earlier, qrels, result, baseline, qrels_changed))
+    if earlier is not None and qrels is not None:  # what the judgments changed, and each delta split by its cause
+        if qrels_changed or earlier.old_on_old is not None:
+            gate_report["label_changes"] = label_changes(earlier.judgments, qrels)
+        if earlier.old_on_old is not None:
+            gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
     if args.calibrate:
         gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
     return gate_report
@@ -6334,7 +6295,14 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _append_step_summary(_step_summary(report, args.digits, shown, failures, markdown, _provenance(args)))
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            text = _step_summary(report, args.digits, shown, failures, markdown, _provenance(args))
+            try:
+                with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
+                    out.write(text + "\n")
+            except OSError as exc:
+                _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
         warnings = [m.line for m in printed if m.kind == "warning"]
         for line in _annotations("warning", warnings) + _annotations("error", failures):
             _warn(line, command=True)  # the commands the runner must obey
@@ -6371,11 +6339,6 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
         if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     return ""
-
-
-def _only_judged_documents(run: "_ReducedRun", qrels: Qrels) -> bool:
-    """Every query of a reduced run ranks its judged documents and nothing else: a copy of the qrels?"""
-    return all(entry.length == len(entry.judged) == len(qrels.get(qid, ())) for qid, entry in run.items())
 
 
 def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
@@ -6456,16 +6419,6 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     if gate_report is not None:
         found += _gate_warnings(gate_report)
     return found
-
-
-def _append_step_summary(text: str) -> None:
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        try:
-            with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(text + "\n")
-        except OSError as exc:
-            _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
 
 
 # --- Several runs on the command line ---
@@ -6581,14 +6534,6 @@ def _run_candidates(args, argv: List[str]) -> int:
 # --- Provenance on the command line ---
 
 
-def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
-    """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
-    twice = _first_repeated([key for key, _ in pairs])
-    if twice is not None:
-        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
-    return dict(pairs)
-
-
 def _first_repeated(items: List[str]) -> Optional[str]:
     return next((item for item in items if items.count(item) > 1), None)
 
@@ -6637,16 +6582,6 @@ def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:
     except RagEvalError as exc:  # _score_file names the qrels it was given as the current ones
         raise RagEvalError(f"{exc} (scoring the old run on --baseline-qrels)") from None
     return _Earlier({"qrels": old_qrels}, old_on_old["mean"])
-
-
-def _label_report(earlier: _Earlier, qrels: Qrels, result: dict, baseline: Baseline, qrels_changed: bool) -> dict:
-    """The gate's ``label_changes`` (judgments changed since the baseline) and ``delta_split``."""
-    found = {}
-    if qrels_changed or earlier.old_on_old is not None:
-        found["label_changes"] = label_changes(earlier.judgments, qrels)
-    if earlier.old_on_old is not None:
-        found["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
-    return found
 
 
 # === Entry point ===
