@@ -2394,16 +2394,12 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     cutoffs = data["conventions"].get("k")
     if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
-    for metric, values in scores.items():
-        if metric in means and not _reproduces(means[metric], values):
+    for metric, values in scores.items():  # within float noise (1e-9, relative)
+        if metric in means and not (values and math.isclose(math.fsum(values.values()) / len(values), means[metric],
+                                                             rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
-
-
-def _reproduces(mean: float, values: Mapping[str, float]) -> bool:
-    """Whether per-query scores average to a stored mean, within float noise (1e-9, relative)."""
-    return bool(values) and math.isclose(math.fsum(values.values()) / len(values), mean, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
@@ -2637,8 +2633,15 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
             handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
         except OSError as exc:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
-        taken = _flock(fcntl, handle, lock_path)
-        if taken and _identity(lock_path) == _identity_of(handle):
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
+            taken = True
+        except BlockingIOError:
+            taken = False
+        except OSError as exc:
+            os.close(handle)
+            raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        if taken and _identity(lock_path) == _identity(handle):
             break  # locked, and still the file at that name
         os.close(handle)
         if not taken and time.monotonic() >= deadline:
@@ -2650,23 +2653,6 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     finally:
         _remove(lock_path)  # before the lock goes, so that no one locks a file about to vanish
         os.close(handle)  # closing releases the lock
-
-
-def _flock(fcntl, handle: int, lock_path: str) -> bool:
-    """Take the lock without waiting: True if taken."""
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        os.close(handle)
-        raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
-    return True
-
-
-def _identity_of(handle: int) -> Tuple[int, int]:
-    found = os.fstat(handle)
-    return found.st_dev, found.st_ino
 
 
 def regressions(
@@ -2760,7 +2746,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     a fall fails only when it also is significant, its p (adjusted as ``settings.adjust``
     says) below alpha and its interval below 0.  A floor fails whatever the baseline says.
     """
-    keys = sorted(_gated_keys(result, baseline)) if baseline else []
+    # A flat baseline gates all of its metrics: one this run lacks is missing, a regression.  An extended
+    # baseline (it records how it was made) gates those asked for now (some of its cutoffs or measures).
+    keys = sorted(key for key in baseline.means if ":" not in key
+                  and (baseline.conventions is None or key in result["mean"])) if baseline else []
     keys += sorted(key for key in settings.tolerances if ":" in key)
     targets = _targets(result, baseline, keys, slices) if baseline is not None else []
     for target in targets:
@@ -2807,19 +2796,8 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
-def _gated_keys(result: dict, baseline: Baseline) -> List[str]:
-    """The metrics a baseline gates.  A flat baseline gates all of its own: one
-    this run lacks is missing, a regression.  An extended baseline (it records
-    how it was made) gates what is asked now: a gate on part of it, at some of
-    its cutoffs or measures, compares just those; what it lacks is new."""
-    keys = [key for key in baseline.means if ":" not in key]
-    if baseline.conventions is None:
-        return keys
-    return [key for key in keys if key in result["mean"]]
-
-
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float] = None) -> dict:
+                  p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
     Rule ``drop``: a fall beyond the tolerance is a regression.  Rule
@@ -2838,9 +2816,13 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     entry = {"baseline": target.was, "now": target.now,
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
-    if comparison is not None:
-        entry.update(_paired_entry(comparison, p_holm, p_adjusted if p_adjusted is not None else p_holm, allowed,
-                                   settings.alpha))
+    if comparison is not None:  # the paired comparison's numbers beside the means
+        counts = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in counts}, p_holm=p_holm, p_adjusted=p_adjusted,
+                     effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
+                     interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
+                     min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
+                     queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
@@ -2856,53 +2838,10 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
     return entry
 
 
-def _paired_entry(comparison: PairedComparison, p_holm: float, p_adjusted: float, allowed: float,
-                  alpha: float) -> dict:
-    spread = comparison.spread
-    return {
-        "queries": comparison.queries,
-        "improved": comparison.improved,
-        "worse": comparison.worse,
-        "same": comparison.same,
-        "mean_delta": comparison.mean_delta,
-        "effect_size": comparison.mean_delta / spread if spread else None,
-        "p_value": comparison.p_value,
-        "p_holm": p_holm,
-        "p_adjusted": p_adjusted,
-        "exact": comparison.exact,
-        "unresolvable": comparison.unresolvable,
-        "interval": list(comparison.interval),
-        "hit_to_miss": comparison.hit_to_miss,
-        "largest_drops": [[qid, delta] for qid, delta in comparison.largest_drops],
-        "min_detectable_drop": detectable_drop(comparison.spread, comparison.queries, alpha),
-        "queries_needed": queries_needed(comparison.spread, allowed, alpha),
-    }
-
-
 # --- Comparing several runs ---
 # Before a pull request comes a choice (which chunker, embedder, reranker or
 # k): several candidate runs scored on the same judgments and compared, each
 # metric, with a reference.  Only per-query scores are kept of each run.
-
-FAMILY_ADJUSTMENT = "holm"  # the method of _adjust_family, named in every report of several runs
-
-
-def _adjust_family(p_values: Mapping[str, float]) -> Dict[str, float]:
-    """Adjust a family of p-values together, as the gate adjusts its metrics'.
-
-    The one place that says how a family of candidates x metrics is
-    corrected: Holm's step-down method (see ``holm``), so that the chance of
-    any false "better" or "worse" in the whole table stays at alpha.  Not
-    the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R
-    and B - R is a relabelling of three, so MaxT's joint null fails here.
-    """
-    return holm(p_values)
-
-
-def _family_key(name: str, metric: str) -> str:
-    """One comparison's key in a family: JSON of the pair, so no run name can pass for another."""
-    return json.dumps([name, metric])
-
 
 def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
                  alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
@@ -2912,7 +2851,10 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     judgments, the reference first.  For each metric and candidate: the mean,
     the delta to the reference, its CONFIDENCE bootstrap interval, the queries
     better / worse / same and the sign-flip p-value (``compare_paired``), that
-    p adjusted over the whole family of candidates x metrics (``_adjust_family``).
+    p adjusted over the whole family of candidates x metrics by Holm's method,
+    so that the chance of any false "better" or "worse" in the table stays at
+    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of
+    both A - R and B - R is a relabelling of three, so MaxT's joint null fails.
 
     The best run of a metric is the one with the highest mean (the first
     given, of equal means); the reference competes too.  A run is
@@ -2943,35 +2885,31 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
               if name != best[metric] and reference not in (name, best[metric])}
     compared = _compare_pairs(scores, sorted(pairs), resamples=resamples, seed=seed, alpha=alpha, show=show)
     with_reference = {(name, metric): compared[metric, reference, name] for metric in metrics for name in candidates}
-    adjusted = _adjust_family({_family_key(name, metric): c.p_value for (name, metric), c in with_reference.items()})
-    against_best = {}
-    for metric in metrics:
-        for name in names:
-            if name == best[metric]:
-                continue
-            pair = {name, best[metric]}
-            if reference in pair:
-                against_best[name, metric] = with_reference[(pair - {reference}).pop(), metric].p_value
-            else:
-                against_best[name, metric] = compared[metric, best[metric], name].p_value
-    best_adjusted = _adjust_family({_family_key(name, metric): p for (name, metric), p in against_best.items()})
+    adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
+    against_best = {(name, metric): compared[(metric, name, best[metric]) if name == reference
+                                             else (metric, best[metric], name)].p_value
+                    for metric in metrics for name in names if name != best[metric]}
+    best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
         entries = {}
         for name in names:
             entry = {"mean": means[name][metric]}
             if name != reference:
-                entry.update(_candidate_entry(with_reference[name, metric], adjusted[_family_key(name, metric)]))
+                paired = with_reference[name, metric]
+                entry.update(delta=paired.mean_delta, interval=list(paired.interval), queries=paired.queries,
+                             better=paired.improved, worse=paired.worse, same=paired.same, p_value=paired.p_value,
+                             p_adjusted=adjusted[name, metric], exact=paired.exact)
             if name == best[metric]:
                 entry["mark"] = "best"
             else:
-                p_best = best_adjusted[_family_key(name, metric)]
+                p_best = best_adjusted[name, metric]
                 entry.update(p_vs_best=against_best[name, metric], p_vs_best_adjusted=p_best,
                              mark="indistinguishable" if p_best >= alpha else "")
             entries[name] = entry
         table[metric] = {"best": best[metric], "runs": entries,
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
-    return {"reference": reference, "order": names, "adjustment": FAMILY_ADJUSTMENT, "alpha": alpha,
+    return {"reference": reference, "order": names, "adjustment": "holm", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
@@ -3006,12 +2944,6 @@ def _compare_pairs(scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: 
                 metric, scores[before][metric], scores[after][metric], resamples=resamples, seed=seed, alpha=alpha,
                 show=show, halves=halves.get((before, after), []))
     return compared
-
-
-def _candidate_entry(comparison: PairedComparison, p_adjusted: float) -> dict:
-    return {"delta": comparison.mean_delta, "interval": list(comparison.interval), "queries": comparison.queries,
-            "better": comparison.improved, "worse": comparison.worse, "same": comparison.same,
-            "p_value": comparison.p_value, "p_adjusted": p_adjusted, "exact": comparison.exact}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -4972,17 +4904,9 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
                  slices: Optional[Slices] = None, per_query: bool = False,
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
     """The report of a run: mean, unscored and the counts, plus what the options asked for."""
-    report = {
-        "abstention": result["abstention"],
-        "dropped": result["dropped"],
-        "k": result["k"],
-        "mean": dict(result["mean"]),
-        "queries": result["queries"],
-        "skipped": result["skipped"],
-        "missing": result["missing"],
-        "ties": result["ties"],
-        "unscored": result["unscored"],
-    }
+    report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
+                                           "unscored")}
+    report["mean"] = dict(result["mean"])
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
@@ -5109,14 +5033,6 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     return rows
 
 
-def _abstention_line(report: dict) -> Optional[str]:
-    abstention = report["abstention"]
-    if not abstention["queries"]:
-        return None
-    return (f"abstention: {len(abstention['abstained'])} of {abstention['queries']} unanswerable queries "
-            f"got no answer ({abstention['share']:.0%})")
-
-
 def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     slices = report.get("slices") or {}
     metrics = sorted(report["mean"], key=_metric_order)
@@ -5199,18 +5115,29 @@ def _calibration_lines(report: dict) -> List[str]:
     return lines
 
 
-def _format_table(report: dict, digits: int) -> str:
-    parts = [_verdict_line(report) + _gate_context_text(report.get("gate"), digits), _aligned(_metric_rows(report, digits))]
-    for lines in (_drop_lines(report, digits, str), _calibration_lines(report)):
-        if lines:
-            parts.append("\n".join(lines))
-    line = _abstention_line(report)
-    if line:
-        parts.append(line)
+def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
+    """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
+    table = _markdown_table if markdown else _aligned
+    heading = _verdict_line(report) + _gate_context_text(report.get("gate"), digits)
+    parts = ["### rag_eval: " + _markdown_text(heading) if markdown else heading, table(_metric_rows(report, digits))]
+    drops = _drop_lines(report, digits, _code_span if markdown else str)
+    calibration = _calibration_lines(report)
+    if not markdown:
+        parts += ["\n".join(lines) for lines in (drops, calibration) if lines]
+    else:  # a paragraph per drop line, its metric in bold; the calibration a list under its first line
+        parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
+        if calibration:
+            parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
+                                   + [f"- {line.strip()}" for line in calibration[1:]]))
+    abstention = report["abstention"]
+    if abstention["queries"]:
+        parts.append(("Abstention" if markdown else "abstention") + f": {len(abstention['abstained'])} of "
+                     f"{abstention['queries']} unanswerable queries got no answer ({abstention['share']:.0%})")
     if report.get("slices"):
-        parts.append(_aligned(_slice_rows(report, digits)))
+        parts.append(table(_slice_rows(report, digits)))
     if "per_query" in report:
-        parts.append(_aligned(_per_query_rows(report, digits)))
+        rows = table(_per_query_rows(report, digits))
+        parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
     return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
 
 
@@ -5236,25 +5163,7 @@ def _markdown_table(rows: List[List[str]]) -> str:
 
 
 def _format_markdown(report: dict, digits: int) -> str:
-    """Ready to paste into a pull-request comment or a GitHub step summary."""
-    parts = ["### rag_eval: " + _markdown_text(_verdict_line(report) + _gate_context_text(report.get("gate"), digits)),
-             _markdown_table(_metric_rows(report, digits))]
-    for line in _drop_lines(report, digits, _code_span):
-        metric, _, rest = line.partition(": ")
-        parts.append(f"**{metric}**: {rest}")
-    calibration = _calibration_lines(report)
-    if calibration:
-        parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
-                               + [f"- {line.strip()}" for line in calibration[1:]]))
-    line = _abstention_line(report)
-    if line:
-        parts.append(line[0].upper() + line[1:])
-    if report.get("slices"):
-        parts.append(_markdown_table(_slice_rows(report, digits)))
-    if "per_query" in report:
-        parts.append("<details><summary>Per query</summary>\n\n" + _markdown_table(_per_query_rows(report, digits))
-                     + "\n\n</details>")
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+    return _format_table(report, digits, markdown=True)
 
 
 def _format_csv(report: dict, digits: int) -> str:
@@ -5284,20 +5193,15 @@ def _format_csv(report: dict, digits: int) -> str:
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _safe_cell(text: str) -> str:
-    """A text cell that opens like a formula, prefixed with ' so that a spreadsheet shows it as text."""
-    if text.startswith(_FORMULA_START) and _number(text) is None:
-        return "'" + text
-    return text
-
-
 def _csv_text(rows: List[List[str]]) -> str:
-    """CSV whose every cell passes through ``_safe_cell``."""
+    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text."""
     import csv
 
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    csv.writer(out, lineterminator="\r\n").writerows([_safe_cell(cell) for cell in row] for row in rows)
+    csv.writer(out, lineterminator="\r\n").writerows(
+        ["'" + cell if cell.startswith(_FORMULA_START) and _number(cell) is None else cell for cell in row]
+        for row in rows)
     return _neutralise_workflow_commands(out.getvalue())
 
 
@@ -5433,15 +5337,12 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
     return text
 
 
-def _github_property(value) -> str:
-    """Workflow command property escapes (the runner's UnescapeProperty): the data's, then ':' and ','."""
-    return _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
-
-
 def _annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``; the message is neutralised."""
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    return (f"::{kind} " + ",".join(f"{key}={_github_property(value)}" for key, value in fields)
+    # property escapes (the runner's UnescapeProperty): the data's, then ':' and ','
+    return (f"::{kind} " + ",".join(f"{key}=" + _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
+                                    for key, value in fields)
             + "::" + _github_escape(_neutralise_workflow_commands(message)))
 
 
@@ -5467,7 +5368,9 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
                      + "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in warnings)
                      + "\n\n</details>")
     if meta:
-        parts.append(_provenance_markdown(meta))
+        rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
+        parts.append(_neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
+                                                   + "\n\n</details>"))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
 
 
@@ -5551,12 +5454,6 @@ def _label_summary(changes: dict, shown: int = 5) -> str:
     if counts["queries_added"] or counts["queries_removed"]:
         text += f"; queries added {counts['queries_added']}, removed {counts['queries_removed']}"
     return text
-
-
-def _provenance_markdown(meta: Mapping[str, str]) -> str:
-    rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
-    return _neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
-                                         + "\n\n</details>")
 
 
 # --- Reports of several runs ---
@@ -5694,23 +5591,19 @@ def _cutoffs_arg(text: str) -> List[int]:
     return sorted(set(parts))
 
 
-def _tolerance_amount(text: str) -> Tolerance:
-    relative = text.endswith("%")
-    value = _number(text[:-1] if relative else text)
-    if value is None or value < 0:
-        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(text)}")
-    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got {_clipped_repr(text)} "
-                           f"(did you mean {_clip(text)}%?)")
-    return Tolerance(value / 100 if relative else value, relative)
-
-
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
-    return metric, _tolerance_amount(amount)
+    relative = amount.endswith("%")
+    value = _number(amount[:-1] if relative else amount)
+    if value is None or value < 0:
+        raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
+    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
+        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got "
+                           f"{_clipped_repr(amount)} (did you mean {_clip(amount)}%?)")
+    return metric, Tolerance(value / 100 if relative else value, relative)
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
@@ -5811,14 +5704,10 @@ def _help_epilog() -> str:
 _PARSER: list = []  # the parser once built: argparse makes a formatter for each option it adds (about 1 ms a parser)
 
 
-def _parser():
-    """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
-    if not _PARSER:
-        _PARSER.append(_build_parser())
-    return _PARSER[0]
-
-
 def _build_parser():
+    """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
+    if _PARSER:
+        return _PARSER[0]
     import argparse  # the command line only; importers of the API skip it
 
     class Parser(argparse.ArgumentParser):
@@ -5952,6 +5841,7 @@ def _build_parser():
                          help="provenance to record in --output, baselines and the step summary (dataset=v3, "
                               "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
+    _PARSER.append(parser)
     return parser
 
 
@@ -6018,8 +5908,8 @@ def _overwrites(output: str, inputs: List[str]) -> bool:
                for source in inputs)
 
 
-def _identity(path: str) -> Optional[Tuple[int, int]]:
-    """(device, inode) of an existing file (standard input's for -), else None."""
+def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
+    """(device, inode) of an existing file (standard input's for -, or an open descriptor's), else None."""
     try:
         found = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
     except (OSError, AttributeError, ValueError):  # no such file; no stdin, or one without a descriptor
@@ -6110,37 +6000,23 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _full_output(args, argv: List[str], report: dict, result: dict, fingerprint: str, digests: Dict[str, str],
-                 messages: List[_Message]) -> str:
-    """--output: everything needed to say how the numbers were made, and every note and warning in full."""
-    roles = (("qrels", args.qrels), ("run", args.run), ("baseline", args.baseline),
-             ("baseline_run", args.baseline_run), ("slices", args.slices), ("baseline_qrels", args.baseline_qrels))
-    full = _how_made(dict(report, per_query=_per_query_full_names(result)), args, argv, result, roles, fingerprint,
-                     digests, messages)
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
-
-
-def _how_made(full: dict, args, argv: List[str], result: dict, roles: Iterable[Tuple[str, Optional[str]]],
-              fingerprint: str, digests: Dict[str, str], messages: List[_Message]) -> dict:
-    """``full`` with what every --output records: notes, conventions, tool, python, command, meta, inputs."""
+def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: str, digests: Dict[str, str],
+                 messages: List[_Message], runs: Optional[List[_Scored]] = None) -> str:
+    """--output: the report with every query's scores (``full``), every note and warning in full, and how the
+    numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
     import platform
 
-    full["notes"] = [str(message) for message in messages]
-    full["conventions"] = dict(_conventions_record(result), abstain_below=args.abstain_below)
-    full["tool"] = f"rag_eval {__version__}"
-    full["python"] = platform.python_version()
-    full["command"] = ["rag_eval"] + list(argv)
-    full["meta"] = _provenance(args)
-    # The bytes as read, once.
-    full["inputs"] = {role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path}
+    roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
+             ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
+             ("baseline_qrels", args.baseline_qrels))
+    full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
+                conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
+                python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
+                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
     full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
-    return full
-
-
-def _unjudged_text(rows: List[Tuple[str, str, int]]) -> str:
-    """JSONL worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels."""
-    return "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank, "relevance": -1}) + "\n"
-                   for qid, docid, rank in rows)
+    if runs:
+        full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
+    return json.dumps(full, sort_keys=True, indent=2) + "\n"
 
 
 def _run(args, argv: List[str]) -> int:
@@ -6153,7 +6029,10 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    args.meta = _meta_table(args.meta)
+    twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
+    if twice is not None:
+        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
+    args.meta = dict(args.meta)
     _check_label_options(args)
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
@@ -6317,7 +6196,9 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
         whole_run = (lambda: read_run(path, args.run_format, depth=50)) if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
-        if not isinstance(run, _ReducedRun) or _only_judged_documents(run, judged):
+        # a reduced run whose every query ranks its judged documents and nothing else: a copy of the qrels?
+        if not isinstance(run, _ReducedRun) or all(entry.length == len(entry.judged) == len(judged.get(qid, ()))
+                                                   for qid, entry in run.items()):
             _check_not_qrels(whole_run(), judged, path)
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
@@ -6352,8 +6233,11 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
-    if earlier is not None and qrels is not None:
-        gate_report.update(_label_report(earlier, qrels, result, baseline, qrels_changed))
+    if earlier is not None and qrels is not None:  # what the judgments changed, and each delta split by its cause
+        if qrels_changed or earlier.old_on_old is not None:
+            gate_report["label_changes"] = label_changes(earlier.judgments, qrels)
+        if earlier.old_on_old is not None:
+            gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
     if args.calibrate:
         gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
     return gate_report
@@ -6365,7 +6249,8 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     """``(path, text)`` of every file the options ask for, made before anything is written."""
     files = []
     if args.output:
-        files.append((args.output, _full_output(args, argv, report, result, fingerprint, digests, messages)))
+        full = dict(report, per_query=_per_query_full_names(result))
+        files.append((args.output, _full_output(args, argv, full, result, fingerprint, digests, messages)))
     if args.junit:
         files.append((args.junit, _junit_xml(report)))
     if args.metrics_file:
@@ -6373,8 +6258,12 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
-        files.append((args.unjudged, _unjudged_text(rows)))
-    extra = _baseline_extra(args, qrels)
+        # a worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels
+        files.append((args.unjudged, "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank,
+                                                         "relevance": -1}) + "\n" for qid, docid, rank in rows)))
+    # what an extended baseline records beside the scores: the provenance and the judgments
+    extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
+        if args.save_baseline or args.update_baseline else {}
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6411,7 +6300,14 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
-        _append_step_summary(_step_summary(report, args.digits, shown, failures, markdown, _provenance(args)))
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            text = _step_summary(report, args.digits, shown, failures, markdown, _provenance(args))
+            try:
+                with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
+                    out.write(text + "\n")
+            except OSError as exc:
+                _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
         warnings = [m.line for m in printed if m.kind == "warning"]
         for line in _annotations("warning", warnings) + _annotations("error", failures):
             _warn(line, command=True)  # the commands the runner must obey
@@ -6448,11 +6344,6 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
         if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     return ""
-
-
-def _only_judged_documents(run: "_ReducedRun", qrels: Qrels) -> bool:
-    """Every query of a reduced run ranks its judged documents and nothing else: a copy of the qrels?"""
-    return all(entry.length == len(entry.judged) == len(qrels.get(qid, ())) for qid, entry in run.items())
 
 
 def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
@@ -6535,16 +6426,6 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     return found
 
 
-def _append_step_summary(text: str) -> None:
-    summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if summary:
-        try:
-            with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
-                out.write(text + "\n")
-        except OSError as exc:
-            _warn(f"rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
-
-
 # --- Several runs on the command line ---
 # rag_eval QRELS RUN RUN [RUN ...]: the first run (or --baseline-run) is the
 # reference, the others candidates.  Runs are read one after another and only
@@ -6610,16 +6491,11 @@ def _split_runs(args) -> None:
     args.run, args.runs = runs[0][1], runs
 
 
-def _check_candidate_options(args) -> None:
-    """What several runs add to _check_options (which checks every run's path): the options of one run refused."""
+def _run_candidates(args, argv: List[str]) -> int:
+    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
     for attribute, option in _ONE_RUN_OPTIONS:
         if getattr(args, attribute):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
-
-
-def _run_candidates(args, argv: List[str]) -> int:
-    """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
-    _check_candidate_options(args)
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
         # Each run goes once scored: only its scores stay.
@@ -6644,8 +6520,12 @@ def _run_candidates(args, argv: List[str]) -> int:
     messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
                 for s in scored for m in _messages(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
-    files = [(args.output, _candidates_output(args, argv, report, scored, fingerprint, digests, messages))] \
-        if args.output else []
+    files = []
+    if args.output:
+        full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
+                                  for run, s in zip(report["runs"], scored)])
+        files.append((args.output, _full_output(args, argv, full, scored[0].result, fingerprint, digests, messages,
+                                                scored)))
     _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
@@ -6656,26 +6536,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
 
 
-def _candidates_output(args, argv: List[str], report: dict, scored: List[_Scored], fingerprint: str,
-                       digests: Dict[str, str], messages: List[_Message]) -> str:
-    """--output of several runs: the report, every run's per-query scores, and how it all was made."""
-    runs = [dict(run, per_query=_per_query_full_names(s.result)) for run, s in zip(report["runs"], scored)]
-    roles = (("qrels", args.qrels), ("baseline", args.baseline), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels))
-    full = _how_made(dict(report, runs=runs), args, argv, scored[0].result, roles, fingerprint, digests, messages)
-    full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in scored]
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
-
-
 # --- Provenance on the command line ---
-
-
-def _meta_table(pairs: List[Tuple[str, str]]) -> Dict[str, str]:
-    """--meta KEY=VALUE pairs as one table; a key given twice is an error, not a silent overwrite."""
-    twice = _first_repeated([key for key, _ in pairs])
-    if twice is not None:
-        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
-    return dict(pairs)
 
 
 def _first_repeated(items: List[str]) -> Optional[str]:
@@ -6687,13 +6548,6 @@ def _provenance(args) -> Dict[str, str]:
     if getattr(args, "provenance", None) is None:
         args.provenance = provenance(args.meta)
     return args.provenance
-
-
-def _baseline_extra(args, qrels: Qrels) -> dict:
-    """What an extended baseline records beside the scores: the provenance and the judgments."""
-    if not (args.save_baseline or args.update_baseline):
-        return {}
-    return {"meta": _provenance(args), "judgments": stored_judgments(qrels)}
 
 
 # --- Label changes on the command line ---
@@ -6735,16 +6589,6 @@ def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:
     return _Earlier({"qrels": old_qrels}, old_on_old["mean"])
 
 
-def _label_report(earlier: _Earlier, qrels: Qrels, result: dict, baseline: Baseline, qrels_changed: bool) -> dict:
-    """The gate's ``label_changes`` (judgments changed since the baseline) and ``delta_split``."""
-    found = {}
-    if qrels_changed or earlier.old_on_old is not None:
-        found["label_changes"] = label_changes(earlier.judgments, qrels)
-    if earlier.old_on_old is not None:
-        found["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
-    return found
-
-
 # === Entry point ===
 
 
@@ -6753,7 +6597,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
-        args = _parser().parse_args(argv)
+        args = _build_parser().parse_args(argv)
         return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK

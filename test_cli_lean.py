@@ -1,0 +1,143 @@
+"""Tests for the lean pass over the gate, reporting and command line (issue 12): what the
+suite did not reach before the pass, and what the folded helpers must still produce.
+
+Run with ``python3 -m unittest test_cli_lean`` from the repository root.
+"""
+
+import json
+import random
+import unittest
+
+import rag_eval
+from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
+
+
+def holm_by_hand(p_values):
+    """Holm (1979): sort ascending; the i-th (from 0) gets max over j <= i of min(1, (m - j) * p_j)."""
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    m, running, adjusted = len(ordered), 0.0, {}
+    for j, (key, p) in enumerate(ordered):
+        running = max(running, min(1.0, (m - j) * p))
+        adjusted[key] = running
+    return adjusted
+
+
+def synthetic(seed, queries=30):
+    """qrels and three runs of different quality, so that the best run differs between metrics."""
+    rng = random.Random(seed)
+    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
+    for grades in qrels.values():
+        grades[next(iter(grades))] = 2  # every query scored
+    runs = {}
+    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
+        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
+                      for qid, grades in qrels.items()}
+        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
+    return qrels, runs
+
+
+class TestCompareRunsAgainstTheBest(unittest.TestCase):
+    def test_p_against_the_best_is_the_pair_s_own_test_and_holm_adjusts_them(self):
+        for seed in range(4):
+            with self.subTest(seed=seed):
+                qrels, runs = synthetic(seed)
+                results = [(name, rag_eval.evaluate(qrels, runs[name], [3, 5], measures=["recall", "mrr", "ndcg"]))
+                           for name in ("ref", "x", "y")]
+                found = rag_eval.compare_runs(results, resamples=300, seed=1)
+                scores = {name: rag_eval.per_query_by_metric(result) for name, result in results}
+                by_hand = {}
+                for metric, entry in found["metrics"].items():
+                    best = entry["best"]
+                    for name, run in entry["runs"].items():
+                        if name == best:
+                            self.assertEqual(run["mark"], "best")
+                            continue
+                        # a two-sided test: the pair's p is the same whichever side is "before"
+                        before, after = (name, best) if name == "ref" else (best, name)
+                        p = rag_eval.compare_paired(metric, scores[before][metric], scores[after][metric],
+                                                    resamples=300, seed=1).p_value
+                        self.assertEqual(run["p_vs_best"], p, (metric, name, best))
+                        by_hand[name, metric] = p
+                adjusted = holm_by_hand(by_hand)
+                for (name, metric), p in adjusted.items():
+                    self.assertEqual(found["metrics"][metric]["runs"][name]["p_vs_best_adjusted"], p)
+                candidates = {(name, metric): run["p_value"] for metric, entry in found["metrics"].items()
+                              for name, run in entry["runs"].items() if name != "ref"}
+                for (name, metric), p in holm_by_hand(candidates).items():
+                    self.assertEqual(found["metrics"][metric]["runs"][name]["p_adjusted"], p)
+                self.assertEqual(found["adjustment"], "holm")
+
+
+class TestGateEntries(unittest.TestCase):
+    def test_a_paired_entry_holds_the_comparison_and_its_verdict(self):
+        qrels, runs = synthetic(7)
+        before = rag_eval.evaluate(qrels, runs["ref"], 5)
+        after = rag_eval.evaluate(qrels, runs["x"], 5)
+        baseline = rag_eval.Baseline(before["mean"], rag_eval.per_query_by_metric(before), {"k": [5]}, "x")
+        settings = rag_eval.GateSettings(rule="significant", resamples=300)
+        entry = rag_eval.gate(after, baseline, settings)["metrics"]["ndcg@5"]
+        comparison = rag_eval.compare_paired("ndcg@5", baseline.per_query["ndcg@5"],
+                                             rag_eval.per_query_by_metric(after)["ndcg@5"], resamples=300)
+        self.assertEqual(sorted(entry), sorted([
+            "baseline", "now", "delta", "allowed_drop", "tolerance", "queries", "improved", "worse", "same",
+            "mean_delta", "effect_size", "p_value", "p_holm", "p_adjusted", "exact", "unresolvable", "interval",
+            "hit_to_miss", "largest_drops", "min_detectable_drop", "queries_needed", "verdict"]))
+        self.assertEqual(list(entry)[-1], "verdict")
+        self.assertEqual((entry["queries"], entry["improved"], entry["worse"], entry["same"]),
+                         (comparison.queries, comparison.improved, comparison.worse, comparison.same))
+        self.assertEqual(entry["effect_size"], comparison.mean_delta / comparison.spread)
+        self.assertEqual(entry["largest_drops"], [list(drop) for drop in comparison.largest_drops])
+        self.assertIsInstance(entry["interval"], list)  # its draws are the family's: not compare_paired's own
+
+
+class TestCommandLine(TempDirMixin, unittest.TestCase):
+    def files(self):
+        qrels, runs = synthetic(3)
+        return self.write("qrels.json", qrels), self.write("ref.json", runs["ref"]), self.write("x.json", runs["x"])
+
+    def test_markdown_lists_the_calibration_under_its_first_line(self):
+        qrels, ref, run = self.files()
+        base = self.path("base.json")
+        self.assertEqual(run_main([qrels, ref, "--save-baseline", base])[0], 0)
+        code, out, err = run_main([qrels, run, "--baseline", base, "--calibrate", "10", "--resamples", "200",
+                                   "--format", "markdown"])
+        self.assertIn(code, (0, 1, 3), err)
+        parts = out.split("\n\n")
+        start = next(i for i, part in enumerate(parts) if part.startswith("Calibration: "))
+        heading, items = parts[start], parts[start + 1].rstrip("\n").split("\n")  # a blank line between them
+        self.assertTrue(heading.endswith(" alpha 0.05:") and "\n" not in heading, heading)
+        self.assertEqual([line[:2] for line in items], ["- "] * 3, items)
+        self.assertTrue(items[0].startswith("- a/a (false fails = regression): regression "), items)
+        code, table, _ = run_main([qrels, run, "--baseline", base, "--calibrate", "10", "--resamples", "200",
+                                   "--format", "table"])
+        self.assertIn("\n  a/a (false fails = regression): regression ", table)
+
+    def test_tolerance_without_a_metric_before_its_equals_sign(self):
+        qrels, ref, _ = self.files()
+        code, out, err = run_main([qrels, ref, "--max-drop", "=0.1"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, f"{ERROR_PREFIX}argument --max-drop: expected METRIC=X or X, got '=0.1'\n")
+        code, _, err = run_main([qrels, ref, "--max-drop", "recall@5=150"])
+        self.assertEqual(err, f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure "
+                              "lies in [0, 1], got '150' (did you mean 150%?)\n")
+
+    def test_output_of_several_runs_names_each_run_and_no_single_run(self):
+        qrels, ref, run = self.files()
+        out = self.path("full.json")
+        code, _, err = run_main([qrels, ref, run, "--output", out, "--resamples", "200"])
+        self.assertEqual(code, 0, err)
+        with open(out, encoding="utf-8") as f:
+            full = json.load(f)
+        self.assertEqual(sorted(full["inputs"]), ["qrels", "runs"])
+        self.assertEqual([entry["name"] for entry in full["inputs"]["runs"]], ["ref", "x"])
+        self.assertTrue(all(len(entry["sha256"]) == 64 for entry in full["inputs"]["runs"]))
+        self.assertTrue(all("per_query" in entry for entry in full["runs"]))
+        code, _, err = run_main([qrels, run, "--baseline-run", ref, "--output", out])
+        with open(out, encoding="utf-8") as f:
+            full = json.load(f)
+        self.assertEqual(sorted(full["inputs"]), ["baseline_run", "qrels", "run"])
+        self.assertIn("per_query", full)
+
+
+if __name__ == "__main__":
+    unittest.main()
