@@ -6185,8 +6185,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
-    run, any_judged, repeated = _read_run(path, args.run_format, None if whole else used[-1] + 1, keep, sep, judged,
-                                          cutoffs, args.max_input_bytes)
+    depth = None if whole else used[-1] + 1
+    run, any_judged, repeated = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
     with _naming_files(args.qrels, path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -6196,10 +6196,18 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
         whole_run = (lambda: read_run(path, args.run_format, depth=50)) if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
-        # a reduced run whose every query ranks its judged documents and nothing else: a copy of the qrels?
-        if not isinstance(run, _ReducedRun) or all(entry.length == len(entry.judged) == len(judged.get(qid, ()))
-                                                   for qid, entry in run.items()):
-            _check_not_qrels(whole_run(), judged, path)
+        # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was cut
+        # or filtered: then the run read again decides; standard input, which cannot be, passes.
+        if isinstance(run, _ReducedRun):  # each query ranks its judged documents and nothing else
+            copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items())
+            run_read = whole_run
+        else:
+            copied = _copies_qrels(run, judged)
+            cut = keep is not None or depth is not None and any(len(entry) >= depth for entry in run.values())
+            run_read = (lambda: read_run(path, args.run_format, depth=50)) if cut else whole_run
+        if copied and not (path == "-" and run_read is not whole_run) and _copies_qrels(run_read(), judged):
+            raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
+                               "grade (was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
     return result, run
@@ -6346,8 +6354,8 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
     return ""
 
 
-def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
-    """Refuse a run that is a copy of the judgments: every document judged, every score its integer grade.
+def _copies_qrels(run: Run, qrels: Qrels) -> bool:
+    """Whether a run is a copy of the judgments: every document judged, every score its integer grade.
 
     Such a run scores near 1.0 and passes any gate; it comes from giving the
     qrels file (JSON, or JSONL with a ``score`` field) as the run.
@@ -6356,14 +6364,12 @@ def _check_not_qrels(run: Run, qrels: Qrels, path: str) -> None:
     for qid, entry in run.items():
         grades = qrels.get(qid)
         if not isinstance(entry, _MAPPINGS) or grades is None:
-            return
+            return False
         for docid, score in entry.items():
             if type(score) is not int or grades.get(docid) != score:  # a real run's scores are floats
-                return
+                return False
         documents += len(entry)
-    if documents > 1:
-        raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its grade "
-                           "(was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
+    return documents > 1
 
 
 class _Message(NamedTuple):

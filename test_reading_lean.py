@@ -202,3 +202,42 @@ class TestStreamedJsonInTinyBlocks(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestCopyOfTheQrelsOnStandardInput(unittest.TestCase):
+    """The "copy of the qrels" refusal reads the whole run: a run that looks like one only once cut to the
+    cutoff or filtered by --judged-only is scored, from a file and from standard input alike."""
+
+    QRELS = {"q1": {"a": 1, "b": 2, "c": 0}, "q2": {"d": 1, "e": 0}}
+    CASES = [  # (run, options): the top k + 1 (or the judged documents) are scored by their grades
+        ({"q1": {"b": 2, "a": 1, "x": -1}, "q2": {"d": 1, "e": 0, "z": -1}}, ["--k", "1"]),
+        ({"q1": {"x": 3, "b": 2, "a": 1}, "q2": {"z": 3, "d": 1, "e": 0}}, ["--k", "5", "--judged-only"]),
+    ]
+
+    def main(self, argv, stdin=None):
+        from helpers_for_tests import run_main
+        if stdin is None:
+            return run_main(argv)
+        with open(stdin, "rb") as data, mock.patch("sys.stdin") as standard_input:
+            standard_input.buffer = data
+            return run_main(argv)
+
+    def test_a_run_that_is_no_copy_is_scored_on_both(self):
+        with tempfile.TemporaryDirectory() as folder:
+            qrels = write(folder, "qrels.json", json.dumps(self.QRELS))
+            for index, (run, options) in enumerate(self.CASES):
+                path = write(folder, f"run{index}.json", json.dumps(run))
+                with self.subTest(options=options):
+                    from_file = self.main([qrels, path] + options)
+                    self.assertEqual(from_file[0], 0, from_file[2])
+                    from_stdin_ = self.main([qrels, "-"] + options, stdin=path)
+                    self.assertEqual(from_stdin_[0], 0, from_stdin_[2])
+                    self.assertEqual(from_stdin_[1], from_file[1])
+
+    def test_the_qrels_given_as_the_run_are_still_refused(self):
+        with tempfile.TemporaryDirectory() as folder:
+            qrels = write(folder, "qrels.json", json.dumps(self.QRELS))
+            for argv, stdin in (([qrels, qrels, "--k", "5"], None), ([qrels, "-", "--k", "5"], qrels)):
+                code, out, err = self.main(argv, stdin)
+                self.assertEqual((code, out), (2, ""))
+                self.assertIn("the run is a copy of the qrels", err)
