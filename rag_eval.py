@@ -1028,8 +1028,7 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
 def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location], _Repeated]:
     scores: Dict[str, Dict[str, float]] = {}
     lists: Dict[str, List[str]] = {}
-    listed: Dict[str, set] = {}  # query -> its chunks so far, for those listed again
-    repeated = set()
+    repeats, ids, stretch = _Repeats(), [], None  # ``ids``: the chunks of this stretch of ``stretch``'s rows
     where: Dict[str, Location] = {}
     for lineno, row in _jsonl_rows(inp, max_bytes):
         qid = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
@@ -1039,10 +1038,9 @@ def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]
             chunk = _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if (scores and "score" not in row) or (lists and "score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        seen = listed.setdefault(qid, set())
-        if chunk in seen:
-            repeated.add((qid, chunk))
-        seen.add(chunk)
+        if qid != stretch or len(ids) > REPEAT_BUDGET:
+            ids, stretch = _stretch_ended(repeats, stretch, ids, True), qid
+        ids.append(chunk)
         if "score" not in row:
             lists.setdefault(qid, []).append(chunk)
             continue
@@ -1051,7 +1049,8 @@ def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location]
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(score)}", inp.source, lineno)
         held = scores.setdefault(qid, {})
         held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
-    return lists or scores, where, _Repeated(len(repeated), len({qid for qid, _ in repeated}), False)
+    _stretch_ended(repeats, stretch, ids, False)
+    return lists or scores, where, repeats.counted()
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -4472,7 +4471,7 @@ def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[str]
             if len(fields) != 3:
                 raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
                                    inp.source, lineno)
-            yield lineno, [field.decode("utf-8") for field in fields]
+            yield lineno, list(map(bytes.decode, fields))  # UTF-8, strict
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
@@ -4532,7 +4531,8 @@ def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: 
                 _reduce_rows(reducer, qid, tops, ranked)
             qid = query
             top = tops[qid] if reducer is None or reducer.knows(qid) else None
-        if top is not None and (keep is None or keep(qid, docid)):
+        # Below the floor, a document cannot be among the best (one listed before keeps its higher value).
+        if top is not None and value >= top.floor and (keep is None or keep(qid, docid)):
             top.add(docid, value)
     found = judged is not None and not looking
     _stretch_ended(repeats, qid, ids, False)
