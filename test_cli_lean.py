@@ -10,16 +10,7 @@ import unittest
 
 import rag_eval
 from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
-
-
-def holm_by_hand(p_values):
-    """Holm (1979): sort ascending; the i-th (from 0) gets max over j <= i of min(1, (m - j) * p_j)."""
-    ordered = sorted(p_values.items(), key=lambda item: item[1])
-    m, running, adjusted = len(ordered), 0.0, {}
-    for j, (key, p) in enumerate(ordered):
-        running = max(running, min(1.0, (m - j) * p))
-        adjusted[key] = running
-    return adjusted
+from test_compare import holm_by_hand
 
 
 def synthetic(seed, queries=30):
