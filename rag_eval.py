@@ -2972,24 +2972,24 @@ def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = N
     commit = environ.get("GITHUB_SHA") or environ.get("CI_COMMIT_SHA")
     branch = environ.get("GITHUB_HEAD_REF") or environ.get("GITHUB_REF_NAME") or environ.get("CI_COMMIT_REF_NAME")
     if not commit and not branch:
-        commit, branch = _git("rev-parse", "HEAD"), _git("rev-parse", "--abbrev-ref", "HEAD")
+        commit, branch = (_git("rev-parse", "HEAD", "--abbrev-ref", "HEAD") + [None, None])[:2]  # one process
     for key, value in (("git_commit", commit), ("git_branch", branch), ("python", platform.python_version())):
         if value and key not in found:
             found[key] = value[:MAX_META_VALUE]
     return dict(sorted(found.items()))
 
 
-def _git(*arguments: str) -> Optional[str]:
-    """One line that ``git`` prints, or None: no git, not a repository, too slow, or not printable."""
+def _git(*arguments: str) -> List[Optional[str]]:
+    """The lines that ``git`` prints, each None if not printable; none: no git, not a repository, too slow."""
     import subprocess
 
     try:
         done = subprocess.run(["git", *arguments], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
-        return None
-    line = done.stdout.decode("utf-8", "replace").strip()
-    return line if done.returncode == 0 and line and line.isprintable() else None
+        return []
+    lines = done.stdout.decode("utf-8", "replace").strip().split("\n") if done.returncode == 0 else []
+    return [line if line and line.isprintable() else None for line in lines]
 
 
 def _check_meta(table, path: str) -> Dict[str, str]:

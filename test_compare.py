@@ -297,15 +297,19 @@ class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
         self.assertEqual((found["git_commit"], found["git_branch"]), ("e" * 40, "mr-7"))
 
     def test_from_git_when_no_ci_variable(self):
-        answers = {("rev-parse", "HEAD"): b"c0ffee\n", ("rev-parse", "--abbrev-ref", "HEAD"): b"feature/x\n"}
+        answer = {("rev-parse", "HEAD", "--abbrev-ref", "HEAD"): b"c0ffee\nfeature/x\n"}  # one process for both
 
         def fake_run(command, **kwargs):
             self.assertEqual(kwargs["timeout"], rag_eval.GIT_TIMEOUT)
-            return mock.Mock(returncode=0, stdout=answers[tuple(command[1:])])
+            return mock.Mock(returncode=0, stdout=answer[tuple(command[1:])])
 
         with mock.patch("subprocess.run", fake_run):
             found = rag_eval.provenance({}, {})
         self.assertEqual((found["git_commit"], found["git_branch"]), ("c0ffee", "feature/x"))
+        answer[("rev-parse", "HEAD", "--abbrev-ref", "HEAD")] = b"c0ffee\nfeature\x1b[31m\n"  # not printable: left out
+        with mock.patch("subprocess.run", fake_run):
+            found = rag_eval.provenance({}, {})
+        self.assertEqual((found["git_commit"], "git_branch" in found), ("c0ffee", False))
 
     def test_no_git_no_error(self):
         import subprocess
