@@ -6193,19 +6193,20 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
-        whole_run = (lambda: read_run(path, args.run_format, depth=50)) if isinstance(run, _ReducedRun) else (lambda: run)
+        read_again = lambda: read_run(path, args.run_format, depth=50)
+        whole_run = read_again if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(whole_run(), judged))
-        # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was cut
-        # or filtered: then the run read again decides; standard input, which cannot be, passes.
+        # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
+        # reduced, cut or filtered: then the run read again decides; standard input, which cannot be, passes.
         if isinstance(run, _ReducedRun):  # each query ranks its judged documents and nothing else
             copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items())
-            run_read = whole_run
+            partial = True
         else:
             copied = _copies_qrels(run, judged)
-            cut = keep is not None or depth is not None and any(len(entry) >= depth for entry in run.values())
-            run_read = (lambda: read_run(path, args.run_format, depth=50)) if cut else whole_run
-        if copied and not (path == "-" and run_read is not whole_run) and _copies_qrels(run_read(), judged):
+            partial = copied and (keep is not None or depth is not None and any(len(entry) >= depth
+                                                                                for entry in run.values()))
+        if copied and (not partial or path != "-" and _copies_qrels(read_again(), judged)):
             raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
                                "grade (was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
     if repeated.documents or repeated.at_least:
