@@ -77,6 +77,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, abc
 from contextlib import contextmanager
 from contextvars import ContextVar
+from functools import lru_cache
 from itertools import accumulate, chain, islice
 from operator import lt
 from types import MappingProxyType
@@ -5701,13 +5702,9 @@ def _help_epilog() -> str:
     )
 
 
-_PARSER: list = []  # the parser once built: argparse makes a formatter for each option it adds (about 1 ms a parser)
-
-
+@lru_cache(maxsize=None)  # argparse makes a formatter for each option it adds: about 1 ms a parser
 def _build_parser():
     """The command line's parser, built on first use; parsing changes nothing in it, so every main() shares it."""
-    if _PARSER:
-        return _PARSER[0]
     import argparse  # the command line only; importers of the API skip it
 
     class Parser(argparse.ArgumentParser):
@@ -5841,7 +5838,6 @@ def _build_parser():
                          help="provenance to record in --output, baselines and the step summary (dataset=v3, "
                               "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
     parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
-    _PARSER.append(parser)
     return parser
 
 
