@@ -46,7 +46,7 @@ RUN = os.path.join(REPO, "fixtures", "run.json")
 BASELINE = os.path.join(REPO, "baseline.json")
 R = 500  # resamples for command-line runs: small, so the suite stays fast
 
-# The fixtures, k = 5 (SPEC.md).
+# The fixtures, worked by hand at k = 5.
 # q1 grades: refund-policy#2 = 2 (rank 2), refund-policy#3 = 1 (rank 4)
 # q2 grades: sla-uptime#1 = 2, never retrieved
 # q3 grades: sso-setup#5 = 2 (rank 1), okta-guide#1 = 1 (rank 2), sso-setup#4 = 2 (rank 5)
@@ -999,7 +999,7 @@ class TestTolerances(TempDirMixin, unittest.TestCase):
     def test_baseline_with_no_metric_computed(self):
         baseline = self.write("b.json", {"ndcg@10": 0.5, "recall@10": 0.5})
         self.assert_error([QRELS, RUN, "--baseline", baseline], [baseline])
-        # one metric in common is enough; the other is missing: a regression (SPEC.md)
+        # one metric in common is enough; a baseline metric the run no longer reports is a regression
         partly = self.write("partly.json", {"ndcg@10": 0.5, "ndcg@5": 0.5})
         gate, lines = self.gate(["--baseline", partly], 1)
         self.assertEqual(lines, ["REGRESSION ndcg@10: baseline 0.5000, now missing"])
