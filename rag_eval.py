@@ -5806,7 +5806,7 @@ def _warn(message: str, command: bool = False) -> None:
 
 
 def _check_options(args) -> None:
-    """Refuse options that contradict each other or would overwrite an input; --k and --meta made whole."""
+    """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
@@ -5842,18 +5842,16 @@ def _check_options(args) -> None:
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
             len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
-    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
     if twice is not None:
         raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
-    args.meta = dict(args.meta)
     if args.baseline_qrels is None:
         return
     if not args.baseline_run:
         raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
     if args.baseline_run == "-" or args.baseline_qrels == "-":
         raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
-    if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
+    if os.path.realpath(args.baseline_qrels) == os.path.realpath(args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
     if args.no_symlinks:
         _refuse_symlinks([args.baseline_qrels])
@@ -5865,9 +5863,9 @@ def _check_options(args) -> None:
 def _overwrites(output: str, inputs: List[str]) -> bool:
     """Whether writing ``output`` replaces an input: by path (for files not made yet) and by identity
     (a hard link, a folder reached two ways, or the file standard input reads for -)."""
-    made = _identity(output)
-    return any((source != "-" and _same_file(output, source)) or (made is not None and made == _identity(source))
-               for source in inputs)
+    made, path = _identity(output), os.path.realpath(output)
+    return any((source != "-" and os.path.realpath(source) == path)
+               or (made is not None and made == _identity(source)) for source in inputs)
 
 
 def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
@@ -5888,10 +5886,6 @@ def _refuse_symlinks(paths: List[str]) -> None:
             if os.path.islink(part):
                 raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
             part, below = os.path.dirname(part), part
-
-
-def _same_file(first: str, second: str) -> bool:
-    return os.path.realpath(first) == os.path.realpath(second)
 
 
 def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
@@ -5947,11 +5941,10 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]
     if differences:
-        advice = " (save a new baseline in the change that earns it" + (
-            ", or accept new judgments with --allow-qrels-change)" if qrels_changed and not args.allow_qrels_change
-            else ")")
+        refused = qrels_changed and not args.allow_qrels_change
+        allow = ", or accept new judgments with --allow-qrels-change" if refused else ""
         raise RagEvalError("not comparable, made with other conventions or judgments: " + "; ".join(differences)
-                           + advice, args.baseline)
+                           + f" (save a new baseline in the change that earns it{allow})", args.baseline)
     return qrels_changed
 
 
@@ -5983,6 +5976,8 @@ def _run(args, argv: List[str]) -> int:
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
     _check_options(args)
+    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
+    args.meta = dict(args.meta)
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
@@ -6136,19 +6131,16 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
+        reduced = isinstance(run, _ReducedRun)
         read_again = lambda: read_run(path, args.run_format, depth=50)
-        whole_run = read_again if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
-                         "" if any_judged or sep else _separator_hint(whole_run(), judged))
+                         "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
         # reduced, cut or filtered: then the run read again decides; standard input, which cannot be, passes.
-        if isinstance(run, _ReducedRun):  # each query ranks its judged documents and nothing else
-            copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items())
-            partial = True
-        else:
-            copied = _copies_qrels(run, judged)
-            partial = copied and (keep is not None or depth is not None and any(len(entry) >= depth
-                                                                                for entry in run.values()))
+        copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items()) \
+            if reduced else _copies_qrels(run, judged)  # reduced: each query ranks its judged documents, no other
+        partial = copied and (reduced or keep is not None
+                              or depth is not None and any(len(entry) >= depth for entry in run.values()))
         if copied and (not partial or path != "-" and _copies_qrels(read_again(), judged)):
             raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
                                "grade (was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
@@ -6454,7 +6446,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     verdicts = [g["passed"] for g in gates.values() if g is not None]
     if verdicts:
         report["passed"] = all(verdicts)
-    messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
+    messages = [m._replace(line=f"{s.name}: {m.line}")
                 for s in scored for m in _messages(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
