@@ -75,7 +75,7 @@ import stat
 import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter, abc
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
 from itertools import accumulate, chain, islice
@@ -160,14 +160,10 @@ class Conventions(NamedTuple):
 class Judged(NamedTuple):
     """One query's ranking after normalisation: all that a measure may read.
 
-    A measure reads only where the judged documents are: every other ranked
-    document is unjudged, not relevant and of no gain, whatever its id.  So a
-    query is the ranks (1 = best, unique ids) of its relevant documents, of
-    its documents with a gain (and that gain), and of its judged documents,
-    each ascending and within the deepest cutoff; ``ideal`` holds the gains of
-    every judged document of the query, best first, whether retrieved or not.
-    A deep ranking of 1,000 documents with 20 judged is then 20 places, and
-    every measure costs what the judgments cost, not what the run does.
+    Every unjudged document is alike (not relevant, no gain), so a query is the ranks (1 = best,
+    unique ids, ascending, within the deepest cutoff) of its judged documents, and ``ideal`` the
+    gains of every judged document, best first, retrieved or not: a ranking of 1,000 documents
+    with 20 judged is 20 places, and a measure costs what the judgments cost, not the run.
     """
 
     relevant: List[int]  # ranks of the relevant documents (grade >= min grade)
@@ -194,11 +190,8 @@ def _ranking(entry: RunEntry) -> List[str]:
 def judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool]:
     """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``.
 
-    Unjudged documents are dropped before any cutoff applies, so the top k
-    holds k judged ones.  A query without a relevant document is kept whole:
-    it is not scored, and its abstention reads its whole ranking.  The
-    readers apply it before they cut a ranking to its depth; ``evaluate``
-    applies it to rankings it is given whole.
+    Unjudged documents go before any cutoff applies, so the top k holds k judged ones.  A query
+    without a relevant document is kept whole: it is not scored, and its abstention reads all of it.
     """
     unscored = {qid for qid, grades in qrels.items() if all(grade < min_grade for grade in grades.values())}
 
@@ -216,14 +209,9 @@ def _gain(grade: int, kind: str) -> float:
 
 
 class _Reduced(NamedTuple):
-    """One query of a run, reduced while it was read to what the measures read.
-
-    A measure reads only where the judged documents are ranked (see
-    ``Judged``), and every unjudged document is alike; so a query is its judged documents' ranks
-    (rank = 1 + the documents ordered before it, unjudged ones included)
-    and how many documents it ranks.  The command line reads deep runs so:
-    memory follows the judgments, not the run.
-    """
+    """One query of a run, reduced while it was read to what the measures read (see ``Judged``):
+    its judged documents' ranks (1 + the documents before it, unjudged ones included) and how many
+    it ranks.  The command line reads deep runs so: memory follows the judgments, not the run."""
 
     length: int  # unique documents ranked, at most the reader's depth
     judged: Tuple[Tuple[int, str], ...]  # (rank, docid) of each judged document within that depth
@@ -294,12 +282,7 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
     return 1.0 / q.relevant[0] if q.relevant and q.relevant[0] <= k else 0.0
 
 
-def _dcg(gains: Iterable[float]) -> float:
-    """Gains in rank order (rank 1 first): the sum of gain / log2(1 + rank)."""
-    return _dcg_at(enumerate(gains, 1), math.inf)
-
-
-def _dcg_at(placed: Iterable[Tuple[int, float]], k: float) -> float:
+def _dcg(placed: Iterable[Tuple[int, float]], k: int) -> float:
     """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k.
 
     fsum, not sum: exactly rounded, so the same bits on every Python (sum()
@@ -310,8 +293,8 @@ def _dcg_at(placed: Iterable[Tuple[int, float]], k: float) -> float:
 
 def _ndcg(q: Judged, k: int) -> float:
     """DCG of the top k / DCG of the ideal ranking of every judged document (0 if that is 0)."""
-    ideal = _dcg(q.ideal[:k])
-    return _dcg_at(q.gains, k) / ideal if ideal > 0 else 0.0
+    ideal = _dcg(enumerate(q.ideal[:k], 1), k)
+    return _dcg(q.gains, k) / ideal if ideal > 0 else 0.0
 
 
 def _precision(q: Judged, k: int) -> float:
@@ -402,16 +385,15 @@ DEFAULT_MEASURES = tuple(m.name for m in MEASURES if m.default)
 
 
 def _spellings() -> Dict[str, str]:
-    """Lower-cased spelling before the cutoff -> measure: ours (``ndcg@``) and, from
-    the table's ``others``, each tool's (``ndcg_cut_``, ``nDCG@``, ``hit_rate@``,
-    ``ndcg_at_``...); trec_eval's ``-m`` form too (``ndcg_cut.``).  A name
-    without a cutoff (trec_eval's recip_rank) is another number: not a spelling."""
+    """Lower-cased spelling before the cutoff -> measure: ours (``ndcg@``), each tool's from the table's
+    ``others`` (``ndcg_cut_``, ``nDCG@``, ``hit_rate@``...) and trec_eval's ``-m`` form (``ndcg_cut.``).
+    A name without a cutoff (trec_eval's recip_rank) is another number, not a spelling."""
     found = {}
     for m in MEASURES:
         found[f"{m.name}@"] = m.name
         for tool, other in m.others.items():
             other = other.split(" (")[0]
-            if other.endswith("k") and other[-2:-1] in ("@", "_"):
+            if other[-2:] in ("@k", "_k"):
                 found[other[:-1].lower()] = m.name
                 if tool == "trec_eval" and other.endswith("_k"):
                     found[other[:-2].lower() + "."] = m.name
@@ -651,24 +633,18 @@ def evaluate(
     Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
 
     - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries;
-    - ``per_query[qid]`` maps each measure name (``measure@k`` when ``k`` is a
-      list of cutoffs) to its value;
-    - ``queries`` is the number of scored queries; ``unscored`` lists the
-      queries with no relevant document (not scored); ``skipped`` the scored
-      queries the run returned nothing for (with ``judged_only``: nothing
-      judged); they score 0 and stay in the mean;
-      ``dropped`` the run's queries that the qrels lack (only with
-      ``drop_unknown_queries``; otherwise they are an error);
-    - ``ties`` counts, per cutoff, the queries whose scores tie across it;
-    - ``judged`` maps ``judged@k`` to its mean, always (for the warning);
-    - ``abstention``: of the unscored queries, those for which the run
-      returned nothing (no entry, an empty ranking, or no score at or above
-      ``abstain_below``): the right answer to an unanswerable question.
+      ``per_query[qid]`` maps each measure (``measure@k`` when ``k`` is a list) to its value;
+    - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
+      ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
+      for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
+      (only with ``drop_unknown_queries``, else an error);
+    - ``ties`` counts, per cutoff, the queries whose scores tie across it; ``judged`` maps
+      ``judged@k`` to its mean, always (for the warning);
+    - ``abstention``: the unscored queries the run returned nothing for (no entry, an empty ranking,
+      or no score at or above ``abstain_below``): the right answer to an unanswerable question.
 
-    With ``doc_id_sep``, chunk ids become document ids first (see
-    ``document_of``): a document is judged by its best chunk, ranked at its
-    best chunk's place, and counts once.
-
+    With ``doc_id_sep``, chunk ids become document ids first (see ``document_of``): a document is
+    judged by its best chunk, ranked at its best chunk's place, and counts once.
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
     asked = list(DEFAULT_MEASURES if measures is None else measures)
@@ -692,11 +668,8 @@ def evaluate(
 
     unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
-        raise RagEvalError(
-            f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; the qrels have "
-            f"{_clipped_repr(min(qrels))}); drop them with --drop-unknown-queries",
-            "run",
-        )
+        raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
+                           f"the qrels have {_clipped_repr(min(qrels))}); drop them with --drop-unknown-queries", "run")
     depth = cutoffs[-1]
     # (per-query key, measure, cutoff) for every value of a query, in output order
     columns = [(name if single else format_metric(name, cutoff), _BY_NAME[name].compute, cutoff)
@@ -704,8 +677,7 @@ def evaluate(
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
-    ties = {cutoff: 0 for cutoff in cutoffs}
-    judged_sum = {cutoff: 0.0 for cutoff in cutoffs}
+    ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
     keep = judged_filter(qrels, min_grade) if judged_only else None
     for qid in sorted(qrels):
         grades = qrels[qid]
@@ -5615,22 +5587,10 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     return metric, value
 
 
-def _whole_arg(low: int, high: Optional[int] = None):
-    def parse(text: str) -> int:
-        value = _ascii_int(text)
-        if value is None or value < low or (high is not None and value > high):
-            span = f"an integer from {low} to {high}" if high is not None else (
-                "a positive integer" if low == 1 else f"an integer >= {low}")
-            raise RagEvalError(f"expected {span}, got {_clipped_repr(text)}")
-        return value
-
-    return parse
-
-
-def _number_arg(accepted: Callable[[float], bool], expected: str) -> Callable[[str], float]:
-    """A parser of finite numbers that ``accepted`` takes; ``expected`` says which in the error."""
-    def parse(text: str) -> float:
-        value = _number(text)
+def _checked_arg(read: Callable[[str], Optional[float]], accepted: Callable[[float], bool], expected: str):
+    """A parser of what ``read`` reads (None: nothing) and ``accepted`` takes; ``expected`` says which."""
+    def parse(text: str):
+        value = read(text)
         if value is None or not accepted(value):
             raise RagEvalError(f"expected {expected}, got {_clipped_repr(text)}")
         return value
@@ -5638,16 +5598,16 @@ def _number_arg(accepted: Callable[[float], bool], expected: str) -> Callable[[s
     return parse
 
 
-_alpha_arg = _number_arg(lambda value: 0 < value < 1, "a number between 0 and 1")
-_score_arg = _number_arg(lambda value: True, "a finite number")
-_min_overlap_arg = _number_arg(lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
+def _whole_arg(low: int, high: Optional[int] = None):
+    expected = (f"an integer from {low} to {high}" if high is not None
+                else "a positive integer" if low == 1 else f"an integer >= {low}")
+    return _checked_arg(_ascii_int, lambda value: low <= value and (high is None or value <= high), expected)
 
 
-def _input_bytes_arg(text: str) -> int:
-    value = _ascii_int(text, 19)
-    if not value:
-        raise RagEvalError(f"expected a positive number of bytes, got {_clipped_repr(text)}")
-    return value
+_alpha_arg = _checked_arg(_number, lambda value: 0 < value < 1, "a number between 0 and 1")
+_score_arg = _checked_arg(_number, lambda value: True, "a finite number")
+_min_overlap_arg = _checked_arg(_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
+_input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
 
 
 def _separator_arg(text: str) -> str:
@@ -5672,34 +5632,30 @@ def _measures_arg(text: str) -> List[str]:
 
 
 def _help_epilog() -> str:
-    width = max(len(m.name) for m in MEASURES) + 2
-    rows = [f"  {m.name + '@k':<{width + 2}}{m.summary}" for m in MEASURES]
-    return "\n".join(
-        [
-            "measures (default: " + ", ".join(DEFAULT_MEASURES) + "):",
-            *rows,
-            "",
-            RULES,
-            "",
-            SPAN_RULES,
-            "",
-            "exit codes:",
-            f"  {EXIT_OK}    scored, no regression",
-            f"  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr); "
-            "with --check-labels: an orphaned label",
-            f"  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)",
-            f"  {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way",
-            "       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)",
-            f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
-            f"  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')",
-            f"  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written",
-            "",
-            "Exit 1 means a regression (with --check-labels: an orphaned label) and nothing",
-            "else: a closed or full stdout, memory, a lock or a file that cannot be written",
-            "are exit 2.  Files are written only after the report reached stdout, all or",
-            "nothing.",
-        ]
-    )
+    width = max(len(m.name) for m in MEASURES) + 4
+    rows = "\n".join(f"  {m.name + '@k':<{width}}{m.summary}" for m in MEASURES)
+    return f"""measures (default: {', '.join(DEFAULT_MEASURES)}):
+{rows}
+
+{RULES}
+
+{SPAN_RULES}
+
+exit codes:
+  {EXIT_OK}    scored, no regression
+  {EXIT_REGRESSION}    at least one regression (lines 'REGRESSION <metric>: ...' on stderr); \
+with --check-labels: an orphaned label
+  {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)
+  {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way
+       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
+  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')
+  {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
+
+Exit 1 means a regression (with --check-labels: an orphaned label) and nothing
+else: a closed or full stdout, memory, a lock or a file that cannot be written
+are exit 2.  Files are written only after the report reached stdout, all or
+nothing."""
 
 
 @lru_cache(maxsize=None)  # argparse makes a formatter for each option it adds: about 1 ms a parser
@@ -5722,15 +5678,10 @@ def _build_parser():
             except RagEvalError as exc:
                 raise argparse.ArgumentTypeError(str(exc)) from None
 
-        convert.__name__ = parse.__name__
         return convert
 
-    parser = Parser(
-        prog="rag_eval",
-        description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.",
-        epilog=_help_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                    description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.")
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
                              "maybe gzipped; - for stdin")
@@ -5754,20 +5705,20 @@ def _build_parser():
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
-                        help="drop: any fall beyond the tolerance fails (default); significant: a "
-                             "non-inferiority test with the tolerance as margin: regression when the fall is "
-                             "beyond it and significant (adjusted p < alpha, interval below 0), pass when the "
-                             "interval's low end is within it, else inconclusive (exit 3)")
+                        help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority "
+                             "test with the tolerance as margin: regression when the fall is beyond it and "
+                             "significant (adjusted p < alpha, interval below 0), pass when the interval's low end "
+                             "is within it, else inconclusive (exit 3)")
     gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
                         help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
     gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
     gating.add_argument("--calibrate", type=typed(_whole_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
-                        metavar="N",
-                        help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) and power "
-                             f"at planted drops, N seeded simulations each (default {DEFAULT_SIMULATIONS})")
-    gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA, help=f"significance level (default {DEFAULT_ALPHA})")
+                        metavar="N", help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) "
+                        f"and power at planted drops, N seeded simulations each (default {DEFAULT_SIMULATIONS})")
+    gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA,
+                        help=f"significance level (default {DEFAULT_ALPHA})")
     gating.add_argument("--resamples", type=typed(_whole_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
                         help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
     gating.add_argument("--seed", type=typed(_whole_arg(0)), default=DEFAULT_SEED, metavar="N",
@@ -5826,9 +5777,8 @@ def _build_parser():
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
     reports.add_argument("--quiet", action="store_true",
                          help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    gating.add_argument("--lock-timeout", type=typed(_whole_arg(0)), default=60, metavar="SECONDS",
-                        help="with --update-baseline: how long to wait for another run updating the same "
-                             "baseline (default 60)")
+    gating.add_argument("--lock-timeout", type=typed(_whole_arg(0)), default=60, metavar="SECONDS", help="with "
+                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
     parser.add_argument("--no-symlinks", action="store_true",
                         help="refuse an input whose path, as written, passes through a symbolic link "
                              "(a pull request can commit one that points at any readable file)")
@@ -5842,11 +5792,8 @@ def _build_parser():
 
 
 def _warn(message: str, command: bool = False) -> None:
-    """One line on stderr; dropped when stderr is closed or full (the exit code still tells).
-
-    The line is neutralised (no workflow command can hide in it) unless it
-    is one of the tool's own ``command``s, whose text was neutralised already.
-    """
+    """One line on stderr, neutralised (no workflow command hides in it) unless it is one of the tool's own
+    ``command``s; dropped when stderr is closed or full (the exit code still tells)."""
     if sys.stderr is None:  # started with stderr closed (2>&-)
         return
     try:
@@ -5859,6 +5806,7 @@ def _warn(message: str, command: bool = False) -> None:
 
 
 def _check_options(args) -> None:
+    """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
@@ -5894,14 +5842,30 @@ def _check_options(args) -> None:
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
             len(set(identities) - {None}) < len([i for i in identities if i is not None]):
         raise RagEvalError("two outputs name the same file")
+    twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
+    if twice is not None:
+        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
+    if args.baseline_qrels is None:
+        return
+    if not args.baseline_run:
+        raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
+    if args.baseline_run == "-" or args.baseline_qrels == "-":
+        raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
+    if os.path.realpath(args.baseline_qrels) == os.path.realpath(args.qrels) and args.qrels != "-":
+        raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
+    if args.no_symlinks:
+        _refuse_symlinks([args.baseline_qrels])
+    for _, path in outputs:
+        if _overwrites(path, [args.baseline_qrels]):
+            raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
 
 
 def _overwrites(output: str, inputs: List[str]) -> bool:
     """Whether writing ``output`` replaces an input: by path (for files not made yet) and by identity
     (a hard link, a folder reached two ways, or the file standard input reads for -)."""
-    made = _identity(output)
-    return any((source != "-" and _same_file(output, source)) or (made is not None and made == _identity(source))
-               for source in inputs)
+    made, path = _identity(output), os.path.realpath(output)
+    return any((source != "-" and os.path.realpath(source) == path)
+               or (made is not None and made == _identity(source)) for source in inputs)
 
 
 def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
@@ -5917,43 +5881,32 @@ def _refuse_symlinks(paths: List[str]) -> None:
     """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
     folders is an error."""
     for path in paths:
-        part = path if path != "-" else ""
-        while part and part not in (os.sep, os.curdir, os.pardir):
+        part, below = ("" if path == "-" else path), None
+        while part and part != below and part not in (os.sep, os.curdir, os.pardir):
             if os.path.islink(part):
                 raise RagEvalError("is or passes through a symbolic link (--no-symlinks)", path)
-            parent = os.path.dirname(part)
-            if parent == part:
-                break
-            part = parent
-
-
-def _same_file(first: str, second: str) -> bool:
-    return os.path.realpath(first) == os.path.realpath(second)
+            part, below = os.path.dirname(part), part
 
 
 def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
     """Tolerances and floors from the command line, every name checked at once; the last of a name counts."""
-    max_drop = [(_spelled_ours(key), tolerance) for key, tolerance in args.max_drop]
-    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
-    tolerances = {key: tolerance for key, tolerance in max_drop if key}
-    minimum = [(_spelled_ours(key), value) for key, value in args.min]
-    floors = dict(minimum)
+    def ours(key: str) -> str:  # as given when it is no metric: _name_problem says why
+        try:
+            return canonical_metric(key) if key else key
+        except RagEvalError:
+            return key
+
+    max_drop = [(ours(key), tolerance) for key, tolerance in args.max_drop]
+    minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
-    problems += [_name_problem(key, "--min", result, slices, baseline) for key, _ in minimum]
-    problems = [problem for problem in problems if problem]
+    problems = [found for found in problems + [_name_problem(key, "--min", result, slices, baseline)
+                                               for key, _ in minimum] if found]
     if problems:
         hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
-    return GateSettings(args.gate, default, tolerances, floors, args.alpha, args.resamples, args.seed,
-                        args.largest_drops, args.adjust)
-
-
-def _spelled_ours(key: str) -> str:
-    """A tolerance's or floor's metric in our spelling; as given when it is none (``_name_problem`` says why)."""
-    try:
-        return canonical_metric(key) if key else key
-    except RagEvalError:
-        return key
+    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
+    return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
+                        args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust)
 
 
 def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
@@ -5988,11 +5941,10 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]
     if differences:
-        advice = " (save a new baseline in the change that earns it" + (
-            ", or accept new judgments with --allow-qrels-change)" if qrels_changed and not args.allow_qrels_change
-            else ")")
+        refused = qrels_changed and not args.allow_qrels_change
+        allow = ", or accept new judgments with --allow-qrels-change" if refused else ""
         raise RagEvalError("not comparable, made with other conventions or judgments: " + "; ".join(differences)
-                           + advice, args.baseline)
+                           + f" (save a new baseline in the change that earns it{allow})", args.baseline)
     return qrels_changed
 
 
@@ -6025,22 +5977,16 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
-    if twice is not None:
-        raise RagEvalError(f"--meta names {_clipped_repr(twice)} twice")
     args.meta = dict(args.meta)
-    _check_label_options(args)
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
 def _run_one(args, argv: List[str]) -> int:
     """One run, step by step: read, score, gate, then deliver.
 
-    Every text is made before anything is delivered; the files are written
-    to temporary files, the report goes to stdout, the files are renamed into
-    place (all or nothing), then the lines go to stderr.  A run that fails
-    leaves no file of its own behind, and no baseline is rewritten unless the
-    report was delivered.
+    Every text is made first; the files go to temporary files, the report to stdout, the files are
+    renamed into place (all or nothing), then the lines go to stderr.  A run that fails leaves no file
+    of its own behind, and no baseline is rewritten unless the report was delivered.
     """
     if sys.stdout is None:
         raise RagEvalError("standard output is closed: the report would go nowhere")
@@ -6157,20 +6103,16 @@ def _silence(stream) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
     except (OSError, AttributeError, ValueError):  # not a real file (a test's StringIO), or already gone
         return
-    try:
+    with suppress(OSError, TypeError):
         os.dup2(devnull, descriptor)
-    except (OSError, TypeError):
-        pass
-    finally:
-        os.close(devnull)
+    os.close(devnull)
 
 
 def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
     """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
 
-    With ``whole``, the run is kept unfiltered and uncut (evaluate applies
-    --judged-only itself), so that --unjudged lists from the same single read
-    what --judged-only filtered out: a FIFO or standard input is read once.
+    With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
+    --unjudged lists from the same single read what --judged-only filtered out: a FIFO is read once.
     """
     if isinstance(qrels, SpanQrels) or args.chunks or args.corpus or args.min_overlap is not None:
         return _score_spans_file(args, qrels, path)
@@ -6189,19 +6131,16 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
+        reduced = isinstance(run, _ReducedRun)
         read_again = lambda: read_run(path, args.run_format, depth=50)
-        whole_run = read_again if isinstance(run, _ReducedRun) else (lambda: run)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
-                         "" if any_judged or sep else _separator_hint(whole_run(), judged))
+                         "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
         # reduced, cut or filtered: then the run read again decides; standard input, which cannot be, passes.
-        if isinstance(run, _ReducedRun):  # each query ranks its judged documents and nothing else
-            copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items())
-            partial = True
-        else:
-            copied = _copies_qrels(run, judged)
-            partial = copied and (keep is not None or depth is not None and any(len(entry) >= depth
-                                                                                for entry in run.values()))
+        copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items()) \
+            if reduced else _copies_qrels(run, judged)  # reduced: each query ranks its judged documents, no other
+        partial = copied and (reduced or keep is not None
+                              or depth is not None and any(len(entry) >= depth for entry in run.values()))
         if copied and (not partial or path != "-" and _copies_qrels(read_again(), judged)):
             raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
                                "grade (was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
@@ -6278,12 +6217,9 @@ def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qre
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
-    """``--gate significant`` tests the drop it gates only when both sides hold the same queries.
-
-    With other judgments (--allow-qrels-change) a mean may cover 30 queries
-    and the paired test the 5 that both sides share: a drop of 0.83 then
-    passed as "not significant".  Refused instead.
-    """
+    """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
+    judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
+    share (a drop of 0.83 then passed as "not significant")."""
     now = set(result["per_query"])
     for metric, before in sorted((baseline.per_query or {}).items()):
         if metric in baseline.means and metric in result["mean"] and set(before) != now:
@@ -6319,11 +6255,8 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
 
 
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
-    """A gate must not pass on a run that was never really evaluated.
-
-    evaluate() scores such a run 0 everywhere, as a library should; the
-    command line refuses it, since a CI step that compared nothing must fail.
-    """
+    """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
+    everywhere, as a library should; a CI step that compared nothing must fail."""
     source = "<stdin>" if path == "-" else path
     if len(result["skipped"]) == result["queries"]:
         left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
@@ -6353,20 +6286,13 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
 
 def _copies_qrels(run: Run, qrels: Qrels) -> bool:
     """Whether a run is a copy of the judgments: every document judged, every score its integer grade.
-
-    Such a run scores near 1.0 and passes any gate; it comes from giving the
-    qrels file (JSON, or JSONL with a ``score`` field) as the run.
-    """
-    documents = 0
+    Such a run scores near 1.0 and passes any gate: the qrels file (JSON, or JSONL with scores) as the run."""
     for qid, entry in run.items():
         grades = qrels.get(qid)
-        if not isinstance(entry, _MAPPINGS) or grades is None:
+        if grades is None or not isinstance(entry, _MAPPINGS) or any(  # a real run's scores are floats
+                type(score) is not int or grades.get(docid) != score for docid, score in entry.items()):
             return False
-        for docid, score in entry.items():
-            if type(score) is not int or grades.get(docid) != score:  # a real run's scores are floats
-                return False
-        documents += len(entry)
-    return documents > 1
+    return sum(map(len, run.values())) > 1
 
 
 class _Message(NamedTuple):
@@ -6520,7 +6446,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     verdicts = [g["passed"] for g in gates.values() if g is not None]
     if verdicts:
         report["passed"] = all(verdicts)
-    messages = [_Message(m.kind, f"{s.name}: {m.line}", m.detail, m.printed)
+    messages = [m._replace(line=f"{s.name}: {m.line}")
                 for s in scored for m in _messages(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
@@ -6561,22 +6487,6 @@ class _Earlier(NamedTuple):
 
     judgments: dict  # stored_judgments() form
     old_on_old: Optional[Dict[str, float]] = None
-
-
-def _check_label_options(args) -> None:
-    if args.baseline_qrels is None:
-        return
-    if not args.baseline_run:
-        raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
-    if args.baseline_run == "-" or args.baseline_qrels == "-":
-        raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
-    if _same_file(args.baseline_qrels, args.qrels) and args.qrels != "-":
-        raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
-    if args.no_symlinks:
-        _refuse_symlinks([args.baseline_qrels])
-    for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline):
-        if path and _overwrites(path, [args.baseline_qrels]):
-            raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
 
 
 def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:

@@ -5,6 +5,8 @@ Run with ``python3 -m unittest test_cli_lean`` from the repository root.
 """
 
 import json
+import math
+import os
 import random
 import unittest
 
@@ -128,6 +130,84 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
             full = json.load(f)
         self.assertEqual(sorted(full["inputs"]), ["baseline_run", "qrels", "run"])
         self.assertIn("per_query", full)
+
+
+class TestFoldedCommandLineChecks(TempDirMixin, unittest.TestCase):
+    """The option parsers from one builder, the checks folded into _check_options, the one DCG helper."""
+
+    def inputs(self):
+        qrels = self.write("qrels.json", {"q1": {"a": 2, "b": 1}, "q2": {"c": 1}})
+        run = self.write("run.json", {"q1": {"x": 0.9, "a": 0.5}, "q2": {"c": 0.7}})
+        return qrels, run
+
+    def test_each_option_parser_says_what_it_expected(self):
+        qrels, run = self.inputs()
+        for option, text, expected in (
+                ("--calibrate", "5", "an integer from 10 to 100000"), ("--resamples", "99", "an integer >= 100"),
+                ("--min-grade", "0", "a positive integer"), ("--seed", "-1", "an integer >= 0"),
+                ("--digits", "18", "an integer from 1 to 17"), ("--alpha", "1", "a number between 0 and 1"),
+                ("--abstain-below", "nan", "a finite number"),
+                ("--max-input-bytes", "0", "a positive number of bytes"),
+                ("--max-input-bytes", "1" * 20, "a positive number of bytes"),
+                ("--min-overlap", "0", "a fraction in (0, 1], such as 0.5"),
+                ("--lock-timeout", "1.5", "an integer >= 0")):
+            with self.subTest(option=option, text=text):
+                line = self.assert_error([qrels, run, option, text])
+                got = rag_eval._clipped_repr(text)
+                self.assertEqual(line, f"{ERROR_PREFIX}argument {option}: expected {expected}, got {got}")
+        for option, text in (("--digits", "17"), ("--alpha", "0.999"), ("--largest-drops", "0")):
+            with self.subTest(option=option, text=text):  # the bounds themselves are taken
+                self.assertEqual(run_main([qrels, run, option, text])[0], 0)
+        self.assertEqual(self.assert_error([qrels, run, "--doc-id-sep", ""]),
+                         f"{ERROR_PREFIX}argument --doc-id-sep: expected a non-empty separator such as '#'")
+
+    def test_a_folder_link_on_the_way_is_refused_and_plain_spellings_pass(self):
+        qrels, run = self.inputs()
+        os.symlink(self.tmp, self.path("via"))
+        linked = os.path.join(self.path("via"), "qrels.json")
+        line = self.assert_error([linked, run, "--no-symlinks"])
+        self.assertTrue(line.endswith(": is or passes through a symbolic link (--no-symlinks)"), line)
+        for spelled in (qrels, "/" + qrels, qrels.replace(os.sep, os.sep * 2)):
+            with self.subTest(spelled=spelled):
+                code, _, err = run_main([spelled, run, "--no-symlinks"])
+                self.assertEqual(code, 0, err)
+
+    def test_label_checks_come_after_the_other_option_checks(self):
+        qrels, run = self.inputs()
+        # a --meta key twice is named before the --baseline-qrels mistakes
+        self.assertEqual(self.assert_error([qrels, run, "--meta", "a=1", "--meta", "a=2", "--baseline-qrels", qrels]),
+                         f"{ERROR_PREFIX}--meta names 'a' twice")
+        self.assertEqual(self.assert_error([qrels, run, "--baseline-qrels", qrels]),
+                         f"{ERROR_PREFIX}--baseline-qrels goes with --baseline-run: the old run is scored on both "
+                         "judgments")
+        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", qrels]),
+                         f"{ERROR_PREFIX}--baseline-qrels names the qrels themselves: nothing changed to explain")
+        old = self.write("old.json", {"q1": {"a": 1}, "q2": {"c": 1}})
+        for option in ("--output", "--junit", "--metrics-file", "--unjudged", "--save-baseline"):
+            with self.subTest(option=option):
+                self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old,
+                                                    option, old]),
+                                 f"{ERROR_PREFIX}{old}: an output would overwrite an input (--baseline-qrels)")
+
+    def test_the_qrels_as_the_run_is_refused_and_one_float_score_is_a_run(self):
+        qrels, _ = self.inputs()
+        self.assertEqual(self.assert_error([qrels, qrels]),
+                         f"{ERROR_PREFIX}{qrels}: the run is a copy of the qrels: every document is judged and every "
+                         "score is its grade (was the qrels file given as the run?)")
+        run = self.write("almost.json", {"q1": {"a": 2, "b": 1.0}, "q2": {"c": 1}})
+        code, out, err = run_main([qrels, run])
+        self.assertEqual(code, 0, err)
+        single = self.write("single.json", {"q2": {"c": 1}})  # one document alone is no copy
+        self.assertEqual(run_main([qrels, single, "--allow-partial-run"])[0], 0)
+
+    def test_ndcg_cuts_the_ideal_at_k_and_counts_gains_only_within_k(self):
+        grades = {"a": 2, "b": 1, "c": 3}
+        # k = 2, ranking b, x, c: DCG (2**1 - 1)/log2 2 = 1 (c is at rank 3, beyond k);
+        # the ideal c, a: 7/log2 2 + 3/log2 3
+        self.assertEqual(rag_eval.ndcg_at_k(["b", "x", "c"], grades, 2), 1 / (7 + 3 / math.log2(3)))
+        # linear gain, k = 3: (1 + 3/log2 4) / (3 + 2/log2 3 + 1/log2 4)
+        self.assertAlmostEqual(rag_eval.ndcg_at_k(["b", "x", "c"], grades, 3, gain="linear"),
+                               (1 + 3 / 2) / (3 + 2 / math.log2(3) + 1 / 2), places=15)
 
 
 if __name__ == "__main__":
