@@ -4914,17 +4914,9 @@ def _metric_order(key: str) -> tuple:
 
 
 def _natural_order(text: str) -> tuple:
-    """Ids as people read them: q2 before q10 (digits compare as numbers, ties by the text itself)."""
-    parts, digits = [], ""
-    for char in text + "\0":
-        if char.isascii() and char.isdigit():
-            digits += char
-            continue
-        if digits:
-            parts.append((0, int(digits), ""))
-            digits = ""
-        parts.append((1, 0, char))
-    return (tuple(parts), text)
+    """Ids as people read them: q2 before q10 (runs of ASCII digits compare as numbers, ties by the text)."""
+    return (tuple((0, int(run), "") if "0" <= run[0] <= "9" else (1, 0, run)
+                  for run in re.findall("[0-9]+|[^0-9]", text + "\0")), text)
 
 
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
@@ -5032,19 +5024,22 @@ def _verdict_line(report: dict) -> str:
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
 
 
-def _calibration_lines(report: dict) -> List[str]:
-    """--calibrate: one line per scenario, each rate with its Monte Carlo standard error."""
+def _calibration_text(report: dict, markdown: bool) -> str:
+    """--calibrate: a line per scenario, each rate with its Monte Carlo standard error (a list in markdown)."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
-        return []
-    lines = [f"calibration: {found['simulations']} simulations per scenario on {found['queries']} queries "
-             f"resampled against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}"]
+        return ""
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled against "
+            f"themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
         role = "false fails" if not outcome["planted_drop"] else "power"
-        lines.append(f"  {name} ({role} = regression): {shown}")
-    return lines
+        lines.append(f"{name} ({role} = regression): {shown}")
+    if markdown:
+        return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
+    return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
@@ -5053,14 +5048,11 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     heading = _verdict_line(report) + _gate_context_text(report.get("gate"), digits)
     parts = ["### rag_eval: " + _markdown_text(heading) if markdown else heading, table(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, _code_span if markdown else str)
-    calibration = _calibration_lines(report)
-    if not markdown:
-        parts += ["\n".join(lines) for lines in (drops, calibration) if lines]
-    else:  # a paragraph per drop line, its metric in bold; the calibration a list under its first line
+    if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
-        if calibration:
-            parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
-                                   + [f"- {line.strip()}" for line in calibration[1:]]))
+    else:
+        parts.append("\n".join(drops))
+    parts.append(_calibration_text(report, markdown))
     abstention = report["abstention"]
     if abstention["queries"]:
         parts.append(("Abstention" if markdown else "abstention") + f": {len(abstention['abstained'])} of "
@@ -5070,7 +5062,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     if "per_query" in report:
         rows = table(_per_query_rows(report, digits))
         parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
 def _markdown_text(text: str) -> str:
@@ -5186,26 +5178,24 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
     ``--gate significant``, where the test decides; notes in the report under ``drop``."""
     in_force = gate_report["rule"] == "significant"
     kind = "warning" if in_force else "note"
-    fell = [metric for metric, entry in gate_report["metrics"].items()
+    entries = gate_report["metrics"].items()
+    fell = [metric for metric, entry in entries
             if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)" if entry.get("queries_needed") else "")
+                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries
+              if entry.get("min_detectable_drop") is not None and entry["allowed_drop"] < entry["min_detectable_drop"]]
     found = []
     if fell:
         found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
                               f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
-    undecided = [f"{metric}" + (f" (~{entry['queries_needed']} queries would resolve it)"
-                                if entry.get("queries_needed") else "")
-                 for metric, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"]
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
                               "; ".join(undecided)))
-    coarse = []
-    for metric, entry in gate_report["metrics"].items():
-        detectable = entry.get("min_detectable_drop")
-        if detectable is not None and entry["allowed_drop"] < detectable:
-            needed = entry["queries_needed"]
-            coarse.append(f"{metric} resolves {detectable:.4f}"
-                          + (f" (~{needed} queries would resolve {entry['allowed_drop']:.4f})" if needed else ""))
     if coarse:
         found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
                               f"for {_count(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
