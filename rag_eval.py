@@ -2378,7 +2378,7 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
         raise RagEvalError("per_query must map metric -> {query: value}", path)
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
-    names = _check_means(per_query, path, metrics=True, values=False)
+    names = _check_means(dict.fromkeys(per_query, 0.0), path, metrics=True)  # its names, checked
     means = _check_means(data["mean"], path, metrics=True)
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
@@ -2394,18 +2394,17 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                     _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
 
 
-def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
+def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
     """A baseline's object of name -> finite number, checked; with ``metrics`` every name is a metric
     (``ndcg@10``) or a slice's (``pricing:ndcg@10``), and the names come back in our spelling."""
     if not isinstance(table, dict):
         raise RagEvalError(f"expected an object of name -> number, got {_json_kind(table)}", path)
     prefix = f"{where}: " if where else ""
     for name, value in table.items():
-        tag, _, metric = name.rpartition(":")
-        if metrics and not (tag.isprintable() and _is_metric(metric)):
+        if metrics and not _is_metric_key(name):
             raise RagEvalError(f"{prefix}baseline names {_clipped_repr(name)}, which is not a metric "
                                "(measure@k, or slice:measure@k)", path)
-        if values and not _is_finite(value):
+        if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
@@ -2414,15 +2413,16 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False, value
         if twice:
             raise RagEvalError(f"{prefix}baseline names {twice[0]} twice (in two spellings)", path)
         table = dict(zip(names, table.values()))
-    return {name: float(value) for name, value in table.items()} if values else dict.fromkeys(table, 0.0)
+    return {name: float(value) for name, value in table.items()}
 
 
-def _is_metric(text: str) -> bool:
+def _is_metric_key(key: str) -> bool:
+    tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(text)
+        parse_metric(metric)
     except RagEvalError:
         return False
-    return True
+    return tag.isprintable()
 
 
 def qrels_fingerprint(qrels: Qrels) -> str:
@@ -2480,10 +2480,11 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
                 del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
     pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
+    created = time.gmtime(time.time() if pinned is None else pinned)
     return {
         "format": BASELINE_FORMAT,
         "tool": f"rag_eval {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if pinned is None else pinned)),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
         "qrels_sha256": qrels_sha256,
         "conventions": _conventions_record(result),
         "mean": means,
@@ -2615,8 +2616,8 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 os.close(handle)
-                raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was still "
-                                   f"held after {timeout:g} s (see --lock-timeout)", path) from None
+                raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was "
+                                   f"still held after {timeout:g} s (see --lock-timeout)", path) from None
         except OSError as exc:
             if handle is not None:
                 os.close(handle)
@@ -2731,7 +2732,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
                            "an extended baseline (--save-baseline) or --baseline-run")
     metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))
                for t in targets}
-    report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics, "floors": {}}
+    report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics,
+              "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
@@ -2757,7 +2759,8 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     for index, key in enumerate(family.keys):
         halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
         paired[key] = compare_paired(key, tests[key].before, tests[key].after, resamples=settings.resamples,
-                                     seed=settings.seed, alpha=settings.alpha, show=settings.show, halves=halves)
+                                     seed=settings.seed, alpha=settings.alpha, show=settings.show,
+                                     halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
@@ -2839,8 +2842,7 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
     with_reference, against_best = {}, {}
     for metric in metrics:
-        # each candidate against the reference, and each run against the best: a pair with the reference
-        # is compared once (the two-sided p is the same either way round)
+        # each candidate against the reference, and each run against the best
         top = best[metric]
         others = [(top, name) for name in candidates if reference != top and name != top]
         compared = _compare_pairs(metric, scores, [(reference, name) for name in candidates] + others,
@@ -2848,8 +2850,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
         for name in names:
             if name != reference:
                 with_reference[name, metric] = compared[reference, name]
-            if name != top:
-                pair = (reference, name) if top == reference else (reference, top) if name == reference else (top, name)
+            if name != top:  # (reference, top) was compared already; the p is the same either way round
+                pair = (reference, top) if name == reference else (top, name)
                 against_best[name, metric] = compared[pair].p_value
     adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
     best_adjusted = holm(against_best)
@@ -2876,8 +2878,9 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
-def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: List[Tuple[str, str]], *,
-                   resamples: int, seed: int, alpha: float, show: int) -> Dict[Tuple[str, str], PairedComparison]:
+def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
+                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, alpha: float,
+                   show: int) -> Dict[Tuple[str, str], PairedComparison]:
     """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
     each test of a metric is seeded by the metric's name alone, so all draw the same random halves
     (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
@@ -2895,8 +2898,9 @@ def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, floa
     for group in by_width.values():
         rng = random.Random(f"rag_eval:{seed}:{metric}")
         halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
-    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric], resamples=resamples,
-                                            seed=seed, alpha=alpha, show=show, halves=halves.get((before, after), []))
+    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
+                                            resamples=resamples, seed=seed, alpha=alpha, show=show,
+                                            halves=halves.get((before, after), []))
             for before, after in pairs}
 
 
@@ -3036,7 +3040,8 @@ def label_changes(before: dict, qrels: Qrels) -> dict:
         if whole:
             change = {"added": {d: docs[d] for d in sorted(set(docs) - set(was))},
                       "removed": {d: was[d] for d in sorted(set(was) - set(docs))},
-                      "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs)) if was[d] != docs[d]}}
+                      "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs))
+                                   if was[d] != docs[d]}}
         else:
             change = {"judged": [was["judged"], len(docs)]} if _query_digest(docs) != was["sha256"] else {}
         if any(change.values()):
@@ -3044,9 +3049,10 @@ def label_changes(before: dict, qrels: Qrels) -> dict:
     added, removed = sorted(set(qrels) - set(old)), sorted(set(old) - set(qrels))
     counts = {"queries_added": len(added), "queries_changed": len(queries), "queries_removed": len(removed)}
     if whole:  # digests do not say how a query changed
-        counts.update({key: sum(len(change[key]) for change in queries.values()) for key in ("added", "removed", "regraded")})
-    return {"stored": "judgments" if whole else "digests", "counts": dict(sorted(counts.items())), "queries": queries,
-            "queries_added": added, "queries_removed": removed}
+        counts.update({key: sum(len(change[key]) for change in queries.values())
+                       for key in ("added", "removed", "regraded")})
+    return {"stored": "judgments" if whole else "digests", "counts": dict(sorted(counts.items())),
+            "queries": queries, "queries_added": added, "queries_removed": removed}
 
 
 def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
@@ -4869,8 +4875,9 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
 
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
-    single = not isinstance(result["k"], list)
-    return {qid: dict(sorted((format_metric(key, result["k"]) if single else key, value) for key, value in values.items()))
+    k = result["k"]
+    return {qid: dict(sorted((key if isinstance(k, list) else format_metric(key, k), value)
+                             for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
 
@@ -4886,7 +4893,8 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
 
 
 def _format_json(report: dict, digits: int) -> str:
-    """The report as one JSON object, keys sorted, every number exact (shortest repr): ``digits`` is for people."""
+    """The report as one JSON object, keys sorted, every number exact (the shortest repr):
+    scripts compare them, so ``digits`` is for the formats people read."""
     return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
@@ -4940,7 +4948,8 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     paired = any("improved" in entry for entry in gate_entries.values())
     header = ["metric", "mean"] + (["95% low", "95% high"] if intervals is not None else [])
     if gated:
-        header += ["baseline", "delta"] + (["delta low", "delta high", "effect", "better/worse/same"] if paired else [])
+        header += ["baseline", "delta"]
+        header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
@@ -4952,7 +4961,8 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
             if paired:
                 cells += list(entry.get("interval") or (None, None)) + [entry.get("effect_size"), (
                     f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else None)]
-            cells += [entry.get("allowed_drop"), entry.get("p_adjusted"), _verdict_cell(entry, floors.get(metric)) or None]
+            cells += [entry.get("allowed_drop"), entry.get("p_adjusted"),
+                      _verdict_cell(entry, floors.get(metric)) or None]
         rows.append([metric] + [_format_number(cell, digits, missing) for cell in cells])
     return rows
 
@@ -5025,12 +5035,12 @@ def _verdict_line(report: dict) -> str:
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
-    """--calibrate: a line per scenario, each rate with its Monte Carlo standard error (a list in markdown)."""
+    """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
         return ""
-    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled against "
-            f"themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled "
+            f"against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
     lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
@@ -5156,7 +5166,8 @@ def _junit_xml(report: dict) -> str:
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
               f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry["verdict"],
+               f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         cases = [("scored", "pass", f"{report['queries']} queries scored, no baseline or floor to gate")]
@@ -5181,13 +5192,14 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
     entries = gate_report["metrics"].items()
     fell = [metric for metric, entry in entries
             if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
-    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)" if entry.get("queries_needed") else "")
+    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
+                           if entry.get("queries_needed") else "")
                  for metric, entry in entries if entry["verdict"] == "inconclusive"]
     coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
               + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
                  if entry["queries_needed"] else "")
-              for metric, entry in entries
-              if entry.get("min_detectable_drop") is not None and entry["allowed_drop"] < entry["min_detectable_drop"]]
+              for metric, entry in entries if entry.get("min_detectable_drop") is not None
+              and entry["allowed_drop"] < entry["min_detectable_drop"]]
     found = []
     if fell:
         found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
@@ -5252,14 +5264,16 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
-    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``; the message is neutralised.
-    Data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ',' (the runner's UnescapeProperty)."""
+    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
+    neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
+    (the runner's UnescapeProperty)."""
     def escaped(text: str) -> str:
         return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    return (f"::{kind} " + ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
-                                    for key, value in fields) + "::" + escaped(_neutralise_workflow_commands(message)))
+    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
+                     for key, value in fields)
+    return f"::{kind} {shown}::" + escaped(_neutralise_workflow_commands(message))
 
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
@@ -5280,7 +5294,8 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading, listed(failures), rest.rstrip("\n")]
     if warnings:
-        parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n{listed(warnings)}\n\n</details>")
+        parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
+                     f"{listed(warnings)}\n\n</details>")
     if meta:
         rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
         parts.append(_neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
@@ -5320,17 +5335,20 @@ def _openmetrics_text(report: dict) -> str:
     if gate_report is not None:
         entries = sorted(gate_report["metrics"].items())
         families += [
-            ("baseline", "The baseline's mean of the measure.", [(labels(key), e["baseline"]) for key, e in entries]),
+            ("baseline", "The baseline's mean of the measure.",
+             [(labels(key), e["baseline"]) for key, e in entries]),
             ("delta", "Mean now minus the baseline's mean.",
              [(labels(key), e["delta"]) for key, e in entries if e["delta"] is not None]),
-            ("passed", "1 when the gate passed, 0 when it failed.", [([], 1 if gate_report["passed"] else 0)])]
+            ("passed", "1 when the gate passed, 0 when it failed.",
+             [([], 1 if gate_report["passed"] else 0)])]
     lines = []
     for name, what, samples in families:
         lines += [f"# TYPE rag_eval_{name} gauge", f"# HELP rag_eval_{name} {what}"] if samples else []
         for pairs, value in samples:
-            shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-                             for key, text in pairs)
-            lines.append(f"rag_eval_{name}{{{shown}}} {float(value)!r}" if pairs else f"rag_eval_{name} {float(value)!r}")
+            shown = ",".join(f'{key}="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+                             + '"' for key, text in pairs)
+            lines.append(f"rag_eval_{name}{{{shown}}} {float(value)!r}" if pairs
+                         else f"rag_eval_{name} {float(value)!r}")
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
@@ -5389,20 +5407,21 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     context = _gate_context_text(gated, 4).lstrip("\n")  # it names queries: escaped in markdown
     method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
-              f"({_count(len(comparison['order']) - 1, 'candidate', 'candidates')} x {len(comparison['metrics'])} "
-              f"metrics); best: highest mean; ~best: not distinguishable from the best (adjusted p >= "
-              f"{comparison['alpha']:g})")
+              f"({_count(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
+              f"{len(comparison['metrics'])} metrics); best: highest mean; ~best: not distinguishable from "
+              f"the best (adjusted p >= {comparison['alpha']:g})")
     quoted = _code_span if markdown else str
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
             notes.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
             notes += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
+    rows = _comparison_rows(report, digits)
     if markdown:
-        parts = ["### rag_eval: " + _markdown_text(verdict), method, _markdown_table(_comparison_rows(report, digits)),
+        parts = ["### rag_eval: " + _markdown_text(verdict), method, _markdown_table(rows),
                  "\n".join(f"- {line}" for line in notes)]
     else:
-        parts = [verdict + "\n" + method, _aligned(_comparison_rows(report, digits)), "\n".join(notes)]
+        parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
