@@ -2757,10 +2757,10 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     family = _family(deltas, settings.resamples, settings.seed)
     paired = {}
     for index, key in enumerate(family.keys):
+        t = tests[key]
         halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
-        paired[key] = compare_paired(key, tests[key].before, tests[key].after, resamples=settings.resamples,
-                                     seed=settings.seed, alpha=settings.alpha, show=settings.show,
-                                     halves=halves)
+        paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
+                                     alpha=settings.alpha, show=settings.show, halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
@@ -5222,14 +5222,14 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
 # that after TrimStart() starts with "::" and holds a second "::"
 # ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
 # line, the name and "key=value;" properties up to the next "]", the data after
-# it.  Either is a command when the name is registered (error, warning, add-mask,
-# stop-commands, ...): "##[stop-commands]token" mid-line turns every later
-# command of the step off.  Lines split at "\n", "\r" and "\r\n" (.NET's
-# ReadLine).  So no text an input controls (ids, file names, JSON keys, slices)
-# may print a "#" before "[", nor a line that opens, after white space, with
-# "::".  Each output escapes them in its own syntax, so that its reader still
-# gets the exact text where the format allows: JSON "\u0023", XML "&#35;", a
-# backslash elsewhere (which markdown drops when it renders).
+# it.  Either is a command when the name is registered (error, warning, notice,
+# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
+# turns every later command of the step off.  Lines split at "\n", "\r" and
+# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
+# keys, slice names) may print a "#" before "[", nor a line that opens, after
+# white space, with "::".  Each output escapes them in its own syntax, so that
+# its reader still gets the exact text where the format allows: JSON "\u0023",
+# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
 _COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
     "text": ("#\\[", "\\:"),
     "json": ("\\u0023[", "\\u003a"),
@@ -5321,34 +5321,33 @@ def _openmetrics_text(report: dict) -> str:
     GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
     A gated slice is a ``slice`` label; label values escape backslash, quote and newline.
     """
+    def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
+        shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+                         for key, text in labels)
+        return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
+
+    def family(name: str, what: str, samples: List[str]) -> List[str]:
+        return [f"# TYPE {name} gauge", f"# HELP {name} {what}"] + samples if samples else []
+
     def labels(key: str) -> List[Tuple[str, str]]:
         tag, _, metric = key.rpartition(":")
         return [("metric", metric)] + ([("slice", tag)] if tag else [])
 
-    families = [  # (name, help, [(labels, value), ...]); a family without samples is left out
-        ("mean", "Mean of the measure over the scored queries.",
-         [([("metric", m)], v) for m, v in sorted(report["mean"].items())]),
-        ("slice_mean", "Mean of the measure over the scored queries of a slice.",
-         [([("slice", tag), ("metric", m)], v) for tag, entry in sorted((report.get("slices") or {}).items())
-          for m, v in sorted(entry["mean"].items()) if v is not None])]
+    lines = family("rag_eval_mean", "Mean of the measure over the scored queries.",
+                   [sample("rag_eval_mean", [("metric", m)], v) for m, v in sorted(report["mean"].items())])
+    lines += family("rag_eval_slice_mean", "Mean of the measure over the scored queries of a slice.",
+                    [sample("rag_eval_slice_mean", [("slice", tag), ("metric", m)], v)
+                     for tag, entry in sorted((report.get("slices") or {}).items())
+                     for m, v in sorted(entry["mean"].items()) if v is not None])
     gate_report = report.get("gate")
     if gate_report is not None:
         entries = sorted(gate_report["metrics"].items())
-        families += [
-            ("baseline", "The baseline's mean of the measure.",
-             [(labels(key), e["baseline"]) for key, e in entries]),
-            ("delta", "Mean now minus the baseline's mean.",
-             [(labels(key), e["delta"]) for key, e in entries if e["delta"] is not None]),
-            ("passed", "1 when the gate passed, 0 when it failed.",
-             [([], 1 if gate_report["passed"] else 0)])]
-    lines = []
-    for name, what, samples in families:
-        lines += [f"# TYPE rag_eval_{name} gauge", f"# HELP rag_eval_{name} {what}"] if samples else []
-        for pairs, value in samples:
-            shown = ",".join(f'{key}="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-                             + '"' for key, text in pairs)
-            lines.append(f"rag_eval_{name}{{{shown}}} {float(value)!r}" if pairs
-                         else f"rag_eval_{name} {float(value)!r}")
+        lines += family("rag_eval_baseline", "The baseline's mean of the measure.",
+                        [sample("rag_eval_baseline", labels(key), e["baseline"]) for key, e in entries])
+        lines += family("rag_eval_delta", "Mean now minus the baseline's mean.",
+                        [sample("rag_eval_delta", labels(key), e["delta"]) for key, e in entries if e["delta"] is not None])
+        lines += family("rag_eval_passed", "1 when the gate passed, 0 when it failed.",
+                        [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
