@@ -2607,9 +2607,11 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     lock_path = os.path.join(folder, f".{name[:200]}.lock")
     deadline = time.monotonic() + timeout
     while True:
-        handle = None
         try:
             handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+        except OSError as exc:
+            raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
             if _identity(lock_path) == _identity(handle):
                 break  # locked, and still the file at that name
@@ -2619,8 +2621,7 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
                 raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was "
                                    f"still held after {timeout:g} s (see --lock-timeout)", path) from None
         except OSError as exc:
-            if handle is not None:
-                os.close(handle)
+            os.close(handle)
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
         os.close(handle)
         time.sleep(0.05)
