@@ -2328,28 +2328,18 @@ class Tolerance(NamedTuple):
 
 
 def read_baseline(path: str) -> Baseline:
-    """Read a baseline: a flat JSON object of metric -> mean, or an extended baseline.
-
-    An extended baseline (written by ``--save-baseline``) also holds the
-    per-query scores, the conventions and the sha256 of the qrels.
-    """
+    """Read a baseline: a flat JSON object of metric -> mean, or the extended one of ``--save-baseline``."""
     with _opened(path) as inp:
         data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
-    path = inp.source
     if not isinstance(data, dict):
-        raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", path)
+        raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
     if "format" not in data:
-        return Baseline(_check_means(data, path, metrics=True))
-    baseline = _extended_baseline(data, path)
-    if "meta" in data:
-        baseline = baseline._replace(meta=_check_meta(data["meta"], path))
-    if "judgments" in data:
-        baseline = baseline._replace(judgments=_check_stored_judgments(data["judgments"], path))
-    return baseline
+        return Baseline(_check_means(data, inp.source, metrics=True))
+    return _extended_baseline(data, inp.source)
 
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
-    """An extended baseline's record, checked part by part."""
+    """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
     if data["format"] != BASELINE_FORMAT:
         raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
@@ -2360,7 +2350,7 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
         raise RagEvalError("per_query must map metric -> {query: value}", path)
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
-    names = _check_means(per_query, path, metrics=True, values=False)
+    names = _check_means(dict.fromkeys(per_query, 0.0), path, metrics=True)  # its names, checked
     means = _check_means(data["mean"], path, metrics=True)
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
@@ -2371,12 +2361,14 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                                                              rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
-    return Baseline(means, scores, data["conventions"], data["qrels_sha256"])
+    return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
+                    _check_meta(data["meta"], path) if "meta" in data else None,
+                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
 
 
-def _check_means(table, path: str, where: str = "", metrics: bool = False, values: bool = True) -> Dict[str, float]:
-    """Check a baseline's object of name -> number; with ``metrics``, every name
-    must be a metric (``ndcg@10``) or a slice's metric (``pricing:ndcg@10``)."""
+def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
+    """A baseline's object of name -> finite number, checked; with ``metrics`` every name is a metric
+    (``ndcg@10``) or a slice's (``pricing:ndcg@10``), and the names come back in our spelling."""
     if not isinstance(table, dict):
         raise RagEvalError(f"expected an object of name -> number, got {_json_kind(table)}", path)
     prefix = f"{where}: " if where else ""
@@ -2384,7 +2376,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False, value
         if metrics and not _is_metric_key(name):
             raise RagEvalError(f"{prefix}baseline names {_clipped_repr(name)}, which is not a metric "
                                "(measure@k, or slice:measure@k)", path)
-        if values and not _is_finite(value):
+        if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
@@ -2393,7 +2385,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False, value
         if twice:
             raise RagEvalError(f"{prefix}baseline names {twice[0]} twice (in two spellings)", path)
         table = dict(zip(names, table.values()))
-    return {name: float(value) for name, value in table.items()} if values else dict.fromkeys(table, 0.0)
+    return {name: float(value) for name, value in table.items()}
 
 
 def _is_metric_key(key: str) -> bool:
@@ -2440,35 +2432,31 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
                      raised: Iterable[str] = ()) -> dict:
     """The extended baseline of a result.
 
-    With ``keep_from`` (``--ratchet``), a metric takes the new mean only when
-    it rose significantly (``raised``: adjusted p < alpha and the interval of
-    the delta above 0); otherwise it keeps the older mean with the older
-    per-query scores, so that a mean always matches its own per-query scores
-    and noise alone cannot lift it (keeping the better of two noisy means
-    drifts upward: the winner's curse).  A flat older baseline has no
-    per-query scores to test against: there the better mean is kept (none of
-    its per-query scores, which it lacks).
+    With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
+    (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
+    that a mean always matches its scores and noise alone cannot lift it (keeping the better of two noisy
+    means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
+    better mean is kept, with no per-query scores.
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     raised = set(raised)
-    if keep_from is not None:
-        for metric, old in keep_from.means.items():
-            tested = metric in (keep_from.per_query or {})
-            if metric in means and (metric not in raised if tested else old > means[metric]):
-                means[metric] = old
-                if tested:
-                    per_query[metric] = keep_from.per_query[metric]
-                else:  # a flat baseline has no per-query scores to go with its mean: keep none
-                    del per_query[metric]
+    for metric, old in (keep_from.means.items() if keep_from is not None else ()):
+        tested = metric in (keep_from.per_query or {})
+        if metric in means and (metric not in raised if tested else old > means[metric]):
+            means[metric] = old
+            if tested:
+                per_query[metric] = keep_from.per_query[metric]
+            else:  # a flat baseline has no per-query scores to go with its mean: keep none
+                del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as the convention says
-    stamp = time.time() if pinned is None else pinned
+    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
+    created = time.gmtime(time.time() if pinned is None else pinned)
     return {
         "format": BASELINE_FORMAT,
         "tool": f"rag_eval {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stamp)),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
         "qrels_sha256": qrels_sha256,
         "conventions": _conventions_record(result),
         "mean": means,
@@ -2480,13 +2468,13 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
 def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
                    raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
     """The extended baseline as a file, with ``extra`` records (``meta``) beside the rest."""
-    return json.dumps(dict(_baseline_record(result, fingerprint, keep_from, raised), **(extra or {})), sort_keys=True,
-                      indent=2) + "\n"
+    record = dict(_baseline_record(result, fingerprint, keep_from, raised), **(extra or {}))
+    return json.dumps(record, sort_keys=True, indent=2) + "\n"
 
 
 def significant_gains(gate_report: Optional[dict]) -> List[str]:
-    """The gated metrics (not slices) that rose significantly: adjusted p < alpha, interval above 0.
-    What ``--ratchet`` raises."""
+    """The gated metrics (not slices) that rose significantly, what ``--ratchet`` raises:
+    adjusted p below alpha and the interval of the delta above 0."""
     if not gate_report:
         return []
     return sorted(key for key, entry in gate_report["metrics"].items()
@@ -2500,33 +2488,27 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            metric = format_metric(key, result["k"]) if single else key
-            table.setdefault(metric, {})[qid] = value
+            table.setdefault(format_metric(key, result["k"]) if single else key, {})[qid] = value
     return table
 
 
 def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
-    A reader sees the old file or the new one, never a partial one, even if
-    the process is killed mid-write.  Only a regular file is ever replaced: a
-    symbolic link is followed and its target rewritten (the link stays), and
-    a device, FIFO, socket or folder is refused.  With ``commit=False`` the
-    complete temporary file is left in place and ``(temporary, target)``
-    returned: a caller writing several files renames each once all are
-    written (``os.replace``), or removes them all.
+    A reader sees the old file or the new one, never a partial one, even if the process is killed
+    mid-write.  Only a regular file is replaced: a symbolic link's target is rewritten (the link stays);
+    a device, FIFO, socket or folder is refused.  With ``commit=False`` the complete temporary file stays
+    and ``(temporary, target)`` is returned, for a caller writing several files to rename or remove.
     """
     import tempfile
 
     target = _output_target(path)
     folder, name = os.path.split(target)
+    temporary = None
     try:
         os.makedirs(folder, exist_ok=True)  # --junit reports/junit.xml makes reports/
         # 60 characters of the name (240 bytes at most in UTF-8) keep the temporary name within NAME_MAX.
         handle, temporary = tempfile.mkstemp(prefix=f".{name[:60]}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
-    try:
         os.chmod(temporary, _file_mode(target))  # mkstemp makes it private (0600)
         # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
@@ -2537,7 +2519,8 @@ def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tupl
             return temporary, target
         os.replace(temporary, target)
     except BaseException as exc:  # a signal or Ctrl-C too: no temporary file stays behind
-        _remove(temporary)
+        if temporary is not None:
+            _remove(temporary)
         if isinstance(exc, OSError):
             raise RagEvalError(f"cannot write: {exc.strerror or exc}", path) from None
         raise
@@ -2545,17 +2528,14 @@ def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tupl
 
 
 def _output_target(path: str) -> str:
-    """The file that writing ``path`` replaces: ``path`` with its symbolic links resolved.
-
-    It must be a regular file, or not exist yet: replacing ``/dev/null`` or a
-    FIFO with a regular file would break whatever else uses it.
-    """
+    """The file that writing ``path`` replaces, its symbolic links resolved: a regular file, or none yet
+    (replacing ``/dev/null`` or a FIFO with a regular file would break whatever else uses it)."""
     target = os.path.realpath(path)
     try:
-        mode = os.stat(target).st_mode
+        regular = stat.S_ISREG(os.stat(target).st_mode)
     except OSError:
-        return target  # a new file (its folder is made if missing)
-    if not stat.S_ISREG(mode):
+        regular = True  # a new file (its folder is made if missing)
+    if not regular:
         raise RagEvalError("not a regular file (a device, FIFO, socket or folder): only regular files are "
                            "written, never replaced", path)
     return target
@@ -2582,15 +2562,13 @@ def _file_mode(path: str) -> int:
 def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     """Hold an advisory lock on ``.NAME.lock`` beside the file ``path`` names (none for None).
 
-    Two ``--update-baseline`` runs on one baseline take turns: each reads the
-    baseline under the lock, so a ratchet never loses the other's update.
-    The holder removes the lock file before it lets go; a waiter that then
-    gets the lock of a removed file tries again on the new one.  POSIX only
-    (``fcntl.flock``); elsewhere updates are not serialised.
+    Two ``--update-baseline`` runs on one baseline take turns, each reading the baseline under the lock,
+    so a ratchet never loses the other's update.  The holder removes the lock file before it lets go; a
+    waiter that then holds the lock of a removed file tries again.  POSIX only (``fcntl.flock``).
     """
     try:
         import fcntl
-    except ImportError:  # Windows
+    except ImportError:  # Windows: updates are not serialised
         fcntl = None
     if path is None or fcntl is None:
         yield
@@ -2607,18 +2585,17 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
-            taken = True
+            if _identity(lock_path) == _identity(handle):
+                break  # locked, and still the file at that name
         except BlockingIOError:
-            taken = False
+            if time.monotonic() >= deadline:
+                os.close(handle)
+                raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was "
+                                   f"still held after {timeout:g} s (see --lock-timeout)", path) from None
         except OSError as exc:
             os.close(handle)
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
-        if taken and _identity(lock_path) == _identity(handle):
-            break  # locked, and still the file at that name
         os.close(handle)
-        if not taken and time.monotonic() >= deadline:
-            raise RagEvalError(f"another rag_eval is updating this baseline: its lock {lock_path} was still "
-                               f"held after {timeout:g} s (see --lock-timeout)", path)
         time.sleep(0.05)
     try:
         yield
@@ -2673,9 +2650,7 @@ def _mean(values: Iterable[float]) -> Optional[float]:
 
 
 def _restrict(scores: Mapping[str, float], queries: Optional[List[str]]) -> Dict[str, float]:
-    if queries is None:
-        return dict(scores)
-    return {qid: scores[qid] for qid in queries if qid in scores}
+    return dict(scores) if queries is None else {qid: scores[qid] for qid in queries if qid in scores}
 
 
 class _Target(NamedTuple):
@@ -2689,22 +2664,20 @@ class _Target(NamedTuple):
 
 
 def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], slices: Optional[Slices]) -> List[_Target]:
-    now_scores = per_query_by_metric(result)
-    members = slice_members(slices or {})
+    now_scores, members = per_query_by_metric(result), slice_members(slices or {})
+    old_scores = (baseline.per_query if baseline is not None else None) or {}
     targets = []
     for key in keys:
         tag, _, metric = key.rpartition(":")
         queries = members.get(tag) if tag else None
         after = _restrict(now_scores.get(metric, {}), queries)
-        now = result["mean"].get(key) if not tag else _mean(after.values())
-        before = None
-        if baseline is not None and baseline.per_query is not None and metric in baseline.per_query:
-            before = _restrict(baseline.per_query[metric], queries)
+        before = _restrict(old_scores[metric], queries) if metric in old_scores else None
         was = baseline.means.get(key) if baseline is not None else None
         if was is None and tag and before:
             was = _mean(before.values())
         paired = before is not None and bool(after)
-        targets.append(_Target(key, was, now, before if paired else None, after if paired else None))
+        targets.append(_Target(key, was, result["mean"].get(key) if not tag else _mean(after.values()),
+                               before if paired else None, after if paired else None))
     return targets
 
 
@@ -2712,11 +2685,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
          slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    Every metric of the baseline is gated, and every slice that a tolerance
-    names (``pricing:recall@5``).  Rule ``drop`` (the default): a metric missing
-    now, or fallen by more than its tolerance, fails.  Rule ``significant``:
-    a fall fails only when it also is significant, its p (adjusted as ``settings.adjust``
-    says) below alpha and its interval below 0.  A floor fails whatever the baseline says.
+    Every metric of the baseline is gated, and every slice that a tolerance names (``pricing:recall@5``).
+    Rule ``drop`` (the default): a metric missing now, or fallen by more than its tolerance, fails.  Rule
+    ``significant``: a fall fails only when it is also significant (see _gated_metric).  A floor fails
+    whatever the baseline says.
     """
     # A flat baseline gates all of its metrics: one this run lacks is missing, a regression.  An extended
     # baseline (it records how it was made) gates those asked for now (some of its cutoffs or measures).
@@ -2731,11 +2703,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": {}, "floors": {}}
-    for target in targets:
-        comparison = paired.get(target.key)
-        report["metrics"][target.key] = _gated_metric(target, settings, comparison, p_holm.get(target.key),
-                                                      p_adjusted.get(target.key))
+    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))
+               for t in targets}
+    report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics,
+              "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
@@ -2772,16 +2743,12 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
                   p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule
-    ``significant``, a non-inferiority test with the tolerance as its margin:
-    a regression when the mean fell beyond the tolerance and the fall is
-    significant (adjusted p < alpha and the interval of the delta below 0);
-    a pass when the interval's low end is within the tolerance (the drop is
-    shown to be smaller); otherwise inconclusive.  The pass reads the
-    metric's own interval, unadjusted: the gate passes only when every
-    metric does, an intersection-union test (Berger 1982) that keeps a false
-    pass at 2.5% with no adjustment; a regression needs one metric only, so
-    its p is the family's adjusted one.
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``, a non-inferiority
+    test with the tolerance as its margin: a regression when the mean fell beyond the tolerance and the
+    fall is significant (adjusted p < alpha, the interval of the delta below 0); a pass when the
+    interval's low end is within the tolerance; otherwise inconclusive.  The pass reads the metric's own
+    interval, unadjusted: the gate passes only when every metric does, an intersection-union test (Berger
+    1982) that keeps a false pass at 2.5% unadjusted; a regression needs one metric, so its p is adjusted.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2795,12 +2762,12 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
                      interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
                      min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
                      queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
+    fell = target.now is not None and _fell(target.was, target.now, allowed)
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
-        verdict = "regression" if _fell(target.was, target.now, allowed) else "pass"
-    elif _fell(target.was, target.now, allowed) and entry["p_adjusted"] < settings.alpha \
-            and comparison.interval.high < 0:
+        verdict = "regression" if fell else "pass"
+    elif fell and p_adjusted < settings.alpha and comparison.interval.high < 0:
         verdict = "regression"
     elif not _fell(0.0, comparison.interval.low, allowed):  # the whole interval within the tolerance
         verdict = "pass"
@@ -2819,20 +2786,16 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
                  alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
     """Compare every run with the first, the reference, on every metric of the reference.
 
-    ``results`` are ``(name, evaluate(...))`` pairs scored on the same
-    judgments, the reference first.  For each metric and candidate: the mean,
-    the delta to the reference, its CONFIDENCE bootstrap interval, the queries
-    better / worse / same and the sign-flip p-value (``compare_paired``), that
-    p adjusted over the whole family of candidates x metrics by Holm's method,
-    so that the chance of any false "better" or "worse" in the table stays at
-    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of
-    both A - R and B - R is a relabelling of three, so MaxT's joint null fails.
+    ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
+    For each metric and candidate: the mean, the delta to the reference with its bootstrap interval, the
+    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted by Holm over
+    the family of candidates x metrics, so that the chance of any false "better" or "worse" stays at
+    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R and B - R is a
+    relabelling of three, so MaxT's joint null fails.
 
-    The best run of a metric is the one with the highest mean (the first
-    given, of equal means); the reference competes too.  A run is
-    ``indistinguishable`` from the best when the paired test of the two
-    does not reject equality: its p-value against the best, adjusted over the
-    family of every (run, metric) that is not the best, is at least ``alpha``.
+    The best run of a metric has the highest mean (the first given, of equal means; the reference
+    competes too).  A run is ``indistinguishable`` from the best when their paired p, adjusted by Holm
+    over every (run, metric) that is not the best, is at least ``alpha``.
     """
     if len(results) < 2:
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
@@ -2850,17 +2813,20 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     reference, candidates = names[0], names[1:]
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
-    # every pair the table needs: each candidate against the reference, and each run against the best
-    # (a pair with the reference is one already compared: the two-sided p is the same either way round)
-    pairs = {(metric, reference, name) for metric in metrics for name in candidates}
-    pairs |= {(metric, best[metric], name) for metric in metrics for name in names
-              if name != best[metric] and reference not in (name, best[metric])}
-    compared = _compare_pairs(scores, sorted(pairs), resamples=resamples, seed=seed, alpha=alpha, show=show)
-    with_reference = {(name, metric): compared[metric, reference, name] for metric in metrics for name in candidates}
+    with_reference, against_best = {}, {}
+    for metric in metrics:
+        # each candidate against the reference, and each run against the best
+        top = best[metric]
+        others = [(top, name) for name in candidates if reference != top and name != top]
+        compared = _compare_pairs(metric, scores, [(reference, name) for name in candidates] + others,
+                                  resamples=resamples, seed=seed, alpha=alpha, show=show)
+        for name in names:
+            if name != reference:
+                with_reference[name, metric] = compared[reference, name]
+            if name != top:  # (reference, top) was compared already; the p is the same either way round
+                pair = (reference, top) if name == reference else (top, name)
+                against_best[name, metric] = compared[pair].p_value
     adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
-    against_best = {(name, metric): compared[(metric, name, best[metric]) if name == reference
-                                             else (metric, best[metric], name)].p_value
-                    for metric in metrics for name in names if name != best[metric]}
     best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
@@ -2885,37 +2851,30 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
-def _compare_pairs(scores: Mapping[str, Mapping[str, Dict[str, float]]], pairs: List[Tuple[str, str, str]], *,
-                   resamples: int, seed: int, alpha: float, show: int) -> Dict[Tuple[str, str, str], PairedComparison]:
-    """``compare_paired`` of every (metric, before run, after run), the same numbers, one draw per metric.
-
-    Each test of a metric is seeded by the metric's name alone, so every
-    pair of one metric draws the same random halves: one draw
-    (``_shared_halves``) serves them all.
-    Each p is still that of its own randomization test; the family is
-    adjusted by Holm, valid whatever the dependence between its tests.
-    """
+def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
+                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, alpha: float,
+                   show: int) -> Dict[Tuple[str, str], PairedComparison]:
+    """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
+    each test of a metric is seeded by the metric's name alone, so all draw the same random halves
+    (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
     import random
 
-    compared = {}
-    for metric in sorted({metric for metric, _, _ in pairs}):
-        tests = [(before, after) for name, before, after in pairs if name == metric]
-        common = {test: sorted(set(scores[test[0]][metric]) & set(scores[test[1]][metric])) for test in tests}
-        deltas = {test: [scores[test[1]][metric][qid] - scores[test[0]][metric][qid] for qid in common[test]]
-                  for test in tests}
-        by_width: Dict[int, list] = {}
-        for test in tests:
-            if any(deltas[test]):
-                by_width.setdefault(len(deltas[test]), []).append(test)
-        halves = {}
-        for group in by_width.values():
-            drawn = _shared_halves([deltas[test] for test in group], resamples, random.Random(f"rag_eval:{seed}:{metric}"))
-            halves.update(zip(group, drawn))
-        for before, after in tests:
-            compared[metric, before, after] = compare_paired(
-                metric, scores[before][metric], scores[after][metric], resamples=resamples, seed=seed, alpha=alpha,
-                show=show, halves=halves.get((before, after), []))
-    return compared
+    deltas = {}
+    for before, after in pairs:
+        common = sorted(set(scores[before][metric]) & set(scores[after][metric]))
+        deltas[before, after] = [scores[after][metric][qid] - scores[before][metric][qid] for qid in common]
+    by_width: Dict[int, list] = {}  # one draw per number of common queries
+    for pair, values in deltas.items():
+        if any(values):
+            by_width.setdefault(len(values), []).append(pair)
+    halves = {}
+    for group in by_width.values():
+        rng = random.Random(f"rag_eval:{seed}:{metric}")
+        halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
+    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
+                                            resamples=resamples, seed=seed, alpha=alpha, show=show,
+                                            halves=halves.get((before, after), []))
+            for before, after in pairs}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -2930,13 +2889,11 @@ GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang t
 
 
 def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python``
-    unless the user gave them.
+    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python`` unless given.
 
-    The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and
-    ``GITHUB_HEAD_REF`` on a pull request, else ``GITHUB_REF_NAME``; GitLab:
-    ``CI_COMMIT_SHA``, ``CI_COMMIT_REF_NAME``), else from ``git rev-parse``
-    when git is there; a fact that cannot be learned is left out, silently.
+    The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and ``GITHUB_HEAD_REF`` on a pull
+    request, else ``GITHUB_REF_NAME``; GitLab: ``CI_COMMIT_SHA``, ``CI_COMMIT_REF_NAME``), else from ``git
+    rev-parse`` when git is there; a fact that cannot be learned is left out, silently.
     """
     import platform
 
@@ -2981,9 +2938,8 @@ def _meta_key_ok(key) -> bool:
 
 
 def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
-    """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks.
-
-    The keys of ENVIRONMENT_META are left out: a commit changes with every run.
+    """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks; the keys
+    of ENVIRONMENT_META are left out (a commit changes with every run).
 
     >>> meta_changes({"embedder": "bge-small", "git_commit": "a1"}, {"embedder": "bge-base", "index": "v2"})
     ['embedder: bge-small -> bge-base', 'index: (none) -> v2']
@@ -3041,9 +2997,9 @@ def _check_stored_judgments(stored, path: str) -> dict:
 def label_changes(before: dict, qrels: Qrels) -> dict:
     """What changed from stored judgments (``stored_judgments``) to ``qrels``, per query.
 
-    Whole judgments give, per changed query, the documents ``added`` and
-    ``removed`` ({doc: grade}) and ``regraded`` ({doc: [was, now]}); digests
-    give the number judged, ``[was, now]``.  Queries added or removed are listed.
+    Whole judgments give, per changed query, the documents ``added`` and ``removed`` ({doc: grade}) and
+    ``regraded`` ({doc: [was, now]}); digests give the number judged, ``[was, now]``.  Queries added or
+    removed are listed.
 
     >>> label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
     {'added': 1, 'queries_added': 1, 'queries_changed': 1, 'queries_removed': 0, 'regraded': 1, 'removed': 1}
@@ -3052,28 +3008,24 @@ def label_changes(before: dict, qrels: Qrels) -> dict:
     whole = "qrels" in before
     old = before["qrels"] if whole else before["digests"]
     queries: Dict[str, dict] = {}
-    counts = dict.fromkeys(("added", "queries_added", "queries_changed", "queries_removed", "regraded", "removed"), 0)
     for qid in sorted(set(old) & set(qrels)):
         docs, was = qrels[qid], old[qid]
-        if not whole:
-            if _query_digest(docs) != was["sha256"]:
-                queries[qid] = {"judged": [was["judged"], len(docs)]}
-            continue
-        change = {"added": {d: docs[d] for d in sorted(set(docs) - set(was))},
-                  "removed": {d: was[d] for d in sorted(set(was) - set(docs))},
-                  "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs)) if was[d] != docs[d]}}
+        if whole:
+            change = {"added": {d: docs[d] for d in sorted(set(docs) - set(was))},
+                      "removed": {d: was[d] for d in sorted(set(was) - set(docs))},
+                      "regraded": {d: [was[d], docs[d]] for d in sorted(set(was) & set(docs))
+                                   if was[d] != docs[d]}}
+        else:
+            change = {"judged": [was["judged"], len(docs)]} if _query_digest(docs) != was["sha256"] else {}
         if any(change.values()):
             queries[qid] = change
-            for key in ("added", "removed", "regraded"):
-                counts[key] += len(change[key])
     added, removed = sorted(set(qrels) - set(old)), sorted(set(old) - set(qrels))
-    counts.update(queries_added=len(added), queries_removed=len(removed), queries_changed=len(queries))
-    found = {"stored": "judgments" if whole else "digests", "counts": counts, "queries": queries,
-             "queries_added": added, "queries_removed": removed}
-    if not whole:
-        for key in ("added", "removed", "regraded"):
-            del counts[key]  # unknown from digests
-    return found
+    counts = {"queries_added": len(added), "queries_changed": len(queries), "queries_removed": len(removed)}
+    if whole:  # digests do not say how a query changed
+        counts.update({key: sum(len(change[key]) for change in queries.values())
+                       for key in ("added", "removed", "regraded")})
+    return {"stored": "judgments" if whole else "digests", "counts": dict(sorted(counts.items())),
+            "queries": queries, "queries_added": added, "queries_removed": removed}
 
 
 def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
@@ -4896,11 +4848,10 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
 
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
-    table: Dict[str, Dict[str, float]] = {}
-    for metric, scores in per_query_by_metric(result).items():
-        for qid, value in scores.items():
-            table.setdefault(qid, {})[metric] = value
-    return {qid: dict(sorted(values.items())) for qid, values in sorted(table.items())}
+    k = result["k"]
+    return {qid: dict(sorted((key if isinstance(k, list) else format_metric(key, k), value)
+                             for key, value in values.items()))
+            for qid, values in sorted(result["per_query"].items()) if values}
 
 
 def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
@@ -4915,9 +4866,8 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
 
 
 def _format_json(report: dict, digits: int) -> str:
-    """The report as one JSON object, keys sorted, every number exact (the shortest
-    repr that reads back as the same float): scripts compare them, so no rounding
-    here; ``digits`` is for the formats people read."""
+    """The report as one JSON object, keys sorted, every number exact (the shortest repr):
+    scripts compare them, so ``digits`` is for the formats people read."""
     return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
@@ -4945,17 +4895,9 @@ def _metric_order(key: str) -> tuple:
 
 
 def _natural_order(text: str) -> tuple:
-    """Ids as people read them: q2 before q10 (digits compare as numbers, ties by the text itself)."""
-    parts, digits = [], ""
-    for char in text + "\0":
-        if char.isascii() and char.isdigit():
-            digits += char
-            continue
-        if digits:
-            parts.append((0, int(digits), ""))
-            digits = ""
-        parts.append((1, 0, char))
-    return (tuple(parts), text)
+    """Ids as people read them: q2 before q10 (runs of ASCII digits compare as numbers, ties by the text)."""
+    return (tuple((0, int(run), "") if "0" <= run[0] <= "9" else (1, 0, run)
+                  for run in re.findall("[0-9]+|[^0-9]", text + "\0")), text)
 
 
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
@@ -4971,38 +4913,30 @@ def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
 
 def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
     """Header and one row per metric (and gated slice): the table, markdown and csv summaries.
-
-    The paired columns (the delta's interval, the effect, the counts) appear
-    when some metric was compared query by query."""
+    The paired columns appear when some metric was compared query by query."""
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
     intervals = report.get("intervals")
     gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
-    header = ["metric", "mean"]
-    if intervals is not None:
-        header += ["95% low", "95% high"]
+    header = ["metric", "mean"] + (["95% low", "95% high"] if intervals is not None else [])
     if gated:
         header += ["baseline", "delta"]
         header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
     rows = [header]
     for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
-        mean = report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))
-        numbers = [mean] + (list(intervals.get(metric, (None, None))) if intervals is not None else [])
+        entry = gate_entries.get(metric, {})
+        cells = [report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))]
+        cells += list(intervals.get(metric, (None, None))) if intervals is not None else []
         if gated:
-            entry = gate_entries.get(metric, {})
-            numbers += [entry.get("baseline"), entry.get("delta")]
+            cells += [entry.get("baseline"), entry.get("delta")]
             if paired:
-                numbers += list(entry.get("interval") or (None, None)) + [entry.get("effect_size")]
-        row = [metric] + [_format_number(number, digits, missing) for number in numbers]
-        if gated:
-            if paired:  # better/worse/same, after the numbers of the paired comparison
-                row.append(f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else missing)
-            row += [_format_number(entry.get("allowed_drop"), digits, missing),
-                    _format_number(entry.get("p_adjusted"), digits, missing),
-                    _verdict_cell(entry, floors.get(metric)) or missing]
-        rows.append(row)
+                cells += list(entry.get("interval") or (None, None)) + [entry.get("effect_size"), (
+                    f"{entry['improved']}/{entry['worse']}/{entry['same']}" if "improved" in entry else None)]
+            cells += [entry.get("allowed_drop"), entry.get("p_adjusted"),
+                      _verdict_cell(entry, floors.get(metric)) or None]
+        rows.append([metric] + [_format_number(cell, digits, missing) for cell in cells])
     return rows
 
 
@@ -5073,19 +5007,22 @@ def _verdict_line(report: dict) -> str:
     return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
 
 
-def _calibration_lines(report: dict) -> List[str]:
-    """--calibrate: one line per scenario, each rate with its Monte Carlo standard error."""
+def _calibration_text(report: dict, markdown: bool) -> str:
+    """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
-        return []
-    lines = [f"calibration: {found['simulations']} simulations per scenario on {found['queries']} queries "
-             f"resampled against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}"]
+        return ""
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled "
+            f"against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
         role = "false fails" if not outcome["planted_drop"] else "power"
-        lines.append(f"  {name} ({role} = regression): {shown}")
-    return lines
+        lines.append(f"{name} ({role} = regression): {shown}")
+    if markdown:
+        return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
+    return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
@@ -5094,14 +5031,11 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     heading = _verdict_line(report) + _gate_context_text(report.get("gate"), digits)
     parts = ["### rag_eval: " + _markdown_text(heading) if markdown else heading, table(_metric_rows(report, digits))]
     drops = _drop_lines(report, digits, _code_span if markdown else str)
-    calibration = _calibration_lines(report)
-    if not markdown:
-        parts += ["\n".join(lines) for lines in (drops, calibration) if lines]
-    else:  # a paragraph per drop line, its metric in bold; the calibration a list under its first line
+    if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
-        if calibration:
-            parts.append("\n".join([calibration[0][0].upper() + calibration[0][1:] + ":", ""]
-                                   + [f"- {line.strip()}" for line in calibration[1:]]))
+    else:
+        parts.append("\n".join(drops))
+    parts.append(_calibration_text(report, markdown))
     abstention = report["abstention"]
     if abstention["queries"]:
         parts.append(("Abstention" if markdown else "abstention") + f": {len(abstention['abstained'])} of "
@@ -5111,7 +5045,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     if "per_query" in report:
         rows = table(_per_query_rows(report, digits))
         parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
 def _markdown_text(text: str) -> str:
@@ -5202,30 +5136,25 @@ def _junit_xml(report: dict) -> str:
     from xml.etree import ElementTree
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
-    cases = [(key, entry, f"baseline {_format_number(entry['baseline'], 4)}, now {_format_number(entry['now'], 4)}, "
-                          f"allowed drop {_format_number(entry['allowed_drop'], 4)}")
+    cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
+              f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry, f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry["verdict"],
+               f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
-        cases = [("scored", {"verdict": "pass"}, f"{report['queries']} queries scored, no baseline or floor to gate")]
-    failed = [case for case in cases if case[1]["verdict"] in _FAILED]
-    suite = ElementTree.Element("testsuite", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)),
-                                errors="0", skipped="0")
-    for key, entry, detail in cases:
+        cases = [("scored", "pass", f"{report['queries']} queries scored, no baseline or floor to gate")]
+    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in _FAILED for _, verdict, _ in cases))}
+    suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
+    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped="0")
+    for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
-        if (key, entry, detail) in failed:
-            ElementTree.SubElement(case, "failure", message=f"{key}: {entry['verdict']}", type=entry["verdict"]).text = detail
+        if verdict in _FAILED:
+            ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
         else:
-            ElementTree.SubElement(case, "system-out").text = f"{entry['verdict']}: {detail}"
-    suites = ElementTree.Element("testsuites", name="rag_eval", tests=str(len(cases)), failures=str(len(failed)))
-    suites.append(suite)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(ElementTree.tostring(suites, encoding="unicode"), "xml") + "\n"
-
-
-def _github_escape(text: str) -> str:
-    """Workflow command data escapes (GitHub's toolkit): %, CR and LF."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
+    text = ElementTree.tostring(suites, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(text, "xml") + "\n"
 
 
 def _gate_warnings(gate_report: dict) -> List[_Message]:
@@ -5233,26 +5162,25 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
     ``--gate significant``, where the test decides; notes in the report under ``drop``."""
     in_force = gate_report["rule"] == "significant"
     kind = "warning" if in_force else "note"
-    fell = [metric for metric, entry in gate_report["metrics"].items()
+    entries = gate_report["metrics"].items()
+    fell = [metric for metric, entry in entries
             if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
+                           if entry.get("queries_needed") else "")
+                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("min_detectable_drop") is not None
+              and entry["allowed_drop"] < entry["min_detectable_drop"]]
     found = []
     if fell:
         found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
                               f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
-    undecided = [f"{metric}" + (f" (~{entry['queries_needed']} queries would resolve it)"
-                                if entry.get("queries_needed") else "")
-                 for metric, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"]
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
                               "; ".join(undecided)))
-    coarse = []
-    for metric, entry in gate_report["metrics"].items():
-        detectable = entry.get("min_detectable_drop")
-        if detectable is not None and entry["allowed_drop"] < detectable:
-            needed = entry["queries_needed"]
-            coarse.append(f"{metric} resolves {detectable:.4f}"
-                          + (f" (~{needed} queries would resolve {entry['allowed_drop']:.4f})" if needed else ""))
     if coarse:
         found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
                               f"for {_count(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
@@ -5263,20 +5191,18 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
 # GitHub's runner reads every line a step prints, stdout and stderr alike, and
 # src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
-# parsers of src/Runner.Common/ActionCommand.cs in turn:
-#   * TryParseV2: after message.TrimStart() the line starts with "::" and holds a
-#     second "::" ("::name key=value,...::data");
-#   * TryParse, the older form: message.IndexOf("##[") anywhere in the line, the
-#     name and "key=value;" properties up to the next "]", the data after it.
-# Either is a command when the name is registered (error, warning, notice,
-# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" in the
-# middle of a line turns every later command of the step off.  The runner splits
-# lines at "\n", "\r" and "\r\n" (.NET's ReadLine).  So no text an input controls
-# (ids, file names, JSON keys, slice names) may print a "#" before "[", nor a
-# line that opens, after white space, with "::".  Each output escapes them in
-# its own syntax, so that a reader of that format still gets the exact text
-# where the format allows: JSON "\u0023", XML "&#35;", a backslash elsewhere
-# (which markdown drops when it renders).
+# parsers of src/Runner.Common/ActionCommand.cs in turn: TryParseV2, a line
+# that after TrimStart() starts with "::" and holds a second "::"
+# ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
+# line, the name and "key=value;" properties up to the next "]", the data after
+# it.  Either is a command when the name is registered (error, warning, notice,
+# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
+# turns every later command of the step off.  Lines split at "\n", "\r" and
+# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
+# keys, slice names) may print a "#" before "[", nor a line that opens, after
+# white space, with "::".  Each output escapes them in its own syntax, so that
+# its reader still gets the exact text where the format allows: JSON "\u0023",
+# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
 _COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
     "text": ("#\\[", "\\:"),
     "json": ("\\u0023[", "\\u003a"),
@@ -5311,12 +5237,16 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
-    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``; the message is neutralised."""
+    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
+    neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
+    (the runner's UnescapeProperty)."""
+    def escaped(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    # property escapes (the runner's UnescapeProperty): the data's, then ':' and ','
-    return (f"::{kind} " + ",".join(f"{key}=" + _github_escape(str(value)).replace(":", "%3A").replace(",", "%2C")
-                                    for key, value in fields)
-            + "::" + _github_escape(_neutralise_workflow_commands(message)))
+    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
+                     for key, value in fields)
+    return f"::{kind} {shown}::" + escaped(_neutralise_workflow_commands(message))
 
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
@@ -5331,15 +5261,14 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
                   markdown: Callable[[dict, int], str] = _format_markdown, meta: Optional[dict] = None) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
+    def listed(lines: List[str]) -> str:
+        return "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in lines)
+
     heading, _, rest = markdown(report, digits).partition("\n\n")
-    parts = [heading]
-    if failures:
-        parts.append("\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in failures))
-    parts.append(rest.rstrip("\n"))
+    parts = [heading, listed(failures), rest.rstrip("\n")]
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
-                     + "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in warnings)
-                     + "\n\n</details>")
+                     f"{listed(warnings)}\n\n</details>")
     if meta:
         rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
         parts.append(_neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
@@ -5437,91 +5366,68 @@ def _label_summary(changes: dict, shown: int = 5) -> str:
 _MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not distinguishable from the best
 
 
-def _comparison_verdict(report: dict) -> str:
-    """The first line: the gate's verdict over every gated run, then what was compared."""
+def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str:
+    """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
+    row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
-    what = f"{len(runs)} runs compared with {comparison['reference']}, {runs[0]['queries']} queries scored"
-    if "passed" not in report:
-        return what
-    failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
-    verdict = "PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})"
-    return f"{verdict}, rule '{next(run['gate']['rule'] for run in runs if 'gate' in run)}', {what}"
+    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {runs[0]['queries']} queries scored"
+    gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all
+    if "passed" in report:
+        failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
+        verdict = ("PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})") \
+            + f", rule '{gated['rule']}', {verdict}"
+    context = _gate_context_text(gated, 4).lstrip("\n")  # it names queries: escaped in markdown
+    method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
+              + f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+              f"({_count(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
+              f"{len(comparison['metrics'])} metrics); best: highest mean; ~best: not distinguishable from "
+              f"the best (adjusted p >= {comparison['alpha']:g})")
+    quoted = _code_span if markdown else str
+    notes = []
+    for run in runs:
+        if "gate" in run and not run["gate"]["passed"]:
+            notes.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
+            notes += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
+    rows = _comparison_rows(report, digits)
+    if markdown:
+        parts = ["### rag_eval: " + _markdown_text(verdict), method, _markdown_table(rows),
+                 "\n".join(f"- {line}" for line in notes)]
+    else:
+        parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
+    return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
-def _comparison_method(report: dict, shown: Callable[[str], str] = str) -> str:
-    """How the runs were compared, under what ``shown`` makes of the gate's context lines (they name queries)."""
-    comparison = report["comparison"]
-    candidates = len(comparison["order"]) - 1
-    gated = next((run["gate"] for run in report["runs"] if "gate" in run), None)  # one baseline and --meta for all
-    context = shown(_gate_context_text(gated, 4).lstrip("\n"))
-    return context + ("\n" if context else "") + (f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
-            f"({_count(candidates, 'candidate', 'candidates')} x {len(comparison['metrics'])} metrics); "
-            f"best: highest mean; ~best: not distinguishable from the best (adjusted p >= {comparison['alpha']:g})")
+def _format_comparison_markdown(report: dict, digits: int) -> str:
+    return _format_comparison(report, digits, markdown=True)
 
 
 def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = False) -> List[List[str]]:
-    """Header and one row per (metric, run): the comparison in table, markdown and csv."""
+    """Header and one row per (metric, run): the comparison in table, markdown and csv (``raw``)."""
     comparison = report["comparison"]
     gates = {run["name"]: run["gate"] for run in report["runs"] if "gate" in run}
     header = ["metric", "run", "mean", "delta", "95% low", "95% high", "better", "worse", "same"]
     header += ["p", f"p adjusted ({comparison['adjustment']})"] if raw else [f"p ({comparison['adjustment']})"]
-    header += ["mark"] + (["verdict"] if gates else [])
-    rows = [header]
+    rows = [header + ["mark"] + (["verdict"] if gates else [])]
     for metric in sorted(comparison["metrics"], key=_metric_order):
-        entries = comparison["metrics"][metric]["runs"]
         for name in comparison["order"]:
-            entry = entries[name]
-            low, high = entry.get("interval", (None, None))
-            numbers = [entry["mean"], entry.get("delta"), low, high]
+            entry, gated = comparison["metrics"][metric]["runs"][name], gates.get(name)
+            numbers = [entry["mean"], entry.get("delta")] + list(entry.get("interval", (None, None)))
             numbers += [entry.get(key) for key in ("better", "worse", "same")]
             numbers += [entry.get(key) for key in (("p_value", "p_adjusted") if raw else ("p_adjusted",))]
             row = [metric, name] + [_format_number(number, digits, missing) for number in numbers]
             row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
             if gates:
-                gated = gates.get(name)
                 row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
                            if gated else missing)
             rows.append(row)
     return rows
 
 
-def _comparison_notes(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
-    """Per gated run that failed: what failed, and its largest drops."""
-    lines = []
-    for run in report["runs"]:
-        if "gate" in run and not run["gate"]["passed"]:
-            lines.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
-            lines += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
-    return lines
-
-
-def _format_comparison_table(report: dict, digits: int) -> str:
-    parts = [_comparison_verdict(report) + "\n" + _comparison_method(report), _aligned(_comparison_rows(report, digits))]
-    notes = _comparison_notes(report, digits, str)
-    if notes:
-        parts.append("\n".join(notes))
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
-
-
-def _format_comparison_markdown(report: dict, digits: int) -> str:
-    parts = ["### rag_eval: " + _markdown_text(_comparison_verdict(report)), _comparison_method(report, _markdown_text),
-             _markdown_table(_comparison_rows(report, digits))]
-    notes = _comparison_notes(report, digits, _code_span)
-    if notes:
-        parts.append("\n".join(f"- {line}" for line in notes))
-    return _neutralise_workflow_commands("\n\n".join(parts)) + "\n"
-
-
-def _format_comparison_csv(report: dict, digits: int) -> str:
-    """One row per (metric, run): the comparison, and each run's verdict under the gate."""
-    return _csv_text(_comparison_rows(report, digits, missing="", raw=True))
-
-
 COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
     "json": _format_json,
-    "table": _format_comparison_table,
+    "table": _format_comparison,
     "markdown": _format_comparison_markdown,
-    "csv": _format_comparison_csv,
+    "csv": lambda report, digits: _csv_text(_comparison_rows(report, digits, missing="", raw=True)),
 }
 
 

@@ -1385,5 +1385,110 @@ class TestReviewRegressions(TempDirMixin, unittest.TestCase):
         self.assert_error([QRELS, RUN, "--abstain-below", "0.5"], [RUN, "--abstain-below"])
 
 
+class TestLeanGateAndReports(TempDirMixin, unittest.TestCase):
+    """Issue 12 (lean core, baseline/gate and reporting): what the rewritten helpers must keep doing."""
+
+    def test_natural_order_of_ids(self):
+        # runs of ASCII digits compare as numbers (q2 before q10); equal keys fall back to the text (q01 < q1);
+        # a digit of another script ("²") is a character like any other, after every ASCII number
+        ids = ["q10", "q\u00b2", "q2", "q1", "a", "q01", "q1a", "q1\n"]
+        self.assertEqual(sorted(ids, key=rag_eval._natural_order),
+                         ["a", "q01", "q1", "q1\n", "q1a", "q2", "q10", "q\u00b2"])
+
+    def test_label_changes_from_digests(self):
+        # beyond MAX_STORED_JUDGMENTS only a digest and a count per query are stored: which queries changed, not how
+        before = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}, "q3": {"d": 1}}
+        with mock.patch.object(rag_eval, "MAX_STORED_JUDGMENTS", 1):
+            stored = rag_eval.stored_judgments(before)
+        self.assertEqual(set(stored), {"digests"})
+        changes = rag_eval.label_changes(stored, {"q1": {"a": 2, "b": 0}, "q2": {"c": 2}, "q4": {"e": 1}})
+        self.assertEqual(changes, {"stored": "digests", "queries": {"q1": {"judged": [2, 2]}},
+                                   "counts": {"queries_added": 1, "queries_changed": 1, "queries_removed": 1},
+                                   "queries_added": ["q4"], "queries_removed": ["q3"]})
+        whole = rag_eval.label_changes(rag_eval.stored_judgments(before), {"q1": {"a": 2}, "q2": {"c": 2, "x": 1}})
+        self.assertEqual(whole["counts"], {"added": 1, "queries_added": 0, "queries_changed": 2, "queries_removed": 1,
+                                           "regraded": 1, "removed": 1})
+        self.assertEqual(whole["queries"], {"q1": {"added": {}, "removed": {"b": 0}, "regraded": {"a": [1, 2]}},
+                                            "q2": {"added": {"x": 1}, "removed": {}, "regraded": {}}})
+
+    def test_an_extended_baseline_keeps_its_meta_and_judgments(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--meta", "embedder=bge"])[0], 0)
+        baseline = rag_eval.read_baseline(saved)
+        self.assertEqual(baseline.meta["embedder"], "bge")
+        self.assertEqual(baseline.judgments, rag_eval.stored_judgments(rag_eval.read_qrels(QRELS)))
+        with open(saved) as f:
+            record = json.load(f)
+        del record["meta"], record["judgments"]
+        older = rag_eval.read_baseline(self.write("older.json", record))
+        self.assertEqual((older.meta, older.judgments), (None, None))
+        self.assertEqual(older.per_query, baseline.per_query)
+        for key, bad in (("meta", {"a=b": "c"}), ("judgments", {"digests": {"q1": {"judged": "3"}}})):
+            with self.subTest(key=key):
+                path = self.write("bad.json", dict(record, **{key: bad}))
+                self.assert_error([QRELS, RUN, "--baseline", path], [path, key])
+
+    def test_openmetrics_text_exactly(self):
+        # label values escape backslash, quote and newline; a family without samples is left out (no delta of mrr)
+        tag = 'a"b\\c'
+        report = {"mean": {"recall@5": 0.5, "mrr@5": 0.25},
+                  "slices": {tag: {"queries": 1, "mean": {"recall@5": 0.125, "mrr@5": None}}},
+                  "gate": {"passed": False, "metrics": {f"{tag}:recall@5": {"baseline": 0.5, "delta": -0.375},
+                                                        "mrr@5": {"baseline": 0.5, "delta": None}}}}
+        self.assertEqual(rag_eval._openmetrics_text(report), "\n".join([
+            "# TYPE rag_eval_mean gauge", "# HELP rag_eval_mean Mean of the measure over the scored queries.",
+            'rag_eval_mean{metric="mrr@5"} 0.25', 'rag_eval_mean{metric="recall@5"} 0.5',
+            "# TYPE rag_eval_slice_mean gauge",
+            "# HELP rag_eval_slice_mean Mean of the measure over the scored queries of a slice.",
+            'rag_eval_slice_mean{slice="a\\"b\\\\c",metric="recall@5"} 0.125',
+            "# TYPE rag_eval_baseline gauge", "# HELP rag_eval_baseline The baseline's mean of the measure.",
+            'rag_eval_baseline{metric="recall@5",slice="a\\"b\\\\c"} 0.5', 'rag_eval_baseline{metric="mrr@5"} 0.5',
+            "# TYPE rag_eval_delta gauge", "# HELP rag_eval_delta Mean now minus the baseline's mean.",
+            'rag_eval_delta{metric="recall@5",slice="a\\"b\\\\c"} -0.375',
+            "# TYPE rag_eval_passed gauge", "# HELP rag_eval_passed 1 when the gate passed, 0 when it failed.",
+            "rag_eval_passed 0.0", "# EOF", ""]))
+
+    def test_junit_counts_failures_in_both_elements(self):
+        from xml.etree import ElementTree
+
+        code, _, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--min", "ndcg@5=0.9", "--min", "mrr@5=0.1",
+                                 "--junit", self.path("j.xml")])
+        self.assertEqual(code, 1, err)
+        suites = ElementTree.fromstring(self.read(self.path("j.xml")))
+        suite = suites.find("testsuite")
+        # baseline.json gates 4 metrics (recall@5 and mrr@5 regress); floors: ndcg@5 below, mrr@5 met
+        for element in (suites, suite):
+            self.assertEqual((element.get("tests"), element.get("failures")), ("6", "3"))
+        failed = sorted(case.get("name") for case in suite if case.find("failure") is not None)
+        self.assertEqual(failed, ["floor ndcg@5", "mrr@5", "recall@5"])
+        self.assertEqual(run_main([QRELS, RUN, "--junit", self.path("none.xml")])[0], 0)
+        cases = ElementTree.fromstring(self.read(self.path("none.xml"))).find("testsuite")
+        self.assertEqual([(case.get("name"), case.find("system-out").text) for case in cases],
+                         [("scored", "pass: 3 queries scored, no baseline or floor to gate")])
+
+    def test_write_atomically_without_commit_leaves_the_target_until_renamed(self):
+        target = self.write("target.txt", "old\n")
+        os.symlink("target.txt", self.path("link.txt"))
+        temporary, replaced = rag_eval.write_atomically(self.path("link.txt"), "new\n", commit=False)
+        self.assertEqual(replaced, os.path.realpath(target))  # the link's target, not the link
+        self.assertEqual((self.read(target), self.read(temporary)), (b"old\n", b"new\n"))
+        os.replace(temporary, replaced)
+        self.assertTrue(os.path.islink(self.path("link.txt")))
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["link.txt", "target.txt"])
+        self.assertEqual(self.read(self.path("link.txt")), b"new\n")
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "not a regular file"):
+            rag_eval.write_atomically(self.tmp, "x")
+
+    def test_calibration_in_table_and_markdown(self):
+        base = self.path("base.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", base])[0], 0)
+        argv = [QRELS, RUN, "--baseline", base, "--calibrate", "10", "--resamples", "200"]
+        table, markdown = (run_main(argv + ["--format", fmt])[1] for fmt in ("table", "markdown"))
+        first = "10 simulations per scenario on 3 queries resampled against themselves, rule 'drop', maxt, alpha 0.05"
+        self.assertIn(f"\n\ncalibration: {first}\n  a/a (false fails = regression): regression ", table)
+        self.assertIn(f"\n\nCalibration: {first}:\n\n- a/a (false fails = regression): regression ", markdown)
+        self.assertIn("\n- drop 2x tolerance (power = regression): ", markdown)
+
+
 if __name__ == "__main__":
     unittest.main()
