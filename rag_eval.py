@@ -3218,8 +3218,8 @@ _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
-# found first: PyTerrier's docid is its index's number for the docno.
-_ROW_DOC = ("docno",) + _JSONL_DOC  # qrels and runs; PyTerrier's docno before its numeric docid
+# found first: PyTerrier's docid is its index's number for the docno, which comes first.
+_ROW_DOC = ("docno",) + _JSONL_DOC
 _HEADER_DOC = _ROW_DOC + ("pid",)
 _HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
@@ -3605,6 +3605,13 @@ class _Header(NamedTuple):
     names: List[str]
     delimiter: Optional[str]  # "\t", "," (CSV, quotes allowed) or None (white space)
     lineno: int
+    query: int  # the columns of the query and document ids
+    doc: int
+
+
+def _first_column(names: List[str], wanted: Tuple[str, ...]) -> Optional[int]:
+    """The column of the first of ``wanted`` that ``names`` holds, or None."""
+    return next((names.index(name) for name in wanted if name in names), None)
 
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"  # C's isspace(), at which bytes.split cuts TREC lines; str.split() cuts at more
@@ -3647,18 +3654,8 @@ def _header(inp: _Input) -> Optional[_Header]:
         return None
     if delimiter and len(names) > 1 and not names[-1]:
         names.pop()
-    if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
-        return _Header(names, delimiter, lineno)
-    return None
-
-
-def _header_column(header: _Header, names: Tuple[str, ...], what: str, source: str) -> int:
-    """The column of the first of ``names`` that the header has."""
-    for name in names:
-        if name in header.names:
-            return header.names.index(name)
-    raise RagEvalError(f"the header on line {header.lineno} names no {what} column "
-                       f"(one of {', '.join(names)})", source, header.lineno)
+    query, doc = _first_column(names, _JSONL_QUERY), _first_column(names, _HEADER_DOC)
+    return None if query is None or doc is None else _Header(names, delimiter, lineno, query, doc)
 
 
 def _header_rows(inp: _Input, header: _Header, columns: Tuple[int, ...],
@@ -3698,11 +3695,12 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     if "rank" in header.names:
         raise RagEvalError(f"the header on line {header.lineno} names a rank column: is this a run? the order is "
                            "QRELS RUN", inp.source, header.lineno)
-    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
-    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
-    grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
+    grade = _first_column(header.names, _HEADER_GRADE)
+    if grade is None:
+        raise RagEvalError(f"the header on line {header.lineno} names no grade column "
+                           f"(one of {', '.join(_HEADER_GRADE)})", inp.source, header.lineno)
     qrels: Qrels = {}
-    for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, grade)):
+    for lineno, (qid, docid, text) in _header_rows(inp, header, (header.query, header.doc, grade)):
         try:
             value = _grade(text, inp.source, lineno)
         except RagEvalError as exc:
@@ -3717,9 +3715,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
                 judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
-    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
-    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
-    score = header.names.index("score") if "score" in header.names else None
+    query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
     if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
         raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
                            "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
@@ -3747,11 +3743,16 @@ def _trec_qrels(inp: _Input) -> Qrels:
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
                 continue  # blank, or a comment
-            if len(fields) != width:  # the first judgment, the BEIR header, or an error
-                first_row = lineno if width is None else first_row
-                width = _qrels_width(fields, width, inp.source, lineno)
-                if width is None:
-                    continue  # BEIR's header
+            if len(fields) != width:  # the first judgment, BEIR's header (which may come first), or an error
+                if width is None and b" ".join(fields).lower() == b"query-id corpus-id score":
+                    continue
+                if width is not None or len(fields) not in (3, 4):  # 4 (TREC) or 3 (BEIR's TSV), as the first
+                    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
+                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) \
+                        else ""
+                    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{a_run}",
+                                       inp.source, lineno)
+                width, first_row = len(fields), lineno
             if fields[0] != qid:
                 qid = fields[0]
                 query = qid.decode("utf-8")
@@ -3780,18 +3781,6 @@ def _grades_look_like_ranks(qrels: Qrels) -> bool:
             return False
         longest = max(longest, len(docs))
     return longest >= 5
-
-
-def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
-    """The number of fields of every judgment, set by the first: 4 (TREC) or 3
-    (BEIR's TSV); None for BEIR's header line, which may come first."""
-    if width is None and len(fields) == 3 and [f.lower() for f in fields] == [b"query-id", b"corpus-id", b"score"]:
-        return None
-    if width is None and len(fields) in (3, 4):
-        return len(fields)
-    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-    swapped = "; is this a run? the order is QRELS RUN" if len(fields) == 6 and width is None else ""
-    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{swapped}", source, lineno)
 
 
 def _grade(text: str, source: str, lineno: int) -> int:
