@@ -3490,8 +3490,10 @@ def _unique_keys(pairs):
     result = dict(pairs)
     if len(result) != len(pairs):
         seen = set()
-        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))  # add() is None: not a stop
-        raise RagEvalError(f"duplicated key {_clipped_repr(repeated)} in a JSON object")
+        for key, _ in pairs:
+            if key in seen:
+                raise RagEvalError(f"duplicated key {_clipped_repr(key)} in a JSON object")
+            seen.add(key)
     return result
 
 
