@@ -3142,8 +3142,8 @@ _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
-# found first: PyTerrier's docid is its index's number for the docno.
-_ROW_DOC = ("docno",) + _JSONL_DOC  # qrels and runs; PyTerrier's docno before its numeric docid
+# found first: PyTerrier's docid is its index's number for the docno, which comes first.
+_ROW_DOC = ("docno",) + _JSONL_DOC
 _HEADER_DOC = _ROW_DOC + ("pid",)
 _HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
@@ -3247,29 +3247,13 @@ def _first_content(stream, source: str) -> _Input:
 
 
 def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int = 0) -> bytes:
-    """The next READ_BLOCK (or ``size``) bytes, fewer only at the end; with ``line_limit``, up to the next
-    newline, at most that many bytes."""
+    """The next READ_BLOCK (or ``size``) bytes; with ``line_limit``, to the next newline, at most so many."""
     try:
         return stream.read(size or READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
         raise RagEvalError(f"cannot read: {exc}", source) from None
-
-
-def _read_all(inp: _Input, limit: int) -> bytes:
-    """The whole (un-gzipped) file, up to ``limit`` bytes: a gzip bomb stops here, not in the kernel's OOM killer."""
-    blocks = [inp.head]
-    size = len(inp.head)
-    while True:
-        block = _read_block(inp.rest, inp.source)
-        if not block:
-            return b"".join(blocks)
-        size += len(block)
-        if size > limit:
-            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
-            raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
-        blocks.append(block)
 
 
 def _detect_format(inp: _Input) -> str:
@@ -3337,13 +3321,9 @@ def _too_large(source: str, max_bytes: int) -> RagEvalError:
 
 
 def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
-    """``data`` and the rest of its last line from ``stream``: blocks never cut a line.
-
-    A line may be MAX_LINE bytes long (its line end included) wherever it
-    starts, so the limit of the readline counts what ``data`` holds of the
-    line already.  For a longer line: the lines before it, and the error to
-    raise once they are read.
-    """
+    """``data`` and the rest of its last line from ``stream``: blocks never cut a line.  A line may be
+    MAX_LINE bytes long (line end included) wherever it starts, so the readline's limit counts what ``data``
+    holds of it; for a longer line: the lines before it, and the error to raise once they are read."""
     if not data or data.endswith(b"\n"):
         return data, None
     start = data.rfind(b"\n") + 1
@@ -3370,14 +3350,10 @@ def _text_lines(data: bytes) -> List[str]:
 
 
 def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
-    """The first line of a block that no text line may hold: (where it starts, the error), or None.
-
-    Bytes that are not UTF-8, a NUL byte, and a carriage return that ends a
-    line on its own (classic Mac line ends would read as one line) are each
-    looked for in C over the whole block.  Of several, the earliest line is
-    reported; on one line, in that order (a binary file is "not UTF-8" before
-    it is "NUL").
-    """
+    """The first line of a block that no text line may hold: (where it starts, the error), or None.  Bytes
+    that are not UTF-8, a NUL byte and a lone CR ending a line (classic Mac line ends would read as one
+    line) are each looked for in C over the whole block; of several, the earliest line wins, and on one
+    line that order (a binary file is "not UTF-8" before it is "NUL")."""
     found = []
     if not data.isascii():
         try:
@@ -3398,7 +3374,15 @@ def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, 
 
 
 def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
-    data = _read_all(inp, limit)
+    """The whole JSON document, read up to ``limit`` bytes: a gzip bomb stops here, not in the OOM killer."""
+    blocks, size = [inp.head], len(inp.head)
+    for block in iter(lambda: _read_block(inp.rest, inp.source), b""):
+        size += len(block)
+        if size > limit:
+            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
+            raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
+        blocks.append(block)
+    data = b"".join(blocks)
     if not data.strip():
         raise RagEvalError("file is empty", inp.source)
     try:
@@ -3410,11 +3394,8 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
 
 
 def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
-    """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row.
-
-    Every failure is one error line: a document's names the line and column
-    of the fault, a row's its line.
-    """
+    """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row;
+    every failure is one error line, naming a document's line and column of the fault, or a row's line."""
     row_line = None if what else first_line  # a document's own faults have no line but the parser's
     try:
         return _JSON.decode(text)
@@ -3483,11 +3464,8 @@ def _json_kind(value) -> str:
 
 
 def _ascii_int(text: str, digits: int = 9) -> Optional[int]:
-    """A whole number of at most ``digits`` ASCII digits, else None.
-
-    int() alone would take '²', '1_0' and ' 5', and refuses 5,000 digits with
-    a ValueError of its own (Python 3.11's limit on long conversions).
-    """
+    """A whole number of at most ``digits`` ASCII digits, else None: int() alone would take '²', '1_0' and
+    ' 5', and refuses 5,000 digits with a ValueError of its own (Python 3.11's limit on long conversions)."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
 
 
@@ -3504,10 +3482,9 @@ def _is_finite(value) -> bool:
 
 
 def _all_finite(numbers: Iterable[float]) -> bool:
-    """True when every number is finite, in C: a NaN or an infinity makes the
-    sum so, and fsum turns each number into a float on its own, so a huge
-    integer overflows instead of cancelling out.  False may be a false alarm
-    (a sum beyond a float's range): callers then check one by one."""
+    """Every number is finite, in C: a NaN or an infinity makes the sum so, and fsum turns each number into a
+    float, so a huge integer overflows rather than cancel out.  False may be a false alarm (a sum beyond a
+    float's range): callers then check one by one."""
     try:
         return math.isfinite(math.fsum(numbers))
     except (OverflowError, ValueError):  # ValueError: inf - inf
@@ -3520,9 +3497,8 @@ def _clip(text: str) -> str:
 
 
 def _clipped_repr(value) -> str:
-    """repr() of at most CLIP characters of a value: an error line stays one
-    short line, and a file read by mistake (a symlinked run) shows no more
-    than that of its content."""
+    """repr() of at most CLIP characters of a value: an error line stays short, and a file read by mistake (a
+    symlinked run) shows no more than that of its content."""
     if isinstance(value, str):
         return repr(value) if len(value) <= CLIP else repr(value[:CLIP]) + "..."
     return _clip(repr(value))
@@ -3555,14 +3531,13 @@ class _Header(NamedTuple):
     names: List[str]
     delimiter: Optional[str]  # "\t", "," (CSV, quotes allowed) or None (white space)
     lineno: int
+    query: int  # the columns of the query and document ids
+    doc: int
 
 
-def _first_text_line(inp: _Input) -> Tuple[int, str]:
-    """The first line of the file that holds more than white space, and its number ("" when the head has none)."""
-    for lineno, line in enumerate(inp.head.split(b"\n"), inp.first_line):
-        if line.strip():
-            return lineno, line.decode("utf-8", "replace")
-    return inp.first_line, ""
+def _first_column(names: List[str], wanted: Tuple[str, ...]) -> Optional[int]:
+    """The column of the first of ``wanted`` that ``names`` holds, or None."""
+    return next((names.index(name) for name in wanted if name in names), None)
 
 
 _ASCII_SPACE = " \t\n\r\x0b\x0c"  # C's isspace(), at which bytes.split cuts TREC lines; str.split() cuts at more
@@ -3589,7 +3564,12 @@ def _header(inp: _Input) -> Optional[_Header]:
     """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
     column and a document column; else None.  A first empty name (pandas' index) is a column; a delimiter
     that ends the line names none."""
-    lineno, line = _first_text_line(inp)
+    for lineno, first in enumerate(inp.head.split(b"\n"), inp.first_line):
+        if first.strip():
+            break
+    else:
+        return None  # nothing but white space
+    line = first.decode("utf-8", "replace")
     text = line.strip(_ASCII_SPACE)
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
@@ -3600,24 +3580,14 @@ def _header(inp: _Input) -> Optional[_Header]:
         return None
     if delimiter and len(names) > 1 and not names[-1]:
         names.pop()
-    if any(name in _JSONL_QUERY for name in names) and any(name in _HEADER_DOC for name in names):
-        return _Header(names, delimiter, lineno)
-    return None
+    query, doc = _first_column(names, _JSONL_QUERY), _first_column(names, _HEADER_DOC)
+    return None if query is None or doc is None else _Header(names, delimiter, lineno, query, doc)
 
 
-def _header_column(header: _Header, names: Tuple[str, ...], what: str, source: str) -> Optional[int]:
-    """The column of the first of ``names`` that the header has; None, or with ``what`` an error, if none."""
-    for name in names:
-        if name in header.names:
-            return header.names.index(name)
-    if what:
-        raise RagEvalError(f"the header on line {header.lineno} names no {what} column (one of {', '.join(names)})",
-                           source, header.lineno)
-    return None
-
-
-def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
-    """``(line number, values)`` of each line after the header that is not blank: as many as it names."""
+def _header_rows(inp: _Input, header: _Header, columns: Tuple[int, ...],
+                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
+    """``(line number, the values in columns)`` of each line after the header that is not blank; each line
+    has as many values as the header names."""
     for first, lines in _line_blocks(inp, _text_lines, max_bytes):
         for lineno, line in enumerate(lines, first):
             if lineno <= header.lineno or not line.strip(_ASCII_SPACE):
@@ -3634,7 +3604,7 @@ def _header_rows(inp: _Input, header: _Header, max_bytes: Optional[int] = None) 
                     if header.delimiter == "," and line.count('"') % 2 else ""
                 raise RagEvalError(f"expected {len(header.names)} fields, as the header on line {header.lineno} "
                                    f"names, got {len(values)}{quoted}", inp.source, lineno)
-            yield lineno, values
+            yield lineno, [values[column] for column in columns]
 
 
 def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
@@ -3651,18 +3621,19 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     if "rank" in header.names:
         raise RagEvalError(f"the header on line {header.lineno} names a rank column: is this a run? the order is "
                            "QRELS RUN", inp.source, header.lineno)
-    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
-    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
-    grade = _header_column(header, _HEADER_GRADE, "grade", inp.source)
+    grade = _first_column(header.names, _HEADER_GRADE)
+    if grade is None:
+        raise RagEvalError(f"the header on line {header.lineno} names no grade column "
+                           f"(one of {', '.join(_HEADER_GRADE)})", inp.source, header.lineno)
     qrels: Qrels = {}
-    for lineno, values in _header_rows(inp, header):
+    for lineno, (qid, docid, text) in _header_rows(inp, header, (header.query, header.doc, grade)):
         try:
-            value = _grade(values[grade], inp.source, lineno)
+            value = _grade(text, inp.source, lineno)
         except RagEvalError as exc:
             if header.names[grade] != "score" or "integer" not in exc.detail:
                 raise
             raise RagEvalError(f"{exc.detail}; is this a run? the order is QRELS RUN", inp.source, lineno) from None
-        _add_judgment(qrels, values[query], values[doc], value, inp.source, lineno)
+        _add_judgment(qrels, qid, docid, value, inp.source, lineno)
     return _without_negative(qrels)
 
 
@@ -3670,9 +3641,7 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
                 judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
-    query = _header_column(header, _JSONL_QUERY, "query", inp.source)
-    doc = _header_column(header, _HEADER_DOC, "document", inp.source)
-    score = _header_column(header, ("score",), "", inp.source)
+    query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
     if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
         raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
                            "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
@@ -3681,24 +3650,17 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
                            header.lineno)
     if score is None:
-        rank = header.names.index("rank")
-        rows = ((lineno, [values[query], values[doc], values[rank]])
-                for lineno, values in _header_rows(inp, header, max_bytes))
+        rows = _header_rows(inp, header, (query, doc, header.names.index("rank")), max_bytes)
         return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
-    rows = ((lineno, {"query_id": values[query], "doc_id": values[doc],
-                      "score": _score(values[score], inp.source, lineno)})
-            for lineno, values in _header_rows(inp, header, max_bytes))
+    rows = ((lineno, {"query_id": qid, "doc_id": docid, "score": _score(text, inp.source, lineno)})
+            for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, score), max_bytes))
     return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
 
 
 def _trec_qrels(inp: _Input) -> Qrels:
-    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV).
-
-    The first judgment decides which; every other line must have as many
-    fields, so a line that lost one is an error, not a judgment of another
-    document.  Like the TREC run reader, it splits bytes (at C's white space,
-    as trec_eval does) and decodes a query's id once for its run of lines.
-    """
+    """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV), as the first judgment has: a line
+    that lost a field is an error, not a judgment of another document.  Like the TREC run reader, it splits
+    bytes (at C's white space, as trec_eval does) and decodes a query's id once for its run of lines."""
     qrels: Qrels = {}
     width = first_row = None
     qid = query = None
@@ -3707,11 +3669,16 @@ def _trec_qrels(inp: _Input) -> Qrels:
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
                 continue  # blank, or a comment
-            if len(fields) != width:  # the first judgment, the BEIR header, or an error
-                first_row = lineno if width is None else first_row
-                width = _qrels_width(fields, width, inp.source, lineno)
-                if width is None:
-                    continue  # BEIR's header
+            if len(fields) != width:  # the first judgment, BEIR's header (which may come first), or an error
+                if width is None and b" ".join(fields).lower() == b"query-id corpus-id score":
+                    continue
+                if width is not None or len(fields) not in (3, 4):  # 4 (TREC) or 3 (BEIR's TSV), as the first
+                    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
+                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) \
+                        else ""
+                    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{a_run}",
+                                       inp.source, lineno)
+                width, first_row = len(fields), lineno
             if fields[0] != qid:
                 qid = fields[0]
                 query = qid.decode("utf-8")
@@ -3740,18 +3707,6 @@ def _grades_look_like_ranks(qrels: Qrels) -> bool:
             return False
         longest = max(longest, len(docs))
     return longest >= 5
-
-
-def _qrels_width(fields: List[bytes], width: Optional[int], source: str, lineno: int) -> Optional[int]:
-    """The number of fields of every judgment, set by the first: 4 (TREC) or 3
-    (BEIR's TSV); None for BEIR's header line, which may come first."""
-    if width is None and len(fields) == 3 and [f.lower() for f in fields] == [b"query-id", b"corpus-id", b"score"]:
-        return None
-    if width is None and len(fields) in (3, 4):
-        return len(fields)
-    layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-    swapped = "; is this a run? the order is QRELS RUN" if len(fields) == 6 and width is None else ""
-    raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{swapped}", source, lineno)
 
 
 def _grade(text: str, source: str, lineno: int) -> int:
@@ -3787,12 +3742,10 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
 def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
 
-    JSON may also be a list of JSONL row objects, and text a TSV or CSV with
-    a header (PyTerrier's ``qid docno label``, BEIR's ``query-id corpus-id
-    score``).  The format is detected from the content unless ``fmt`` names it; gzip is
-    detected from the magic bytes; ``-`` reads standard input.  JSON grades
-    must be non-negative integers; TREC and JSONL may hold negative
-    grades, which mark unjudged documents as in trec_eval.
+    JSON may also be a list of JSONL row objects, and text a TSV or CSV with a header (PyTerrier's
+    ``qid docno label``, BEIR's ``query-id corpus-id score``).  The format is detected from the content unless
+    ``fmt`` names it, gzip from the magic bytes; ``-`` reads standard input.  JSON grades must be non-negative
+    integers; TREC and JSONL may hold negative grades, which mark unjudged documents as in trec_eval.
     """
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4515,13 +4468,9 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
 
 
 class _JsonStream:
-    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse.
-
-    Only what the plain decoder would accept is read, each value by that
-    decoder (``raw_decode``), so numbers, strings and duplicated keys are read
-    as ever.  Whatever is not plainly valid raises ``_ReadAgain``: the plain
-    reader then reports it, in the same words as always.
-    """
+    """The text of a JSON document, decoded as it is read; ``text[pos:]`` is what is left to parse.  Each
+    value is read by the plain decoder (``raw_decode``), so numbers, strings and duplicated keys read as ever;
+    whatever is not plainly valid raises ``_ReadAgain``, and the plain reader reports it in its own words."""
 
     def __init__(self, inp: _Input, max_bytes: int):
         import codecs
@@ -4591,12 +4540,14 @@ class _JsonStream:
         if last and self.skip_space():
             raise _ReadAgain()  # more after the document
 
-    def parse(self, parse: Callable[[str, int], Tuple[object, int]] = _JSON.raw_decode):
-        """``parse(text, pos)`` at ``pos``, reading on while the text runs out first."""
+    def parse(self, string: bool = False):
+        """The JSON value (with ``string``, a string) at ``pos``, reading on while the text runs out first."""
+        if string and self.text[self.pos:self.pos + 1] != '"':
+            raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
         start = self.pos
         while True:
             try:
-                value, end = parse(self.text, start)
+                value, end = _JSON.raw_decode(self.text, start)
             except (ValueError, IndexError):  # incomplete here, or invalid
                 if not self.more(max(len(self.text) - start, READ_BLOCK)):
                     raise _ReadAgain() from None
@@ -4609,20 +4560,13 @@ class _JsonStream:
             return value
 
 
-def _scan_string(text: str, at: int) -> Tuple[str, int]:
-    """The JSON string whose opening quote is at ``at``, and the position after it (json's own scanner)."""
-    if text[at:at + 1] != '"':
-        raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
-    return json.decoder.scanstring(text, at + 1)
-
-
 def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
-    """The ``(key, value)`` pairs of a top-level JSON object, one at a time; a list that is not of pairs
-    comes as an iterator of its strings (``_json_strings``), so that a ranking of millions of ids is never held."""
+    """The ``(key, value)`` pairs of a top-level JSON object, one at a time; a list that is not of pairs comes
+    as an iterator of its strings (``_json_strings``): a ranking of millions of ids is never held."""
     if stream.skip_space() != "{":
         raise _ReadAgain()
     for _ in stream.items("}", last=True):
-        key = stream.parse(_scan_string)
+        key = stream.parse(string=True)
         if stream.skip_space() != ":":
             raise _ReadAgain()
         stream.pos += 1
@@ -4640,7 +4584,7 @@ _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 def _json_strings(stream: _JsonStream) -> Iterator[str]:
     """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
     for _ in stream.items("]"):
-        yield stream.parse(_scan_string)
+        yield stream.parse(string=True)
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4651,11 +4595,8 @@ def _json_strings(stream: _JsonStream) -> Iterator[str]:
 def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
               cutoffs: Optional[List[int]], max_bytes: int, document=None) -> _RunRead:
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
-
-    Returns as ``_trec_run``.  The file is parsed as it streams, and anything
-    unusual is left to the plain reader (``_ReadAgain``), which passes the
-    ``document`` parsed whole: the numbers and the errors are its own.
-    """
+    Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
+    which passes the ``document`` parsed whole: the numbers and the errors are its own."""
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4726,19 +4667,14 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
-    From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row
-    objects), JSONL, TREC, MS MARCO's ``qid pid rank`` or a TSV or CSV with
-    a header (PyTerrier's ``qid docno score rank``), detected from the content.
-
-    With ``depth`` only the best ``depth`` documents of each query are kept
-    (without scores, its first ``depth`` unique ones); runs are streamed (JSON
-    one query at a time, unless on standard input, which is parsed whole), so
-    memory follows queries x depth, not the file.  An id longer than MAX_ID
-    bytes is an error, and so is a run larger than MAX_RUN_BYTES after gunzip.
-    ``keep(qid, docid)``, when given, filters documents before that cut
-    (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids
-    become document ids before it (``--doc-id-sep``), since k counts
-    documents then.  The documents of a query come in no set order.
+    From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row objects), JSONL, TREC, MS MARCO's
+    ``qid pid rank`` or a TSV or CSV with a header (PyTerrier's ``qid docno score rank``), detected from the
+    content.  With ``depth`` only the best ``depth`` documents of each query are kept (without scores, its
+    first ``depth`` unique ones); runs are streamed (JSON one query at a time, unless on standard input), so
+    memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
+    run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
+    that cut (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids become document ids
+    before it (``--doc-id-sep``), since k counts documents then.  A query's documents come in no set order.
     """
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
@@ -4749,11 +4685,9 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query.
 
-    With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest
-    cutoff), each query is reduced as it is read to what ``evaluate`` needs
-    (a ``_ReducedRun``): memory follows the judgments, not the run.  A run
-    whose queries' lines come apart is read again plainly; standard input,
-    which cannot be read twice, is not reduced.
+    With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
+    it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
+    run whose queries' lines come apart is read again plainly; standard input (read once) is not reduced.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")

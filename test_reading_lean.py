@@ -243,3 +243,72 @@ class TestCopyOfTheQrelsOnStandardInput(unittest.TestCase):
                 code, out, err = self.main(argv, stdin)
                 self.assertEqual((code, out), (2, ""))
                 self.assertIn("the run is a copy of the qrels", err)
+
+
+class TestReadersAfterTheLeanPass(unittest.TestCase):
+    """Edge cases the lean pass of the input helpers must keep (issue 12): each pins an error message, or
+    the step at which a reader gives up."""
+
+    QRELS = "q1 0 a 1\n"
+
+    def main(self, *argv):
+        from helpers_for_tests import run_main
+        return run_main(list(argv))
+
+    def test_a_streamed_key_or_id_that_is_not_a_string_is_refused_before_reading_on(self):
+        # The stream stops at the first token that cannot be a string, so a tight --max-input-bytes is never
+        # reached: the error is the plain reader's, not "more than N bytes".
+        padding = ", ".join(f'"d{n}"' for n in range(200))
+        cases = [('{"q1": ["a"], \x00"q2": [%s]}' % padding, ":1: invalid JSON: Expecting property name"),
+                 ('{"q1": ["a", 5, %s]}' % padding, "query 'q1': ranking must be a list of strings, found a number")]
+        with tempfile.TemporaryDirectory() as folder:
+            qrels = write(folder, "qrels.trec", self.QRELS)
+            for text, message in cases:
+                run = write(folder, "run.json", text)
+                with self.subTest(text=text[:20]):
+                    code, out, err = self.main(qrels, run, "--max-input-bytes", "300")
+                    self.assertEqual((code, out), (2, ""))
+                    self.assertIn(message, err)
+                    self.assertNotIn("more than 300 bytes", err)
+
+    def test_the_first_duplicated_key_is_named(self):
+        with tempfile.TemporaryDirectory() as folder:
+            path = write(folder, "qrels.json", '{"q1": {"a": 1, "b": 2, "b": 1, "a": 2}}')
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "duplicated key 'b' in a JSON object"):
+                rag_eval.read_qrels(path)
+
+    def test_headers_of_qrels(self):
+        cases = [  # (text, judgments or the error's end)
+            ("query-id corpus-id score\nq1 d1 1\nq1 d2 0\n", {"q1": {"d1": 1, "d2": 0}}),
+            ("QUERY-ID\tCORPUS-ID\tSCORE\nq1\td1\t2\n", {"q1": {"d1": 2}}),
+            ("query-id,corpus-id,score\nq1,d1,1\n", {"q1": {"d1": 1}}),  # CSV: the header reader
+            ("qid\tdocno\tlabel\nq1\td1\t1\n", {"q1": {"d1": 1}}),
+            ("qid\tdocno\tother\nq1\td1\t1\n",
+             ":1: the header on line 1 names no grade column (one of label, relevance, grade, rel, score)"),
+            ("qid docno\nq1 d1\n", ":1: the header on line 1 names no grade column (one of label, relevance, "
+                                   "grade, rel, score)"),
+            ("q1 0 d1 1\nq1 d2 1\n", ":2: expected 4 fields (qid iter docid grade), got 3"),
+            ("q1 d1 1\nq1 0 d2 1\n", ":2: expected 3 fields (qid docid grade, as BEIR's TSV), got 4"),
+            ("q1 Q0 d1 1 2.5 tag\n", ":1: expected 4 fields (qid iter docid grade), got 6; is this a run? the "
+                                     "order is QRELS RUN"),
+            ("q1 0 d1 1 x\n", ":1: expected 4 fields (qid iter docid grade), got 5"),
+        ]
+        with tempfile.TemporaryDirectory() as folder:
+            for text, expected in cases:
+                path = write(folder, "qrels.txt", text)
+                with self.subTest(text=text):
+                    try:
+                        got = rag_eval.read_qrels(path)
+                    except rag_eval.RagEvalError as exc:
+                        got = str(exc)[len(path):]
+                    self.assertEqual(got, expected)
+
+    def test_header_runs_read_the_named_columns(self):
+        with tempfile.TemporaryDirectory() as folder:
+            scored = write(folder, "run.csv", ",qid,docno,score,docid\n0,q1,b,1.0,7\n1,q1,a,2.0,8\n")
+            self.assertEqual(rag_eval.read_run(scored), {"q1": {"b": 1.0, "a": 2.0}})
+            ranked = write(folder, "run.tsv", "rank\tdocno\tqid\n2\tb\tq1\n1\ta\tq1\n")
+            self.assertEqual(rag_eval.read_run(ranked), {"q1": ["a", "b"]})
+            beir = write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+            with self.assertRaisesRegex(rag_eval.RagEvalError, ":1: the header on line 1 is BEIR's qrels header"):
+                rag_eval.read_run(beir)
