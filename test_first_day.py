@@ -4,11 +4,13 @@ Metric names in the spellings of trec_eval, ir_measures, ranx, BEIR and MTEB
 are accepted wherever a metric is named, and printed back in ours.
 """
 
+import io
 import json
 import unittest
+from unittest import mock
 
 import rag_eval
-from helpers_for_tests import TempDirMixin, run_main, run_process
+from helpers_for_tests import TempDirMixin, run_main
 
 # Fixture means at k = 5, worked by hand: recall 2/3, success 2/3, mrr 0.5, ndcg 0.5095.
 FIXTURE_NDCG5 = (0.63991 + 0.0 + 0.88850) / 3
@@ -348,7 +350,10 @@ class TestHints(TempDirMixin, unittest.TestCase):
         self.assertEqual(json.loads(out)["k"], [1, 3, 5])
 
     def test_slices_from_stdin_are_named_stdin(self):
-        code, _, err = run_process(["fixtures/qrels.json", "fixtures/run.json", "--slices", "-"], input=b'{"q1": 5}')
+        # in-process: the line is what is tested (test_rag_eval.TestEntryPoint.test_stdin reads a real one)
+        with mock.patch("sys.stdin") as stdin:
+            stdin.buffer = io.BufferedReader(io.BytesIO(b'{"q1": 5}'))  # as a real stdin.buffer is
+            code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--slices", "-"])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
         self.assertTrue(err.startswith("rag_eval: error: <stdin>: query 'q1': a slice is"), err)
 
