@@ -1744,9 +1744,9 @@ def _halves_of(layouts: List[List[float]], draws: List[int], covers: List[Option
     Each value is rounded to a whole multiple of 2**e, e chosen so that sum(|integers|) < 2**53: every
     sum of them is exact, the same on every Python in any order, and the rounding (at most half a unit,
     sum(|values|) * 2**-53) is far inside TIE_TOLERANCE.  Two ways sum them, both exact, so the choice
-    changes no bit: masks (``_mask_halves``), and table lookups where several columns share the draws
-    (the gate's family, the pairs of ``compare_runs``) or Python 3.9 counts bits slowly, up to
-    PACK_WIDTH positions and from PACK_DRAWS draws: there one lookup serves 8 positions of every column.
+    changes no bit: masks (``_mask_halves``), and from PACK_DRAWS draws table lookups where several
+    columns share the draws (the gate's family, the pairs of ``compare_runs``) up to PACK_WIDTH
+    positions (one lookup serves 8 positions of every column), and on Python 3.9 (slow to count bits).
     """
     grids = []
     for values in layouts:
@@ -1758,8 +1758,8 @@ def _halves_of(layouts: List[List[float]], draws: List[int], covers: List[Option
         grids.append((scale, whole, _mask_terms(whole)))
     everyone = [_popcount(draw) for draw in draws]
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
-    lookups_pay = (len(layouts) > 1 or _popcount is _popcount_by_bytes) and len(draws) >= PACK_DRAWS \
-        and len(layouts[0]) <= PACK_WIDTH
+    lookups_pay = len(draws) >= PACK_DRAWS and (
+        _popcount is _popcount_by_bytes or len(layouts) > 1 and len(layouts[0]) <= PACK_WIDTH)
     packed = [index for index, (_, _, terms) in enumerate(grids) if lookups_pay and len(terms) > FEW_MASKS]
     halves = {index: _exact_halves([math.ldexp(total, grids[index][0]) for total in column_sums], sizes[index])
               for index, column_sums in zip(packed, _lookup_sums([grids[index][1] for index in packed], draws))}
@@ -1799,15 +1799,21 @@ def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], siz
 
 
 def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
-    """Per column, per draw, the sum of the integers whose bit is set: the columns packed in 64-bit lanes
-    of one integer (|sum| < 2**53 fits), eight positions share a table of their 256 subset sums, and one
-    byte of the draw picks a subset of every column at once."""
+    """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table of
+    their 256 subset sums, and one byte of the draw picks a subset.  Up to PACK_WIDTH positions the
+    columns are packed in 64-bit lanes of one integer (|sum| < 2**53 fits), so one lookup serves them
+    all; beyond, one column at a time keeps its tables (of floats) in the processor's cache."""
     from array import array
     from operator import getitem
 
     if not columns:
         return []
     width = len(columns[0])
+    if width > PACK_WIDTH:  # floats: sum() adds them in C without allocating, each sum exact below 2**53
+        chosen_bytes = [draw.to_bytes((width + 7) // 8, "little") for draw in draws]
+        tables = [[array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+                  for values in columns]
+        return [[sum(map(getitem, column, chosen)) for chosen in chosen_bytes] for column in tables]
     packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
     tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
     # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes

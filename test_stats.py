@@ -247,12 +247,14 @@ class TestHalfSumsEveryWay(unittest.TestCase):
 
     def ways(self):
         # masks, popcount by int.bit_count (Python 3.10+) or by bytes (3.9), coarse grids from wide
-        # bounds (COARSE_SHARE 1: every decision open) to none (10**30: every bit a top bit); and
-        # packed table lookups for every column (PACK_DRAWS 0, FEW_MASKS -1)
+        # bounds (COARSE_SHARE 1: every decision open) to none (10**30: every bit a top bit); table
+        # lookups for every column (PACK_DRAWS 0, FEW_MASKS -1), packed, and one column at a time
+        # (beyond PACK_WIDTH, as Python 3.9 takes them)
         counts = [rag_eval._popcount_by_bytes] + ([int.bit_count] if hasattr(int, "bit_count") else [])
         masks = [{"_popcount": count, "COARSE_SHARE": share, "PACK_DRAWS": 10 ** 9}
                  for count in counts for share in (1, 64, 10 ** 30)]
-        return masks + [{"PACK_DRAWS": 0, "FEW_MASKS": -1}]
+        lookups = {"PACK_DRAWS": 0, "FEW_MASKS": -1}
+        return masks + [lookups, {**lookups, "PACK_WIDTH": 0, "_popcount": rag_eval._popcount_by_bytes}]
 
     def test_bounds_hold_and_exact_sums_are_the_definitions(self):
         # Every half's exact sum is the definition's (on the grid) and lies within its bounds, every
@@ -269,12 +271,12 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                     for values, cover, halves in zip(columns, covers, found):
                         # the integers times 2**-60 are on the grid already: their sums are exact
                         expected = [math.ldexp(total, -60) for total in self.reference(values, draws)]
+                        counted = -1 if cover is None else cover
                         with self.subTest(width=width, values=values[:3], way=way):
                             self.assertEqual([halves.exact(r) for r in range(len(draws))], expected)
                             self.assertTrue(all(low <= want <= high
                                                 for low, want, high in zip(halves.low, expected, halves.high)))
-                            self.assertEqual(halves.sizes, [bin(draw & (-1 if cover is None else cover)).count("1")
-                                                            for draw in draws])
+                            self.assertEqual(halves.sizes, [bin(draw & counted).count("1") for draw in draws])
 
     def test_results_do_not_depend_on_the_bounds(self):
         # Kills: a test that reads a bound where the exact sum was needed.  Wide bounds (every
@@ -384,6 +386,25 @@ class TestHalfSumsEveryWay(unittest.TestCase):
             draw = stream.getrandbits(12)
             chosen = [i for i in range(12) if draw >> i & 1]
             self.assertEqual((Fraction(halves.exact(resample)), size), (sum(rounded[i] for i in chosen), len(chosen)))
+
+
+class TestOneDrawManyColumns(unittest.TestCase):
+    """Kills: packed lookups (several columns on one draw, from PACK_DRAWS draws) that differ from
+    the masks a column alone takes, in a sum, a sign or a size."""
+
+    def test_packed_columns_get_the_halves_each_draws_alone(self):
+        rng = random.Random(28)
+        lists = [[rng.choice((0.0, 0.0, 0.25, -0.5, 1.0, rng.random())) for _ in range(90)] for _ in range(4)]
+        lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(90)])  # few masks: never packed
+        draws = rag_eval.PACK_DRAWS
+        shared = rag_eval._shared_halves(lists, draws, random.Random("rag_eval:0:mrr@10"))
+        for values, halves in zip(lists, shared):
+            alone = rag_eval._shared_halves([values], draws, random.Random("rag_eval:0:mrr@10"))[0]
+            with self.subTest(values=values[:4]):
+                self.assertEqual([r for r in range(draws) if halves.exact(r) != alone.exact(r)], [])
+                self.assertEqual(halves.sizes, alone.sizes)
+                self.assertTrue(all(low <= halves.exact(r) <= high
+                                    for r, (low, high) in enumerate(zip(alone.low, alone.high))))
 
 
 if __name__ == "__main__":
