@@ -1099,19 +1099,22 @@ class Evidence(NamedTuple):
     relevant_chars: int
 
 
-# One document's chunks among those a run ranks, by start: (starts, ends, ids, longest, overlapping).  A
-# chunk that shares characters with [start, end) starts less than longest before start, so bisection finds
-# it; overlapping: two of them share characters (a chunker with overlap, two chunkings mixed).
-_DocumentChunks = Tuple[List[int], List[int], List[str], int, bool]
-
-
 class _ChunkIndex(NamedTuple):
-    """The chunks a run ranks, once for all its queries: by document, and each one's document and length."""
+    """The chunks a run ranks, numbered once for all its queries, by document and start.
 
-    by_document: Dict[str, _DocumentChunks]
-    document: Dict[str, str]
-    length: Dict[str, int]
-    located: Mapping[str, Location]
+    ``by_document[doc]`` is (first, past, longest, overlapping): the document's
+    chunks are numbers first .. past - 1; one that shares characters with
+    [start, end) starts less than ``longest`` before start, so bisection finds
+    it; ``overlapping``: two of them share characters (a chunker with overlap,
+    two chunkings mixed).
+    """
+
+    number: Dict[str, int]  # chunk id -> its number; the lists below are by number
+    document: List[str]
+    starts: List[int]
+    ends: List[int]
+    length: List[int]
+    by_document: Dict[str, Tuple[int, int, int, bool]]
     overlapping: set  # of document ids
 
 
@@ -1120,20 +1123,32 @@ def _bad_location(chunk: str, location) -> RagEvalError:
                         f"0 <= start < end, got {_clipped_repr(location)}", "chunks")
 
 
-def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> _ChunkIndex:
-    """The ranked chunks of each document, sorted by start; their locations checked as the readers check them."""
+def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> Tuple[_ChunkIndex, Dict[str, List[int]]]:
+    """The chunks numbered, and each ranking as numbers.  Every chunk of the map is numbered (the
+    command line's map holds the run's chunks only) unless a location is bad or a chunk is missing:
+    then the ranked ones are, and only their locations are checked, as the readers check them."""
+    try:
+        index = _numbered(chunks, chunks)
+        return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+    except (RagEvalError, KeyError):
+        pass  # found again below, in the order of the rankings
     ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
     missing = next((chunk for chunk in ranked if chunk not in chunks), None)
     if missing is not None:
         raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
+    index = _numbered(ranked, chunks)
+    return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+
+
+def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex:
     rows: Dict[str, List[Tuple[int, int, str]]] = {}
-    for chunk in ranked:
+    for chunk in ids:
         try:
             doc, start, end = chunks[chunk]
             rows.setdefault(doc, []).append((start, end, chunk))
         except (TypeError, ValueError):  # not three values, or a document id that is not even hashable
             raise _bad_location(chunk, chunks[chunk]) from None
-    index = _ChunkIndex({}, {}, {}, chunks, set())
+    index = _ChunkIndex({}, [], [], [], [], {}, set())
     for doc, held in rows.items():
         starts, ends = [row[0] for row in held], [row[1] for row in held]
         # In C over the document's chunks (a test per chunk in Python would cost as much as the scoring).
@@ -1143,20 +1158,24 @@ def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Locatio
                                                     and 0 <= row[0] < row[1]))
             raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
-        starts, ends, ids = ([row[i] for row in held] for i in range(3))
+        first = len(index.starts)
+        starts, ends = [row[0] for row in held], [row[1] for row in held]
         lengths = [end - start for start, end, _ in held]
         overlapping = any(map(lt, starts[1:], ends))  # a chunk starts before the one before it ends
-        index.by_document[doc] = (starts, ends, ids, max(lengths), overlapping)
-        index.document.update(dict.fromkeys(ids, doc))
-        index.length.update(zip(ids, lengths))
+        index.number.update(zip([row[2] for row in held], range(first, first + len(held))))
+        index.document.extend([doc] * len(held))
+        index.starts.extend(starts)
+        index.ends.extend(ends)
+        index.length.extend(lengths)
+        index.by_document[doc] = (first, len(index.starts), max(lengths), overlapping)
         if overlapping:
             index.overlapping.add(doc)
     return index
 
 
-def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: Conventions,
+def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: Conventions,
               min_overlap: Tuple[int, int]) -> Evidence:
-    """What a query's ranked chunks (``top``, unique ids) retrieve of its spans, rank by rank.
+    """What a query's ranked chunks (``top``, unique numbers) retrieve of its spans, rank by rank.
 
     A span is covered at the rank where the characters it shares with the
     union of the chunks so far reach its share.  The chunks that reach a
@@ -1176,8 +1195,8 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
             continue
         gain = _gain(grade, conv.gain)
         ideal.append(gain)
-        held = chunks.by_document.get(doc)
-        shares = _shares(held, rank_of, start, end) if held else []
+        where = chunks.by_document.get(doc)
+        shares = _shares(chunks, where, rank_of, start, end) if where else []
         need, got = -(-numerator * (end - start) // denominator), 0  # ceil, in integers
         for rank, new in shares:
             got += new
@@ -1194,21 +1213,20 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
         if end > reach:
             relevant_chars += end - max(start, reach)
             if start < reach and shares:
-                shares = _shares(chunks.by_document[doc], rank_of, reach, end)
+                shares = _shares(chunks, chunks.by_document[doc], rank_of, reach, end)
             for rank, new in shares:
                 found[rank - 1] += new
             reach_doc, reach = doc, end
     added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
     if chunks.overlapping and not chunks.overlapping.isdisjoint(map(chunks.document.__getitem__, top)):
-        walked: Dict[str, List[Tuple[int, int, int]]] = {}
+        walked: Dict[str, List[Tuple[int, int]]] = {}
         for rank, chunk in enumerate(top, 1):
-            doc, start, end = chunks.located[chunk]
-            if doc in chunks.overlapping:
-                walked.setdefault(doc, []).append((rank, start, end))
+            if chunks.document[chunk] in chunks.overlapping:
+                walked.setdefault(chunks.document[chunk], []).append((rank, chunk))
         for placed in walked.values():
             joined: Tuple[List[int], List[int]] = ([], [])
-            for rank, start, end in placed if len(placed) > 1 else ():  # a lone chunk adds its own characters
-                added[rank - 1] = _add_interval(*joined, start, end)
+            for rank, chunk in placed if len(placed) > 1 else ():  # a lone chunk adds its own characters
+                added[rank - 1] = _add_interval(*joined, chunks.starts[chunk], chunks.ends[chunk])
     covered.sort()
     ideal.sort(reverse=True)
     return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
@@ -1217,21 +1235,24 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
-def _shares(held: _DocumentChunks, rank_of: Mapping[str, int], start: int, end: int) -> List[Tuple[int, int]]:
+def _shares(chunks: _ChunkIndex, where: Tuple[int, int, int, bool], rank_of: Mapping[int, int],
+            start: int, end: int) -> List[Tuple[int, int]]:
     """(rank, characters of ``[start, end)`` that the retrieved chunk at that rank holds and no better one did),
-    by rank, for the chunks of one document."""
-    starts, ends, ids, longest, overlapping = held
+    by rank, for the chunks of one document (``where``: its entry in ``by_document``)."""
+    first, past, longest, overlapping = where
+    starts, ends = chunks.starts, chunks.ends
     shares = []
     if overlapping:
         joined: Tuple[List[int], List[int]] = ([], [])
-        for rank, low, high in sorted((rank_of[ids[j]], max(start, starts[j]), min(end, ends[j]))
-                                      for j in range(bisect_right(starts, start - longest), bisect_left(starts, end))
-                                      if ends[j] > start and ids[j] in rank_of):
+        for rank, low, high in sorted((rank_of[j], max(start, starts[j]), min(end, ends[j]))
+                                      for j in range(bisect_right(starts, start - longest, first, past),
+                                                     bisect_left(starts, end, first, past))
+                                      if ends[j] > start and j in rank_of):
             shares.append((rank, _add_interval(*joined, low, high)))
         return shares
-    first = bisect_right(ends, start)  # the first chunk that ends after the span starts
-    for j in range(first, bisect_left(starts, end, first)):  # the chunks that share characters with the span
-        rank = rank_of.get(ids[j])
+    first = bisect_right(ends, start, first, past)  # the first chunk that ends after the span starts
+    for j in range(first, bisect_left(starts, end, first, past)):  # the chunks that share characters with the span
+        rank = rank_of.get(j)
         if rank:  # (a loop, not a comprehension, and no min() and max(): this runs for every span)
             low, high = starts[j], ends[j]
             shares.append((rank, (end if end < high else high) - (start if start > low else low)))
@@ -1336,10 +1357,10 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
-def _ranked_documents(ranking: List[str], document: Mapping[str, str], grades: Mapping[str, int]) -> _Reduced:
+def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
     """A query's documents, each ranked at its best chunk's place, as ``evaluate`` reads a reduced
     query: the ranks of the judged ones."""
-    ranked = dict.fromkeys(map(document.__getitem__, ranking))
+    ranked = dict.fromkeys(map(document.__getitem__, numbers))
     order = list(ranked)
     return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
 
@@ -1394,7 +1415,7 @@ def evaluate_spans(
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
     rankings = {qid: _ranking(entry) for qid, entry in run.items()}
-    index = _chunk_index(rankings, chunks)  # checks every location first
+    index, numbered = _chunk_index(rankings, chunks)  # checks every location first
     documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
@@ -1402,7 +1423,7 @@ def evaluate_spans(
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
-    doc_run = _ReducedRun({qid: _ranked_documents(rankings[qid], index.document, documents[qid]) for qid in run if qid in qrels},
+    doc_run = _ReducedRun({qid: _ranked_documents(numbered[qid], index.document, documents[qid]) for qid in run if qid in qrels},
                           sorted(set(run) - set(qrels)))
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
@@ -1416,7 +1437,7 @@ def evaluate_spans(
     per_query: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
         ranking = rankings.get(qid, [])
-        q = _evidence(qrels[qid], ranking[:depth], index, conv, ratio)
+        q = _evidence(qrels[qid], numbered.get(qid, [])[:depth], index, conv, ratio)
         for cutoff in _tied_at(run.get(qid, []), ranking, cutoffs):
             ties[cutoff] += 1
         values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
