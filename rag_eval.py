@@ -1090,14 +1090,17 @@ def _bad_location(chunk: str, location) -> RagEvalError:
 
 
 def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> Tuple[_ChunkIndex, Dict[str, List[int]]]:
-    """The chunks numbered, and each ranking as numbers.  Every chunk of the map is numbered (the command
-    line's map holds the run's only), or when one is missing or badly located, the ranked ones: only their
-    locations are checked, as the readers check them, and the first bad one in ranking order is named."""
-    try:
-        index = _numbered(chunks, chunks)
-        return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
-    except (RagEvalError, KeyError):
-        ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
+    """The chunks numbered, and each ranking as numbers.  A map no larger than the run is numbered whole
+    (the command line's holds the run's chunks only); otherwise, or when a chunk is missing or badly
+    located, the ranked chunks are: only their locations are checked, as the readers check them, and
+    the first bad one in ranking order is named."""
+    if len(chunks) <= sum(map(len, rankings.values())):
+        try:
+            index = _numbered(chunks, chunks)
+            return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+        except (RagEvalError, KeyError):
+            pass
+    ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
     missing = next((chunk for chunk in ranked if chunk not in chunks), None)
     if missing is not None:
         raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
