@@ -874,11 +874,8 @@ class Span(NamedTuple):
 
 class SpanQrels(dict):
     """Evidence judgments: query id -> its spans, a tuple of ``Span`` sorted by document, start, end.
-
-    ``read_qrels`` returns one for JSONL rows that carry ``start`` and ``end``;
-    its ``rows`` keep each row as read, ``(query id, (doc_id, start, end),
-    row)``, so that --fix-labels rewrites them with every field kept.
-    """
+    From ``read_qrels``, ``rows`` keeps each row as read, ``(query id, (doc_id, start, end), row)``,
+    so that --fix-labels rewrites them with every field kept."""
 
     rows: Optional[List[Tuple[str, Location, dict]]] = None
 
@@ -908,7 +905,16 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
             raise RagEvalError("this row has no start and end, and the rows before it do: evidence judgments "
                                "need them on every row", source, lineno)
         qid = _row_id(row, _JSONL_QUERY, "query id", source, lineno)
-        span = _span_of(row, _row_id(row, _JSONL_DOC, "document id", source, lineno), source, lineno)
+        doc = _row_id(row, _JSONL_DOC, "document id", source, lineno)
+        start, end = _offsets(row, source, lineno)
+        grade = _row_field(row, _JSONL_GRADE, "grade", source, lineno)
+        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+            raise RagEvalError(f"grade must be a non-negative integer, got {_clipped_repr(grade)}", source, lineno)
+        text = row.get("text")
+        if text is not None and (not isinstance(text, str) or not text):
+            raise RagEvalError(f"text must be the quoted evidence, a non-empty string, got {_clipped_repr(text)}",
+                               source, lineno)
+        span = Span(doc, start, end, grade, text)
         old = found.setdefault(qid, {}).setdefault(span[:3], span)
         if old.grade != span.grade:
             raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(span.doc_id)} "
@@ -919,24 +925,9 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def _span_of(row: dict, doc_id: str, source: str, lineno: int) -> Span:
-    start, end = _offsets(row, source, lineno)
-    grade = _row_field(row, _JSONL_GRADE, "grade", source, lineno)
-    if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
-        raise RagEvalError(f"grade must be a non-negative integer, got {_clipped_repr(grade)}", source, lineno)
-    text = row.get("text")
-    if text is not None and (not isinstance(text, str) or not text):
-        raise RagEvalError(f"text must be the quoted evidence, a non-empty string, got {_clipped_repr(text)}", source, lineno)
-    return Span(doc_id, start, end, grade, text)
-
-
 def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Location]:
     """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end).
-
-    As in a run, an id longer than MAX_ID bytes is an error, and so is a
-    file of more than ``max_bytes`` after gunzip (--max-input-bytes; by
-    default MAX_RUN_BYTES).
-    """
+    The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
@@ -945,7 +936,6 @@ def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Locatio
 
 
 def _short_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    """An id field of a JSONL row, of at most MAX_ID bytes as the run readers take."""
     value = _row_id(row, names, what, source, lineno)
     if _too_long_id(value):
         raise RagEvalError(f"{what} longer than {MAX_ID} bytes", source, lineno)
@@ -953,7 +943,6 @@ def _short_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno:
 
 
 def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: int) -> str:
-    """Record where a row with ``chunk_id, doc_id, start, end`` locates its chunk; return the chunk id."""
     chunk = _short_id(row, ("chunk_id",), "chunk id", source, lineno)
     where = (_short_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
     if chunks.setdefault(chunk, where) != where:
@@ -961,23 +950,15 @@ def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: i
     return chunk
 
 
-def read_located_run(path: str, fmt: str = "auto",
-                     max_bytes: Optional[int] = None) -> Tuple[Run, Dict[str, Location]]:
-    """A run and where the run itself locates its chunks.
+def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Dict[str, Location], _Repeated]:
+    """A run, where the run itself locates its chunks, and the chunks it lists more than once in a query.
 
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
     their chunk (``doc_id`` is then the document); rows without ``chunk_id``
     name the chunk in ``doc_id`` and leave it to a chunk map, as TREC and
     JSON runs do.  Rows with scores rank by score (ties by chunk id,
-    descending), rows without by file order.  The limits are ``read_run``'s:
-    ids of at most MAX_ID bytes, at most ``max_bytes`` after gunzip (by
-    default MAX_RUN_BYTES).
+    descending), rows without by file order.  The limits are ``read_run``'s.
     """
-    return _located_run(path, fmt, max_bytes)[:2]
-
-
-def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Dict[str, Location], _Repeated]:
-    """``read_located_run`` and the chunks the run lists more than once in a query."""
     max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -985,16 +966,14 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
             return _located_rows(inp, max_bytes)
         if fmt == "trec":
             read = _trec_run(inp, None, None, None, None, max_bytes=max_bytes)
-            return read.run, {}, read.repeated
-        if path == "-":  # read whole, as read_run reads JSON on standard input
+        elif path == "-":  # read whole, as read_run reads JSON on standard input
             read = _json_run(inp, None, None, None, None, None, max_bytes, _parse_json(inp, "run"))
-            return read.run, {}, read.repeated
-        try:
-            read = _json_run(inp, None, None, None, None, None, max_bytes)  # streamed, as read_run does
-            return read.run, {}, read.repeated
-        except _ReadAgain:
-            pass  # JSON that the plain reader must judge
-    read = _read_run(path, "json", max_bytes=max_bytes)
+        else:
+            try:
+                read = _json_run(inp, None, None, None, None, None, max_bytes)  # streamed, as read_run does
+            except _ReadAgain:  # JSON that the plain reader must judge
+                read = None
+    read = read or _read_run(path, "json", max_bytes=max_bytes)
     return read.run, {}, read.repeated
 
 
@@ -1050,41 +1029,31 @@ def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optiona
 
 
 class Evidence(NamedTuple):
-    """One query's spans against its ranked chunks: all that an evidence measure may read.
+    """One query's spans against its ranked chunks: all that an evidence measure may read."""
 
-    ``relevant`` holds the rank at which each relevant span became covered
-    (within the depth), sorted, as ``Judged.relevant`` holds those of relevant
-    documents; ``covered`` the same for every span of positive grade, and
-    ``discounted`` their gains over log2(1 + rank), in that order; ``ideal``
-    the discounted gains of the ideal ranking of the spans;
-    ``retrieved[r - 1]`` counts the characters of the union of the top r
-    chunks and ``hits[r - 1]`` those of them inside a relevant span.
-    """
-
-    relevant: List[int]
-    covered: List[int]
-    discounted: List[float]
-    ideal: List[float]
+    relevant: List[int]  # the rank at which each relevant span became covered (within the depth), sorted
+    covered: List[int]  # the same for every span of positive grade
+    discounted: List[float]  # their gains / log2(1 + rank), in that order
+    ideal: List[float]  # the discounted gains of the ideal ranking of the spans
     num_relevant: int
-    retrieved: List[int]
-    hits: List[int]
+    retrieved: List[int]  # [r - 1]: the characters of the union of the top r chunks
+    hits: List[int]  # [r - 1]: those of them inside a relevant span
     relevant_chars: int
 
 
-# One document's chunks among those a run ranks, by start: (starts, ends, ids, longest, overlapping).  A
-# chunk that shares characters with [start, end) starts less than longest before start, so bisection finds
-# it; overlapping: two of them share characters (a chunker with overlap, two chunkings mixed).
-_DocumentChunks = Tuple[List[int], List[int], List[str], int, bool]
-
-
 class _ChunkIndex(NamedTuple):
-    """The chunks a run ranks, once for all its queries: by document, and each one's document and length."""
+    """Chunks numbered once for all queries, by document and start; the lists are by number."""
 
-    by_document: Dict[str, _DocumentChunks]
-    document: Dict[str, str]
-    length: Dict[str, int]
-    located: Mapping[str, Location]
-    overlapping: set  # of document ids
+    number: Dict[str, int]  # chunk id -> number
+    document: List[str]
+    starts: List[int]
+    ends: List[int]
+    length: List[int]
+    # doc -> (first, past, longest, overlapping): its chunks are numbers first .. past - 1; one that shares
+    # characters with [start, end) starts less than longest before start, so bisection finds it; overlapping:
+    # two of them share characters (a chunker with overlap, two chunkings mixed), as do the documents of:
+    by_document: Dict[str, Tuple[int, int, int, bool]]
+    overlapping: set
 
 
 def _bad_location(chunk: str, location) -> RagEvalError:
@@ -1092,20 +1061,34 @@ def _bad_location(chunk: str, location) -> RagEvalError:
                         f"0 <= start < end, got {_clipped_repr(location)}", "chunks")
 
 
-def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> _ChunkIndex:
-    """The ranked chunks of each document, sorted by start; their locations checked as the readers check them."""
+def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> Tuple[_ChunkIndex, Dict[str, List[int]]]:
+    """The chunks numbered, and each ranking as numbers.  A map no larger than the run is numbered whole
+    (the command line's holds the run's chunks only); otherwise, or when a chunk is missing or badly
+    located, the ranked chunks are: only their locations are checked, as the readers check them, and
+    the first bad one in ranking order is named."""
+    if len(chunks) <= sum(map(len, rankings.values())):
+        try:
+            index = _numbered(chunks, chunks)
+            return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+        except (RagEvalError, KeyError):
+            pass
     ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
     missing = next((chunk for chunk in ranked if chunk not in chunks), None)
     if missing is not None:
         raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
+    index = _numbered(ranked, chunks)
+    return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+
+
+def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex:
     rows: Dict[str, List[Tuple[int, int, str]]] = {}
-    for chunk in ranked:
+    for chunk in ids:
         try:
             doc, start, end = chunks[chunk]
             rows.setdefault(doc, []).append((start, end, chunk))
         except (TypeError, ValueError):  # not three values, or a document id that is not even hashable
             raise _bad_location(chunk, chunks[chunk]) from None
-    index = _ChunkIndex({}, {}, {}, chunks, set())
+    index = _ChunkIndex({}, [], [], [], [], {}, set())
     for doc, held in rows.items():
         starts, ends = [row[0] for row in held], [row[1] for row in held]
         # In C over the document's chunks (a test per chunk in Python would cost as much as the scoring).
@@ -1115,28 +1098,27 @@ def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Locatio
                                                     and 0 <= row[0] < row[1]))
             raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
-        starts, ends, ids = ([row[i] for row in held] for i in range(3))
-        lengths = [end - start for start, end, _ in held]
-        overlapping = any(map(lt, starts[1:], ends))  # a chunk starts before the one before it ends
-        index.by_document[doc] = (starts, ends, ids, max(lengths), overlapping)
-        index.document.update(dict.fromkeys(ids, doc))
-        index.length.update(zip(ids, lengths))
+        first, lengths = len(index.starts), [end - start for start, end, _ in held]
+        index.number.update(zip([row[2] for row in held], range(first, first + len(held))))
+        index.document.extend([doc] * len(held))
+        index.starts.extend(row[0] for row in held)
+        index.ends.extend(row[1] for row in held)
+        index.length.extend(lengths)
+        overlapping = any(map(lt, index.starts[first + 1:], index.ends[first:]))  # one starts before the last ends
+        index.by_document[doc] = (first, len(index.starts), max(lengths), overlapping)
         if overlapping:
             index.overlapping.add(doc)
     return index
 
 
-def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: Conventions,
+def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: Conventions,
               min_overlap: Tuple[int, int]) -> Evidence:
-    """What a query's ranked chunks (``top``, unique ids) retrieve of its spans, rank by rank.
+    """What a query's ranked chunks (``top``, unique numbers) retrieve of its spans, rank by rank.
 
-    A span is covered at the rank where the characters it shares with the
-    union of the chunks so far reach its share.  The chunks that reach a
-    span are found by bisection in its document's chunks (``_shares``): the
-    cost follows the spans, not the chunks.  The relevant characters are
-    the relevant spans' union: by start, each adds what lies past the ones
-    before it.  Only where a document's chunks overlap are its retrieved
-    chunks walked one by one, for the characters each adds to the union.
+    A span is covered at the rank where the characters it shares with the union of the chunks so far
+    reach its share.  Its chunks are found by bisection (``_shares``): the cost follows the spans, not
+    the chunks.  The relevant characters are the relevant spans' union: by start, each adds what lies
+    past the ones before it.  Only where a document's chunks overlap are the retrieved ones walked.
     """
     numerator, denominator = min_overlap
     rank_of = dict(zip(top, range(1, len(top) + 1)))
@@ -1148,8 +1130,8 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
             continue
         gain = _gain(grade, conv.gain)
         ideal.append(gain)
-        held = chunks.by_document.get(doc)
-        shares = _shares(held, rank_of, start, end) if held else []
+        where = chunks.by_document.get(doc)
+        shares = _shares(chunks, where, rank_of, start, end) if where else []
         need, got = -(-numerator * (end - start) // denominator), 0  # ceil, in integers
         for rank, new in shares:
             got += new
@@ -1166,21 +1148,17 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
         if end > reach:
             relevant_chars += end - max(start, reach)
             if start < reach and shares:
-                shares = _shares(chunks.by_document[doc], rank_of, reach, end)
+                shares = _shares(chunks, chunks.by_document[doc], rank_of, reach, end)
             for rank, new in shares:
                 found[rank - 1] += new
             reach_doc, reach = doc, end
     added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
     if chunks.overlapping and not chunks.overlapping.isdisjoint(map(chunks.document.__getitem__, top)):
-        walked: Dict[str, List[Tuple[int, int, int]]] = {}
+        joined: Dict[str, Tuple[List[int], List[int]]] = {}  # document -> the union of its chunks so far
         for rank, chunk in enumerate(top, 1):
-            doc, start, end = chunks.located[chunk]
-            if doc in chunks.overlapping:
-                walked.setdefault(doc, []).append((rank, start, end))
-        for placed in walked.values():
-            joined: Tuple[List[int], List[int]] = ([], [])
-            for rank, start, end in placed if len(placed) > 1 else ():  # a lone chunk adds its own characters
-                added[rank - 1] = _add_interval(*joined, start, end)
+            if chunks.document[chunk] in chunks.overlapping:
+                added[rank - 1] = _add_interval(*joined.setdefault(chunks.document[chunk], ([], [])),
+                                                chunks.starts[chunk], chunks.ends[chunk])
     covered.sort()
     ideal.sort(reverse=True)
     return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
@@ -1189,21 +1167,24 @@ def _evidence(spans: Iterable[Span], top: List[str], chunks: _ChunkIndex, conv: 
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
-def _shares(held: _DocumentChunks, rank_of: Mapping[str, int], start: int, end: int) -> List[Tuple[int, int]]:
+def _shares(chunks: _ChunkIndex, where: Tuple[int, int, int, bool], rank_of: Mapping[int, int],
+            start: int, end: int) -> List[Tuple[int, int]]:
     """(rank, characters of ``[start, end)`` that the retrieved chunk at that rank holds and no better one did),
-    by rank, for the chunks of one document."""
-    starts, ends, ids, longest, overlapping = held
+    by rank, for the chunks of one document (``where``: its entry in ``by_document``)."""
+    first, past, longest, overlapping = where
+    starts, ends = chunks.starts, chunks.ends
     shares = []
     if overlapping:
         joined: Tuple[List[int], List[int]] = ([], [])
-        for rank, low, high in sorted((rank_of[ids[j]], max(start, starts[j]), min(end, ends[j]))
-                                      for j in range(bisect_right(starts, start - longest), bisect_left(starts, end))
-                                      if ends[j] > start and ids[j] in rank_of):
+        for rank, low, high in sorted((rank_of[j], max(start, starts[j]), min(end, ends[j]))
+                                      for j in range(bisect_right(starts, start - longest, first, past),
+                                                     bisect_left(starts, end, first, past))
+                                      if ends[j] > start and j in rank_of):
             shares.append((rank, _add_interval(*joined, low, high)))
         return shares
-    first = bisect_right(ends, start)  # the first chunk that ends after the span starts
-    for j in range(first, bisect_left(starts, end, first)):  # the chunks that share characters with the span
-        rank = rank_of.get(ids[j])
+    first = bisect_right(ends, start, first, past)  # the first chunk that ends after the span starts
+    for j in range(first, bisect_left(starts, end, first, past)):  # the chunks that share characters with the span
+        rank = rank_of.get(j)
         if rank:  # (a loop, not a comprehension, and no min() and max(): this runs for every span)
             low, high = starts[j], ends[j]
             shares.append((rank, (end if end < high else high) - (start if start > low else low)))
@@ -1252,8 +1233,7 @@ def _span_iou(q: Evidence, k: int) -> float:
 
 
 class SpanMeasure(NamedTuple):
-    """A measure on evidence spans: a measure of ``MEASURES`` under its name (the same number
-    when every chunk is one span), or one of spans only (iou)."""
+    """A measure of ``MEASURES`` on spans (the same number when every chunk is one span), or of spans only."""
 
     name: str
     compute: Callable[[Evidence, int], float]
@@ -1308,10 +1288,9 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
-def _ranked_documents(ranking: List[str], document: Mapping[str, str], grades: Mapping[str, int]) -> _Reduced:
-    """A query's documents, each ranked at its best chunk's place, as ``evaluate`` reads a reduced
-    query: the ranks of the judged ones."""
-    ranked = dict.fromkeys(map(document.__getitem__, ranking))
+def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
+    """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
+    ranked = dict.fromkeys(map(document.__getitem__, numbers))
     order = list(ranked)
     return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
 
@@ -1344,12 +1323,10 @@ def evaluate_spans(
 ) -> dict:
     """Score a run of chunks against evidence spans, and the same run's documents.
 
-    ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start,
-    end).  Returns what ``evaluate`` returns; ``mean`` holds the evidence
-    metrics (``recall@5``, definitions in ``SPAN_MEASURES``) and the
-    document metrics (``doc.recall@5``: a document judged by its best span's
-    grade, ranked at its best chunk's place).  Measures without an evidence
-    definition (ap, judged) are reported at the document level only.
+    ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start, end).  Returns what
+    ``evaluate`` returns; ``mean`` holds the evidence metrics (``recall@5``, defined in
+    ``SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
+    span's grade, ranked at its best chunk's place); ap and judged exist at the document level only.
 
     >>> spans = SpanQrels({"q": (Span("d", 0, 10, 2),)})
     >>> located = {"c1": ("d", 0, 6), "c2": ("d", 6, 20)}
@@ -1366,7 +1343,7 @@ def evaluate_spans(
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
     rankings = {qid: _ranking(entry) for qid, entry in run.items()}
-    index = _chunk_index(rankings, chunks)  # checks every location first
+    index, numbered = _chunk_index(rankings, chunks)  # checks every location first
     documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
@@ -1374,7 +1351,7 @@ def evaluate_spans(
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
     # (Asked for iou alone, it scores success too, to check; and drops it.)
-    doc_run = _ReducedRun({qid: _ranked_documents(rankings[qid], index.document, documents[qid]) for qid in run if qid in qrels},
+    doc_run = _ReducedRun({qid: _ranked_documents(numbered[qid], index.document, documents[qid]) for qid in run if qid in qrels},
                           sorted(set(run) - set(qrels)))
     docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
@@ -1384,20 +1361,17 @@ def evaluate_spans(
                for name, cutoff in pairs]
     doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
     depth = max(cutoffs)
-    ties = dict.fromkeys(cutoffs, 0)
     per_query: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
-        ranking = rankings.get(qid, [])
-        q = _evidence(qrels[qid], ranking[:depth], index, conv, ratio)
-        for cutoff in _tied_at(run.get(qid, []), ranking, cutoffs):
-            ties[cutoff] += 1
+        q = _evidence(qrels[qid], numbered.get(qid, [])[:depth], index, conv, ratio)
         values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
         values.update(zip(doc_keys, doc_values.values()))
+    ties = Counter(chain.from_iterable(_tied_at(run[qid], rankings[qid], cutoffs) for qid in per_query if qid in run))
     count = len(per_query)
     mean = {format_metric(name, cutoff): math.fsum(v[key] for v in per_query.values()) / count
             for (name, cutoff), (key, _, _) in zip(pairs, columns)}
     mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
-    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): n for c, n in ties.items()},
+    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): ties[c] for c in cutoffs},
                 judged={}, abstention=_abstention(docs["unscored"], run, abstain_below),
                 conventions=dict(conv._asdict(), min_overlap=float(min_overlap)))
 
@@ -1485,9 +1459,8 @@ def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
 
 
 def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, source: str = "qrels") -> str:
-    """The evidence qrels with the moved spans at their new offsets: the rows as read, in file order,
-    every field kept (``spans_text`` of the fixed qrels for qrels made in memory).  Rows that would
-    then judge one place differently are an error (line numbers as in the output)."""
+    """The qrels rows as read, every field kept, with moved spans at their new offsets (qrels made in memory:
+    ``spans_text`` of the fixed ones).  Rows that then judge one place differently are an error."""
     rows = getattr(qrels, "rows", None)
     if rows is None:
         return spans_text(check.fixed)
@@ -1501,9 +1474,8 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
 
 
 def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
-    """Chunk-id judgments made on a chunking become evidence spans: each judged chunk, at its
-    offsets, with its grade.  A chunk the map lacks is an error; two chunks at the same
-    offsets must agree on their grade."""
+    """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
+    with its grade (a chunk the map lacks is an error; two at the same offsets must agree)."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
@@ -1542,7 +1514,8 @@ def _span_options(group, typed) -> None:
 
 
 def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
-    """``_score_file`` for evidence judgments: locate the run's chunks, check the labels, score."""
+    """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
+    (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
     if not isinstance(qrels, SpanQrels):
         raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
                            "with start and end)", args.qrels)
@@ -1553,7 +1526,14 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        qrels, labels = _anchored(args, qrels)
+        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+        orphaned = [row for row in check.rows if row[2] == "orphaned"]
+        if orphaned:
+            qid, span, _, found = orphaned[0]
+            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
+                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+                               args.qrels)
+        qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
     run, in_run, repeated = _located_run(path, args.run_format, args.max_input_bytes)
     source = "<stdin>" if path == "-" else path
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
@@ -1575,37 +1555,27 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     return result, run
 
 
-def _anchored(args, qrels: SpanQrels) -> Tuple[SpanQrels, Dict[str, int]]:
-    """A gate's labels checked against --corpus: the qrels with moved spans re-anchored, and the counts;
-    an orphaned label is an error (a gate cannot pass on labels that no longer point at the evidence)."""
-    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
-    orphaned = [row for row in check.rows if row[2] == "orphaned"]
-    if orphaned:
-        qid, span, _, found = orphaned[0]
-        raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
-                           f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
-                           args.qrels)
-    return check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
-
-
 def _label_job(args) -> int:
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
+    sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
     if args.no_symlinks:
-        _refuse_symlinks([source for source in (args.qrels, args.chunks, args.corpus) if source])
-    # A missing input is left to its reader to name, even when the output has its name.
-    inputs = [source for source in (args.qrels, args.chunks, args.corpus) if source and _identity(source)]
+        _refuse_symlinks(sources)
+    inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
             raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
+    if args.to_spans and (args.check_labels or args.fix_labels or not args.chunks):
+        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                           "and is a job of its own")
+    if not args.to_spans and not args.corpus:
+        raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
+    qrels = read_qrels(args.qrels, args.qrels_format)
+    if isinstance(qrels, SpanQrels) == bool(args.to_spans):
+        raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
+                           else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
-        if args.check_labels or args.fix_labels or not args.chunks:
-            raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                               "and is a job of its own")
-        qrels = read_qrels(args.qrels, args.qrels_format)
-        if isinstance(qrels, SpanQrels):
-            raise RagEvalError("already evidence spans (rows with start and end)", args.qrels)
         chunks = read_chunks(args.chunks, args.max_input_bytes)
         try:
             spans = to_spans(qrels, chunks)
@@ -1615,11 +1585,6 @@ def _label_job(args) -> int:
         if not args.quiet:
             _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
         return EXIT_OK
-    if not args.corpus:
-        raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    if not isinstance(qrels, SpanQrels):
-        raise RagEvalError("expected evidence judgments (JSONL rows with start and end)", args.qrels)
     check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
     if args.fix_labels:
         _output_target(args.fix_labels)

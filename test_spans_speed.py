@@ -88,3 +88,86 @@ class TestFastPaths(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestNumberedChunks(unittest.TestCase):
+    """The chunks are numbered once for all queries: every chunk of the map (unranked ones too, so a
+    document's chunks may overlap only among chunks no query ranks), or, when a location is bad or
+    a chunk missing, only the ranked ones.  Shapes drawn on purpose, against the brute force."""
+
+    CASES = 300
+
+    def shaped_case(self, rng):
+        length = rng.randint(20, 60)
+        cut = sorted(rng.sample(range(1, length), rng.randint(1, 6)))
+        chunks = {f"a{n}": ("a", start, end) for n, (start, end) in enumerate(zip([0] + cut, cut + [length]))}
+        if rng.random() < 0.5:  # a second chunking of the same document that no query, or some, rank
+            chunks.update((f"w{n}", ("a", start, min(start + 15, length))) for n, start in enumerate(range(0, length, 10)))
+        starts, ends = [0] + cut, cut + [length]
+        spans = []
+        for _ in range(rng.randint(1, 5)):
+            shape = rng.choice(["inside", "across", "two chunks", "nested", "exact", "partial"])
+            j = rng.randrange(len(starts))
+            if shape == "inside":
+                start = rng.randint(starts[j], ends[j] - 1)
+                end = rng.randint(start + 1, ends[j])
+            elif shape in ("across", "two chunks") and j + 1 < len(starts):
+                start, end = rng.randint(starts[j], ends[j] - 1), rng.randint(starts[j + 1] + 1, ends[j + 1])
+                if shape == "two chunks":
+                    start, end = starts[j], ends[j + 1]
+            elif shape == "nested" and spans:
+                outer = rng.choice(spans)
+                start = rng.randint(outer.start, outer.end - 1)
+                end = rng.randint(start + 1, outer.end)
+            elif shape == "exact":
+                start, end = starts[j], ends[j]
+            else:
+                start = rng.randint(0, length - 1)
+                end = rng.randint(start + 1, length + 5)
+            spans.append(Span("a", start, end, rng.choice([0, 1, 2, 3])))
+        pool = sorted(chunks) if rng.random() < 0.5 else sorted(c for c in chunks if c.startswith("a"))
+        ranking = rng.sample(pool, rng.randint(1, len(pool)))
+        return SpanQrels({"q": tuple(spans)}), {"q": ranking}, chunks
+
+    def test_shapes_against_the_brute_force(self):
+        rng = random.Random(2718)
+        for case in range(self.CASES):
+            qrels, run, chunks = self.shaped_case(rng)
+            k = rng.randint(1, 8)
+            options = {"min_overlap": rng.choice([1e-9, 0.1, 0.5, 0.5000001, 0.999, 1.0]),
+                       "gain": rng.choice(rag_eval.GAINS), "min_grade": rng.choice([1, 2])}
+            try:
+                got = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES), **options)
+            except rag_eval.RagEvalError:
+                continue  # no relevant span
+            expected = reference(qrels["q"], [chunks[c] for c in run["q"]], k, **options)
+            for name in NAMES:
+                self.assertAlmostEqual(got["per_query"]["q"][name], expected[name], places=12,
+                                       msg=f"case {case} {name}: {qrels['q']} {run['q']} {chunks} k={k} {options}")
+
+    def test_unranked_chunks_of_the_map_change_nothing(self):
+        rng = random.Random(2719)
+        for case in range(self.CASES // 3):
+            qrels, run, chunks = random_case(rng)
+            k = rng.randint(1, 6)
+            try:
+                alone = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES))
+            except rag_eval.RagEvalError:
+                continue
+            more = dict(chunks, x1=("a", 0, 100), x2=("a", 3, 5), x3=("zz", 1, 2))  # overlapping, never ranked
+            self.assertEqual(rag_eval.evaluate_spans(qrels, run, more, k, measures=list(NAMES)), alone, f"case {case}")
+            broken = dict(more, x4=("a", 5, 5), x5=None)  # badly located, never ranked: not checked
+            self.assertEqual(rag_eval.evaluate_spans(qrels, run, broken, k, measures=list(NAMES)), alone, f"case {case}")
+
+    def test_the_first_bad_or_missing_ranked_chunk_is_named(self):
+        spans = SpanQrels({"q": (Span("d", 0, 10, 1),), "r": (Span("d", 0, 10, 1),)})
+        chunks = {"a": ("d", 0, 5), "b": ("d", 5, 9), "c": ("d", 9, 12), "u": None}
+        cases = [({"q": ["a", "b"], "r": ["zz", "yy"]}, chunks, "chunk 'zz' is not located"),
+                 ({"q": ["a", "c"], "r": ["b", "zz"]}, dict(chunks, b=("d", 3, 3), c=("d", -1, 2)),
+                  "chunk 'zz' is not located"),  # missing before badly located, as the readers check
+                 ({"q": ["a", "c"], "r": ["b"]}, dict(chunks, b=("d", 3, 3), c=("d", -1, 2)), "chunk 'c': a location"),
+                 ({"q": ["a"], "r": ["b"]}, dict(chunks, b=["d", 1.5, 3]), "chunk 'b': a location")]
+        for run, located, message in cases:
+            with self.subTest(message=message), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(spans, run, located, 2)
+            self.assertIn(message, str(caught.exception))
