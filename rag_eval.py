@@ -3376,8 +3376,9 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
     one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
     in bulk that costs a fraction of doing it line by line.  ``split`` cuts
     a checked block into its lines (``_byte_lines`` or ``_text_lines``);
-    without it, the block itself is yielded (whole lines, checked).  Blank
-    blocks are checked, counted and skipped.  More than ``max_bytes`` in all
+    without it, the block itself is yielded (whole lines, checked), and the
+    reader may ``send`` back how many lines it held (counting them is one more
+    pass over the block).  Blank blocks are checked, counted and skipped.  More than ``max_bytes`` in all
     (after gunzip) is an error: a gzip bomb ends after a bounded time.
     """
     first = inp.first_line
@@ -3399,8 +3400,8 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
         elif split is None:
-            yield first, data
-            first += data.count(b"\n") + (not data.endswith(b"\n"))
+            lines = yield first, data
+            first += data.count(b"\n") + (not data.endswith(b"\n")) if lines is None else lines
         else:
             lines = _lines_of(data, split)
             yield first, lines
@@ -4119,24 +4120,6 @@ class _Reducer:
         return _ReducedRun(self.queries, sorted(self.unknown))
 
 
-class _TopsByQuery(dict):
-    """query id -> its ``_TopScores``, made on first sight of the query."""
-
-    def __init__(self, depth: Optional[int]):
-        super().__init__()
-        self.depth = depth
-
-    def __missing__(self, qid) -> _TopScores:
-        top = self[qid] = _TopScores(self.depth)
-        return top
-
-    def finished(self) -> dict:
-        """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
-        for top in self.values():
-            top.prune()
-        return {qid: top.scores for qid, top in self.items()}
-
-
 def _score(text: str, source: str, lineno: int) -> float:
     """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10, and
     digits and spaces of any script: '\uff13' for 3)."""
@@ -4164,78 +4147,98 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     each block is cut into columns in C (``_trec_columns``), or, when a
     line in it is unusual, read line by line (``_trec_lines``).
     """
-    queries = _TrecQueries(inp.source, depth, keep, doc_id_sep, judged, cutoffs)
-    for first, data in _line_blocks(inp, None, max_bytes):
-        queries.take(_trec_columns(data) or _trec_lines(data, first, queries.qid, inp.source))
-    return queries.finished()
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=True)
+    blocks = _line_blocks(inp, None, max_bytes)
+    lines = None  # sent back: the lines of a block in columns (counted for free), which _line_blocks need not count
+    while True:
+        try:
+            first, data = blocks.send(lines)
+        except StopIteration:
+            return queries.finished()
+        segments = _trec_columns(data)
+        lines = segments and sum(len(docids) for _, docids, _ in segments)
+        queries.take(segments or _trec_lines(data, first, queries.qid, inp.source))
 
 
-class _TrecQueries:
-    """A TREC run's queries, taken a block at a time as ``(qid, docids, scores)`` for each stretch of one
-    query's lines (ids as bytes).  The current query's documents are held as two lists until its lines end;
-    then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's look-up of
-    the judged ones.  ``keep`` and ``doc_id_sep`` need text: only ids at least the query's floor are decoded.
+class _Queries:
+    """A run's queries as the readers hand them over: for each stretch of one query's lines, its document ids
+    as the file spells them (bytes from TREC lines, text from rows) and their values (scores; in a ranked
+    run the places negated, so that higher is better).  A query's documents are held as two lists until its
+    lines end; then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's
+    look-up of the judged ones.  ``keep`` and ``doc_id_sep`` need each id as text: only ids at least the
+    query's floor are mapped.
     """
 
     def __init__(self, source: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                 judged: Optional[Qrels], cutoffs: Optional[List[int]]):
-        self.keep, self.doc_id_sep, self.judged = keep, doc_id_sep, judged
-        self.as_text = keep is not None or doc_id_sep is not None
-        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not self.as_text, source)
-        self.tops = _TopsByQuery(depth)  # without a reducer: every query's
+                 judged: Optional[Qrels], cutoffs: Optional[List[int]], as_bytes: bool):
+        self.depth, self.keep, self.doc_id_sep, self.judged, self.as_bytes = depth, keep, doc_id_sep, judged, as_bytes
+        self.mapped = keep is not None or doc_id_sep is not None
+        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, as_bytes and not self.mapped,
+                                                             source)
+        self.tops: Dict[object, _TopScores] = {}  # without a reducer: every query's
         self.repeats = _Repeats()
         self.looking = judged is not None  # for a line that names a judged document of its query
-        self.qid: Optional[bytes] = None  # the current query, None before the first line
+        self.ranked = False  # ranked (not scored) rows: queries are ranked lists, with no ties to note
+        self.qid = None  # the current query as the file spells it, None before the first line
         self.query: Optional[str] = None  # ... as text
         self.top: Optional[_TopScores] = None  # ... its best documents; None when the reducer's qrels lack it
-        self.ids: List[bytes] = []  # its document ids since the last hand-over, for _Repeats
-        self.values: List[float] = []  # their scores, when ``top`` takes ``ids`` (bytes; a query the qrels know)
+        self.ids: List = []  # its document ids since the last hand-over, for _Repeats
+        self.values: List[float] = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
 
-    def take(self, segments: Iterable[Tuple[bytes, List[bytes], List[float]]]) -> None:
+    def take(self, segments: Iterable[Tuple[object, List, List[float]]]) -> None:
+        """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
         if len(self.ids) > REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
             self._hand_over(more=True)
         for qid, docids, values in segments:
             if qid != self.qid:
-                self._end()
-                self._start(qid)
+                self.start(qid)
             self.ids += docids
             if self.looking:
                 self.looking = not self._names_judged(docids)
             if self.top is None:
                 continue  # a query the qrels lack: its lines are checked, not kept
-            if self.as_text:
-                self._add_texts(docids, values)
+            if self.mapped:
+                self._add_mapped(docids, values)
             else:
                 self.values += values
+
+    def start(self, qid) -> None:
+        """The lines of ``qid`` start (the qrels are asked about it here, before its later lines are read)."""
+        self._end()
+        self.qid, self.query = qid, qid.decode("utf-8") if self.as_bytes else qid
+        if self.reducer is None:
+            self.top = self.tops.get(qid) or self.tops.setdefault(qid, _TopScores(self.depth))
+        else:
+            self.top = _TopScores(self.depth) if self.reducer.knows(self.query) else None
 
     def finished(self) -> _RunRead:
         self._end()
         found = self.judged is not None and not self.looking
         if self.reducer is not None:
             return _RunRead(self.reducer.run(), found, self.repeats.counted())
-        run = {qid.decode("utf-8"): scores if self.as_text else {docid.decode("utf-8"): score
-                                                                 for docid, score in scores.items()}
-               for qid, scores in self.tops.finished().items()}
+        run = {}
+        for qid, top in self.tops.items():
+            top.prune()
+            scores = top.scores if self.mapped or not self.as_bytes else {
+                docid.decode("utf-8"): score for docid, score in top.scores.items()}
+            run[qid.decode("utf-8") if self.as_bytes else qid] = _order_scored(scores) if self.ranked else scores
         return _RunRead(run, found, self.repeats.counted())
-
-    def _start(self, qid: bytes) -> None:
-        self.qid, self.query = qid, qid.decode("utf-8")
-        if self.reducer is None:
-            self.top = self.tops[qid]
-        else:
-            self.top = _TopScores(self.reducer.depth) if self.reducer.knows(self.query) else None
 
     def _end(self) -> None:
         """The current query's lines end here (without a reducer, its lines may come again)."""
         if self.qid is None:
             return
-        ids, values, top = self.ids, self.values, self.top
-        unique = self._hand_over(more=self.reducer is None)
-        if self.reducer is not None and top is not None:
-            if unique:  # the common case: the lists that the dict was made of
-                self.reducer.scored_lists(self.query, ids, values, top.scores)
-            else:
-                self.reducer.scored(self.query, top.scores)
+        ids, values, top, reducer = self.ids, self.values, self.top, self.reducer
+        unique = self._hand_over(more=reducer is None)
+        if reducer is None or top is None:
+            return
+        if self.ranked:
+            top.prune()
+            reducer.ranked(self.query, _order_scored(top.scores))
+        elif unique:  # the common case: the lists that the dict was made of
+            reducer.scored_lists(self.query, ids, values, top.scores)
+        else:
+            reducer.scored(self.query, top.scores)
 
     def _hand_over(self, more: bool) -> bool:
         """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
@@ -4247,19 +4250,25 @@ class _TrecQueries:
             self.top.grown()  # about twice its depth at most, while its lines go on
         return unique
 
-    def _add_texts(self, docids: List[bytes], values: List[float]) -> None:
+    def _text(self, docid) -> str:
+        text = docid.decode("utf-8") if self.as_bytes else docid
+        return text if self.doc_id_sep is None else document_of(text, self.doc_id_sep)
+
+    def _add_mapped(self, docids: List, values: List[float]) -> None:
         top, keep, query = self.top, self.keep, self.query
         for docid, score in zip(docids, values):
-            if score >= top.floor:  # below it, a document cannot be among the best: not even decoded
-                text = _id_text(docid, self.doc_id_sep)
+            if score >= top.floor:  # below it, a document cannot be among the best: not even mapped
+                text = self._text(docid)
                 if keep is None or keep(query, text):
                     top.add(text, score)
 
-    def _names_judged(self, docids: List[bytes]) -> bool:
-        grades = self.judged.get(self.query, ())
-        if self.doc_id_sep is None:
+    def _names_judged(self, docids: List) -> bool:
+        grades = self.judged.get(self.query, {})
+        if self.doc_id_sep is not None:
+            return any(self._text(docid) in grades for docid in docids)
+        if self.as_bytes:
             return not {docid.encode("utf-8", "surrogatepass") for docid in grades}.isdisjoint(docids)
-        return any(_id_text(docid, self.doc_id_sep) in grades for docid in docids)
+        return not grades.keys().isdisjoint(docids)
 
 
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
@@ -4363,21 +4372,16 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
         yield qid, docids, values
 
 
-def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool = False) -> List:
+def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
     """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
     if qid is not None:
-        repeats.add(qid, ids, more, unique)
+        repeats.add(qid, ids, more)
     return []
 
 
 def _too_long_id(text: str) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
     return len(text) > MAX_ID // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_ID
-
-
-def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
-    text = docid.decode("utf-8")
-    return text if doc_id_sep is None else document_of(text, doc_id_sep)
 
 
 def _msmarco_layout(inp: _Input) -> bool:
@@ -4507,50 +4511,23 @@ def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: 
               doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
     """The run of ``rows`` ``(qid, docid, value, ranked)``, checked, in file order: ``value`` is a score, or
     in a ranked run (MS MARCO's, JSONL without scores: every row says which) the place negated, so that
-    higher is better.
-
-    A query keeps its ``depth`` best unique documents (after ``keep``), as
-    ``_trec_run`` does, and with ``cutoffs`` is reduced when its rows end.
-    Returns as ``_trec_run``.
+    higher is better.  Read as ``_trec_run`` reads lines, in stretches of one query's rows; returns as it does.
     """
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
-    tops = _TopsByQuery(depth)  # with a reducer, only the query being read; none for one the qrels lack
-    repeats, ids = _Repeats(), []
-    qid = top = None
-    ranked = False
-    looking = judged is not None
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
+    qid, ids, values = None, [], []
     for query, docid, value, ranked in rows:
         if query != qid or len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, qid, ids, reducer is None or query == qid)
+            if ids:
+                queries.take(((qid, ids, values),))
+                ids, values = [], []
+            if query != qid:
+                qid, queries.ranked = query, ranked
+                queries.start(query)
         ids.append(docid)
-        if doc_id_sep is not None:
-            docid = document_of(docid, doc_id_sep)
-        if looking:
-            looking = docid not in judged.get(query, ())
-        if query != qid:
-            if reducer is not None:
-                _reduce_rows(reducer, qid, tops, ranked)
-            qid = query
-            top = tops[qid] if reducer is None or reducer.knows(qid) else None
-        # Below the floor, a document cannot be among the best (one listed before keeps its higher value).
-        if top is not None and value >= top.floor and (keep is None or keep(qid, docid)):
-            top.add(docid, value)
-    found = judged is not None and not looking
-    _stretch_ended(repeats, qid, ids, False)
-    if reducer is not None:
-        _reduce_rows(reducer, qid, tops, ranked)
-        return _RunRead(reducer.run(), found, repeats.counted())
-    run = tops.finished()
-    return _RunRead({qid: _order_scored(scores) for qid, scores in run.items()} if ranked else run, found,
-                    repeats.counted())
-
-
-def _reduce_rows(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery, ranked: bool) -> None:
-    """The rows of ``qid`` ended: reduce its documents, and forget them (none: the qrels lack it, or no query yet)."""
-    top = tops.pop(qid, None)
-    if top is not None:
-        top.prune()
-        reducer.ranked(qid, _order_scored(top.scores)) if ranked else reducer.scored(qid, top.scores)
+        values.append(value)
+    if ids:
+        queries.take(((qid, ids, values),))
+    return queries.finished()
 
 
 def _first_item_is(data, kind: type) -> bool:
