@@ -4379,9 +4379,17 @@ def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
     return []
 
 
-def _too_long_id(text: str) -> bool:
+def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
-    return len(text) > MAX_ID // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_ID
+    return len(text) > MAX_ID // 4 and len(_as_bytes(text)) > MAX_ID
+
+
+def _as_bytes(text: Union[str, bytes]) -> bytes:
+    return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+
+
+def _as_text(text: Union[str, bytes]) -> str:
+    return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
 def _msmarco_layout(inp: _Input) -> bool:
@@ -4420,40 +4428,71 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
                  rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
-    only scores, has no such format).  Returns as ``_trec_run``.
+    only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file.
 
     A rank repeated in a query is an error (looked for among its first
     MAX_RANKS lines: memory stays bounded).  ``rows``, when given, are ``(line
     number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
     whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
-    def ranked_rows():
-        qid = None
-        ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
-        earlier: Dict[str, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
-        budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
-        for lineno, (query, docid, text) in _msmarco_lines(inp, max_bytes) if rows is None else rows:
-            if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
-                raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
-                                   inp.source, lineno)
-            rank = _ascii_int(text)
-            if rank is None or rank < first_rank:
-                wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
-                    "a positive integer" if first_rank else "a non-negative integer"
-                raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
-            if query != qid:
-                if qid is not None:
-                    earlier[qid], budget = _ranks_so_far(ranks, budget)
-                qid = query
-                ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
-            if len(ranks) < MAX_RANKS:
-                if rank in ranks:
-                    raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
-                                       "file? the order is QRELS RUN)", inp.source, lineno)
-                ranks.add(rank)
-            yield query, docid, -rank, True
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=rows is None)
+    queries.ranked = True
+    if rows is None:  # (line number, fields) of every line, split in C
+        rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
+                                   for first, lines in _line_blocks(inp, _byte_lines, max_bytes))
+    for qid, docids, values in _ranked_stretches(rows, first_rank, inp.source):
+        queries.take(((qid, docids, values),)) if docids else queries.start(qid)
+    return queries.finished()
 
-    return _rows_run(inp, ranked_rows(), depth, keep, doc_id_sep, judged, cutoffs)
+
+def _ranked_stretches(rows: Iterable[Tuple[int, list]], first_rank: int, source: str
+                      ) -> Iterator[Tuple[object, list, list]]:
+    """``(qid, docids, ranks negated)`` for each stretch of one query's rows (``_msmarco_run``'s), checked; an
+    empty stretch starts each query, after its first row is checked and before the next one is read."""
+    qid, ids, values = None, [], []
+    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+    earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
+    for lineno, fields in rows:
+        try:
+            query, docid, text = fields
+        except ValueError:
+            if fields and fields[0][:1] != b"#":
+                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
+                                   source, lineno) from None
+            continue  # blank, or a comment, as TREC lines
+        if query[:1] == b"#":  # (a header file's rows are text: never b"#")
+            continue
+        if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
+            raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
+                               source, lineno)
+        rank = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None  # as _ascii_int
+        if rank is None or rank < first_rank:
+            text = _as_text(text)
+            wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
+                "a positive integer" if first_rank else "a non-negative integer"
+            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", source, lineno)
+        new = query != qid
+        if new:
+            if qid is not None:
+                earlier[qid], budget = _ranks_so_far(ranks, budget)
+            ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
+        if len(ranks) < MAX_RANKS:
+            if rank in ranks:
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))} (is this a "
+                                   "qrels file? the order is QRELS RUN)", source, lineno)
+            ranks.add(rank)
+        if new or len(ids) > REPEAT_BUDGET:
+            if ids:
+                yield qid, ids, values
+                ids, values = [], []
+            if new:
+                qid = query
+                yield qid, (), ()
+        ids.append(docid)
+        values.append(-rank)
+    if ids:
+        yield qid, ids, values
 
 
 def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
@@ -4464,19 +4503,6 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     if len(ranks) > budget:
         return None, 0
     return frozenset(ranks), budget - len(ranks)
-
-
-def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[str]]]:
-    """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
-    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
-        for lineno, line in enumerate(lines, first):
-            fields = line.split()  # at C's white space, as TREC lines
-            if not fields or fields[0][:1] == b"#":
-                continue
-            if len(fields) != 3:
-                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
-                                   inp.source, lineno)
-            yield lineno, list(map(bytes.decode, fields))  # UTF-8, strict
 
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
