@@ -4010,10 +4010,10 @@ class _Repeats:
 
 
 class _RunRead(NamedTuple):
-    """What reading a run gives: the run, whether it names a judged document, its repeated documents."""
+    """What reading a run gives."""
 
     run: Run
-    any_judged: bool
+    any_judged: bool  # whether a line names a document judged for its query (False without qrels)
     repeated: _Repeated
 
 
@@ -4026,7 +4026,7 @@ class _Reducer:
 
     The readers ask whether the qrels know each query as it starts
     (``knows``), and hand over its kept documents when the next one starts
-    or the file ends (``scored``, ``scored_lists``, ``ranked``).  Queries the
+    or the file ends (``scored``, ``ranked``).  Queries the
     qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
     by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
     """
@@ -4049,13 +4049,9 @@ class _Reducer:
                                    "is this a run of these qrels?", self.source)
         return False
 
-    def scored(self, qid: str, scores: Mapping) -> None:
-        """A query's unique documents and their scores (at least its best ``depth``, maybe more)."""
-        self.scored_lists(qid, list(scores), list(scores.values()), scores)
-
-    def scored_lists(self, qid: str, docids: List, values: List[float], scores: Optional[Mapping] = None) -> None:
-        """``scored`` with the documents and their scores as two lists, each document once (``scores``: the
-        same as a mapping, when the caller has one).
+    def scored(self, qid: str, scores: Mapping, docids: Optional[List] = None, values: Optional[List] = None) -> None:
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more); ``docids``
+        and ``values``: the same as two lists, when the reader has them.
 
         rank = 1 + the documents ordered before: those scored higher, and
         those scored the same with a larger docid (trec_eval's order), so no
@@ -4063,8 +4059,8 @@ class _Reducer:
         counts and the ties across cutoffs.  Only the judged documents'
         tied partners are looked for, when there are any.
         """
-        if scores is None:
-            scores = dict(zip(docids, values))
+        if docids is None:
+            docids, values = list(scores), list(scores.values())
         ascending = sorted(values, reverse=True)  # one pass when the scores come best first, as runs list them
         ascending.reverse()
         count = len(ascending)
@@ -4139,13 +4135,11 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
-    Returns the run, whether any line names a document judged for its
-    query in ``judged`` (always False without it), and the documents listed
-    twice in a query.  With ``cutoffs`` (and ``judged``), each query is
-    reduced when its lines end (see ``_Reducer``): its lines must come
-    together, or ``_ReadAgain`` is raised.  No line costs a Python step:
-    each block is cut into columns in C (``_trec_columns``), or, when a
-    line in it is unusual, read line by line (``_trec_lines``).
+    With ``cutoffs`` (and ``judged``), each query is reduced when its lines
+    end (see ``_Reducer``): its lines must come together, or ``_ReadAgain``
+    is raised.  No line costs a Python step: each block is cut into columns
+    in C (``_trec_columns``), or, when a line in it is unusual, read line by
+    line (``_trec_lines``).
     """
     queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=True)
     blocks = _line_blocks(inp, None, max_bytes)
@@ -4202,6 +4196,15 @@ class _Queries:
             else:
                 self.values += values
 
+    def rows_end(self, qid, ids: List, values: List[float], next_qid) -> Tuple[List, List[float]]:
+        """A reader of rows hands over ``ids`` and ``values`` (maybe none) of ``qid``'s latest rows, at most
+        REPEAT_BUDGET + 1; ``next_qid`` starts if it is another query.  Returns new lists for the next rows."""
+        if ids:
+            self.take(((qid, ids, values),))
+        if next_qid != qid:
+            self.start(next_qid)
+        return [], []
+
     def start(self, qid) -> None:
         """The lines of ``qid`` start (the qrels are asked about it here, before its later lines are read)."""
         self._end()
@@ -4235,10 +4238,8 @@ class _Queries:
         if self.ranked:
             top.prune()
             reducer.ranked(self.query, _order_scored(top.scores))
-        elif unique:  # the common case: the lists that the dict was made of
-            reducer.scored_lists(self.query, ids, values, top.scores)
-        else:
-            reducer.scored(self.query, top.scores)
+        else:  # unique, the common case: with the lists that the dict was made of
+            reducer.scored(self.query, top.scores, *((ids, values) if unique else ()))
 
     def _hand_over(self, more: bool) -> bool:
         """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
@@ -4381,11 +4382,9 @@ def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
 
 def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
-    return len(text) > MAX_ID // 4 and len(_as_bytes(text)) > MAX_ID
-
-
-def _as_bytes(text: Union[str, bytes]) -> bytes:
-    return text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    if len(text) <= MAX_ID // 4:
+        return False
+    return len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text) > MAX_ID
 
 
 def _as_text(text: Union[str, bytes]) -> str:
@@ -4440,15 +4439,6 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     if rows is None:  # (line number, fields) of every line, split in C
         rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
                                    for first, lines in _line_blocks(inp, _byte_lines, max_bytes))
-    for qid, docids, values in _ranked_stretches(rows, first_rank, inp.source):
-        queries.take(((qid, docids, values),)) if docids else queries.start(qid)
-    return queries.finished()
-
-
-def _ranked_stretches(rows: Iterable[Tuple[int, list]], first_rank: int, source: str
-                      ) -> Iterator[Tuple[object, list, list]]:
-    """``(qid, docids, ranks negated)`` for each stretch of one query's rows (``_msmarco_run``'s), checked; an
-    empty stretch starts each query, after its first row is checked and before the next one is read."""
     qid, ids, values = None, [], []
     ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
     earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
@@ -4459,40 +4449,35 @@ def _ranked_stretches(rows: Iterable[Tuple[int, list]], first_rank: int, source:
         except ValueError:
             if fields and fields[0][:1] != b"#":
                 raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
-                                   source, lineno) from None
+                                   inp.source, lineno) from None
             continue  # blank, or a comment, as TREC lines
         if query[:1] == b"#":  # (a header file's rows are text: never b"#")
             continue
         if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
             raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
-                               source, lineno)
+                               inp.source, lineno)
         rank = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None  # as _ascii_int
         if rank is None or rank < first_rank:
             text = _as_text(text)
             wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
                 "a positive integer" if first_rank else "a non-negative integer"
-            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", source, lineno)
-        new = query != qid
-        if new:
+            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
+        if query != qid:
             if qid is not None:
                 earlier[qid], budget = _ranks_so_far(ranks, budget)
             ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
         if len(ranks) < MAX_RANKS:
             if rank in ranks:
                 raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))} (is this a "
-                                   "qrels file? the order is QRELS RUN)", source, lineno)
+                                   "qrels file? the order is QRELS RUN)", inp.source, lineno)
             ranks.add(rank)
-        if new or len(ids) > REPEAT_BUDGET:
-            if ids:
-                yield qid, ids, values
-                ids, values = [], []
-            if new:
-                qid = query
-                yield qid, (), ()
+        if query != qid or len(ids) > REPEAT_BUDGET:
+            ids, values = queries.rows_end(qid, ids, values, query)
+            qid = query
         ids.append(docid)
         values.append(-rank)
-    if ids:
-        yield qid, ids, values
+    queries.rows_end(qid, ids, values, qid)
+    return queries.finished()
 
 
 def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
@@ -4510,49 +4495,32 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
                max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
-    def values():
-        scored = None  # whether the rows have scores, as the first row says
-        for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
-            qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-            for value, what in ((qid, "query id"), (docid, "document id")):
-                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
-            if scored is None:
-                scored = "score" in row
-                if not scored and any(name in row for name in ("relevance", "grade", "rel")):
-                    raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
-                                       inp.source, lineno)
-            elif scored != ("score" in row):
-                raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-            if scored and not _is_finite(row["score"]):
-                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
-                                   lineno)
-            yield qid, docid, float(row["score"]) if scored else -place, not scored
-
-    return _rows_run(inp, values(), depth, keep, doc_id_sep, judged, cutoffs)
-
-
-def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: Optional[int], keep,
-              doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
-    """The run of ``rows`` ``(qid, docid, value, ranked)``, checked, in file order: ``value`` is a score, or
-    in a ranked run (MS MARCO's, JSONL without scores: every row says which) the place negated, so that
-    higher is better.  Read as ``_trec_run`` reads lines, in stretches of one query's rows; returns as it does.
-    """
     queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
+    scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
-    for query, docid, value, ranked in rows:
+    for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
+        query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+        for value, what in ((query, "query id"), (docid, "document id")):
+            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if scored is None:
+            scored = "score" in row
+            queries.ranked = not scored
+            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+                raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
+                                   inp.source, lineno)
+        elif scored != ("score" in row):
+            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+        if scored and not _is_finite(row["score"]):
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
+                               lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
-            if ids:
-                queries.take(((qid, ids, values),))
-                ids, values = [], []
-            if query != qid:
-                qid, queries.ranked = query, ranked
-                queries.start(query)
+            ids, values = queries.rows_end(qid, ids, values, query)
+            qid = query
         ids.append(docid)
-        values.append(value)
-    if ids:
-        queries.take(((qid, ids, values),))
+        values.append(float(row["score"]) if scored else -place)
+    queries.rows_end(qid, ids, values, qid)
     return queries.finished()
 
 
