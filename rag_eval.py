@@ -4232,6 +4232,15 @@ class _Queries:
         if self.qid is None:
             return
         ids, values, top, reducer = self.ids, self.values, self.top, self.reducer
+        if reducer is not None and top is not None and not self.ranked and not top.scores and len(values) > top.depth \
+                and sorted(values, reverse=True) == values and len(set(ids)) == len(ids):
+            # Shallow, the common case: the whole query in two lists, best first, each id once.  Only documents
+            # scored at least the depth-th best can rank within the depth: no dict of them all.
+            count = values.index(values[top.depth - 1]) + values.count(values[top.depth - 1])
+            self.repeats.add(self.qid, ids, False, True)
+            self.ids, self.values = [], []
+            reducer.scored(self.query, dict(zip(ids[:count], values[:count])), ids[:count], values[:count])
+            return
         unique = self._hand_over(more=reducer is None)
         if reducer is None or top is None:
             return

@@ -2,6 +2,7 @@
 
     python3 bench/bench_rows.py --reference OLD/rag_eval.py [--queries 10000] [--docs 100] [--k 10,1000]
                                 [--formats msmarco,jsonl] [--repeat 3] [--workdir /tmp/rag_eval_bench]
+                                [--files QRELS,RUN]
 
 Standard library only.  Generates, once and cached in ``--workdir``, seeded TREC
 qrels (1-6 judged documents per query, most of them retrieved near the top)
@@ -13,6 +14,8 @@ with the CPU time added (bench_deep's), the copies interleaved, ``--repeat``
 times.  Prints median CPU seconds (user + system: steadier than wall time on
 a shared machine), median wall seconds, and this copy's CPU time over the
 reference's; the two copies' outputs must be byte-identical, or it fails.
+``--files QRELS,RUN`` times those files instead (bench.py's 10k TREC run, say),
+with bench.py's floor (the two files' lines read and split) in the same rounds.
 """
 
 import argparse
@@ -55,14 +58,18 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rag_eval_bench"))
     parser.add_argument("--rag-eval", default=bench.DEFAULT_RAG_EVAL)
+    parser.add_argument("--files", help="QRELS,RUN: time these instead of the generated runs, beside the floor")
     args = parser.parse_args(argv)
     stem = os.path.join(args.workdir, f"rows_{args.queries}x{args.docs}_seed{args.seed}_v{GENERATOR_VERSION}")
     paths = {"qrels": stem + ".qrels", "msmarco": stem + ".run.tsv", "jsonl": stem + ".run.jsonl"}
     os.makedirs(args.workdir, exist_ok=True)
-    if not all(map(os.path.exists, paths.values())):
+    if args.files:
+        paths = dict(zip(("qrels", "given"), args.files.split(",")))
+        args.formats = ["given"]
+    elif not all(map(os.path.exists, paths.values())):
         bench.progress(f"generating {args.queries:,} x {args.docs:,}")
         generate(args.queries, args.docs, args.seed, paths)
-    copies = {}
+    copies = {"floor": None} if args.files else {}
     for label, source in (("this", args.rag_eval), ("reference", args.reference)):
         folder = os.path.join(args.workdir, f"rows_{label}")
         os.makedirs(folder, exist_ok=True)
@@ -79,23 +86,30 @@ def main(argv=None):
             for label, folder in copies.items():
                 out = os.path.join(args.workdir, f"rows_out_{label}.txt")
                 command = [sys.executable, "-m", "rag_eval", paths["qrels"], paths[fmt], "--k", k, "--digits", "17"]
-                result = bench.measure(command, out, dict(env, PYTHONPATH=folder), bench_deep.WRAPPER)
+                if folder is None:
+                    command = [sys.executable, "-c", bench.FLOOR, paths["qrels"], paths[fmt]]
+                result = bench.measure(command, out, dict(env, PYTHONPATH=folder or ""), bench_deep.WRAPPER)
                 if result["rc"] not in (0, 1):
                     raise SystemExit(f"{label} {fmt} k={k} failed (exit {result['rc']}): {result['stderr'][-2000:]}")
                 with open(out, "rb") as f:
                     text = f.read()
-                if outputs.setdefault((fmt, k), text) != text:
+                if folder is not None and outputs.setdefault((fmt, k), text) != text:
                     raise SystemExit(f"{label} {fmt} k={k}: output differs from the other copy's or an earlier run's")
                 if attempt:
                     results[(fmt, k), label].append(result)
-    print(f"{args.queries:,} queries x {args.docs:,} documents, medians of {args.repeat}; {bench.machine()}")
-    print("| run | k | this CPU s | reference CPU s | ratio | this wall s | reference wall s |")
-    print("|---|---|---|---|---|---|---|")
+    shape = args.files if args.files else f"{args.queries:,} queries x {args.docs:,} documents"
+    print(f"{shape}, medians of {args.repeat}; {bench.machine()}")
+    floor = " | floor CPU s | this / floor | reference / floor" if args.files else ""
+    print(f"| run | k | this CPU s | reference CPU s | ratio | this wall s | reference wall s{floor} |")
+    print("|---|---|---|---|---|---|---|" + "---|" * floor.count("|"))
     for fmt, k in cases:
         cpu = {label: statistics.median(r["cpu"] for r in results[(fmt, k), label]) for label in copies}
         wall = {label: statistics.median(r["wall"] for r in results[(fmt, k), label]) for label in copies}
-        print(f"| {fmt} | {k} | {cpu['this']:.2f} | {cpu['reference']:.2f} | {cpu['this'] / cpu['reference']:.2f} | "
-              f"{wall['this']:.2f} | {wall['reference']:.2f} |")
+        row = (f"| {fmt} | {k} | {cpu['this']:.2f} | {cpu['reference']:.2f} | {cpu['this'] / cpu['reference']:.2f} | "
+               f"{wall['this']:.2f} | {wall['reference']:.2f}")
+        if args.files:
+            row += f" | {cpu['floor']:.2f} | {cpu['this'] / cpu['floor']:.2f} | {cpu['reference'] / cpu['floor']:.2f}"
+        print(row + " |")
     print("outputs byte-identical between the two copies")
     return 0
 
