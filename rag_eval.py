@@ -3155,8 +3155,9 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
     one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
     in bulk that costs a fraction of doing it line by line.  ``split`` cuts
     a checked block into its lines (``_byte_lines`` or ``_text_lines``);
-    without it, the block itself is yielded (whole lines, checked).  Blank
-    blocks are checked, counted and skipped.  More than ``max_bytes`` in all
+    without it, the block itself is yielded (whole lines, checked), and the
+    reader may ``send`` back how many lines it held (counting them is one more
+    pass over the block).  Blank blocks are checked, counted and skipped.  More than ``max_bytes`` in all
     (after gunzip) is an error: a gzip bomb ends after a bounded time.
     """
     first = inp.first_line
@@ -3178,8 +3179,8 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
         elif split is None:
-            yield first, data
-            first += data.count(b"\n") + (not data.endswith(b"\n"))
+            lines = yield first, data
+            first += data.count(b"\n") + (not data.endswith(b"\n")) if lines is None else lines
         else:
             lines = _lines_of(data, split)
             yield first, lines
@@ -3757,10 +3758,10 @@ class _Repeats:
 
 
 class _RunRead(NamedTuple):
-    """What reading a run gives: the run, whether it names a judged document, its repeated documents."""
+    """What reading a run gives."""
 
     run: Run
-    any_judged: bool
+    any_judged: bool  # whether a line names a document judged for its query (False without qrels)
     repeated: _Repeated
 
 
@@ -3773,7 +3774,7 @@ class _Reducer:
 
     The readers ask whether the qrels know each query as it starts
     (``knows``), and hand over its kept documents when the next one starts
-    or the file ends (``scored``, ``scored_lists``, ``ranked``).  Queries the
+    or the file ends (``scored``, ``ranked``).  Queries the
     qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
     by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
     """
@@ -3796,13 +3797,9 @@ class _Reducer:
                                    "is this a run of these qrels?", self.source)
         return False
 
-    def scored(self, qid: str, scores: Mapping) -> None:
-        """A query's unique documents and their scores (at least its best ``depth``, maybe more)."""
-        self.scored_lists(qid, list(scores), list(scores.values()), scores)
-
-    def scored_lists(self, qid: str, docids: List, values: List[float], scores: Optional[Mapping] = None) -> None:
-        """``scored`` with the documents and their scores as two lists, each document once (``scores``: the
-        same as a mapping, when the caller has one).
+    def scored(self, qid: str, scores: Mapping, docids: Optional[List] = None, values: Optional[List] = None) -> None:
+        """A query's unique documents and their scores (at least its best ``depth``, maybe more); ``docids``
+        and ``values``: the same as two lists, when the reader has them.
 
         rank = 1 + the documents ordered before: those scored higher, and
         those scored the same with a larger docid (trec_eval's order), so no
@@ -3810,8 +3807,8 @@ class _Reducer:
         counts and the ties across cutoffs.  Only the judged documents'
         tied partners are looked for, when there are any.
         """
-        if scores is None:
-            scores = dict(zip(docids, values))
+        if docids is None:
+            docids, values = list(scores), list(scores.values())
         ascending = sorted(values, reverse=True)  # one pass when the scores come best first, as runs list them
         ascending.reverse()
         count = len(ascending)
@@ -3867,24 +3864,6 @@ class _Reducer:
         return _ReducedRun(self.queries, sorted(self.unknown))
 
 
-class _TopsByQuery(dict):
-    """query id -> its ``_TopScores``, made on first sight of the query."""
-
-    def __init__(self, depth: Optional[int]):
-        super().__init__()
-        self.depth = depth
-
-    def __missing__(self, qid) -> _TopScores:
-        top = self[qid] = _TopScores(self.depth)
-        return top
-
-    def finished(self) -> dict:
-        """{qid: {docid: score}}, each query cut to its depth; ids as the reader kept them (bytes or text)."""
-        for top in self.values():
-            top.prune()
-        return {qid: top.scores for qid, top in self.items()}
-
-
 def _score(text: str, source: str, lineno: int) -> float:
     """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10, and
     digits and spaces of any script: '\uff13' for 3)."""
@@ -3904,86 +3883,120 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
               max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
-    Returns the run, whether any line names a document judged for its
-    query in ``judged`` (always False without it), and the documents listed
-    twice in a query.  With ``cutoffs`` (and ``judged``), each query is
-    reduced when its lines end (see ``_Reducer``): its lines must come
-    together, or ``_ReadAgain`` is raised.  No line costs a Python step:
-    each block is cut into columns in C (``_trec_columns``), or, when a
-    line in it is unusual, read line by line (``_trec_lines``).
+    With ``cutoffs`` (and ``judged``), each query is reduced when its lines
+    end (see ``_Reducer``): its lines must come together, or ``_ReadAgain``
+    is raised.  No line costs a Python step: each block is cut into columns
+    in C (``_trec_columns``), or, when a line in it is unusual, read line by
+    line (``_trec_lines``).
     """
-    queries = _TrecQueries(inp.source, depth, keep, doc_id_sep, judged, cutoffs)
-    for first, data in _line_blocks(inp, None, max_bytes):
-        queries.take(_trec_columns(data) or _trec_lines(data, first, queries.qid, inp.source))
-    return queries.finished()
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=True)
+    blocks = _line_blocks(inp, None, max_bytes)
+    lines = None  # sent back: the lines of a block in columns (counted for free), which _line_blocks need not count
+    while True:
+        try:
+            first, data = blocks.send(lines)
+        except StopIteration:
+            return queries.finished()
+        segments = _trec_columns(data)
+        lines = segments and sum(len(docids) for _, docids, _ in segments)
+        queries.take(segments or _trec_lines(data, first, queries.qid, inp.source))
 
 
-class _TrecQueries:
-    """A TREC run's queries, taken a block at a time as ``(qid, docids, scores)`` for each stretch of one
-    query's lines (ids as bytes).  The current query's documents are held as two lists until its lines end;
-    then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's look-up of
-    the judged ones.  ``keep`` and ``doc_id_sep`` need text: only ids at least the query's floor are decoded.
+class _Queries:
+    """A run's queries as the readers hand them over: for each stretch of one query's lines, its document ids
+    as the file spells them (bytes from TREC lines, text from rows) and their values (scores; in a ranked
+    run the places negated, so that higher is better).  A query's documents are held as two lists until its
+    lines end; then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's
+    look-up of the judged ones.  ``keep`` and ``doc_id_sep`` need each id as text: only ids at least the
+    query's floor are mapped.
     """
 
     def __init__(self, source: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                 judged: Optional[Qrels], cutoffs: Optional[List[int]]):
-        self.keep, self.doc_id_sep, self.judged = keep, doc_id_sep, judged
-        self.as_text = keep is not None or doc_id_sep is not None
-        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, not self.as_text, source)
-        self.tops = _TopsByQuery(depth)  # without a reducer: every query's
+                 judged: Optional[Qrels], cutoffs: Optional[List[int]], as_bytes: bool):
+        self.depth, self.keep, self.doc_id_sep, self.judged, self.as_bytes = depth, keep, doc_id_sep, judged, as_bytes
+        self.mapped = keep is not None or doc_id_sep is not None
+        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, as_bytes and not self.mapped,
+                                                             source)
+        self.tops: Dict[object, _TopScores] = {}  # without a reducer: every query's
         self.repeats = _Repeats()
         self.looking = judged is not None  # for a line that names a judged document of its query
-        self.qid: Optional[bytes] = None  # the current query, None before the first line
+        self.ranked = False  # ranked (not scored) rows: queries are ranked lists, with no ties to note
+        self.qid = None  # the current query as the file spells it, None before the first line
         self.query: Optional[str] = None  # ... as text
         self.top: Optional[_TopScores] = None  # ... its best documents; None when the reducer's qrels lack it
-        self.ids: List[bytes] = []  # its document ids since the last hand-over, for _Repeats
-        self.values: List[float] = []  # their scores, when ``top`` takes ``ids`` (bytes; a query the qrels know)
+        self.ids: List = []  # its document ids since the last hand-over, for _Repeats
+        self.values: List[float] = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
 
-    def take(self, segments: Iterable[Tuple[bytes, List[bytes], List[float]]]) -> None:
+    def take(self, segments: Iterable[Tuple[object, List, List[float]]]) -> None:
+        """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
         if len(self.ids) > REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
             self._hand_over(more=True)
         for qid, docids, values in segments:
             if qid != self.qid:
-                self._end()
-                self._start(qid)
+                self.start(qid)
             self.ids += docids
             if self.looking:
                 self.looking = not self._names_judged(docids)
             if self.top is None:
                 continue  # a query the qrels lack: its lines are checked, not kept
-            if self.as_text:
-                self._add_texts(docids, values)
+            if self.mapped:
+                self._add_mapped(docids, values)
             else:
                 self.values += values
+
+    def rows_end(self, qid, ids: List, values: List[float], next_qid) -> Tuple[List, List[float]]:
+        """A reader of rows hands over ``ids`` and ``values`` (maybe none) of ``qid``'s latest rows, at most
+        REPEAT_BUDGET + 1; ``next_qid`` starts if it is another query.  Returns new lists for the next rows."""
+        if ids:
+            self.take(((qid, ids, values),))
+        if next_qid != qid:
+            self.start(next_qid)
+        return [], []
+
+    def start(self, qid) -> None:
+        """The lines of ``qid`` start (the qrels are asked about it here, before its later lines are read)."""
+        self._end()
+        self.qid, self.query = qid, qid.decode("utf-8") if self.as_bytes else qid
+        if self.reducer is None:
+            self.top = self.tops.get(qid) or self.tops.setdefault(qid, _TopScores(self.depth))
+        else:
+            self.top = _TopScores(self.depth) if self.reducer.knows(self.query) else None
 
     def finished(self) -> _RunRead:
         self._end()
         found = self.judged is not None and not self.looking
         if self.reducer is not None:
             return _RunRead(self.reducer.run(), found, self.repeats.counted())
-        run = {qid.decode("utf-8"): scores if self.as_text else {docid.decode("utf-8"): score
-                                                                 for docid, score in scores.items()}
-               for qid, scores in self.tops.finished().items()}
+        run = {}
+        for qid, top in self.tops.items():
+            top.prune()
+            scores = top.scores if self.mapped or not self.as_bytes else {
+                docid.decode("utf-8"): score for docid, score in top.scores.items()}
+            run[qid.decode("utf-8") if self.as_bytes else qid] = _order_scored(scores) if self.ranked else scores
         return _RunRead(run, found, self.repeats.counted())
-
-    def _start(self, qid: bytes) -> None:
-        self.qid, self.query = qid, qid.decode("utf-8")
-        if self.reducer is None:
-            self.top = self.tops[qid]
-        else:
-            self.top = _TopScores(self.reducer.depth) if self.reducer.knows(self.query) else None
 
     def _end(self) -> None:
         """The current query's lines end here (without a reducer, its lines may come again)."""
         if self.qid is None:
             return
-        ids, values, top = self.ids, self.values, self.top
-        unique = self._hand_over(more=self.reducer is None)
-        if self.reducer is not None and top is not None:
-            if unique:  # the common case: the lists that the dict was made of
-                self.reducer.scored_lists(self.query, ids, values, top.scores)
-            else:
-                self.reducer.scored(self.query, top.scores)
+        ids, values, top, reducer = self.ids, self.values, self.top, self.reducer
+        if reducer is not None and top is not None and not self.ranked and not top.scores and len(values) > top.depth \
+                and sorted(values, reverse=True) == values and len(set(ids)) == len(ids):
+            # Shallow, the common case: the whole query in two lists, best first, each id once.  Only documents
+            # scored at least the depth-th best can rank within the depth: no dict of them all.
+            count = values.index(values[top.depth - 1]) + values.count(values[top.depth - 1])
+            self.repeats.add(self.qid, ids, False, True)
+            self.ids, self.values = [], []
+            reducer.scored(self.query, dict(zip(ids[:count], values[:count])), ids[:count], values[:count])
+            return
+        unique = self._hand_over(more=reducer is None)
+        if reducer is None or top is None:
+            return
+        if self.ranked:
+            top.prune()
+            reducer.ranked(self.query, _order_scored(top.scores))
+        else:  # unique, the common case: with the lists that the dict was made of
+            reducer.scored(self.query, top.scores, *((ids, values) if unique else ()))
 
     def _hand_over(self, more: bool) -> bool:
         """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
@@ -3995,19 +4008,25 @@ class _TrecQueries:
             self.top.grown()  # about twice its depth at most, while its lines go on
         return unique
 
-    def _add_texts(self, docids: List[bytes], values: List[float]) -> None:
+    def _text(self, docid) -> str:
+        text = docid.decode("utf-8") if self.as_bytes else docid
+        return text if self.doc_id_sep is None else document_of(text, self.doc_id_sep)
+
+    def _add_mapped(self, docids: List, values: List[float]) -> None:
         top, keep, query = self.top, self.keep, self.query
         for docid, score in zip(docids, values):
-            if score >= top.floor:  # below it, a document cannot be among the best: not even decoded
-                text = _id_text(docid, self.doc_id_sep)
+            if score >= top.floor:  # below it, a document cannot be among the best: not even mapped
+                text = self._text(docid)
                 if keep is None or keep(query, text):
                     top.add(text, score)
 
-    def _names_judged(self, docids: List[bytes]) -> bool:
-        grades = self.judged.get(self.query, ())
-        if self.doc_id_sep is None:
+    def _names_judged(self, docids: List) -> bool:
+        grades = self.judged.get(self.query, {})
+        if self.doc_id_sep is not None:
+            return any(self._text(docid) in grades for docid in docids)
+        if self.as_bytes:
             return not {docid.encode("utf-8", "surrogatepass") for docid in grades}.isdisjoint(docids)
-        return any(_id_text(docid, self.doc_id_sep) in grades for docid in docids)
+        return not grades.keys().isdisjoint(docids)
 
 
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
@@ -4111,21 +4130,22 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
         yield qid, docids, values
 
 
-def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool, unique: bool = False) -> List:
+def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
     """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
     if qid is not None:
-        repeats.add(qid, ids, more, unique)
+        repeats.add(qid, ids, more)
     return []
 
 
-def _too_long_id(text: str) -> bool:
+def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
-    return len(text) > MAX_ID // 4 and len(text.encode("utf-8", "surrogatepass")) > MAX_ID
+    if len(text) <= MAX_ID // 4:
+        return False
+    return len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text) > MAX_ID
 
 
-def _id_text(docid: bytes, doc_id_sep: Optional[str]) -> str:
-    text = docid.decode("utf-8")
-    return text if doc_id_sep is None else document_of(text, doc_id_sep)
+def _as_text(text: Union[str, bytes]) -> str:
+    return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
 def _msmarco_layout(inp: _Input) -> bool:
@@ -4164,40 +4184,57 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
                  cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
                  rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
-    only scores, has no such format).  Returns as ``_trec_run``.
+    only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file.
 
     A rank repeated in a query is an error (looked for among its first
     MAX_RANKS lines: memory stays bounded).  ``rows``, when given, are ``(line
     number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
     whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
-    def ranked_rows():
-        qid = None
-        ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
-        earlier: Dict[str, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
-        budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
-        for lineno, (query, docid, text) in _msmarco_lines(inp, max_bytes) if rows is None else rows:
-            if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
-                raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
-                                   inp.source, lineno)
-            rank = _ascii_int(text)
-            if rank is None or rank < first_rank:
-                wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
-                    "a positive integer" if first_rank else "a non-negative integer"
-                raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
-            if query != qid:
-                if qid is not None:
-                    earlier[qid], budget = _ranks_so_far(ranks, budget)
-                qid = query
-                ranks = set(earlier.get(qid) or ())  # a query whose lines come back: a rank of before is a repeat too
-            if len(ranks) < MAX_RANKS:
-                if rank in ranks:
-                    raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(query)} (is this a qrels "
-                                       "file? the order is QRELS RUN)", inp.source, lineno)
-                ranks.add(rank)
-            yield query, docid, -rank, True
-
-    return _rows_run(inp, ranked_rows(), depth, keep, doc_id_sep, judged, cutoffs)
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=rows is None)
+    queries.ranked = True
+    if rows is None:  # (line number, fields) of every line, split in C
+        rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
+                                   for first, lines in _line_blocks(inp, _byte_lines, max_bytes))
+    qid, ids, values = None, [], []
+    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+    earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
+    for lineno, fields in rows:
+        try:
+            query, docid, text = fields
+        except ValueError:
+            if fields and fields[0][:1] != b"#":
+                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
+                                   inp.source, lineno) from None
+            continue  # blank, or a comment, as TREC lines
+        if query[:1] == b"#":  # (a header file's rows are text: never b"#")
+            continue
+        if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
+            raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
+                               inp.source, lineno)
+        rank = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None  # as _ascii_int
+        if rank is None or rank < first_rank:
+            text = _as_text(text)
+            wanted = "an integer of at most 9 digits" if rank is None and text.isascii() and text.isdigit() else \
+                "a positive integer" if first_rank else "a non-negative integer"
+            raise RagEvalError(f"rank must be {wanted}, got {_clipped_repr(text)}", inp.source, lineno)
+        if query != qid:
+            if qid is not None:
+                earlier[qid], budget = _ranks_so_far(ranks, budget)
+            ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
+        if len(ranks) < MAX_RANKS:
+            if rank in ranks:
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))} (is this a "
+                                   "qrels file? the order is QRELS RUN)", inp.source, lineno)
+            ranks.add(rank)
+        if query != qid or len(ids) > REPEAT_BUDGET:
+            ids, values = queries.rows_end(qid, ids, values, query)
+            qid = query
+        ids.append(docid)
+        values.append(-rank)
+    queries.rows_end(qid, ids, values, qid)
+    return queries.finished()
 
 
 def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
@@ -4210,95 +4247,38 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     return frozenset(ranks), budget - len(ranks)
 
 
-def _msmarco_lines(inp: _Input, max_bytes: int) -> Iterator[Tuple[int, List[str]]]:
-    """``(line number, fields)`` of each line of a MS MARCO run that is not blank or a comment: three fields."""
-    for first, lines in _line_blocks(inp, _byte_lines, max_bytes):
-        for lineno, line in enumerate(lines, first):
-            fields = line.split()  # at C's white space, as TREC lines
-            if not fields or fields[0][:1] == b"#":
-                continue
-            if len(fields) != 3:
-                raise RagEvalError(f"expected 3 fields (qid docid rank, as MS MARCO's runs), got {len(fields)}",
-                                   inp.source, lineno)
-            yield lineno, list(map(bytes.decode, fields))  # UTF-8, strict
-
-
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
                max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
-    def values():
-        scored = None  # whether the rows have scores, as the first row says
-        for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
-            qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-            for value, what in ((qid, "query id"), (docid, "document id")):
-                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
-            if scored is None:
-                scored = "score" in row
-                if not scored and any(name in row for name in ("relevance", "grade", "rel")):
-                    raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
-                                       inp.source, lineno)
-            elif scored != ("score" in row):
-                raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-            if scored and not _is_finite(row["score"]):
-                raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
-                                   lineno)
-            yield qid, docid, float(row["score"]) if scored else -place, not scored
-
-    return _rows_run(inp, values(), depth, keep, doc_id_sep, judged, cutoffs)
-
-
-def _rows_run(inp: _Input, rows: Iterator[Tuple[str, str, float, bool]], depth: Optional[int], keep,
-              doc_id_sep: Optional[str], judged: Optional[Qrels], cutoffs: Optional[List[int]]) -> _RunRead:
-    """The run of ``rows`` ``(qid, docid, value, ranked)``, checked, in file order: ``value`` is a score, or
-    in a ranked run (MS MARCO's, JSONL without scores: every row says which) the place negated, so that
-    higher is better.
-
-    A query keeps its ``depth`` best unique documents (after ``keep``), as
-    ``_trec_run`` does, and with ``cutoffs`` is reduced when its rows end.
-    Returns as ``_trec_run``.
-    """
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
-    tops = _TopsByQuery(depth)  # with a reducer, only the query being read; none for one the qrels lack
-    repeats, ids = _Repeats(), []
-    qid = top = None
-    ranked = False
-    looking = judged is not None
-    for query, docid, value, ranked in rows:
+    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
+    scored = None  # whether the rows have scores, as the first row says
+    qid, ids, values = None, [], []
+    for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
+        query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+        for value, what in ((query, "query id"), (docid, "document id")):
+            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if scored is None:
+            scored = "score" in row
+            queries.ranked = not scored
+            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+                raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
+                                   inp.source, lineno)
+        elif scored != ("score" in row):
+            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
+        if scored and not _is_finite(row["score"]):
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
+                               lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
-            ids = _stretch_ended(repeats, qid, ids, reducer is None or query == qid)
-        ids.append(docid)
-        if doc_id_sep is not None:
-            docid = document_of(docid, doc_id_sep)
-        if looking:
-            looking = docid not in judged.get(query, ())
-        if query != qid:
-            if reducer is not None:
-                _reduce_rows(reducer, qid, tops, ranked)
+            ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
-            top = tops[qid] if reducer is None or reducer.knows(qid) else None
-        # Below the floor, a document cannot be among the best (one listed before keeps its higher value).
-        if top is not None and value >= top.floor and (keep is None or keep(qid, docid)):
-            top.add(docid, value)
-    found = judged is not None and not looking
-    _stretch_ended(repeats, qid, ids, False)
-    if reducer is not None:
-        _reduce_rows(reducer, qid, tops, ranked)
-        return _RunRead(reducer.run(), found, repeats.counted())
-    run = tops.finished()
-    return _RunRead({qid: _order_scored(scores) for qid, scores in run.items()} if ranked else run, found,
-                    repeats.counted())
-
-
-def _reduce_rows(reducer: _Reducer, qid: Optional[str], tops: _TopsByQuery, ranked: bool) -> None:
-    """The rows of ``qid`` ended: reduce its documents, and forget them (none: the qrels lack it, or no query yet)."""
-    top = tops.pop(qid, None)
-    if top is not None:
-        top.prune()
-        reducer.ranked(qid, _order_scored(top.scores)) if ranked else reducer.scored(qid, top.scores)
+        ids.append(docid)
+        values.append(float(row["score"]) if scored else -place)
+    queries.rows_end(qid, ids, values, qid)
+    return queries.finished()
 
 
 def _first_item_is(data, kind: type) -> bool:

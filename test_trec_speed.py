@@ -142,5 +142,84 @@ class TestTrecBlocks(unittest.TestCase):
                     self.same_in_every_block_size(text, depth=depth, cutoffs=cutoffs)
 
 
+class TestLineNumbersAndRankedRows(unittest.TestCase):
+    """Line numbers counted by the block path (``_trec_columns`` sends them back), and MS MARCO's and
+    JSONL's rows handed over a stretch at a time, against the same files read whole."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        for name in ("READ_BLOCK", "REPEAT_BUDGET", "MAX_RANKS"):
+            self.addCleanup(setattr, rag_eval, name, getattr(rag_eval, name))
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            out.write(text)
+        return path
+
+    def error(self, path, **options):
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval._read_run(path, "auto", 11, **options)
+        return str(caught.exception)
+
+    def test_an_error_after_many_plain_blocks_names_its_line(self):
+        # Plain blocks (counted by _trec_columns), blank blocks and a comment block before the bad line.
+        lines = [f"q{i // 50} Q0 d{i} {i} {1000 - i} t" for i in range(2000)]
+        lines[700:700] = [""] * 30 + ["# a comment"]
+        lines.append("q99 Q0 dx 1 1_0 t")
+        path = self.write("run", "\n".join(lines) + "\n")
+        bad = len(lines)
+        for block in (7, 64, 300, 4096, 1 << 17):
+            rag_eval.READ_BLOCK = block
+            for judged in (None, {"q0": {"d1": 1}}):
+                with self.subTest(block=block, reduced=judged is not None):
+                    message = self.error(path, judged=judged, cutoffs=[10] if judged else None)
+                    self.assertIn(f"run:{bad}: score must be a number, got '1_0'", message)
+
+    def test_an_msmarco_row_error_names_its_line_in_any_blocks(self):
+        rows = [f"{q}\tp{i}\t{i + 1}" for q in (1, 2, 3) for i in range(40)]
+        for bad, expected in (("2\tpx\t7", "rank 7 appears twice in query '2'"),
+                              ("2\tpx\t0", "rank must be a positive integer, got '0'"),
+                              ("2\tpx\t1234567890", "rank must be an integer of at most 9 digits"),
+                              ("2\tpx", "expected 3 fields (qid docid rank, as MS MARCO's runs), got 2")):
+            path = self.write("run", "\n".join(rows[:60] + ["# a comment", "", bad] + rows[60:]) + "\n")
+            for block in (64, 300, 1 << 17):  # (the head must hold a few lines: MS MARCO's layout is detected there)
+                rag_eval.READ_BLOCK = block
+                with self.subTest(bad=bad, block=block):
+                    self.assertIn(f"run:63: {expected}", self.error(path))
+
+    def test_ranked_rows_in_stretches_read_as_whole(self):
+        # MS MARCO (ids as bytes while read) and JSONL without scores (text), one query coming back, a document
+        # listed twice: the same run, repeats and reduced queries however small the stretches handed over.
+        msmarco = "".join(f"{q}\t{d}\t{rank}\n" for q, d, rank in
+                          [("1", "a", 1), ("1", "b", 2), ("1", "a", 3), ("2", "x", 1), ("2", "c", 2),
+                           ("1", "z", 4), ("1", "c", 5)])
+        jsonl = "".join(f'{{"query_id": "{q}", "doc_id": "{d}"}}\n' for q, d, _ in
+                        [line.split("\t") for line in msmarco.splitlines()])
+        qrels = {"1": {"c": 2, "b": 1}, "2": {"c": 1}}
+        for name, text in (("run.tsv", msmarco), ("run.jsonl", jsonl)):
+            path = self.write(name, text)
+            outcomes = set()
+            for budget in (1, 2, 1 << 16):
+                rag_eval.REPEAT_BUDGET = budget
+                with self.subTest(name=name, budget=budget):
+                    plain = rag_eval._read_run(path, "auto", 3, judged=qrels)
+                    self.assertEqual(plain.run, {"1": ["a", "b", "z"], "2": ["x", "c"]})
+                    self.assertTrue(plain.any_judged)
+                    # a, twice in query 1; a budget too small to hold query 1's ids counts "at least"
+                    self.assertTrue(plain.repeated.documents == 1 or plain.repeated.at_least and budget < 3)
+                    outcomes.add(plain.repeated)
+                    with self.assertRaises(rag_eval._ReadAgain):  # query 1 comes back: read again, plainly
+                        rag_eval._read_run_once(path, "auto", 3, None, None, qrels, [2], rag_eval.MAX_RUN_BYTES,
+                                                True)
+            self.assertIn(rag_eval._Repeated(1, 1, False), outcomes)
+        rag_eval.REPEAT_BUDGET = 1 << 16
+        reduced = rag_eval._read_run(self.write("run.tsv", msmarco.replace("1\tz\t4\n1\tc\t5\n", "")),
+                                     "auto", 3, judged=qrels, cutoffs=[2])
+        self.assertEqual(dict(reduced.run), {"1": rag_eval._Reduced(2, ((2, "b"),), (), None),
+                                             "2": rag_eval._Reduced(2, ((2, "c"),), (), None)})
+
+
 if __name__ == "__main__":
     unittest.main()
