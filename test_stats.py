@@ -224,8 +224,8 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
 
 
 class TestHalfSumsEveryWay(unittest.TestCase):
-    """Kills: a way of summing random halves (popcount masks, one per bit of the values; the
-    popcount of Python 3.9; the bounds of the coarse sums) that loses a bit, a sign or a draw.
+    """Kills: a way of summing random halves (popcount masks, one per bit of the values; table
+    lookups on Python 3.9; the bounds of the coarse sums) that loses a bit, a sign or a draw.
 
     The reference is the plain Python of the definition: for each draw, the sum of the
     integers whose bit is set."""
@@ -235,7 +235,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         return [sum(value for i, value in enumerate(values) if draw >> i & 1) for draw in draws]
 
     def columns(self, rng, width):
-        big = (1 << 53) // width - 1  # as the grid makes them: sum(|values|) < 2**53
+        big = (1 << 53) // width - 1  # as _on_grid makes them: sum(|values|) < 2**53
         return [
             [rng.choice((-1, 0, 1)) << 40 for _ in range(width)],  # a 0/1 measure: two masks
             [rng.choice((-3, -1, 0, 2, 5)) * 977 for _ in range(width)],  # few values
@@ -245,38 +245,52 @@ class TestHalfSumsEveryWay(unittest.TestCase):
             [-big] * width,  # all at the bound, negative: the top (sign) bit of two's complement
         ]
 
-    def ways(self):
-        # masks, popcount by int.bit_count (Python 3.10+) or by bytes (3.9), coarse grids from wide
-        # bounds (COARSE_SHARE 1: every decision open) to none (10**30: every bit a top bit); table
-        # lookups for every column (PACK_DRAWS 0, FEW_MASKS -1), packed, and one column at a time
-        # (beyond PACK_WIDTH, as Python 3.9 takes them)
-        counts = [rag_eval._popcount_by_bytes] + ([int.bit_count] if hasattr(int, "bit_count") else [])
-        masks = [{"_popcount": count, "COARSE_SHARE": share, "PACK_DRAWS": 10 ** 9}
-                 for count in counts for share in (1, 64, 10 ** 30)]
-        lookups = {"PACK_DRAWS": 0, "FEW_MASKS": -1}
-        return masks + [lookups, {**lookups, "PACK_WIDTH": 0, "_popcount": rag_eval._popcount_by_bytes}]
+    def test_masks_and_lookups_agree_with_the_definition(self):
+        rng = random.Random(21)
+        for width in (1, 7, 8, 9, 64, 301):
+            for values in self.columns(rng, width):
+                draws = [rng.getrandbits(width) for _ in range(40)] + [0, (1 << width) - 1]
+                expected = self.reference(values, draws)
+                terms = rag_eval._mask_terms(values)
+                got = [sum(weight * bin(draw & mask).count("1") for weight, mask in terms) for draw in draws]
+                with self.subTest(width=width, values=values[:4]):
+                    self.assertEqual(got, expected)
+                    self.assertEqual(rag_eval._lookup_sums([values], draws), [expected])
+
+    def test_packed_lookups_keep_every_lane(self):
+        # Several columns in 64-bit lanes of one integer, negative sums included: each lane must
+        # come out as the column's own sums (and one column at a time, beyond PACK_WIDTH).
+        rng = random.Random(27)
+        for width in (1, 9, 200):
+            columns = self.columns(rng, width)
+            draws = [rng.getrandbits(width) for _ in range(30)] + [0, (1 << width) - 1]
+            expected = [self.reference(values, draws) for values in columns]
+            for pack in (10 ** 9, 0):
+                with self.subTest(width=width, pack=pack), unittest.mock.patch.object(rag_eval, "PACK_WIDTH", pack):
+                    self.assertEqual(rag_eval._lookup_sums(columns, draws), expected)
 
     def test_bounds_hold_and_exact_sums_are_the_definitions(self):
-        # Every half's exact sum is the definition's (on the grid) and lies within its bounds, every
-        # way, each column of several on one draw in its own lane; a half's size counts its cover.
+        # Every half's exact sum is the definition's (on the grid) and lies within its bounds, on
+        # both ways and whatever the coarse grid (COARSE_SHARE 1: wide bounds; 10**30: none).
         rng = random.Random(22)
-        for width in (1, 7, 8, 9, 64, 200, 301, 1000):
-            columns = self.columns(rng, width)
-            layouts = [[math.ldexp(value, -60) for value in values] for values in columns]
-            draws = [rng.getrandbits(width) for _ in range(30)] + [0, (1 << width) - 1]
-            covers = [None if i % 2 else rng.getrandbits(width) for i in range(len(columns))]
-            for way in self.ways():
-                with unittest.mock.patch.multiple(rag_eval, **way):
-                    found = rag_eval._halves_of(layouts, draws, covers)
-                    for values, cover, halves in zip(columns, covers, found):
-                        # the integers times 2**-60 are on the grid already: their sums are exact
-                        expected = [math.ldexp(total, -60) for total in self.reference(values, draws)]
-                        counted = -1 if cover is None else cover
-                        with self.subTest(width=width, values=values[:3], way=way):
-                            self.assertEqual([halves.exact(r) for r in range(len(draws))], expected)
-                            self.assertTrue(all(low <= want <= high
-                                                for low, want, high in zip(halves.low, expected, halves.high)))
-                            self.assertEqual(halves.sizes, [bin(draw & counted).count("1") for draw in draws])
+        for width in (1, 9, 200, 1000):
+            for values in self.columns(rng, width):
+                layout = [math.ldexp(value, -60) for value in values]
+                scale, whole = rag_eval._on_grid(layout)
+                draws = [rng.getrandbits(width) for _ in range(30)]
+                expected = [math.ldexp(total, scale) for total in self.reference(whole, draws)]
+                for way in ({"COARSE_SHARE": 1, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 64, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"COARSE_SHARE": 10 ** 30, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                            {"_HAS_BIT_COUNT": False}):
+                    if "COARSE_SHARE" in way and not rag_eval._HAS_BIT_COUNT:
+                        continue  # Python 3.9: no masks
+                    with self.subTest(width=width, way=way), unittest.mock.patch.multiple(rag_eval, **way):
+                        halves = rag_eval._halves_of([layout], [None], draws)[0]
+                        self.assertEqual([halves.exact(r) for r in range(len(draws))], expected)
+                        self.assertTrue(all(low <= want <= high
+                                            for low, want, high in zip(halves.low, expected, halves.high)))
+                        self.assertEqual(halves.sizes, [bin(draw).count("1") for draw in draws])
 
     def test_results_do_not_depend_on_the_bounds(self):
         # Kills: a test that reads a bound where the exact sum was needed.  Wide bounds (every
@@ -293,7 +307,11 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                     rag_eval.bootstrap_interval(list(after.values()), 700, random.Random(3)))
 
         default = results()
-        for way in self.ways() + [{"COARSE_SHARE": 4}]:
+        ways = [{"_HAS_BIT_COUNT": False}]
+        if rag_eval._HAS_BIT_COUNT:
+            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0, "COARSE_FROM": 0}
+                     for share in (1, 4, 10 ** 30)]
+        for way in ways:
             with self.subTest(way=way), unittest.mock.patch.multiple(rag_eval, **way):
                 self.assertEqual(results(), default)
 
@@ -342,14 +360,14 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertAlmostEqual(high, float(means[math.ceil(0.975 * resamples) - 1]), delta=1e-15)
 
     def test_halves_are_the_rounded_values_summed(self):
-        # _shared_halves: (sum of the half, its size) with each value rounded to its grid of
+        # _random_halves: (sum of the half, its size) with each value rounded to its grid of
         # 2**(e - 53), e the exponent of sum(|values|); the grid makes the float sums exact.
         # Kills too: a change of which query gets which random bit (every seeded number changes).
         rng = random.Random(23)
         # Bit i of each draw belongs to the i-th nonzero value, then come the zeros (the stream
         # that every seeded p and interval rests on).
         values = [rng.random() - 0.5 if i % 4 else 0.0 for i in range(55)]
-        halves = rag_eval._shared_halves([values], 60, random.Random(9))[0]
+        halves = rag_eval._random_halves(values, 60, random.Random(9))
         stream = random.Random(9)
         unit = 2.0 ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
         layout = [v for v in values if v] + [0.0] * values.count(0.0)
@@ -367,7 +385,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(70)])
         shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
         for values, halves in zip(lists, shared):
-            alone = rag_eval._shared_halves([values], 80, random.Random("rag_eval:0:ndcg@5"))[0]
+            alone = rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5"))
             self.assertEqual([halves.exact(r) for r in range(80)], [alone.exact(r) for r in range(80)])
             self.assertEqual((halves.low, halves.high, halves.sizes), (alone.low, alone.high, alone.sizes))
 
@@ -381,30 +399,11 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
         rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
         stream = random.Random(5)
-        halves = rag_eval._shared_halves([values], 300, random.Random(5))[0]
+        halves = rag_eval._random_halves(values, 300, random.Random(5))
         for resample, size in enumerate(halves.sizes):
             draw = stream.getrandbits(12)
             chosen = [i for i in range(12) if draw >> i & 1]
             self.assertEqual((Fraction(halves.exact(resample)), size), (sum(rounded[i] for i in chosen), len(chosen)))
-
-
-class TestOneDrawManyColumns(unittest.TestCase):
-    """Kills: packed lookups (several columns on one draw, from PACK_DRAWS draws) that differ from
-    the masks a column alone takes, in a sum, a sign or a size."""
-
-    def test_packed_columns_get_the_halves_each_draws_alone(self):
-        rng = random.Random(28)
-        lists = [[rng.choice((0.0, 0.0, 0.25, -0.5, 1.0, rng.random())) for _ in range(90)] for _ in range(4)]
-        lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(90)])  # few masks: never packed
-        draws = rag_eval.PACK_DRAWS
-        shared = rag_eval._shared_halves(lists, draws, random.Random("rag_eval:0:mrr@10"))
-        for values, halves in zip(lists, shared):
-            alone = rag_eval._shared_halves([values], draws, random.Random("rag_eval:0:mrr@10"))[0]
-            with self.subTest(values=values[:4]):
-                self.assertEqual([r for r in range(draws) if halves.exact(r) != alone.exact(r)], [])
-                self.assertEqual(halves.sizes, alone.sizes)
-                self.assertTrue(all(low <= halves.exact(r) <= high
-                                    for r, (low, high) in enumerate(zip(alone.low, alone.high))))
 
 
 if __name__ == "__main__":
