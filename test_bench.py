@@ -85,6 +85,14 @@ class TestBenchmarksRun(unittest.TestCase):
         self.assertIn("| rag_eval --baseline-run OLD | 100% |", out)
         self.assertIn("per changed query x metric x resample over 2 sizes", out)
 
+    def test_bench_rows(self):
+        with tempfile.TemporaryDirectory() as workdir:
+            out = self.run_script("bench/bench_rows.py", "--reference", "rag_eval.py", "--queries", "30", "--docs",
+                                  "10", "--k", "10", "--repeat", "1", "--workdir", workdir)
+        self.assertIn("| msmarco | 10 |", out)
+        self.assertIn("| jsonl | 10 |", out)
+        self.assertIn("outputs byte-identical between the two copies", out)
+
 
 if __name__ == "__main__":
     unittest.main()
