@@ -73,13 +73,14 @@ import os
 import re
 import stat
 import sys
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter, abc
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
-from itertools import accumulate, chain, islice
-from operator import lt
+from itertools import accumulate, chain, islice, repeat
+from operator import getitem, lt
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -1290,9 +1291,10 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
 
 def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
     """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
-    ranked = dict.fromkeys(map(document.__getitem__, numbers))
-    order = list(ranked)
-    return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
+    ranks: Dict[str, int] = {}
+    for doc in map(document.__getitem__, numbers):
+        ranks.setdefault(doc, len(ranks) + 1)
+    return _Reduced(len(ranks), tuple((ranks[doc], doc) for doc in grades if doc in ranks), (), None)
 
 
 def _check_span_qrels(qrels) -> None:
@@ -1732,7 +1734,6 @@ def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
     stays below 2**53.  Every sum of them is then exact (in integers, or in floats that hold them
     exactly), the same bits on every Python and in any order.  The rounding moves a value by at most
     half a unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid): far inside TIE_TOLERANCE."""
-    from itertools import repeat
 
     scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
     whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
@@ -1788,7 +1789,6 @@ def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
     """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)):
     bit b of every value (|value| < 2**53) in two's complement of ``width`` bits, the top (sign) bit
     weighing -2**(width - 1)."""
-    from array import array
 
     if not values:
         return []
@@ -1806,8 +1806,6 @@ def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
     of their 256 subset sums, and one byte of the draw picks a subset.  Up to PACK_WIDTH positions the
     columns are packed into one integer, 64 bits a column (|sum| < 2**53 fits), so one lookup serves
     them all; beyond, one column at a time keeps its tables in the processor's cache."""
-    from array import array
-    from operator import getitem
 
     width = len(columns[0]) if columns else 0
     chosen_bytes = [chosen.to_bytes((width + 7) // 8, "little") for chosen in draws]
@@ -3059,10 +3057,12 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
                     for column, share in zip(after, shares):
                         if lost < share:
                             column[query] = 0.0
-            targets = [_Target(metric, _mean(was), _mean(now), dict(zip(queries, was)), dict(zip(queries, now)))
-                       for metric, was, now in zip(metrics, before, after)]
             # rule drop judges the means alone: the paired statistics could not change a verdict
-            paired, p_holm, p_adjusted = _paired_family(targets, quick) if quick.rule != "drop" else ({}, {}, {})
+            paired_rule = quick.rule != "drop"
+            targets = [_Target(metric, _mean(was), _mean(now), dict(zip(queries, was)) if paired_rule else None,
+                               dict(zip(queries, now)) if paired_rule else None)
+                       for metric, was, now in zip(metrics, before, after)]
+            paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             verdicts = {_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))["verdict"]
                         for t in targets}
             counts["regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
