@@ -956,8 +956,8 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
 
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
     their chunk (``doc_id`` is then the document); rows without ``chunk_id``
-    name the chunk in ``doc_id`` and leave it to a chunk map, as TREC and
-    JSON runs do.  Rows with scores rank by score (ties by chunk id,
+    name the chunk in ``doc_id`` and leave it to a chunk map, as runs in the
+    other formats (TREC, MS MARCO, header files, JSON) do.  Rows with scores rank by score (ties by chunk id,
     descending), rows without by file order.  The limits are ``read_run``'s.
     """
     max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
@@ -965,16 +965,11 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _located_rows(inp, max_bytes)
-        if fmt == "trec":
-            read = _trec_run(inp, None, None, None, None, max_bytes=max_bytes)
-        elif path == "-":  # read whole, as read_run reads JSON on standard input
-            read = _json_run(inp, None, None, None, None, None, max_bytes, _parse_json(inp, "run"))
-        else:
-            try:
-                read = _json_run(inp, None, None, None, None, None, max_bytes)  # streamed, as read_run does
-            except _ReadAgain:  # JSON that the plain reader must judge
-                read = None
-    read = read or _read_run(path, "json", max_bytes=max_bytes)
+        try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
+            read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
+        except _ReadAgain:  # JSON that the plain reader must judge
+            read = None
+    read = read or _read_run(path, fmt, max_bytes=max_bytes)
     return read.run, {}, read.repeated
 
 
@@ -4083,7 +4078,7 @@ class _Queries:
             self.ids, self.values = [], []
             reducer.scored(self.query, dict(zip(ids[:count], values[:count])), ids[:count], values[:count])
             return
-        unique = self._hand_over(more=reducer is None)
+        unique = self._hand_over(more=reducer is None or top is None)  # an unknown query's lines may come again
         if reducer is None or top is None:
             return
         if self.ranked:
@@ -4648,18 +4643,24 @@ def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: 
                    judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
                    stream_json: bool) -> _RunRead:
     with _opened(path) as inp:
-        fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "jsonl":
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        if fmt == "trec" and _msmarco_layout(inp):
-            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        header = _header(inp) if fmt == "trec" else None
-        if header is not None:
-            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        if fmt == "trec":
-            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-        document = None if stream_json else _parse_json(inp, "run")
-        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
+        return _run_of(inp, _detect_format(inp) if fmt == "auto" else fmt, depth, keep, doc_id_sep, judged,
+                       cutoffs, max_bytes, stream_json)
+
+
+def _run_of(inp: _Input, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
+            cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool) -> _RunRead:
+    """The run an opened input holds, in ``fmt`` (jsonl, trec: also MS MARCO and header files, or json)."""
+    if fmt == "jsonl":
+        return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+    if fmt == "trec" and _msmarco_layout(inp):
+        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+    header = _header(inp) if fmt == "trec" else None
+    if header is not None:
+        return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+    if fmt == "trec":
+        return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+    document = None if stream_json else _parse_json(inp, "run")
+    return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")

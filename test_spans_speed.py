@@ -171,3 +171,44 @@ class TestNumberedChunks(unittest.TestCase):
             with self.subTest(message=message), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, run, located, 2)
             self.assertIn(message, str(caught.exception))
+
+
+class TestSpanRunFormats(unittest.TestCase):
+    """A span run is read as read_run reads runs: MS MARCO and header files as well as TREC and JSON."""
+
+    def test_every_format_scores_as_the_jsonl_run(self):
+        import contextlib
+        import io
+        import json
+        import os
+        import tempfile
+        here = os.path.dirname(os.path.abspath(__file__))
+        example = os.path.join(here, "examples", "rechunking")
+        with open(os.path.join(example, "run200.jsonl")) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        scored = {}
+        for row in rows:
+            scored.setdefault(row["query_id"], {})[row["doc_id"]] = row["score"]
+        ranked = {qid: rag_eval._ranking(docs) for qid, docs in scored.items()}  # ties as a scored run breaks them
+        forms = {
+            "trec": "".join(f"{r['query_id']} Q0 {r['doc_id']} 1 {r['score']} t\n" for r in rows),
+            "msmarco": "".join(f"{q}\t{d}\t{rank}\n" for q, ds in ranked.items() for rank, d in enumerate(ds, 1)),
+            "tsv": "qid\tdocno\tscore\n" + "".join(f"{r['query_id']}\t{r['doc_id']}\t{r['score']}\n" for r in rows),
+        }
+
+        def score(run):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = rag_eval.main([os.path.join(example, "qrels.spans.jsonl"), run, "--chunks",
+                                      os.path.join(example, "chunks200.jsonl"), "--k", "1,3", "--digits", "17"])
+            return code, json.loads(out.getvalue())["mean"]
+
+        expected = score(os.path.join(example, "run200.jsonl"))
+        self.assertEqual(expected[0], 0)
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, text in forms.items():
+                path = os.path.join(tmp, f"run.{name}")
+                with open(path, "w") as f:
+                    f.write(text)
+                with self.subTest(format=name):
+                    self.assertEqual(score(path), expected)

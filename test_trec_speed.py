@@ -221,5 +221,19 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
                                              "2": rag_eval._Reduced(2, ((2, "c"),), (), None)})
 
 
+class TestUnknownQueryComingBack(unittest.TestCase):
+    def test_its_repeats_are_counted_when_reduced_as_when_read_plainly(self):
+        """A query the qrels lack whose lines come apart: a document it lists again is a repeat either way."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.trec")
+            with open(path, "w") as f:
+                f.write("q9 Q0 d1 1 1.0 t\nq1 Q0 d1 1 1.0 t\nq9 Q0 d1 1 1.0 t\n")
+            judged = {"q1": {"d1": 1}}
+            reduced = rag_eval._read_run(path, "auto", 11, None, None, judged, [10])
+            plain = rag_eval._read_run(path, "auto", 11, None, None, judged, None)
+        self.assertEqual(plain.repeated.documents, 1)
+        self.assertEqual(reduced.repeated, plain.repeated)
+
+
 if __name__ == "__main__":
     unittest.main()
