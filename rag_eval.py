@@ -5624,9 +5624,8 @@ def _check_options(args) -> None:
         _output_target(path)  # a device, FIFO or socket is refused before anything is read
     if args.update_baseline:
         _output_target(args.baseline)
-    identities = [_identity(path) for _, path in outputs]
-    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or \
-            len(set(identities) - {None}) < len([i for i in identities if i is not None]):
+    made = [found for found in (_identity(path) for _, path in outputs) if found is not None]  # files that exist
+    if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or len(set(made)) < len(made):
         raise RagEvalError("two outputs name the same file")
     twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
     if twice is not None:
