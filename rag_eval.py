@@ -957,8 +957,9 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
     their chunk (``doc_id`` is then the document); rows without ``chunk_id``
     name the chunk in ``doc_id`` and leave it to a chunk map, as runs in the
-    other formats (TREC, MS MARCO, header files, JSON) do.  Rows with scores rank by score (ties by chunk id,
-    descending), rows without by file order.  The limits are ``read_run``'s.
+    other formats (TREC, MS MARCO, header files, JSON) do.  Rows with scores
+    rank by score (ties by chunk id, descending), rows without by file order.
+    The limits are ``read_run``'s.
     """
     max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
     with _opened(path) as inp:
@@ -1286,9 +1287,8 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
 
 def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
     """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
-    ranks: Dict[str, int] = {}
-    for doc in map(document.__getitem__, numbers):
-        ranks.setdefault(doc, len(ranks) + 1)
+    ranked = dict.fromkeys(map(document.__getitem__, numbers))  # each document once, at its best chunk, in C
+    ranks = dict(zip(ranked, range(1, len(ranked) + 1)))
     return _Reduced(len(ranks), tuple((ranks[doc], doc) for doc in grades if doc in ranks), (), None)
 
 
