@@ -1528,6 +1528,9 @@ class TestBaselineAndGateEdges(TempDirMixin, unittest.TestCase):
             self.assertTrue(os.path.exists(lock_path))
             os.unlink(lock_path)  # removed by someone else: letting go is still quiet
         self.assertEqual(os.listdir(self.tmp), ["b.json"])
+        with mock.patch.dict(sys.modules, fcntl=None):  # no fcntl (Windows): no lock, no lock file
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(os.listdir(self.tmp), ["b.json"])
         with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No such file or directory"):
             with rag_eval._locked(self.path("no/such/b.json"), 0):
                 pass
