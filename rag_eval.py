@@ -3048,10 +3048,9 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
             before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
             after = [list(column) for column in zip(*(second for _, second in pairs))]
             if factor:
-                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(column) / len(queries))
+                drops = [factor * settings.tolerances.get(m, settings.default).allowed(_mean(column))
                          for m, column in zip(metrics, before)]
-                shares = [min(1.0, drop / mean) if mean > 0 else 0.0
-                          for drop, mean in zip(drops, (math.fsum(column) / len(queries) for column in after))]
+                shares = [min(1.0, drop / mean) if mean > 0 else 0.0 for drop, mean in zip(drops, map(_mean, after))]
                 for query in range(len(queries)):
                     lost = rng.random()
                     for column, share in zip(after, shares):
