@@ -4821,10 +4821,9 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
 
 
 def _slice_rows(report: dict, digits: int) -> List[List[str]]:
-    slices = report.get("slices") or {}
     metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
-    for tag, entry in sorted(slices.items(), key=lambda item: _natural_order(item[0])):
+    for tag, entry in sorted(report["slices"].items(), key=lambda item: _natural_order(item[0])):
         rows.append([tag, str(entry["queries"])] + [_format_number(entry["mean"].get(m), digits) for m in metrics])
     return rows
 
@@ -5019,8 +5018,7 @@ def _junit_xml(report: dict) -> str:
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
               f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry["verdict"],
-               f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         cases = [("scored", "pass", f"{report['queries']} queries scored, no baseline or floor to gate")]
