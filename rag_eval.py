@@ -2718,8 +2718,8 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
-        counts = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
-        entry.update({name: getattr(comparison, name) for name in counts}, p_holm=p_holm, p_adjusted=p_adjusted,
+        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
                      effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
                      interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
                      min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
