@@ -2386,9 +2386,9 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     return found
 
 
-def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                     raised: Iterable[str] = ()) -> dict:
-    """The extended baseline of a result.
+def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
+                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
+    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
     With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
     (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
@@ -2411,7 +2411,7 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
     pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
     created = time.gmtime(time.time() if pinned is None else pinned)
-    return {
+    record = {
         "format": BASELINE_FORMAT,
         "tool": f"rag_eval {__version__}",
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
@@ -2421,13 +2421,7 @@ def _baseline_record(result: dict, qrels_sha256: str, keep_from: Optional[Baseli
         "per_query": per_query,
         "unscored": result["unscored"],
     }
-
-
-def _baseline_text(result: dict, fingerprint: str, keep_from: Optional[Baseline] = None,
-                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
-    """The extended baseline as a file, with ``extra`` records (``meta``) beside the rest."""
-    record = dict(_baseline_record(result, fingerprint, keep_from, raised), **(extra or {}))
-    return json.dumps(record, sort_keys=True, indent=2) + "\n"
+    return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
 
 
 def significant_gains(gate_report: Optional[dict]) -> List[str]:
@@ -2639,6 +2633,19 @@ def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], sl
     return targets
 
 
+def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, slices: Optional[Slices]) -> List[_Target]:
+    """What a baseline gates: a flat one all of its metrics (one this run lacks is missing, a regression), an
+    extended one (it records how it was made) those asked for now (some of its cutoffs or measures); and
+    every slice that a tolerance names."""
+    keys = sorted(key for key in baseline.means if ":" not in key
+                  and (baseline.conventions is None or key in result["mean"]))
+    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key), slices)
+    for target in targets:
+        if target.was is None:
+            raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
+    return targets
+
+
 def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
          slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
@@ -2648,15 +2655,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     ``significant``: a fall fails only when it is also significant (see _gated_metric).  A floor fails
     whatever the baseline says.
     """
-    # A flat baseline gates all of its metrics: one this run lacks is missing, a regression.  An extended
-    # baseline (it records how it was made) gates those asked for now (some of its cutoffs or measures).
-    keys = sorted(key for key in baseline.means if ":" not in key
-                  and (baseline.conventions is None or key in result["mean"])) if baseline else []
-    keys += sorted(key for key in settings.tolerances if ":" in key)
-    targets = _targets(result, baseline, keys, slices) if baseline is not None else []
-    for target in targets:
-        if target.was is None:
-            raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
+    targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
@@ -2671,11 +2670,16 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None and baseline.conventions is not None:
         report["new"] = sorted(set(result["mean"]) - set(baseline.means))
-    verdicts = [entry["verdict"] for part in ("metrics", "floors") for entry in report[part].values()]
-    report["verdict"] = ("regression" if any(verdict in _FAILED for verdict in verdicts)
-                         else "inconclusive" if "inconclusive" in verdicts else "pass")
+    report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
+                                         for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
     return report
+
+
+def _overall_verdict(verdicts: Iterable[str]) -> str:
+    """The gate's verdict of its metrics' and floors': any failure fails it, else any inconclusive one."""
+    verdicts = set(verdicts)
+    return "regression" if verdicts & set(_FAILED) else "inconclusive" if "inconclusive" in verdicts else "pass"
 
 
 def _paired_family(targets: List[_Target], settings: GateSettings
@@ -2714,8 +2718,8 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
-        counts = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
-        entry.update({name: getattr(comparison, name) for name in counts}, p_holm=p_holm, p_adjusted=p_adjusted,
+        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
                      effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
                      interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
                      min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
@@ -3031,6 +3035,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     metrics = sorted(scores, key=_metric_order)
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
+    paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     scenarios = {}
     for factor in (0.0,) + PLANTED_DROPS:
         rng = random.Random(f"rag_eval:{settings.seed}:calibrate:{factor}")
@@ -3043,25 +3048,20 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
             before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
             after = [list(column) for column in zip(*(second for _, second in pairs))]
             if factor:
-                drops = [factor * settings.tolerances.get(m, settings.default).allowed(math.fsum(column) / len(queries))
+                drops = [factor * settings.tolerances.get(m, settings.default).allowed(_mean(column))
                          for m, column in zip(metrics, before)]
-                shares = [min(1.0, drop / mean) if mean > 0 else 0.0
-                          for drop, mean in zip(drops, (math.fsum(column) / len(queries) for column in after))]
+                shares = [min(1.0, drop / mean) if mean > 0 else 0.0 for drop, mean in zip(drops, map(_mean, after))]
                 for query in range(len(queries)):
                     lost = rng.random()
                     for column, share in zip(after, shares):
                         if lost < share:
                             column[query] = 0.0
-            # rule drop judges the means alone: the paired statistics could not change a verdict
-            paired_rule = quick.rule != "drop"
             targets = [_Target(metric, _mean(was), _mean(now), dict(zip(queries, was)) if paired_rule else None,
                                dict(zip(queries, now)) if paired_rule else None)
                        for metric, was, now in zip(metrics, before, after)]
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
-            verdicts = {_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))["verdict"]
-                        for t in targets}
-            counts["regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
-                   else "pass"] += 1
+            counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
+                                                  p_adjusted.get(t.key))["verdict"] for t in targets)] += 1
         name = "a/a" if not factor else f"drop {factor:g}x tolerance"
         scenarios[name] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
@@ -4821,10 +4821,9 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
 
 
 def _slice_rows(report: dict, digits: int) -> List[List[str]]:
-    slices = report.get("slices") or {}
     metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
-    for tag, entry in sorted(slices.items(), key=lambda item: _natural_order(item[0])):
+    for tag, entry in sorted(report["slices"].items(), key=lambda item: _natural_order(item[0])):
         rows.append([tag, str(entry["queries"])] + [_format_number(entry["mean"].get(m), digits) for m in metrics])
     return rows
 
@@ -5019,8 +5018,7 @@ def _junit_xml(report: dict) -> str:
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
               f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
              for key, entry in gate_report["metrics"].items()]
-    cases += [(f"floor {key}", entry["verdict"],
-               f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
+    cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         cases = [("scored", "pass", f"{report['queries']} queries scored, no baseline or floor to gate")]

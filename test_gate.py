@@ -1490,5 +1490,90 @@ class TestLeanGateAndReports(TempDirMixin, unittest.TestCase):
         self.assertIn("\n- drop 2x tolerance (power = regression): ", markdown)
 
 
+class TestBaselineAndGateEdges(TempDirMixin, unittest.TestCase):
+    """The refusals and edge cases of baselines, locks, comparisons and calibration, each checked by its words."""
+
+    def extended(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved) as f:
+            return json.load(f)
+
+    def test_malformed_extended_baselines_are_refused_by_name(self):
+        record = self.extended()
+        digests = {"digests": {"q1": {"judged": 2, "sha256": "0" * 16}}}
+        self.assertEqual(rag_eval.read_baseline(self.write("d.json", dict(record, judgments=digests))).judgments,
+                         digests)
+        for change, words in (({"per_query": {"recall@5": [0.5]}}, "per_query must map metric -> {query: value}"),
+                              ({"conventions": []}, "conventions must be an object and qrels_sha256 a string"),
+                              ({"qrels_sha256": 7}, "conventions must be an object and qrels_sha256 a string"),
+                              ({"mean": [0.5]}, "expected an object of name -> number, got a list"),
+                              ({"meta": ["a"]}, "meta must be an object of key -> string, got a list")):
+            with self.subTest(change=change):
+                path = self.write("bad.json", dict(record, **change))
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.read_baseline(path)
+                self.assertEqual(caught.exception.detail, words)
+
+    def test_significant_gains_of_no_gate_is_none(self):
+        self.assertEqual((rag_eval.significant_gains(None), rag_eval.significant_gains({})), ([], []))
+
+    @unittest.skipUnless(os.name == "posix", "fcntl.flock")
+    def test_lock_refusals_and_a_lock_file_removed_by_another(self):
+        import fcntl
+
+        baseline = self.write("b.json", {"recall@5": 0.5})
+        lock_path = self.path(".b.json.lock")
+        with rag_eval._locked(baseline, 0):
+            self.assertTrue(os.path.exists(lock_path))
+            os.unlink(lock_path)  # removed by someone else: letting go is still quiet
+        self.assertEqual(os.listdir(self.tmp), ["b.json"])
+        with mock.patch.dict(sys.modules, fcntl=None):  # no fcntl (Windows): no lock, no lock file
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(os.listdir(self.tmp), ["b.json"])
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No such file or directory"):
+            with rag_eval._locked(self.path("no/such/b.json"), 0):
+                pass
+        with mock.patch.object(fcntl, "flock", side_effect=OSError(errno.ENOLCK, "No locks available")):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No locks available"):
+                with rag_eval._locked(baseline, 0):
+                    pass
+        held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            # held all along: the waiter tries again until its time is up, whatever the machine's speed
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "its lock .* was still held after 0.1 s"):
+                with rag_eval._locked(baseline, 0.1):
+                    pass
+        finally:
+            os.close(held)
+
+    def test_compare_runs_refuses_a_name_twice_and_a_run_lacking_a_metric(self):
+        qrels, run = rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN)
+        five, three = rag_eval.evaluate(qrels, run, 5), rag_eval.evaluate(qrels, run, 3)
+        for results, words in (([("a", five), ("a", five)], "two runs are named 'a'"),
+                               ([("a", five), ("b", three)], "run 'b' has no scores for recall@5")):
+            with self.subTest(words=words), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.compare_runs(results, resamples=10)
+            self.assertEqual(caught.exception.detail, words)
+
+    def test_calibrate_needs_per_query_scores_of_two_queries(self):
+        for baseline, words in ((rag_eval.Baseline({"recall@5": 0.5}), "--calibrate needs per-query scores"),
+                                (rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.5}}),
+                                 "--calibrate needs at least 2 queries scored on every metric")):
+            with self.subTest(words=words), self.assertRaisesRegex(rag_eval.RagEvalError, "^" + words):
+                rag_eval.calibrate(baseline, simulations=1)
+
+    def test_gate_context_lines_of_digests_and_split_deltas(self):
+        stored = {"digests": {"q2": {"judged": 1, "sha256": "0"}, "q1": {"judged": 3, "sha256": "0"}}}
+        changes = rag_eval.label_changes(stored, {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
+        split = rag_eval.delta_split({"mrr@5": 0.5}, {"mrr@5": 0.625}, {"mrr@5": 0.75})
+        text = rag_eval._gate_context_text({"label_changes": changes, "delta_split": split}, 3)
+        self.assertEqual(text, "\nlabels changed since the baseline: 2 queries changed (stored as digests) "
+                               "(q1 3 -> 1 judged, q2 1 -> 1 judged); queries added 1, removed 0"
+                               # -0.25 = (0.625 - 0.75) + (0.5 - 0.625)
+                               "\ndelta = labels + system: mrr@5 -0.250 = -0.125 + -0.125")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -295,12 +295,17 @@ def noisy_run(quality, rng):
             "conventions": {"gain": "exp", "min_grade": 1, "judged_only": False, "doc_id_sep": None}}
 
 
+def record_of(*arguments):
+    """The extended baseline that ``--save-baseline`` (or a ratchet) would write, as read back."""
+    return json.loads(rag_eval._baseline_text(*arguments))
+
+
 class TestHonestRatchet(unittest.TestCase):
     def chain(self, honest, runs=15, seed=5):
         rng = random.Random(seed)
         # 100 queries: the margins below are as wide as with 200 (2 raises, naive drift 0.035), in half the time
         quality = {f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(100)}
-        record = rag_eval._baseline_record(noisy_run(quality, rng), "x")
+        record = record_of(noisy_run(quality, rng), "x")
         first = dict(record["mean"])
         # The chains end the same with 250 resamples a gate as with 500 (RAG_EVAL_FULL=1): the
         # same raises, the same means.
@@ -314,7 +319,7 @@ class TestHonestRatchet(unittest.TestCase):
             else:  # the old ratchet takes any higher mean: no gate to run
                 raised = [m for m in result["mean"] if result["mean"][m] > baseline.means[m]]
             raises += len(raised)
-            record = rag_eval._baseline_record(result, "x", baseline, raised)
+            record = record_of(result, "x", baseline, raised)
             for metric, scores in record["per_query"].items():  # a mean always matches its scores
                 self.assertAlmostEqual(math.fsum(scores.values()) / len(scores), record["mean"][metric], places=12)
         return first, record["mean"], raises
@@ -348,7 +353,7 @@ class TestCalibrate(unittest.TestCase):
     def baseline(self, n=300, seed=2):
         rng = random.Random(seed)
         result = noisy_run({f"q{i:03d}": rng.choice([0.2, 0.5, 0.8, 0.95]) for i in range(n)}, rng)
-        record = rag_eval._baseline_record(result, "x")
+        record = record_of(result, "x")
         return rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
 
     def test_rates_errors_and_seed(self):
