@@ -360,14 +360,14 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertAlmostEqual(high, float(means[math.ceil(0.975 * resamples) - 1]), delta=1e-15)
 
     def test_halves_are_the_rounded_values_summed(self):
-        # _random_halves: (sum of the half, its size) with each value rounded to its grid of
+        # _shared_halves: (sum of the half, its size) with each value rounded to its grid of
         # 2**(e - 53), e the exponent of sum(|values|); the grid makes the float sums exact.
         # Kills too: a change of which query gets which random bit (every seeded number changes).
         rng = random.Random(23)
         # Bit i of each draw belongs to the i-th nonzero value, then come the zeros (the stream
         # that every seeded p and interval rests on).
         values = [rng.random() - 0.5 if i % 4 else 0.0 for i in range(55)]
-        halves = rag_eval._random_halves(values, 60, random.Random(9))
+        halves = rag_eval._shared_halves([values], 60, random.Random(9))[0]
         stream = random.Random(9)
         unit = 2.0 ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
         layout = [v for v in values if v] + [0.0] * values.count(0.0)
@@ -385,7 +385,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(70)])
         shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
         for values, halves in zip(lists, shared):
-            alone = rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5"))
+            alone = rag_eval._shared_halves([values], 80, random.Random("rag_eval:0:ndcg@5"))[0]
             self.assertEqual([halves.exact(r) for r in range(80)], [alone.exact(r) for r in range(80)])
             self.assertEqual((halves.low, halves.high, halves.sizes), (alone.low, alone.high, alone.sizes))
 
@@ -399,7 +399,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
         rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
         stream = random.Random(5)
-        halves = rag_eval._random_halves(values, 300, random.Random(5))
+        halves = rag_eval._shared_halves([values], 300, random.Random(5))[0]
         for resample, size in enumerate(halves.sizes):
             draw = stream.getrandbits(12)
             chosen = [i for i in range(12) if draw >> i & 1]
