@@ -1915,10 +1915,8 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     """
     from operator import mul, truediv
 
-    if successes < 0 or p >= 1.0:
+    if p >= 1.0:  # 1 - p of a p below 2**-54, or a bisection at confidence 1 (0 <= successes < trials always)
         return 0.0
-    if successes >= trials or p <= 0.0:
-        return 1.0
     if successes >= trials * p:
         return 1.0 - _binomial_at_most(trials - successes - 1, trials, 1.0 - p)
     first = math.exp(math.lgamma(trials + 1) - math.lgamma(successes + 1) - math.lgamma(trials - successes + 1)

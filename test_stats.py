@@ -221,6 +221,31 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
         self.assertAlmostEqual(low + high, 1.0, delta=1e-12)
         self.assertAlmostEqual(high - 0.5, 1.959964 * math.sqrt(0.25 / n), delta=2e-6)
 
+    def test_confidence_one_is_the_whole_range(self):
+        # Kills: a tail evaluated at p = 1 (log1p(-1) raises), which the bisection reaches when
+        # confidence 1 leaves a tail of 0 to solve for.
+        self.assertEqual(tuple(rag_eval.clopper_pearson(0, 10, 1.0)), (0.0, 1.0))
+        low, high = rag_eval.clopper_pearson(3, 10, 1.0)
+        self.assertEqual(high, 1.0)
+        self.assertLess(low, 1e-15)
+
+
+class TestEdgeCounts(unittest.TestCase):
+    def test_sign_test_without_differing_queries_is_one(self):
+        # Kills: a dropped guard, where 1 << -1 raises for a negative count.
+        for better, differing in ((0, 0), (0, -1), (2, -3)):
+            with self.subTest(better=better, differing=differing):
+                self.assertEqual(rag_eval.sign_test(better, differing), 1.0)
+
+    def test_one_common_query_has_no_spread(self):
+        # One query: the sign test gives p = 2 of 2 patterns, no spread to estimate, and no outcome
+        # of one query could reach alpha.
+        comparison = rag_eval.compare_paired("ndcg@5", {"q1": 0.25, "q2": 0.5}, {"q1": 0.75})
+        self.assertEqual((comparison.queries, comparison.p_value, comparison.exact, comparison.spread),
+                         (1, 1.0, True, None))
+        self.assertTrue(comparison.unresolvable)
+        self.assertEqual(tuple(comparison.interval), (0.5, 0.5))
+
 
 
 class TestHalfSumsEveryWay(unittest.TestCase):
