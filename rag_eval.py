@@ -1592,11 +1592,10 @@ def _label_job(args) -> int:
 
 
 # === Statistics ===
-# Paired comparisons and intervals.  Randomness comes only from a seeded
-# random.Random; floats are summed by math.fsum (exactly rounded, so
-# order-free) or one addition at a time, and random halves exactly, as
-# integers (``_on_grid``), never floats by sum(), which became compensated in
-# Python 3.12: the same inputs give the same bytes out on every Python.
+# Paired comparisons and intervals.  Randomness comes only from a seeded random.Random; floats are
+# summed by math.fsum (exactly rounded, so order-free), one addition at a time, or as integers on a
+# grid (``_on_grid``), never by sum(), which became compensated in Python 3.12: the same inputs give
+# the same bytes out on every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1605,9 +1604,8 @@ CONFIDENCE = 0.95
 POWER = 0.80
 DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
-# A flipped sum within this share of sum(|deltas|) of the observed one ties
-# it, and a tie counts as extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two
-# floats.  Rounding errors are some 1e-16 of that scale.
+# A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
+# extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
 
 
@@ -1643,9 +1641,8 @@ def _subset_sums(values: list, start=0.0) -> list:
 
 
 class _Halves(NamedTuple):
-    """One column's random halves, one per resample: each half's sum lies in [low[r], high[r]] and is
-    exactly ``exact(r)``.  The bounds are cheap and the exact sum dear, so the tests below ask for it
-    only where a bound leaves their decision open: every result is that of the exact sums."""
+    """One column's random halves, one per resample: each half's sum lies in [low[r], high[r]] (cheap)
+    and is exactly ``exact(r)`` (dear, asked for only where a bound leaves a decision open)."""
 
     low: List[float]
     high: List[float]
@@ -1657,98 +1654,48 @@ def _exact_halves(sums: List[float], sizes: List[int]) -> _Halves:
     return _Halves(sums, sums, sizes, sums.__getitem__)
 
 
-def _random_halves(values: List[float], resamples: int, rng) -> _Halves:
-    """For each resample a random half of ``values``, each value in it with chance 1/2.
-
-    The one resampling of this section: the half has its signs flipped, so
-    sum(signs * values) = sum(values) - 2 * sum(half).  The sign-flip test
-    flips the signs of the deltas, the bootstrap those of the values'
-    distances from their mean.
-    """
-    return _shared_halves([values], resamples, rng)[0]
-
-
 def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[_Halves]:
-    """``_random_halves`` of several lists of one length at the cost of one draw: per list, the
-    halves that a generator in ``rng``'s state would give it alone.  Bit i of a draw belongs to a
-    list's i-th nonzero value, then come its zeros."""
-    width = len(value_lists[0]) if value_lists else 0
-    draws = [rng.getrandbits(width) for _ in range(resamples)]
-    layouts = [[value for value in values if value] + [0.0] * sum(1 for value in values if not value)
-               for values in value_lists]
+    """Per list (all of length n), per resample a random half: bit i of one ``rng.getrandbits(n)`` is
+    a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone.
+
+    The one resampling of this section: the half has its signs flipped, so sum(signs * values) =
+    sum(values) - 2 * sum(half).  The sign-flip test flips the signs of the deltas, the bootstrap
+    those of the values' distances from their mean.
+    """
+    draws = [rng.getrandbits(len(value_lists[0])) for _ in range(resamples)]
+    layouts = [[value for value in values if value] for values in value_lists]
+    layouts = [layout + [0.0] * (len(values) - len(layout)) for values, layout in zip(value_lists, layouts)]
     return _halves_of(layouts, [None] * len(layouts), draws)
 
 
 def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[_Halves]:
-    """Random halves shared by several tests, one per column.
+    """Random halves shared by several tests (a family), one per column.
 
-    ``columns`` map positions 0 .. width - 1 (queries) to values; a column
-    may cover only some positions (a slice).  Every resample draws one
-    random bit per position (``rng.getrandbits(width)``) and every column
-    flips the positions whose bit is set: all tests of a query flip
-    together, as a joint (MaxT) adjustment needs.  A column's half size
-    counts its own positions only.  Bit i belongs to the i-th position that
-    differs in any column, then come the positions where every value is 0.
+    ``columns`` map positions 0 .. width - 1 (queries) to values, a slice only some.  One
+    ``rng.getrandbits(width)`` per resample flips every test of a query together, as MaxT needs;
+    bit i is the i-th position that differs in any column, then come the rest.  A column's half
+    size counts its own positions only.
     """
     differing = set().union(*({p for p, value in column.items() if value} for column in columns))
     order = sorted(differing) + [p for p in range(width) if p not in differing]
     draws = [rng.getrandbits(width) for _ in range(resamples)]
-    layouts = [[column.get(p, 0.0) for p in order] for column in columns]
     # None: the column covers every position, so its half holds every set bit
     covers = [None if len(column) == width else int("".join("1" if p in column else "0" for p in reversed(order)), 2)
               for column in columns]
-    return _halves_of(layouts, covers, draws)
-
-
-def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[_Halves]:
-    """Per column, the halves of ``draws``: value i of a column has bit i; ``covers`` (a bit mask,
-    or None for all) says which positions a column's half size counts."""
-    everyone = [_popcount(chosen) for chosen in draws] if None in covers else None
-    sizes = [everyone if cover is None else [_popcount(chosen & cover) for chosen in draws] for cover in covers]
-    grids = [_on_grid(values) for values in layouts]
-    width = len(layouts[0]) if layouts else 0
-    # Both ways are exact, so the choice changes no bit.  A lookup serves 8 positions (of every column
-    # packed together) once its table of 256 sums is built; a mask serves one bit of the values (about
-    # 16 masks with bounds, from COARSE_FROM positions, else some 42; 2 for a 0/1 measure), dearer the
-    # more positions.
-    halves: List[Optional[_Halves]] = [None] * len(layouts)
-    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)
-        for index, (scale, whole) in enumerate(grids):
-            terms = _mask_terms(whole)
-            if not lookups_pay or len(terms) <= FEW_MASKS:
-                halves[index] = _mask_halves(whole, terms, scale, sizes[index], draws)
-    rest = [index for index, found in enumerate(halves) if found is None]
-    for index, column_sums in zip(rest, _lookup_sums([grids[index][1] for index in rest], draws) if rest else []):
-        halves[index] = _exact_halves([math.ldexp(total, grids[index][0]) for total in column_sums], sizes[index])
-    return halves
-
-
-def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
-    """(e, integers): each value rounded to a whole multiple of 2**e, e chosen so that sum(|integers|)
-    stays below 2**53.  Every sum of them is then exact (in integers, or in floats that hold them
-    exactly), the same bits on every Python and in any order.  The rounding moves a value by at most
-    half a unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid): far inside TIE_TOLERANCE."""
-
-    scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
-    whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
-    if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
-        scale += 1
-        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
-    return scale, whole
+    return _halves_of([[column.get(p, 0.0) for p in order] for column in columns], covers, draws)
 
 
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
-PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the cache
+PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the processor's cache
 PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
-FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure's 2) takes masks, dearer lookups or not
-# A half's coarse sum is off by at most ``slack`` < width * 2**shift; the shift keeps that below
-# 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard deviation (that
-# is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
-COARSE_SHARE = 64
+FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
 COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
+# A half's coarse sum (the values' top bits) is off by at most ``slack`` < width * 2**shift; the shift
+# keeps that below 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard
+# deviation (that is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
+COARSE_SHARE = 64
 
 
 def _popcount(bits: int) -> int:
@@ -1757,60 +1704,92 @@ def _popcount(bits: int) -> int:
     return sum(bits.to_bytes((bits.bit_length() + 7) // 8, "little").translate(_BITS_SET))
 
 
-def _mask_halves(whole: List[int], terms: List[Tuple[int, int]], scale: int, sizes: List[int],
+def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[_Halves]:
+    """Per column (values of one width), the halves of ``draws``: value i is in a draw's half when its
+    bit i is set; a half's size counts the positions of the column's cover (a bit mask; None: all).
+
+    Two ways sum the integers of ``_on_grid``, both exact, so the choice changes no bit.  A lookup
+    serves 8 positions (of every column packed together) once its table of 256 sums is built; a mask
+    serves one bit of the values (about 16 masks with bounds, from COARSE_FROM positions, else some 42;
+    2 for a 0/1 measure), dearer the more positions, and on Python 3.9 dear at any width.
+    """
+    everyone = [_popcount(draw) for draw in draws] if None in covers else None
+    sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
+    grids = [_on_grid(values) for values in layouts]
+    width = len(layouts[0]) if layouts else 0
+    halves: Dict[int, _Halves] = {}
+    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
+        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)
+        for index, (scale, whole) in enumerate(grids):
+            terms = _mask_terms(whole)
+            if not lookups_pay or len(terms) <= FEW_MASKS:
+                halves[index] = _mask_halves(scale, whole, terms, sizes[index], draws)
+    rest = [index for index in range(len(layouts)) if index not in halves]
+    for index, column_sums in zip(rest, _lookup_sums([grids[index][1] for index in rest], draws)):
+        halves[index] = _exact_halves([math.ldexp(total, grids[index][0]) for total in column_sums], sizes[index])
+    return [halves[index] for index in range(len(layouts))]
+
+
+def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
+    """(e, integers): each value rounded to a whole multiple of 2**e, e chosen so that sum(|integers|)
+    stays below 2**53.  Every sum of them is then exact (in integers, or in floats that hold them
+    exactly), the same bits on every Python and in any order.  The rounding moves a value by at most
+    half a unit, sum(|values|) * 2**-53 (2**-52 on the coarser grid): far inside TIE_TOLERANCE."""
+    scale = math.frexp(math.fsum(map(abs, values)) or 1.0)[1] - 53
+    whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+    if sum(map(abs, whole)) >= 2 ** 53:  # rounded up past 2**53 (a value in 2**53 is that close): one step coarser
+        scale += 1
+        whole = list(map(round, map(math.ldexp, values, repeat(-scale))))
+    return scale, whole
+
+
+def _mask_terms(whole: List[int]) -> List[Tuple[int, int]]:
+    """(weight, mask) pairs with sum(whole[i] for bits i of d) = sum(weight * popcount(d & mask)): bit b of
+    every integer (|integer| < 2**53) in two's complement, the sign bit weighing -2**(bits - 1)."""
+    bits = max(map(abs, whole), default=0).bit_length() + 1
+    lanes = array("q", whole)  # 64-bit lanes in two's complement, read below as one integer, the last first
+    if sys.byteorder == "big":
+        lanes.byteswap()
+    digits = format(int.from_bytes(lanes.tobytes(), "little"), f"0{64 * len(whole)}b")  # every 64th: one bit of all
+    planes = [(-1 << (bits - 1), digits[0::64])] + [(1 << bit, digits[63 - bit::64]) for bit in range(bits - 1)]
+    return [(weight, int(plane, 2)) for weight, plane in planes if "1" in plane]
+
+
+def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], sizes: List[int],
                  draws: List[int]) -> _Halves:
-    """Halves summed by masks, on Python 3.10+: a half sums to sum(weight * popcount(draw & mask)) over
-    the bits of the integers (``_mask_terms``).  The top bits (weights from 2**shift up, and the sign)
-    give the bounds; the low bits, asked for only where a test needs them, add the rest."""
+    """Halves summed by masks (Python 3.10+): the top bits (weights from 2**shift up, and the sign;
+    COARSE_SHARE) give the bounds, the low bits, added only where ``exact`` is asked, the rest."""
     width = len(whole)
     shift = 0 if width < COARSE_FROM else \
         max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
     top = [(weight, mask) for weight, mask in terms if weight < 0 or weight >> shift]
     low = [(weight, mask) for weight, mask in terms if 0 < weight < 1 << shift]
-    coarse = [sum([weight * (chosen & mask).bit_count() for weight, mask in top]) for chosen in draws]
+    coarse = [sum([weight * (draw & mask).bit_count() for weight, mask in top]) for draw in draws]
     if not low:
         return _exact_halves([math.ldexp(total, scale) for total in coarse], sizes)
     slack = sum(weight * mask.bit_count() for weight, mask in low)  # the low bits of every value: 0 <= rest <= slack
 
     def exact(resample: int) -> float:
-        chosen = draws[resample]
-        return math.ldexp(coarse[resample] + sum([weight * (chosen & mask).bit_count() for weight, mask in low]), scale)
+        draw = draws[resample]
+        return math.ldexp(coarse[resample] + sum([weight * (draw & mask).bit_count() for weight, mask in low]), scale)
 
     return _Halves([math.ldexp(total, scale) for total in coarse],
                    [math.ldexp(total + slack, scale) for total in coarse], sizes, exact)
 
 
-def _mask_terms(values: List[int]) -> List[Tuple[int, int]]:
-    """(weight, mask) pairs with sum(values[i] for bits i of d) = sum(weight * popcount(d & mask)):
-    bit b of every value (|value| < 2**53) in two's complement of ``width`` bits, the top (sign) bit
-    weighing -2**(width - 1)."""
-
-    if not values:
-        return []
-    width = max(map(abs, values), default=0).bit_length() + 1
-    lanes = array("q", values)  # 64-bit lanes in two's complement, read below as one integer, the last value first
-    if sys.byteorder == "big":
-        lanes.byteswap()
-    digits = format(int.from_bytes(lanes.tobytes(), "little"), f"0{64 * len(values)}b")
-    planes = [(-1 << (width - 1), digits[0::64])] + [(1 << bit, digits[63 - bit::64]) for bit in range(width - 1)]
-    return [(weight, int(plane, 2)) for weight, plane in planes if "1" in plane]
-
-
 def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
-    """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table
-    of their 256 subset sums, and one byte of the draw picks a subset.  Up to PACK_WIDTH positions the
-    columns are packed into one integer, 64 bits a column (|sum| < 2**53 fits), so one lookup serves
-    them all; beyond, one column at a time keeps its tables in the processor's cache."""
-
-    width = len(columns[0]) if columns else 0
-    chosen_bytes = [chosen.to_bytes((width + 7) // 8, "little") for chosen in draws]
-    if len(columns) == 1 or width > PACK_WIDTH:
-        # floats: sum() adds them in C without allocating, each sum exact below 2**53
-        found = []
-        for values in columns:
-            tables = [array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
-            found.append([sum(map(getitem, tables, chosen)) for chosen in chosen_bytes])
-        return found
+    """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table of
+    their 256 subset sums, and one byte of the draw picks a subset.  Several columns up to PACK_WIDTH
+    positions are packed in 64-bit lanes of one integer (|sum| < 2**53 fits), so one lookup serves them
+    all; else one column at a time keeps its tables (of floats) in the processor's cache."""
+    if not columns:
+        return []
+    width = len(columns[0])
+    chosen_bytes = [draw.to_bytes((width + 7) // 8, "little") for draw in draws]
+    if len(columns) == 1 or width > PACK_WIDTH:  # floats: sum() adds them in C without allocating, exact below 2**53
+        tables = [[array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+                  for values in columns]
+        return [[sum(map(getitem, column, chosen)) for chosen in chosen_bytes] for column in tables]
     packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
     tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
     # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes
@@ -1832,8 +1811,7 @@ def _flipped_sizes(total: float, halves: _Halves, scale: float, thresholds: List
     for resample, (low, high) in enumerate(zip(halves.low, halves.high)):
         top, bottom = total - 2 * low, total - 2 * high  # the flipped sum lies in [bottom, top]
         least = (bottom if bottom >= 0 else -top if top <= 0 else 0.0) / scale
-        most = max(top, -bottom) / scale
-        if any(least < threshold <= most for threshold in thresholds):
+        if any(least < threshold <= max(top, -bottom) / scale for threshold in thresholds):
             least = abs(total - 2 * halves.exact(resample)) / scale
         found.append(least)
     return found
@@ -1847,23 +1825,14 @@ def _as_extreme(deltas: List[float], halves: _Halves) -> int:
     return sum(1 for size in _flipped_sizes(total, halves, 1.0, [extreme]) if size >= extreme)
 
 
-def _sampled_p(deltas: List[float], halves: _Halves) -> float:
-    """The sampled sign-flip p: (1 + resamples as extreme) / (1 + resamples), never 0."""
-    return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes))
-
-
 def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
     """Two-sided paired randomization test of mean(deltas) = 0; returns (p, exact).
 
-    Under the null hypothesis each query's difference is as likely to have the
-    other sign (Fisher's randomization test; Smucker, Allan & Carterette 2007
-    recommend it for IR).  When every nonzero delta has one size (a 0/1
-    measure: +1 or -1) it is the sign test, exact at any count
-    (``sign_test``).  Otherwise, with up to EXACT_SIGN_FLIP_MAX differing
-    queries every sign pattern is enumerated and p is exact; beyond, ``resamples``
-    random patterns (random halves flipped) give p = (1 + as extreme) /
-    (1 + resamples), never 0.  A pattern within TIE_TOLERANCE of the observed
-    sum ties it and counts as extreme.
+    Under the null hypothesis each query's difference is as likely to have the other sign (Fisher's
+    randomization test; Smucker, Allan & Carterette 2007 recommend it for IR).  Deltas of one size
+    (a 0/1 measure) make it the sign test, exact at any count.  Otherwise up to EXACT_SIGN_FLIP_MAX
+    differing queries enumerate every sign pattern (exact); beyond, ``resamples`` random patterns give
+    p = (1 + as extreme) / (1 + resamples), never 0.  A tie within TIE_TOLERANCE counts as extreme.
 
     >>> sign_flip_test([0.5, 0.5, 0.5])  # 2 of the 8 patterns are as extreme
     (0.25, True)
@@ -1878,24 +1847,18 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
         return sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
     if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
-    return _sampled_p(deltas, _random_halves(deltas, resamples, rng or random.Random(DEFAULT_SEED))), False
-
-
-def _percentile_ranks(count: int, confidence: float) -> Tuple[int, int]:
-    """The ranks ceil(tail R) and ceil((1 - tail) R) of R means, tail = (1 - confidence) / 2."""
-    tail = (1 - confidence) / 2
-
-    def rank(share: float) -> int:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
-        return min(count, max(1, math.ceil(share * count - 1e-9)))
-
-    return rank(tail), rank(1 - tail)
+    halves = _shared_halves([deltas], resamples, rng or random.Random(DEFAULT_SEED))[0]
+    return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
 def _percentile_interval(means: List[float], confidence: float = CONFIDENCE) -> Interval:
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
-    means = sorted(means)
-    low, high = _percentile_ranks(len(means), confidence)
-    return Interval(means[low - 1], means[high - 1])
+    means, tail = sorted(means), (1 - confidence) / 2
+
+    def rank(share: float) -> int:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
+        return min(len(means), max(1, math.ceil(share * len(means) - 1e-9)))
+
+    return Interval(means[rank(tail) - 1], means[rank(1 - tail) - 1])
 
 
 def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: float) -> Interval:
@@ -1913,27 +1876,21 @@ def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: flo
     # A mean falls as its half grows.  The k-th smallest mean lies between the k-th smallest of the
     # bounds; a resample whose bounds miss both such windows keeps a bound, on the same side.
     lows, highs = list(map(resampled, halves.high, halves.sizes)), list(map(resampled, halves.low, halves.sizes))
-    ordered_lows, ordered_highs = sorted(lows), sorted(highs)
-    windows = [(ordered_lows[rank - 1], ordered_highs[rank - 1]) for rank in _percentile_ranks(len(lows), confidence)]
+    windows = list(zip(_percentile_interval(lows, confidence), _percentile_interval(highs, confidence)))
     means = [resampled(halves.exact(resample), size) if any(low <= top and high >= bottom for bottom, top in windows)
              else low for resample, (low, high, size) in enumerate(zip(lows, highs, halves.sizes))]
     return _percentile_interval(means, confidence)
 
 
-def bootstrap_interval(
-    values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None, confidence: float = CONFIDENCE
-) -> Interval:
+def bootstrap_interval(values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None,
+                       confidence: float = CONFIDENCE) -> Interval:
     """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993, ch. 13).
 
-    Each resample gives every value's distance from the mean a random sign:
-    the wild bootstrap with Rademacher weights (Liu 1988; Mammen 1993), the
-    double-or-nothing weights 0 or 2 of Owen & Eckles (2012) on the
-    distances.  The resampled means vary exactly as the ordinary
-    bootstrap's, by sum((value - mean)**2) / n**2, at every n (the
-    double-or-nothing mean of the kept values is a quarter wider at n = 8);
-    the interval is symmetric where the ordinary one follows the skew.  One
-    random bit per value: the sign-flip test's resampling, summed a bit of
-    the values at a time where drawing n values costs n.
+    Each resample gives every value's distance from the mean a random sign: the wild bootstrap with
+    Rademacher weights (Liu 1988; Mammen 1993), Owen & Eckles' (2012) double-or-nothing weights on
+    the distances.  The resampled means vary exactly as the ordinary bootstrap's, by
+    sum((value - mean)**2) / n**2, at every n; the interval is symmetric where the ordinary one
+    follows the skew.  One random bit per value: the sign-flip test's resampling.
 
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
@@ -1945,26 +1902,21 @@ def bootstrap_interval(
         raise RagEvalError("no values to bootstrap")
     if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
         return Interval(values[0], values[0])
-    halves = _random_halves(values, resamples, rng or random.Random(DEFAULT_SEED))
+    halves = _shared_halves([values], resamples, rng or random.Random(DEFAULT_SEED))[0]
     return _bootstrap_from_halves(values, halves, confidence)
 
 
 def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     """P(X <= successes) for X ~ Binomial(trials, p), as a sum of pmf terms.
 
-    Summed over the tail below the mean (the other one by X -> trials - X),
-    where the terms fall the faster the farther they are: those beyond 12
-    standard deviations (below 1e-30 of the largest) are left out, so a sum
-    costs at most 6 sqrt(trials) + 30 terms, and the first term, taken in
-    logs, does not overflow at any size.
+    Summed over the tail below the mean (the other one by X -> trials - X), where the terms fall the
+    faster the farther they are: those beyond 12 standard deviations (below 1e-30 of the largest) are
+    left out, and the first term, taken in logs, does not overflow at any size.
     """
-    from itertools import accumulate, islice, repeat
     from operator import mul, truediv
 
-    if successes < 0 or p >= 1.0:
+    if p >= 1.0:  # 1 - p of a p below 2**-54, or a bisection at confidence 1 (0 <= successes < trials always)
         return 0.0
-    if successes >= trials or p <= 0.0:
-        return 1.0
     if successes >= trials * p:
         return 1.0 - _binomial_at_most(trials - successes - 1, trials, 1.0 - p)
     first = math.exp(math.lgamma(trials + 1) - math.lgamma(successes + 1) - math.lgamma(trials - successes + 1)
@@ -1976,33 +1928,31 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
 
-def _binomial_p_at(successes: int, trials: int, probability: float) -> float:
-    """The p with P(X <= successes) = probability, X ~ Binomial(trials, p), by bisection (it falls as p grows)."""
-    low, high = 0.0, 1.0
-    for _ in range(64):
-        middle = (low + high) / 2
-        if _binomial_at_most(successes, trials, middle) > probability:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
-
-
 def clopper_pearson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
     """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
 
-    low solves P(X >= successes | low) = tail and high P(X <= successes | high)
-    = tail, tail = (1 - confidence) / 2, from exact binomial tails.
+    low solves P(X >= successes | low) = tail and high P(X <= successes | high) = tail,
+    tail = (1 - confidence) / 2, by bisection (a tail falls as p grows).
 
     >>> [round(x, 4) for x in clopper_pearson(5, 10)]
     [0.1871, 0.8129]
     """
     if trials < 1 or not 0 <= successes <= trials:
         raise RagEvalError(f"clopper_pearson needs 0 <= successes <= trials >= 1, got {successes}/{trials}")
+
+    def solve(at_most: int, probability: float) -> float:  # the p with P(X <= at_most | p) = probability
+        low, high = 0.0, 1.0
+        for _ in range(64):
+            middle = (low + high) / 2
+            if _binomial_at_most(at_most, trials, middle) > probability:
+                low = middle
+            else:
+                high = middle
+        return (low + high) / 2
+
     tail = (1 - confidence) / 2
-    low = 0.0 if successes == 0 else _binomial_p_at(successes - 1, trials, 1 - tail)
-    high = 1.0 if successes == trials else _binomial_p_at(successes, trials, tail)
-    return Interval(low, high)
+    return Interval(0.0 if successes == 0 else solve(successes - 1, 1 - tail),
+                    1.0 if successes == trials else solve(successes, tail))
 
 
 def holm(p_values: Mapping[str, float]) -> Dict[str, float]:
@@ -2029,10 +1979,8 @@ def _one_size(nonzero: List[float]) -> bool:
 def sign_test(better: int, differing: int) -> float:
     """Exact two-sided sign test: P(|B - n/2| >= |better - n/2|), B ~ Binomial(n, 1/2), n = ``differing``.
 
-    The sign-flip test of deltas of one size (a 0/1 measure's +1 and -1),
-    computed exactly at any count from whole binomial coefficients
-    (``math.comb``) and one correctly rounded division; never 0 (a p below
-    the smallest float is shown as the smallest float).
+    The sign-flip test of deltas of one size (a 0/1 measure), exact at any count from whole binomial
+    coefficients and one correctly rounded division; never 0 (below the smallest float it is that).
 
     >>> sign_test(0, 6)  # six worse, none better: 2 of the 64 patterns
     0.03125
@@ -2079,19 +2027,15 @@ def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RES
          p_values: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
     """Step-down MaxT adjusted p-values of a family of paired tests (Westfall & Young 1993, alg. 2.8).
 
-    ``deltas`` maps each test (a metric, a cutoff, a slice) to its per-query
-    deltas.  Each test's statistic is T = |sum(deltas)| / sqrt(sum(deltas**2)),
-    a sum in units of its own scale, unchanged by sign flips, so tests of
-    0/1 and graded measures compare.  Every sign pattern flips all tests of a
-    query together, so metrics that move on the same queries (they do) share
-    their null distribution and cost little power, where Holm pays for each
-    (Boytsov, Belova & Westfall 2013 for IR).  Tests are taken from the
-    largest T down; a test's adjusted p is the share of patterns whose
-    largest T among it and the tests after it reaches its own T, never below
-    the adjusted p before it nor its own p (``p_values``; its sign-flip p by
-    default).  With up to EXACT_SIGN_FLIP_MAX queries differing in any test
-    every pattern is enumerated (exact); otherwise ``resamples`` seeded
-    random patterns give (1 + reached) / (1 + resamples), never 0.
+    ``deltas`` maps each test (a metric, a cutoff, a slice) to its per-query deltas.  A test's
+    statistic T = |sum(deltas)| / sqrt(sum(deltas**2)) is unchanged by sign flips, so 0/1 and graded
+    measures compare.  A sign pattern flips all tests of a query together, so metrics that move on
+    the same queries share their null distribution, where Holm pays for each (Boytsov, Belova &
+    Westfall 2013 for IR).  From the largest T down, a test's adjusted p is the share of patterns whose
+    largest T among it and the tests after it reaches its T, never below the adjusted p before it nor
+    its own p (``p_values``; its sign-flip p by default).  Patterns are enumerated up to
+    EXACT_SIGN_FLIP_MAX differing queries, else ``resamples`` seeded ones give
+    (1 + reached) / (1 + resamples), never 0.
 
     >>> maxt({"a": {"q1": -1.0, "q2": -1.0}, "b": {"q1": -0.5, "q2": -0.5}})
     {'a': 0.5, 'b': 0.5}
@@ -2108,17 +2052,17 @@ def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]
         halves = [_exact_halves(_subset_sums([c.get(p, 0.0) for p in active]), []) for c in family.columns]
         patterns = 2 ** len(active)
     else:
-        halves, patterns = family.halves, len(family.halves[0].sizes) if family.halves else 0
+        halves, patterns = family.halves, len(family.halves[0].sizes)
     sums, observed, thresholds = [], [], []
     for column in family.columns:
         values = list(column.values())
         total, scale = math.fsum(values), math.sqrt(math.fsum(v * v for v in values))
-        spread = math.fsum(map(abs, values))
         sums.append((total, scale))
         observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
+        spread = math.fsum(map(abs, values))
         thresholds.append((abs(total) - TIE_TOLERANCE * spread) / scale if scale else -1.0)
-    # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about the thresholds
+    # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about every threshold
     statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
                   for (total, scale), column_halves in zip(sums, halves)]
     order = sorted(range(len(family.keys)), key=lambda i: (-observed[i], family.keys[i]))
@@ -2133,20 +2077,15 @@ def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]
             if running >= thresholds[order[rank]]:
                 reached[rank] += 1
     adjusted, floor = {}, 0.0
-    for rank, index in enumerate(order):
-        key = family.keys[index]
-        if family.halves is None:
-            share = reached[rank] / patterns if patterns else 1.0
-        else:
-            share = (1 + reached[rank]) / (1 + patterns)
-        floor = max(floor, share, p_values[key])
-        adjusted[key] = min(1.0, floor)
+    for rank, index in enumerate(order):  # patterns >= 1: an exact family of no differing query has one
+        share = reached[rank] / patterns if family.halves is None else (1 + reached[rank]) / (1 + patterns)
+        floor = max(floor, share, p_values[family.keys[index]])
+        adjusted[family.keys[index]] = min(1.0, floor)
     return {key: adjusted[key] for key in family.keys}
 
 
 def _standard_deviation(values: List[float]) -> Optional[float]:
-    """Sample standard deviation with exactly rounded sums: the same bits on
-    every Python (statistics.stdev changed its arithmetic in 3.11)."""
+    """Sample standard deviation with exact sums (statistics.stdev changed its arithmetic in 3.11)."""
     if len(values) < 2:
         return None
     mean = math.fsum(values) / len(values)
@@ -2162,9 +2101,8 @@ def _z(probability: float) -> float:
 def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
     """The mean drop a paired test on ``queries`` detects with ``power``.
 
-    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n),
-    with ``spread`` the standard deviation of the per-query deltas; None when
-    there is no spread to estimate from.
+    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n), ``spread`` the standard
+    deviation of the per-query deltas; None when there is no spread to estimate from.
 
     >>> round(detectable_drop(0.2, 100), 4)  # (1.96 + 0.8416) * 0.2 / 10
     0.056
@@ -2186,22 +2124,13 @@ def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_
     return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
 
 
-def compare_paired(
-    metric: str,
-    before: Mapping[str, float],
-    after: Mapping[str, float],
-    *,
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
-    alpha: float = DEFAULT_ALPHA,
-    show: int = 5,
-    halves: Optional[_Halves] = None,
-) -> PairedComparison:
+def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
+                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, alpha: float = DEFAULT_ALPHA,
+                   show: int = 5, halves: Optional[_Halves] = None) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
-    ``halves``: a resampling of the deltas in query order drawn already (the
-    gate draws one for its whole family, ``_joint_halves``); by default one
-    generator per metric, seeded by its name.
+    ``halves``: the deltas' resampling in query order, drawn already (the gate draws one for its
+    family, ``_joint_halves``); by default one generator per metric, seeded by its name.
     """
     import random
 
@@ -2215,21 +2144,17 @@ def compare_paired(
     if not differing:
         halves = _exact_halves([], [])
     elif halves is None:
-        halves = _random_halves(deltas, resamples, random.Random(f"rag_eval:{seed}:{metric}"))
+        halves = _shared_halves([deltas], resamples, random.Random(f"rag_eval:{seed}:{metric}"))[0]
     exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
-    p_value = sign_flip_test(deltas)[0] if exact else _sampled_p(deltas, halves)
+    resamples = len(halves.sizes)  # halves drawn already bring their own count
+    p_value = sign_flip_test(deltas)[0] if exact else (1 + _as_extreme(deltas, halves)) / (1 + resamples)
     drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
     return PairedComparison(
-        metric=metric,
-        queries=len(common),
-        mean_delta=math.fsum(deltas) / len(common),
-        improved=sum(1 for delta in nonzero if delta > 0),
-        worse=len(drops),
-        same=len(common) - differing,
-        p_value=p_value,
-        exact=exact,
+        metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
+        improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
+        p_value=p_value, exact=exact,
         # the smallest p there could be: 2 of the 2**n patterns, or 1 in resamples + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + len(halves.sizes))) > alpha,
+        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + resamples)) > alpha,
         interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],

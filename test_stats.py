@@ -221,6 +221,31 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
         self.assertAlmostEqual(low + high, 1.0, delta=1e-12)
         self.assertAlmostEqual(high - 0.5, 1.959964 * math.sqrt(0.25 / n), delta=2e-6)
 
+    def test_confidence_one_is_the_whole_range(self):
+        # Kills: a tail evaluated at p = 1 (log1p(-1) raises), which the bisection reaches when
+        # confidence 1 leaves a tail of 0 to solve for.
+        self.assertEqual(tuple(rag_eval.clopper_pearson(0, 10, 1.0)), (0.0, 1.0))
+        low, high = rag_eval.clopper_pearson(3, 10, 1.0)
+        self.assertEqual(high, 1.0)
+        self.assertLess(low, 1e-15)
+
+
+class TestEdgeCounts(unittest.TestCase):
+    def test_sign_test_without_differing_queries_is_one(self):
+        # Kills: a dropped guard, where 1 << -1 raises for a negative count.
+        for better, differing in ((0, 0), (0, -1), (2, -3)):
+            with self.subTest(better=better, differing=differing):
+                self.assertEqual(rag_eval.sign_test(better, differing), 1.0)
+
+    def test_one_common_query_has_no_spread(self):
+        # One query: the sign test gives p = 2 of 2 patterns, no spread to estimate, and no outcome
+        # of one query could reach alpha.
+        comparison = rag_eval.compare_paired("ndcg@5", {"q1": 0.25, "q2": 0.5}, {"q1": 0.75})
+        self.assertEqual((comparison.queries, comparison.p_value, comparison.exact, comparison.spread),
+                         (1, 1.0, True, None))
+        self.assertTrue(comparison.unresolvable)
+        self.assertEqual(tuple(comparison.interval), (0.5, 0.5))
+
 
 
 class TestHalfSumsEveryWay(unittest.TestCase):
@@ -360,14 +385,14 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertAlmostEqual(high, float(means[math.ceil(0.975 * resamples) - 1]), delta=1e-15)
 
     def test_halves_are_the_rounded_values_summed(self):
-        # _random_halves: (sum of the half, its size) with each value rounded to its grid of
+        # _shared_halves: (sum of the half, its size) with each value rounded to its grid of
         # 2**(e - 53), e the exponent of sum(|values|); the grid makes the float sums exact.
         # Kills too: a change of which query gets which random bit (every seeded number changes).
         rng = random.Random(23)
         # Bit i of each draw belongs to the i-th nonzero value, then come the zeros (the stream
         # that every seeded p and interval rests on).
         values = [rng.random() - 0.5 if i % 4 else 0.0 for i in range(55)]
-        halves = rag_eval._random_halves(values, 60, random.Random(9))
+        halves = rag_eval._shared_halves([values], 60, random.Random(9))[0]
         stream = random.Random(9)
         unit = 2.0 ** (math.frexp(math.fsum(map(abs, values)))[1] - 53)
         layout = [v for v in values if v] + [0.0] * values.count(0.0)
@@ -385,7 +410,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         lists.append([rng.choice((0.0, 1.0, -1.0)) for _ in range(70)])
         shared = rag_eval._shared_halves(lists, 80, random.Random("rag_eval:0:ndcg@5"))
         for values, halves in zip(lists, shared):
-            alone = rag_eval._random_halves(values, 80, random.Random("rag_eval:0:ndcg@5"))
+            alone = rag_eval._shared_halves([values], 80, random.Random("rag_eval:0:ndcg@5"))[0]
             self.assertEqual([halves.exact(r) for r in range(80)], [alone.exact(r) for r in range(80)])
             self.assertEqual((halves.low, halves.high, halves.sizes), (alone.low, alone.high, alone.sizes))
 
@@ -399,7 +424,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         self.assertEqual(sum(round(v * 2 ** 53) for v in values), 2 ** 53 + 2)
         rounded = [Fraction(round(v * 2 ** 52), 2 ** 52) for v in values]
         stream = random.Random(5)
-        halves = rag_eval._random_halves(values, 300, random.Random(5))
+        halves = rag_eval._shared_halves([values], 300, random.Random(5))[0]
         for resample, size in enumerate(halves.sizes):
             draw = stream.getrandbits(12)
             chosen = [i for i in range(12) if draw >> i & 1]
