@@ -1490,26 +1490,6 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
 # --- The command line's evidence jobs (the options are read in _build_parser) ---
 
 
-def _span_options(group, typed) -> None:
-    group.add_argument("--chunks", metavar="FILE",
-                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
-                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
-    group.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
-                       help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
-    group.add_argument("--corpus", metavar="FILE",
-                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
-                            "a gate refuses orphaned labels")
-    group.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
-                            "(1 when any label is orphaned)")
-    group.add_argument("--fix-labels", metavar="OUT",
-                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
-    group.add_argument("--to-spans", metavar="OUT",
-                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets), then exit")
-
-
 def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
     (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
@@ -5544,7 +5524,24 @@ def _build_parser():
                         help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
-    _span_options(parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)"), typed)
+    spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
+    spans.add_argument("--chunks", metavar="FILE",
+                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
+                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
+    spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
+                       help=f"a chunk covers a span when they share X of the span's characters (default "
+                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
+    spans.add_argument("--corpus", metavar="FILE",
+                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
+                            "a gate refuses orphaned labels")
+    spans.add_argument("--check-labels", action="store_true",
+                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
+                            "(1 when any label is orphaned)")
+    spans.add_argument("--fix-labels", metavar="OUT",
+                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
+    spans.add_argument("--to-spans", metavar="OUT",
+                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
+                            "offsets), then exit")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
