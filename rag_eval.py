@@ -5835,7 +5835,6 @@ def _run_baseline(old: dict, fingerprint: str) -> Baseline:
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
-    """0 pass, 1 regression, 3 inconclusive (or what --inconclusive maps it to)."""
     verdict = "pass" if gate_report is None else gate_report["verdict"]
     if verdict == "inconclusive" and args.inconclusive != "exit":
         verdict = "pass" if args.inconclusive == "pass" else "regression"
@@ -5943,8 +5942,8 @@ def _naming_files(qrels: str, run: str) -> Iterator[None]:
         raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
 
 
-def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
-                 fingerprint: str, qrels: Optional[Qrels] = None, earlier: Optional[_Earlier] = None) -> Optional[dict]:
+def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
+                 qrels: Qrels, earlier: Optional[_Earlier]) -> Optional[dict]:
     """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -5959,7 +5958,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
-    if earlier is not None and qrels is not None:  # what the judgments changed, and each delta split by its cause
+    if earlier is not None:  # what the judgments changed, and each delta split by its cause
         if qrels_changed or earlier.old_on_old is not None:
             gate_report["label_changes"] = label_changes(earlier.judgments, qrels)
         if earlier.old_on_old is not None:
