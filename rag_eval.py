@@ -5680,9 +5680,9 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
 
     max_drop = [(ours(key), tolerance) for key, tolerance in args.max_drop]
     minimum = [(ours(key), value) for key, value in args.min]
-    problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
-    problems = [found for found in problems + [_name_problem(key, "--min", result, slices, baseline)
-                                               for key, _ in minimum] if found]
+    problems = [_name_problem(key, option, result, slices, baseline)
+                for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
+    problems = [problem for problem in problems if problem]
     if problems:
         hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
