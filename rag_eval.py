@@ -1490,26 +1490,6 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
 # --- The command line's evidence jobs (the options are read in _build_parser) ---
 
 
-def _span_options(group, typed) -> None:
-    group.add_argument("--chunks", metavar="FILE",
-                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
-                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
-    group.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
-                       help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
-    group.add_argument("--corpus", metavar="FILE",
-                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
-                            "a gate refuses orphaned labels")
-    group.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
-                            "(1 when any label is orphaned)")
-    group.add_argument("--fix-labels", metavar="OUT",
-                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
-    group.add_argument("--to-spans", metavar="OUT",
-                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets), then exit")
-
-
 def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
     (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
@@ -5467,7 +5447,24 @@ def _build_parser():
                         help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
     parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
-    _span_options(parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)"), typed)
+    spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
+    spans.add_argument("--chunks", metavar="FILE",
+                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
+                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
+    spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
+                       help=f"a chunk covers a span when they share X of the span's characters (default "
+                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
+    spans.add_argument("--corpus", metavar="FILE",
+                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
+                            "a gate refuses orphaned labels")
+    spans.add_argument("--check-labels", action="store_true",
+                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
+                            "(1 when any label is orphaned)")
+    spans.add_argument("--fix-labels", metavar="OUT",
+                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
+    spans.add_argument("--to-spans", metavar="OUT",
+                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
+                            "offsets), then exit")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -5606,9 +5603,9 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
 
     max_drop = [(ours(key), tolerance) for key, tolerance in args.max_drop]
     minimum = [(ours(key), value) for key, value in args.min]
-    problems = [_name_problem(key, "--max-drop", result, slices, baseline) for key, _ in max_drop if key]
-    problems = [found for found in problems + [_name_problem(key, "--min", result, slices, baseline)
-                                               for key, _ in minimum] if found]
+    problems = [_name_problem(key, option, result, slices, baseline)
+                for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
+    problems = [problem for problem in problems if problem]
     if problems:
         hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
@@ -5761,7 +5758,6 @@ def _run_baseline(old: dict, fingerprint: str) -> Baseline:
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
-    """0 pass, 1 regression, 3 inconclusive (or what --inconclusive maps it to)."""
     verdict = "pass" if gate_report is None else gate_report["verdict"]
     if verdict == "inconclusive" and args.inconclusive != "exit":
         verdict = "pass" if args.inconclusive == "pass" else "regression"
@@ -5869,8 +5865,8 @@ def _naming_files(qrels: str, run: str) -> Iterator[None]:
         raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
 
 
-def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices],
-                 fingerprint: str, qrels: Optional[Qrels] = None, earlier: Optional[_Earlier] = None) -> Optional[dict]:
+def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
+                 qrels: Qrels, earlier: Optional[_Earlier]) -> Optional[dict]:
     """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -5885,7 +5881,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
-    if earlier is not None and qrels is not None:  # what the judgments changed, and each delta split by its cause
+    if earlier is not None:  # what the judgments changed, and each delta split by its cause
         if qrels_changed or earlier.old_on_old is not None:
             gate_report["label_changes"] = label_changes(earlier.judgments, qrels)
         if earlier.old_on_old is not None:

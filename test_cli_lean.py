@@ -4,11 +4,13 @@ suite did not reach before the pass, and what the folded helpers must still prod
 Run with ``python3 -m unittest test_cli_lean`` from the repository root.
 """
 
+import io
 import json
 import math
 import os
 import random
 import unittest
+from unittest import mock
 
 import rag_eval
 from helpers_for_tests import ERROR_PREFIX, TempDirMixin, run_main
@@ -208,6 +210,84 @@ class TestFoldedCommandLineChecks(TempDirMixin, unittest.TestCase):
         # linear gain, k = 3: (1 + 3/log2 4) / (3 + 2/log2 3 + 1/log2 4)
         self.assertAlmostEqual(rag_eval.ndcg_at_k(["b", "x", "c"], grades, 3, gain="linear"),
                                (1 + 3 / 2) / (3 + 2 / math.log2(3) + 1 / 2), places=15)
+
+
+class TestCommandLinePathsOnceUnreached(TempDirMixin, unittest.TestCase):
+    """Error paths of the command line that no test reached (found with coverage over child processes too)."""
+
+    EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "examples", "rechunking")
+
+    def example(self, name):
+        return os.path.join(self.EXAMPLE, name)
+
+    def test_a_job_on_the_labels_says_what_it_lacks(self):
+        spans, chunk_ids = self.example("qrels.spans.jsonl"), self.example("qrels.chunks200.jsonl")
+        chunks, corpus = self.example("chunks200.jsonl"), self.example("corpus.jsonl")
+        out = self.path("out.jsonl")
+        for argv, expected in (
+                ([spans, self.example("run200.jsonl"), "--check-labels", "--corpus", corpus],
+                 "--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN"),
+                ([chunk_ids, "--to-spans", out],
+                 "--to-spans needs --chunks FILE (the chunk map the labels were made with), and is a job of its own"),
+                ([chunk_ids, "--to-spans", out, "--chunks", chunks, "--check-labels"],
+                 "--to-spans needs --chunks FILE (the chunk map the labels were made with), and is a job of its own"),
+                ([spans, "--check-labels"],
+                 "--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)"),
+                ([spans, "--to-spans", out, "--chunks", chunks],
+                 f"{spans}: already evidence spans (rows with start and end)"),
+                ([chunk_ids, "--check-labels", "--corpus", corpus],
+                 f"{chunk_ids}: expected evidence judgments (JSONL rows with start and end)")):
+            with self.subTest(argv=argv[1:]):
+                self.assertEqual(self.assert_error(argv), ERROR_PREFIX + expected)
+        self.assertFalse(os.path.exists(out))
+
+    def test_a_baseline_and_a_baseline_run_exclude_each_other(self):
+        qrels = self.write("qrels.json", {"q1": {"a": 2}})
+        run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}})
+        baseline = self.write("baseline.json", {"ndcg@10": 0.5})
+        self.assertEqual(self.assert_error([qrels, run, "--baseline", baseline, "--baseline-run", run]),
+                         f"{ERROR_PREFIX}--baseline and --baseline-run exclude each other: choose one")
+
+    def test_baseline_qrels_through_a_link_and_an_old_run_that_fails_on_them(self):
+        qrels = self.write("qrels.json", {"q1": {"a": 2}, "q2": {"c": 1}})
+        run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}, "q2": {"c": 0.7}})
+        old = self.write("old.json", {"q1": {"zz": 1}, "q2": {"yy": 1}})
+        os.symlink(old, self.path("link.json"))
+        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels",
+                                            self.path("link.json"), "--no-symlinks"]),
+                         f"{ERROR_PREFIX}{self.path('link.json')}: is or passes through a symbolic link (--no-symlinks)")
+        # the old run judged on the old qrels meets none of them: the error says which scoring failed
+        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old]),
+                         f"{ERROR_PREFIX}{run}: no document of the run is judged in the qrels, so nothing was "
+                         "evaluated (are they about the same documents?) (scoring the old run on --baseline-qrels)")
+
+    def test_a_file_that_cannot_be_renamed_into_place_is_an_error_and_leaves_nothing(self):
+        qrels = self.write("qrels.json", {"q1": {"a": 2}})
+        run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}})
+        with mock.patch("rag_eval.os.replace", side_effect=PermissionError(13, "Permission denied")):
+            code, out, err = run_main([qrels, run, "--output", self.path("full.json")])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertTrue(out.startswith("{"), out)  # the report was out: only then are files renamed
+        self.assertEqual(err, f"{ERROR_PREFIX}{self.path('full.json')}: cannot write: Permission denied\n")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["qrels.json", "run.json"])
+
+    def test_a_failure_of_the_machine_outside_the_readers_is_one_error_line(self):
+        with mock.patch("rag_eval._run", side_effect=OSError(28, "No space left on device", "somewhere")):
+            code, out, err = run_main(["q", "r"])
+        self.assertEqual((code, out, err), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}somewhere: No space left on device\n"))
+
+    def test_a_closed_stderr_swallows_a_note_and_a_bug_still_exits_2(self):
+        closed = io.StringIO()
+        closed.close()
+        with mock.patch("sys.stderr", closed):
+            rag_eval._warn("rag_eval: note: nowhere to go")  # no exception: the exit code still tells
+        # A bug: its traceback, then exit 2; a stderr that fails while printing it is silenced, not raised.
+        with mock.patch("rag_eval.main", side_effect=RuntimeError("a bug")), \
+                mock.patch("traceback.print_exc", side_effect=OSError(5, "Input/output error")), \
+                mock.patch("sys.stdout", io.StringIO()), mock.patch("sys.stderr", io.StringIO()), \
+                self.assertRaises(SystemExit) as ended:
+            rag_eval.console_main()
+        self.assertEqual(ended.exception.code, rag_eval.EXIT_ERROR)
 
 
 if __name__ == "__main__":
