@@ -965,41 +965,15 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _located_rows(inp, max_bytes)
+            located: Dict[str, Location] = {}
+            read = _jsonl_run(inp, None, None, None, None, None, max_bytes, located=located)
+            return read.run, located, read.repeated
         try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
             read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
         except _ReadAgain:  # JSON that the plain reader must judge
             read = None
     read = read or _read_run(path, fmt, max_bytes=max_bytes)
     return read.run, {}, read.repeated
-
-
-def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location], _Repeated]:
-    scores: Dict[str, Dict[str, float]] = {}
-    lists: Dict[str, List[str]] = {}
-    repeats, ids, stretch = _Repeats(), [], None  # ``ids``: the chunks of this stretch of ``stretch``'s rows
-    where: Dict[str, Location] = {}
-    for lineno, row in _jsonl_rows(inp, max_bytes):
-        qid = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        if "chunk_id" in row:
-            chunk = _locate_chunk(row, where, inp.source, lineno)
-        else:
-            chunk = _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
-        if (scores and "score" not in row) or (lists and "score" in row):
-            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if qid != stretch or len(ids) > REPEAT_BUDGET:
-            ids, stretch = _stretch_ended(repeats, stretch, ids, True), qid
-        ids.append(chunk)
-        if "score" not in row:
-            lists.setdefault(qid, []).append(chunk)
-            continue
-        score = row["score"]
-        if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(score)}", inp.source, lineno)
-        held = scores.setdefault(qid, {})
-        held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
-    _stretch_ended(repeats, stretch, ids, False)
-    return lists or scores, where, repeats.counted()
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -4338,22 +4312,29 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
+               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
+               located: Optional[Dict[str, Location]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
-    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
+    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file.
+    With ``located`` (a dict it fills: chunk id -> location), rows are an evidence run's (see ``_located_run``)."""
     queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
     scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
     for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
-        query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        for value, what in ((query, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if located is None:
+            query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+            for value, what in ((query, "query id"), (docid, "document id")):
+                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        else:  # the row's chunk: located by the row, or named in doc_id and left to a chunk map
+            query = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _locate_chunk(row, located, inp.source, lineno) if "chunk_id" in row else \
+                _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if scored is None:
             scored = "score" in row
             queries.ranked = not scored
-            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+            if not scored and located is None and any(name in row for name in ("relevance", "grade", "rel")):
                 raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
                                    inp.source, lineno)
         elif scored != ("score" in row):
