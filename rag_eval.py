@@ -4376,8 +4376,9 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str) -> dict:
-    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
+def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score (and
+    goes to ``repeats``)."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4385,6 +4386,7 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
             scores[pair[0]] = pair[1]
+    repeats.add(qid, [pair[0] for pair in entry], False)
     return scores
 
 
@@ -4518,6 +4520,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
+    repeats, ids = _Repeats(), []
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4525,10 +4528,12 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     else:
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
-            _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
-                        for qid, entry in document.items()} if isinstance(document, dict) else document, inp.source)
-        members = document if rows else ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list)
-                                          else iter(entry)) for qid, entry in document.items())
+            if isinstance(document, dict):
+                document = {qid: _scored_pairs(qid, entry, inp.source, repeats) if _first_item_is(entry, list)
+                            else entry for qid, entry in document.items()}
+            _check_run(document, inp.source)
+        members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
+                                         for qid, entry in document.items())
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
         return _read_rows(inp.source, members,
                           lambda rows: _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows))
@@ -4536,7 +4541,6 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     run: Run = {}
     seen = set()
     found = False
-    repeats, ids = _Repeats(), []
     for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranked = isinstance(entry, abc.Iterator)
@@ -4559,14 +4563,13 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if not ranked:
-            try:
-                if isinstance(entry, list):  # [[doc, score], ...] pairs
-                    scores = _scored_pairs(qid, entry, inp.source)
-                    repeats.add(qid, [pair[0] for pair in entry], False)
-                    entry = scores
-                _check_run({qid: entry}, inp.source)
-            except RagEvalError:
-                raise _ReadAgain() from None  # the plain reader says so, or what comes first
+            if document is None:  # streamed: checked query by query (a document was checked whole)
+                try:
+                    if isinstance(entry, list):  # [[doc, score], ...] pairs
+                        entry = _scored_pairs(qid, entry, inp.source, repeats)
+                    _check_run({qid: entry}, inp.source)
+                except RagEvalError:
+                    raise _ReadAgain() from None  # the plain reader says so, or what comes first
             # map(len) in C first: only a long id can be too long.
             if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
                 raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
