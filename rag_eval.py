@@ -3742,9 +3742,9 @@ class _TopScores:
             if len(fresh) == len(docids):
                 self.scores = fresh
                 return True
-        scores = self.scores
+        scores, floor = self.scores, self.floor
         for docid, score in zip(docids, values):
-            if scores.get(docid, score) <= score:
+            if score >= floor and scores.get(docid, score) <= score:  # below the floor, a document cannot rank
                 scores[docid] = score
         return False
 
