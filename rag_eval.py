@@ -4370,9 +4370,7 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
 
     try:
         return read(rows())
-    except RagEvalError as exc:
-        if exc.source != source or exc.line is not None or not at:
-            raise
+    except RagEvalError as exc:  # raised at a row: none has a line number
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
