@@ -4193,13 +4193,6 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
         yield qid, docids, values
 
 
-def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
-    """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
-    if qid is not None:
-        repeats.add(qid, ids, more)
-    return []
-
-
 def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
     if len(text) <= MAX_ID // 4:
@@ -4370,7 +4363,9 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
 
     try:
         return read(rows())
-    except RagEvalError as exc:  # raised at a row: none has a line number
+    except RagEvalError as exc:
+        if exc.source != source or exc.line is not None or not at:
+            raise
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
@@ -4518,7 +4513,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
-    repeats, ids = _Repeats(), []
+    repeats = _Repeats()
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4544,18 +4539,20 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         ranked = isinstance(entry, abc.Iterator)
         if ranked:  # checked, mapped, filtered and cut as it is read
             ranking: Dict[str, None] = {}  # its first ``depth`` unique documents
+            ids = []  # for _Repeats, in stretches of REPEAT_BUDGET + 1
             for docid in entry:
                 if _too_long_id(docid):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
                 ids.append(docid)
                 if len(ids) > REPEAT_BUDGET:
-                    ids = _stretch_ended(repeats, qid, ids, True)
+                    repeats.add(qid, ids, True)
+                    ids = []
                 if doc_id_sep is not None:
                     docid = document_of(docid, doc_id_sep)
                 found = found or docid in grades
                 if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                     ranking[docid] = None  # a repeated id stays at its first place
-            ids = _stretch_ended(repeats, qid, ids, False)
+            repeats.add(qid, ids, False)
             entry = list(ranking)
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first

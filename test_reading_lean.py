@@ -348,6 +348,17 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
             with self.assertRaisesRegex(rag_eval.RagEvalError, "/file/x: cannot read: Not a directory$"):
                 rag_eval.read_run(os.path.join(write(folder, "file", "x"), "x"))
 
+    def test_a_size_cap_reached_in_a_streamed_row_names_the_row_before(self):
+        # The stream reads on within a row longer than a block; the error names the last row read, if any.
+        row = '{"query_id": "q1", "doc_id": "%s", "score": 1}' % ("d" * 300_000)
+        for text, named in (("[%s]" % row, ""), ('[{"query_id": "q1", "doc_id": "d", "score": 1}, %s]' % row, "row 1: ")):
+            with tempfile.TemporaryDirectory() as folder, self.subTest(named=named):
+                path = write(folder, "run.json", text)
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval._read_run(path, max_bytes=200_000)
+                self.assertEqual(str(caught.exception), f"{path}: {named}more than 200000 bytes (after gunzip); raise "
+                                                        "the limit with --max-input-bytes")
+
     def test_no_standard_input(self):
         with mock.patch("sys.stdin", None):
             with self.assertRaisesRegex(rag_eval.RagEvalError, "^<stdin>: there is no standard input to read$"):
