@@ -965,41 +965,15 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _located_rows(inp, max_bytes)
+            located: Dict[str, Location] = {}
+            read = _jsonl_run(inp, None, None, None, None, None, max_bytes, located=located)
+            return read.run, located, read.repeated
         try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
             read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
         except _ReadAgain:  # JSON that the plain reader must judge
             read = None
     read = read or _read_run(path, fmt, max_bytes=max_bytes)
     return read.run, {}, read.repeated
-
-
-def _located_rows(inp: _Input, max_bytes: int) -> Tuple[Run, Dict[str, Location], _Repeated]:
-    scores: Dict[str, Dict[str, float]] = {}
-    lists: Dict[str, List[str]] = {}
-    repeats, ids, stretch = _Repeats(), [], None  # ``ids``: the chunks of this stretch of ``stretch``'s rows
-    where: Dict[str, Location] = {}
-    for lineno, row in _jsonl_rows(inp, max_bytes):
-        qid = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        if "chunk_id" in row:
-            chunk = _locate_chunk(row, where, inp.source, lineno)
-        else:
-            chunk = _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
-        if (scores and "score" not in row) or (lists and "score" in row):
-            raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
-        if qid != stretch or len(ids) > REPEAT_BUDGET:
-            ids, stretch = _stretch_ended(repeats, stretch, ids, True), qid
-        ids.append(chunk)
-        if "score" not in row:
-            lists.setdefault(qid, []).append(chunk)
-            continue
-        score = row["score"]
-        if not _is_finite(score):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(score)}", inp.source, lineno)
-        held = scores.setdefault(qid, {})
-        held[chunk] = max(float(score), held.get(chunk, -math.inf))  # a chunk listed twice keeps its best score
-    _stretch_ended(repeats, stretch, ids, False)
-    return lists or scores, where, repeats.counted()
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -3673,9 +3647,9 @@ class _TopScores:
             if len(fresh) == len(docids):
                 self.scores = fresh
                 return True
-        scores = self.scores
+        scores, floor = self.scores, self.floor
         for docid, score in zip(docids, values):
-            if scores.get(docid, score) <= score:
+            if score >= floor and scores.get(docid, score) <= score:  # below the floor, a document cannot rank
                 scores[docid] = score
         return False
 
@@ -4124,13 +4098,6 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
         yield qid, docids, values
 
 
-def _stretch_ended(repeats: _Repeats, qid, ids: List, more: bool) -> List:
-    """The lines of ``qid`` (None: no query yet) end here: their ids go to ``repeats``; a new list for the next."""
-    if qid is not None:
-        repeats.add(qid, ids, more)
-    return []
-
-
 def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
     if len(text) <= MAX_ID // 4:
@@ -4243,22 +4210,29 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
 
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> _RunRead:
+               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
+               located: Optional[Dict[str, Location]] = None) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
-    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file."""
+    ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file.
+    With ``located`` (a dict it fills: chunk id -> location), rows are an evidence run's (see ``_located_run``)."""
     queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
     scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
     for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
-        query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
-        docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        for value, what in ((query, "query id"), (docid, "document id")):
-            if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        if located is None:
+            query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
+            for value, what in ((query, "query id"), (docid, "document id")):
+                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+        else:  # the row's chunk: located by the row, or named in doc_id and left to a chunk map
+            query = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
+            docid = _locate_chunk(row, located, inp.source, lineno) if "chunk_id" in row else \
+                _short_id(row, _JSONL_DOC, "chunk id", inp.source, lineno)
         if scored is None:
             scored = "score" in row
             queries.ranked = not scored
-            if not scored and any(name in row for name in ("relevance", "grade", "rel")):
+            if not scored and located is None and any(name in row for name in ("relevance", "grade", "rel")):
                 raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
                                    inp.source, lineno)
         elif scored != ("score" in row):
@@ -4300,8 +4274,9 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str) -> dict:
-    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
+def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score (and
+    goes to ``repeats``)."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4309,6 +4284,7 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
             scores[pair[0]] = pair[1]
+    repeats.add(qid, [pair[0] for pair in entry], False)
     return scores
 
 
@@ -4442,6 +4418,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
+    repeats = _Repeats()
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4449,10 +4426,12 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     else:
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
-            _check_run({qid: _scored_pairs(qid, entry, inp.source) if _first_item_is(entry, list) else entry
-                        for qid, entry in document.items()} if isinstance(document, dict) else document, inp.source)
-        members = document if rows else ((qid, entry if isinstance(entry, dict) or _first_item_is(entry, list)
-                                          else iter(entry)) for qid, entry in document.items())
+            if isinstance(document, dict):
+                document = {qid: _scored_pairs(qid, entry, inp.source, repeats) if _first_item_is(entry, list)
+                            else entry for qid, entry in document.items()}
+            _check_run(document, inp.source)
+        members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
+                                         for qid, entry in document.items())
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
         return _read_rows(inp.source, members,
                           lambda rows: _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows))
@@ -4460,37 +4439,37 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     run: Run = {}
     seen = set()
     found = False
-    repeats, ids = _Repeats(), []
     for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranked = isinstance(entry, abc.Iterator)
         if ranked:  # checked, mapped, filtered and cut as it is read
             ranking: Dict[str, None] = {}  # its first ``depth`` unique documents
+            ids = []  # for _Repeats, in stretches of REPEAT_BUDGET + 1
             for docid in entry:
                 if _too_long_id(docid):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
                 ids.append(docid)
                 if len(ids) > REPEAT_BUDGET:
-                    ids = _stretch_ended(repeats, qid, ids, True)
+                    repeats.add(qid, ids, True)
+                    ids = []
                 if doc_id_sep is not None:
                     docid = document_of(docid, doc_id_sep)
                 found = found or docid in grades
                 if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                     ranking[docid] = None  # a repeated id stays at its first place
-            ids = _stretch_ended(repeats, qid, ids, False)
+            repeats.add(qid, ids, False)
             entry = list(ranking)
         if qid in seen:
             raise _ReadAgain()  # a duplicated key: the plain reader says so, or what comes first
         seen.add(qid)
         if not ranked:
-            try:
-                if isinstance(entry, list):  # [[doc, score], ...] pairs
-                    scores = _scored_pairs(qid, entry, inp.source)
-                    repeats.add(qid, [pair[0] for pair in entry], False)
-                    entry = scores
-                _check_run({qid: entry}, inp.source)
-            except RagEvalError:
-                raise _ReadAgain() from None  # the plain reader says so, or what comes first
+            if document is None:  # streamed: checked query by query (a document was checked whole)
+                try:
+                    if isinstance(entry, list):  # [[doc, score], ...] pairs
+                        entry = _scored_pairs(qid, entry, inp.source, repeats)
+                    _check_run({qid: entry}, inp.source)
+                except RagEvalError:
+                    raise _ReadAgain() from None  # the plain reader says so, or what comes first
             # map(len) in C first: only a long id can be too long.
             if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
                 raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)

@@ -312,3 +312,75 @@ class TestReadersAfterTheLeanPass(unittest.TestCase):
             beir = write(folder, "qrels.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\n")
             with self.assertRaisesRegex(rag_eval.RagEvalError, ":1: the header on line 1 is BEIR's qrels header"):
                 rag_eval.read_run(beir)
+
+
+class TestReaderPathsCoverageFound(unittest.TestCase):
+    """Paths of the readers that no other test ran (coverage): each pins its error message or its count."""
+
+    def read(self, reader, folder, name, text, *args):
+        path = write(folder, name, text)
+        try:
+            return reader(path, *args)
+        except rag_eval.RagEvalError as exc:
+            return str(exc)[len(path):]
+
+    def test_errors(self):
+        long_id = "x" * (rag_eval.MAX_ID + 1)
+        cases = [  # (reader, file name, text, the error after the path)
+            (rag_eval.read_chunks, "chunks.jsonl", '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 5}\n'
+             '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 6}\n', ":2: chunk 'c' is located twice, differently"),
+            (rag_eval.read_qrels, "qrels.trec", "q1 0 a 1\r\nq1 0 b 1\rq1 0 c 1\n",  # a CRLF before the lone CR
+             ":2: a line ends in a lone carriage return (CR); use LF or CRLF line ends"),
+            (rag_eval.read_qrels, "qrels.csv", 'qid,"%s"\nq1,d1,1\n' % ("x" * 140_000),  # not a header: too long for csv
+             ":1: expected 4 fields (qid iter docid grade), got 1"),
+            (rag_eval.read_qrels, "qrels.tsv", "qid\tdocno\tlabel\nq1\td1\tx\n", ":2: grade must be an integer, got 'x'"),
+            (rag_eval.read_run, "run.tsv", "1\tp1\t1\n1\tp2\t2\n1\t%s\t3\n" % long_id,
+             ":3: document id longer than 4096 bytes"),
+            (rag_eval.read_run, "run.json", '{"q1": ["a", "%s"]}' % long_id, ": query 'q1': an id longer than 4096 bytes"),
+        ]
+        with tempfile.TemporaryDirectory() as folder:
+            for reader, name, text, expected in cases:
+                with self.subTest(name=name, text=text[:30]):
+                    self.assertEqual(self.read(reader, folder, name, text), expected)
+            # JSON that the streamed reader leaves to the plain one: its error, for an evidence run too.
+            self.assertEqual(self.read(rag_eval._located_run, folder, "run.json", "[1]", "auto", None),
+                             ": expected a JSON object of query -> ranking, got a list")
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "/file/x: cannot read: Not a directory$"):
+                rag_eval.read_run(os.path.join(write(folder, "file", "x"), "x"))
+
+    def test_a_size_cap_reached_in_a_streamed_row_names_the_row_before(self):
+        # The stream reads on within a row longer than a block; the error names the last row read, if any.
+        row = '{"query_id": "q1", "doc_id": "%s", "score": 1}' % ("d" * 300_000)
+        for text, named in (("[%s]" % row, ""), ('[{"query_id": "q1", "doc_id": "d", "score": 1}, %s]' % row, "row 1: ")):
+            with tempfile.TemporaryDirectory() as folder, self.subTest(named=named):
+                path = write(folder, "run.json", text)
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval._read_run(path, max_bytes=200_000)
+                self.assertEqual(str(caught.exception), f"{path}: {named}more than 200000 bytes (after gunzip); raise "
+                                                        "the limit with --max-input-bytes")
+
+    def test_no_standard_input(self):
+        with mock.patch("sys.stdin", None):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "^<stdin>: there is no standard input to read$"):
+                rag_eval.read_run("-")
+
+    def test_json_size_caps(self):
+        with tempfile.TemporaryDirectory() as folder:
+            with mock.patch.object(rag_eval, "MAX_JSON_RUN", 1000):
+                ranked = '{"q1": [%s]}' % ", ".join(f'"d{n}"' for n in range(1000))
+                self.assertEqual(self.read(rag_eval.read_run, folder, "run.json", ranked),
+                                 ": JSON larger than 0 MiB; for larger runs use TREC (read up to --max-input-bytes)")
+            slices = '{\n%s}' % ",\n".join(f'"q{n}": "tag"' for n in range(rag_eval.READ_BLOCK // 10))
+            with mock.patch.object(rag_eval, "MAX_SMALL_JSON", rag_eval.READ_BLOCK):  # a line per query: not read whole
+                self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", slices),
+                                 ": JSON larger than 0 MiB")
+
+    def test_repeats_of_a_streamed_ranking_longer_than_the_budget(self):
+        # q1's lists go to _Repeats in stretches of 3 ids: its repeats across stretches are let go ("at least").
+        text = '{"q1": ["a", "b", "c", "a", "d", "b"], "q2": ["a", "a"]}'
+        with tempfile.TemporaryDirectory() as folder:
+            path = write(folder, "run.json", text)
+            self.assertEqual(tuple(rag_eval._read_run(path).repeated), (3, 2, False))
+            with mock.patch.object(rag_eval, "REPEAT_BUDGET", 2):
+                read = rag_eval._read_run(path)
+            self.assertEqual((read.run, tuple(read.repeated)), ({"q1": ["a", "b", "c", "d"], "q2": ["a"]}, (1, 1, True)))
