@@ -1491,7 +1491,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
     measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
-    with _naming_files(args.qrels, path):
+    with _naming_files(qrels=args.qrels, run=path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                                 gain=args.gain, min_grade=args.min_grade,
                                 min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
@@ -1528,10 +1528,8 @@ def _label_job(args) -> int:
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
         chunks = read_chunks(args.chunks, args.max_input_bytes)
-        try:
+        with _naming_files(qrels=args.qrels, chunks=args.chunks):
             spans = to_spans(qrels, chunks)
-        except RagEvalError as exc:
-            raise RagEvalError(exc.detail, {"qrels": args.qrels, "chunks": args.chunks}.get(exc.source)) from None
         write_atomically(args.to_spans, spans_text(spans))
         if not args.quiet:
             _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
@@ -5808,7 +5806,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     cutoffs = None if args.unjudged else used
     depth = None if whole else used[-1] + 1
     run, any_judged, repeated = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
-    with _naming_files(args.qrels, path):
+    with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
@@ -5833,12 +5831,11 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
 
 
 @contextmanager
-def _naming_files(qrels: str, run: str) -> Iterator[None]:
-    """Name the files that evaluate() and evaluate_spans() could only call "qrels" or "run" in their errors."""
+def _naming_files(**files: str) -> Iterator[None]:
+    """Name the files that the library could only call "qrels", "run" or "chunks" in its errors."""
     try:
         yield
     except RagEvalError as exc:
-        files = {"qrels": qrels, "run": run}
         if exc.source not in files:
             raise
         raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None

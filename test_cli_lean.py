@@ -241,6 +241,18 @@ class TestCommandLinePathsOnceUnreached(TempDirMixin, unittest.TestCase):
                 self.assertEqual(self.assert_error(argv), ERROR_PREFIX + expected)
         self.assertFalse(os.path.exists(out))
 
+    def test_to_spans_names_standard_input_as_every_reader_does(self):
+        # two chunks at the same offsets judged 1 and 2: the conflict is the qrels', read from standard input
+        chunks = self.path("chunks.jsonl")
+        with open(chunks, "w") as out:
+            out.write('{"chunk_id": "a", "doc_id": "d", "start": 0, "end": 5}\n'
+                      '{"chunk_id": "b", "doc_id": "d", "start": 0, "end": 5}\n')
+        ids = b'{"query_id": "q1", "doc_id": "a", "grade": 1}\n{"query_id": "q1", "doc_id": "b", "grade": 2}\n'
+        with mock.patch("sys.stdin") as standard_input:
+            standard_input.buffer = io.BufferedReader(io.BytesIO(ids))
+            line = self.assert_error(["-", "--chunks", chunks, "--to-spans", self.path("spans.jsonl")])
+        self.assertEqual(line, f"{ERROR_PREFIX}<stdin>: query 'q1': chunks at ('d', 0, 5) are judged 1 and 2")
+
     def test_a_baseline_and_a_baseline_run_exclude_each_other(self):
         qrels = self.write("qrels.json", {"q1": {"a": 2}})
         run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}})
