@@ -1748,6 +1748,12 @@ class TestHeaderFileRows(TempDirMixin, unittest.TestCase):
                 self.assertEqual(self.error(f"{header}\nq1\td1\t1\t9\n"), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
                                  "as the header on line 1 names, got 4")
 
+    def test_only_a_csv_row_with_an_open_quote_hints_at_a_line_break(self):
+        self.assertEqual(self.error('qid,docno,label\nq1,"d\n1",1\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, as "
+                         "the header on line 1 names, got 2; a quoted value that holds a line break? each row must be one line")
+        self.assertEqual(self.error('qid\tdocno\tlabel\nq1\td"1\t1\t9\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
+                         "as the header on line 1 names, got 4")  # a quote in a TSV value is a character like any other
+
     def test_an_empty_grade_is_a_bad_grade_not_a_missing_field(self):
         self.assertEqual(self.error("qid\tdocno\tlabel\nq1\td1\t\n"),
                          ERROR_PREFIX + "QRELS:2: grade must be an integer, got ''")

@@ -507,5 +507,23 @@ class TestARegressionNeedsTheWholeIntervalBelowZero(unittest.TestCase):
         self.assertEqual(entry["verdict"], "regression")
 
 
+
+class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
+    """calibrate runs the gate's own rule on every simulated pair.  Rule drop has two outcomes only
+    (never inconclusive); rule significant on 60 noisy queries with a 0.06 tolerance finds too
+    little evidence either way in most simulations, a planted drop or none.  Kills: the paired
+    statistics skipped (or computed for rule drop only), which makes rule significant rule drop."""
+
+    def test_inconclusive_only_under_rule_significant(self):
+        baseline = TestCalibrate().baseline(n=60)
+        rates = {}
+        for rule in ("drop", "significant"):
+            settings = rag_eval.GateSettings(rule=rule, seed=4, default=rag_eval.Tolerance(0.06))
+            scenarios = rag_eval.calibrate(baseline, settings, 20)["scenarios"]
+            rates[rule] = {name: scenario["inconclusive"]["rate"] for name, scenario in scenarios.items()}
+        self.assertEqual(rates["drop"], dict.fromkeys(rates["drop"], 0.0))
+        self.assertGreaterEqual(rates["significant"]["a/a"], 0.5, rates)  # 0.9 at these seeds
+
+
 if __name__ == "__main__":
     unittest.main()
