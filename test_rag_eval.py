@@ -1753,6 +1753,8 @@ class TestHeaderFileRows(TempDirMixin, unittest.TestCase):
                          "the header on line 1 names, got 2; a quoted value that holds a line break? each row must be one line")
         self.assertEqual(self.error('qid\tdocno\tlabel\nq1\td"1\t1\t9\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
                          "as the header on line 1 names, got 4")  # a quote in a TSV value is a character like any other
+        self.assertEqual(self.error('qid,docno,label\nq1,"d1",1,9\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
+                         "as the header on line 1 names, got 4")  # its quotes closed: no line break in it
 
     def test_an_empty_grade_is_a_bad_grade_not_a_missing_field(self):
         self.assertEqual(self.error("qid\tdocno\tlabel\nq1\td1\t\n"),
@@ -1775,6 +1777,22 @@ class TestDeltaSplit(unittest.TestCase):
         old_on_old = {"recall@5": 1.0, "ndcg@5": 0.5}  # no mrr@5
         self.assertEqual(rag_eval.delta_split(now, old_on_new, old_on_old),
                          {"recall@5": {"total": 0.5 - 1.0, "labels": 0.75 - 1.0, "system": 0.5 - 0.75}})
+
+
+
+class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
+    """The per-measure functions refuse a grade too large for the exponential gain, as evaluate does
+    (2**grade - 1 overflows a float past 1023; the limit is far below), and take any with gain linear."""
+
+    def test_every_measure_function(self):
+        top = rag_eval.MAX_EXP_GRADE
+        for function in (rag_eval.recall_at_k, rag_eval.success_at_k, rag_eval.reciprocal_rank, rag_eval.ndcg_at_k,
+                         rag_eval.precision_at_k, rag_eval.ap_at_k, rag_eval.judged_at_k):
+            with self.subTest(function=function.__name__):
+                error = assert_value_error(self, function, ["a", "b"], {"a": top + 1}, 2)
+                self.assertIn(f"grade {top + 1} is too large for the exponential gain", str(error))
+                # a only, at rank 1: every measure gives the same for any positive grade (nDCG 1, not the gain)
+                self.assertEqual(function(["a", "b"], {"a": top}, 2), function(["a", "b"], {"a": top + 1}, 2, gain="linear"))
 
 
 if __name__ == "__main__":

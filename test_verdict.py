@@ -525,5 +525,14 @@ class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
         self.assertGreaterEqual(rates["significant"]["a/a"], 0.5, rates)  # 0.9 at these seeds
 
 
+    def test_it_needs_per_query_scores_of_two_queries(self):
+        for baseline, expected in [
+            (rag_eval.Baseline({"recall@5": 0.5}), "--calibrate needs per-query scores"),
+            (rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.5}}), "needs at least 2 queries scored"),
+        ]:
+            with self.subTest(expected), self.assertRaisesRegex(rag_eval.RagEvalError, expected):
+                rag_eval.calibrate(baseline, rag_eval.GateSettings(), 2)
+
+
 if __name__ == "__main__":
     unittest.main()
