@@ -534,5 +534,19 @@ class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
                 rag_eval.calibrate(baseline, rag_eval.GateSettings(), 2)
 
 
+    def test_metrics_of_the_whole_run_only_and_two_queries_suffice(self):
+        baseline = TestCalibrate().baseline(n=60)
+        per_query = dict(baseline.per_query, **{"a:recall@5": dict.fromkeys(list(baseline.per_query["recall@5"])[:30], 0.0)})
+        settings = rag_eval.GateSettings(rule="drop", seed=4, default=rag_eval.Tolerance(0.06))
+        found = rag_eval.calibrate(baseline._replace(per_query=per_query), settings, 20)
+        self.assertEqual(found["metrics"], ["recall@5", "success@5"])  # not the slice a:recall@5
+        # A drop of one tolerance is planted in expectation: some simulations fall beyond it and some do not
+        # (0.5 at these seeds); a drop that took every query, or the complement of the planted share, fails all.
+        self.assertGreater(found["scenarios"]["drop 1x tolerance"]["regression"]["rate"], 0.0)
+        self.assertLess(found["scenarios"]["drop 1x tolerance"]["regression"]["rate"], 1.0)
+        two = rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.0, "q2": 1.0}})
+        self.assertEqual(rag_eval.calibrate(two, settings, 2)["queries"], 2)
+
+
 if __name__ == "__main__":
     unittest.main()
