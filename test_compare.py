@@ -521,5 +521,39 @@ class TestOneDrawPerMetric(Workload, unittest.TestCase):
         self.assertGreater(sampled, 3)  # the shared draw was really used, not only exact tests
 
 
+
+class TestTheBestAndTheIndistinguishable(unittest.TestCase):
+    """The best run has the highest mean, the first given of equal means; a run is indistinguishable
+    from it when its adjusted p is at least alpha: p = alpha counts.
+
+    In test_p_equal_to_alpha, four queries, one relevant document each; the reference finds it at rank 1 every time, the
+    candidate misses it on three: success@1 deltas -1, -1, -1, 0, so the exact sign test gives
+    p = 2 * (1/2)**3 = 0.25, and Holm over a family of one leaves it 0.25."""
+
+    def test_p_equal_to_alpha(self):
+        qrels = {f"q{i}": {"rel": 1} for i in range(4)}
+        reference = {q: ["rel"] for q in qrels}
+        candidate = {q: (["rel"] if q == "q3" else ["x"]) for q in qrels}
+        results = [(name, rag_eval.evaluate(qrels, run, 1, measures=["success"]))
+                   for name, run in (("ref", reference), ("cand", candidate))]
+        for alpha, mark in ((0.25, "indistinguishable"), (0.3, "")):
+            with self.subTest(alpha=alpha):
+                entry = rag_eval.compare_runs(results, alpha=alpha)["metrics"]["success@1"]
+                self.assertEqual(entry["best"], "ref")
+                run = entry["runs"]["cand"]
+                self.assertEqual((run["p_vs_best"], run["p_vs_best_adjusted"]), (0.25, 0.25))
+                self.assertEqual(run["mark"], mark)
+
+
+    def test_of_equal_means_the_first_given_is_the_best(self):
+        # success@1: ref finds q1's document, other q2's; both means 1/2, and third is ref again
+        qrels = {"q1": {"a": 1}, "q2": {"b": 1}}
+        runs = (("ref", {"q1": ["a"], "q2": ["x"]}), ("other", {"q1": ["x"], "q2": ["b"]}), ("third", {"q1": ["a"], "q2": ["x"]}))
+        results = [(name, rag_eval.evaluate(qrels, run, 1, measures=["success"])) for name, run in runs]
+        for given in (results, [results[1], results[0], results[2]]):
+            with self.subTest(order=[name for name, _ in given]):
+                self.assertEqual(rag_eval.compare_runs(given)["metrics"]["success@1"]["best"], given[0][0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1072,6 +1072,90 @@ else:
             """Skipped: hypothesis is not installed."""
 
 
+class TestBootstrapPercentileRanks(unittest.TestCase):
+    """The percentile interval's ends are the ceil(tail R)-th and ceil((1 - tail) R)-th smallest of
+    R resampled means, tail = (1 - confidence) / 2, whatever the resampling draws.  Kills: either
+    rank (or the index it is read at) off by one, in the exact path and in the one that sums bounds
+    first (2,500 values, from COARSE_FROM on).
+
+    With R odd and the confidence near 0 both ranks are the median's, (R + 1) / 2: the interval is
+    one point.  A rank one off reads the next mean, which differs from the median for continuous
+    values (and with R = 1 there is no next one).  Confidences that share a rank on the same draws
+    share that end of the interval.
+    """
+
+    def values(self, n, seed):
+        rng = random.Random(seed)
+        return [rng.random() for _ in range(n)]
+
+    def interval(self, values, resamples, seed, confidence):
+        return rag_eval.bootstrap_interval(values, resamples, random.Random(seed), confidence=confidence)
+
+    def test_near_zero_confidence_is_the_median(self):
+        for n in (30, 2_500):
+            for resamples in (1, 3, 101):
+                for seed in range(3):
+                    with self.subTest(n=n, resamples=resamples, seed=seed):
+                        low, high = self.interval(self.values(n, seed), resamples, seed, 1e-9)
+                        self.assertEqual(low, high)
+
+    def test_ranks_against_each_other(self):
+        """R = 40 means: 95% reads ranks 1 and 39 (ceil(0.025 * 40), ceil(0.975 * 40)), 94% ranks 2 and 39
+        (ceil(1.2), ceil(38.8)), 99% ranks 1 and 40 (ceil(0.2), ceil(39.8)); the same draws, so a shared
+        rank gives the same end."""
+        for seed in range(4):
+            values = self.values(30, seed)
+            with self.subTest(seed=seed):
+                at_95 = self.interval(values, 40, seed, 0.95)  # ranks 1, 39
+                at_94 = self.interval(values, 40, seed, 0.94)  # ranks 2, 39
+                at_99 = self.interval(values, 40, seed, 0.99)  # ranks 1, 40
+                self.assertEqual(at_95.high, at_94.high)
+                self.assertEqual(at_95.low, at_99.low)
+                self.assertLess(at_95.low, at_94.low)  # rank 1 below rank 2: continuous values
+                self.assertLess(at_95.high, at_99.high)  # rank 39 below rank 40
+
+
+class TestWideStatisticsAcrossPythons(unittest.TestCase):
+    """Resampled statistics of many queries give the same bits on Python 3.9 as on 3.13.
+
+    Python 3.9 has no int.bit_count, so there every random half is summed by lookup tables; on 3.10
+    and later a wide column (from LOOKUP_BELOW positions, and from COARSE_FROM with coarse bounds
+    first) is summed bit plane by bit plane.  Both ways must be exact, so any difference is a bug in
+    one of them (a bit plane left out of both the bounds and the rest, say).  Skipped when either
+    interpreter is missing."""
+
+    CODE = """if 1:
+        import random, sys
+        sys.path.insert(0, sys.argv[1])
+        import rag_eval
+        rng = random.Random(7)
+        for n in (600, 2500):
+            deltas = [rng.random() - 0.5 for _ in range(n)]
+            print(repr(rag_eval.sign_flip_test(deltas, 300, random.Random(1))))
+            print(repr(tuple(rag_eval.bootstrap_interval(deltas, 300, random.Random(1)))))
+            before = {f"q{i:04d}": rng.random() for i in range(n)}
+            after = {q: min(1.0, max(0.0, v + rng.random() * 0.2 - 0.11)) for q, v in before.items()}
+            compared = rag_eval.compare_paired("ndcg@10", before, after, resamples=300)
+            print(repr((compared.p_value, tuple(compared.interval))))
+            print(repr(rag_eval.maxt({"a": {q: after[q] - before[q] for q in before},
+                                      "b": {q: (after[q] - before[q]) * 0.5 for q in list(before)[::3]}}, 300)))
+    """
+
+    def test_the_same_bits(self):
+        interpreters = {minor: find_interpreter(minor) for minor in ("3.9", "3.13")}
+        if None in interpreters.values():
+            self.skipTest("Python 3.9 or 3.13 not found (pyenv or PATH)")
+        printed = {}
+        for minor, executable in interpreters.items():
+            done = subprocess.run([executable, "-c", self.CODE, REPO], capture_output=True, text=True, timeout=300,
+                                  env=child_env(PYENV_VERSION=None, PYTHONPYCACHEPREFIX=None,
+                                                PYTHONDONTWRITEBYTECODE="1"))
+            self.assertEqual(done.returncode, 0, done.stderr)
+            printed[minor] = done.stdout
+        self.assertEqual(len(printed["3.9"].splitlines()), 8, printed)
+        self.assertEqual(printed["3.9"], printed["3.13"])
+
+
 def tearDownModule():
     if GENERATED and os.environ.get("RAG_EVAL_INVARIANTS_VERBOSE"):
         sys.stderr.write(f"\ngenerated cases: {GENERATED}\n")

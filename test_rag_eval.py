@@ -13,6 +13,7 @@ import copy
 import doctest
 import gc
 import gzip
+import io
 import json
 import math
 import os
@@ -1633,6 +1634,165 @@ def wait_until_reading_stdin(proc):
             return True
         time.sleep(0.02)
     return False
+
+
+
+class TestTheLastLineInEveryReader(TempDirMixin, unittest.TestCase):
+    """An unterminated last line counts in every reader the command line can reach.
+
+    TestTheLastLine covers the library's readers; here each run layout (TREC,
+    JSONL scored and ranked, MS MARCO, a header TSV scored or ranked, a CSV) and
+    each qrels layout is given to ``main`` from a file (the run reduced as it
+    is read), gzipped, from standard input (read plainly, once), and with
+    --unjudged (read plainly, to a depth).  In every file q2's only judgment,
+    or its only retrieved document, is the last line, unterminated: q1 finds
+    its document at rank 2, q2 at rank 1, so mrr@5 = (1/2 + 1) / 2; a reader
+    that dropped the run's last line would give (1/2 + 0) / 2, and one that
+    dropped the qrels' last line would refuse q2 as a query the qrels lack.
+    """
+
+    # (query, document): q1 ranks x then a; q2 ranks b
+    RUN_ROWS = [("q1", "x"), ("q1", "a"), ("q2", "b")]
+    QRELS_ROWS = [("q1", "a"), ("q2", "b")]
+
+    def run_layouts(self):
+        rows = list(enumerate(self.RUN_ROWS))  # (place, (query, document)), the score 9 - place
+        return {
+            "trec": [f"{q} Q0 {d} {n + 1} {9 - n} t" for n, (q, d) in rows],
+            "jsonl scored": [json.dumps({"query_id": q, "doc_id": d, "score": 9 - n}) for n, (q, d) in rows],
+            "jsonl ranked": [json.dumps({"query_id": q, "doc_id": d}) for _, (q, d) in rows],
+            "ms marco": ["q1\tx\t1", "q1\ta\t2", "q2\tb\t1"],
+            "header tsv, scored": ["qid\tdocno\tscore"] + [f"{q}\t{d}\t{9 - n}" for n, (q, d) in rows],
+            "header tsv, ranked": ["qid\tdocno\trank", "q1\tx\t0", "q1\ta\t1", "q2\tb\t0"],
+            "header csv": ["query_id,doc_id,score"] + [f"{q},{d},{9 - n}" for n, (q, d) in rows],
+        }
+
+    def qrels_layouts(self):
+        rows = self.QRELS_ROWS
+        return {
+            "trec": [f"{q} 0 {d} 1" for q, d in rows],
+            "beir": ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q, d in rows],
+            "jsonl": [json.dumps({"query_id": q, "doc_id": d, "relevance": 1}) for q, d in rows],
+            "header tsv": ["qid\tdocno\tlabel"] + [f"{q}\t{d}\t1" for q, d in rows],
+        }
+
+    def score(self, qrels, run, stdin=None, options=()):
+        if stdin is None:
+            return run_main([qrels, run, *options])
+        with mock.patch("sys.stdin") as fake:
+            fake.buffer = io.BufferedReader(io.BytesIO(stdin))
+            return run_main([qrels, run, *options])
+
+    def check(self, code, out, err):
+        self.assertEqual(code, 0, err)
+        report = json.loads(out)
+        self.assertEqual(report["queries"], 2, out)
+        self.assertEqual(report["mean"]["mrr@5"], (1 / 2 + 1) / 2, out)
+
+    def deliveries(self, lines, name):
+        """(label, path or '-', bytes for standard input or None, options) of one unterminated file."""
+        for eol in ("\n", "\r\n"):
+            data = eol.join(lines).encode("utf-8")  # no line end after the last line
+            label = "CRLF" if eol == "\r\n" else "LF"
+            yield label, self.write(f"{name}-{len(eol)}", data), None, ()
+            yield f"{label}, gzipped", self.write(f"{name}-{len(eol)}.gz", gzip.compress(data, mtime=0)), None, ()
+            yield f"{label}, standard input", "-", data, ()
+            worklist = ("--unjudged", self.path(f"unjudged-{name}-{len(eol)}.jsonl"))
+            yield f"{label}, --unjudged", self.write(f"{name}-{len(eol)}-u", data), None, worklist
+
+    def test_every_run_layout(self):
+        qrels = self.write("qrels.trec", "q1 0 a 1\nq2 0 b 1\n")
+        for layout, lines in self.run_layouts().items():
+            for label, run, stdin, options in self.deliveries(lines, "run"):
+                with self.subTest(run=layout, delivery=label):
+                    self.check(*self.score(qrels, run, stdin, options))
+
+    def test_every_qrels_layout(self):
+        run = self.write("run.trec", "q1 Q0 x 1 9 t\nq1 Q0 a 2 8 t\nq2 Q0 b 1 7 t\n")
+        for layout, lines in self.qrels_layouts().items():
+            for label, qrels, stdin, _ in self.deliveries(lines, "qrels"):
+                with self.subTest(qrels=layout, delivery=label):
+                    self.check(*self.score(qrels, run, stdin))
+
+    def test_read_run_at_every_depth(self):
+        """The library's read_run: the unterminated file reads as the terminated one, at any depth."""
+        for layout, lines in self.run_layouts().items():
+            ended = self.write(f"ended-{layout}", "\n".join(lines) + "\n")
+            unended = self.write(f"unended-{layout}", "\n".join(lines))
+            for depth in (None, 1, 2, 1000):
+                with self.subTest(run=layout, depth=depth):
+                    run = rag_eval.read_run(unended, depth=depth)
+                    self.assertEqual(run, rag_eval.read_run(ended, depth=depth))
+                    self.assertEqual(list(run["q2"]), ["b"])  # the last line's query, whole
+
+
+
+class TestHeaderFileRows(TempDirMixin, unittest.TestCase):
+    """A file under a header line (PyTerrier's ``qid docno label``): each row has exactly as many
+    values as the header names, one delimiter ending the line being allowed; a grade that is not an
+    integer is named as such, and suggests a swapped run only under a ``score`` column."""
+
+    def error(self, qrels_text):
+        qrels = self.write("qrels.tsv", qrels_text)
+        code, out, err = run_main([qrels, self.write("run.trec", "q1 Q0 d1 1 1 t\n")])
+        self.assertEqual((code, out), (2, ""), err)
+        return err.strip().replace(qrels, "QRELS")
+
+    def test_a_delimiter_may_end_a_row(self):
+        qrels = rag_eval.read_qrels(self.write("qrels.tsv", "qid\tdocno\tlabel\nq1\td1\t1\t\nq1\td2\t2\n"))
+        self.assertEqual(qrels, {"q1": {"d1": 1, "d2": 2}})
+
+    def test_a_value_more_is_an_error_even_if_the_header_ends_in_a_delimiter(self):
+        for header in ("qid\tdocno\tlabel", "qid\tdocno\tlabel\t"):
+            with self.subTest(header=header):
+                self.assertEqual(self.error(f"{header}\nq1\td1\t1\t9\n"), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
+                                 "as the header on line 1 names, got 4")
+
+    def test_only_a_csv_row_with_an_open_quote_hints_at_a_line_break(self):
+        self.assertEqual(self.error('qid,docno,label\nq1,"d\n1",1\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, as "
+                         "the header on line 1 names, got 2; a quoted value that holds a line break? each row must be one line")
+        self.assertEqual(self.error('qid\tdocno\tlabel\nq1\td"1\t1\t9\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
+                         "as the header on line 1 names, got 4")  # a quote in a TSV value is a character like any other
+        self.assertEqual(self.error('qid,docno,label\nq1,"d1",1,9\n'), ERROR_PREFIX + "QRELS:2: expected 3 fields, "
+                         "as the header on line 1 names, got 4")  # its quotes closed: no line break in it
+
+    def test_an_empty_grade_is_a_bad_grade_not_a_missing_field(self):
+        self.assertEqual(self.error("qid\tdocno\tlabel\nq1\td1\t\n"),
+                         ERROR_PREFIX + "QRELS:2: grade must be an integer, got ''")
+
+    def test_only_a_score_column_suggests_a_run(self):
+        self.assertEqual(self.error("qid\tdocno\tlabel\nq1\td1\t0.5\n"),
+                         ERROR_PREFIX + "QRELS:2: grade must be an integer, got '0.5'")
+        self.assertEqual(self.error("qid\tdocno\tscore\nq1\td1\t0.5\n"),
+                         ERROR_PREFIX + "QRELS:2: grade must be an integer, got '0.5'; is this a run? "
+                                        "the order is QRELS RUN")
+
+
+class TestDeltaSplit(unittest.TestCase):
+    """delta_split: total = labels + system, for the metrics that all three means have."""
+
+    def test_only_metrics_in_all_three(self):
+        now = {"recall@5": 0.5, "mrr@5": 0.25, "ndcg@5": 0.75}
+        old_on_new = {"recall@5": 0.75, "mrr@5": 0.5}  # no ndcg@5
+        old_on_old = {"recall@5": 1.0, "ndcg@5": 0.5}  # no mrr@5
+        self.assertEqual(rag_eval.delta_split(now, old_on_new, old_on_old),
+                         {"recall@5": {"total": 0.5 - 1.0, "labels": 0.75 - 1.0, "system": 0.5 - 0.75}})
+
+
+
+class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
+    """The per-measure functions refuse a grade too large for the exponential gain, as evaluate does
+    (2**grade - 1 overflows a float past 1023; the limit is far below), and take any with gain linear."""
+
+    def test_every_measure_function(self):
+        top = rag_eval.MAX_EXP_GRADE
+        for function in (rag_eval.recall_at_k, rag_eval.success_at_k, rag_eval.reciprocal_rank, rag_eval.ndcg_at_k,
+                         rag_eval.precision_at_k, rag_eval.ap_at_k, rag_eval.judged_at_k):
+            with self.subTest(function=function.__name__):
+                error = assert_value_error(self, function, ["a", "b"], {"a": top + 1}, 2)
+                self.assertIn(f"grade {top + 1} is too large for the exponential gain", str(error))
+                # a only, at rank 1: every measure gives the same for any positive grade (nDCG 1, not the gain)
+                self.assertEqual(function(["a", "b"], {"a": top}, 2), function(["a", "b"], {"a": top + 1}, 2, gain="linear"))
 
 
 if __name__ == "__main__":

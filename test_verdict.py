@@ -435,5 +435,123 @@ class TestPassIsPerMetricAndUnadjusted(unittest.TestCase):
                 self.assertEqual(other["verdict"] == "pass", other["interval"][0] >= -other["allowed_drop"])
 
 
+
+class TestFusedPIsNeverZero(unittest.TestCase):
+    """Kills: the p of a test that shares its draws with others (the gate's family, a metric of
+    compare_runs) computed as extreme / resamples, 0 when no draw is as extreme.
+
+    Every delta below is negative, of two sizes (one size would be the exact sign test), on 40
+    queries (more than EXACT_SIGN_FLIP_MAX: sampled).  Only 2 of the 2**40 sign patterns are as
+    extreme as the observed one (none flipped, all flipped), so no draw of R hits one and
+    p = (1 + 0) / (1 + R), whatever the draws."""
+
+    R = 300
+    QIDS = [f"q{i:02d}" for i in range(40)]
+
+    def test_the_gates_family(self):
+        before = {m: dict.fromkeys(self.QIDS, 1.0) for m in ("mrr@5", "ndcg@5")}
+        after = {m: {q: (0.5 if i % 2 else 0.25) for i, q in enumerate(self.QIDS)} for m in before}
+        for adjust, adjusted in (("maxt", 1 / (1 + self.R)), ("holm", 2 / (1 + self.R))):  # Holm: 2 tests x 1/(1+R)
+            gated = gate_of(before, after, adjust=adjust, resamples=self.R)["metrics"]
+            for metric in before:
+                with self.subTest(adjust=adjust, metric=metric):
+                    entry = gated[metric]
+                    self.assertEqual((entry["p_value"], entry["exact"]), (1 / (1 + self.R), False))
+                    self.assertEqual(entry["p_adjusted"], adjusted)
+                    self.assertEqual(entry["verdict"], "regression")
+
+    def test_compare_runs(self):
+        # each query's one relevant document: the reference ranks it 1st, candidate a 2nd or 3rd, b 3rd or 2nd
+        qrels = {q: {"rel": 1} for q in self.QIDS}
+        ranked = {"ref": lambda i: 0, "a": lambda i: 1 + i % 2, "b": lambda i: 2 - i % 2}
+        results = [(name, rag_eval.evaluate(qrels, {q: ["x", "y"][:place(i)] + ["rel"] for i, q in enumerate(self.QIDS)},
+                                            5, measures=["mrr", "ndcg"]))
+                   for name, place in ranked.items()]
+        report = rag_eval.compare_runs(results, resamples=self.R)
+        for metric in ("mrr@5", "ndcg@5"):  # mrr deltas -1/2, -2/3; ndcg 1/log2(3) - 1, 1/2 - 1
+            for name in ("a", "b"):
+                with self.subTest(metric=metric, run=name):
+                    entry = report["metrics"][metric]["runs"][name]
+                    self.assertEqual((entry["p_value"], entry["exact"]), (1 / (1 + self.R), False))
+                    self.assertEqual(entry["p_adjusted"], 4 / (1 + self.R))  # Holm over 2 runs x 2 metrics
+
+
+class TestARegressionNeedsTheWholeIntervalBelowZero(unittest.TestCase):
+    """--gate significant calls a fall a regression only when its adjusted p is below alpha *and*
+    the delta's whole interval lies below 0.  Kills: the interval half dropped, or weakened to
+    "high <= 0" or "low < 0".
+
+    12 queries, success@5 1 -> 0 on three of them: the sign test gives p = 2 / 2**3 = 0.25, below
+    alpha 0.3.  The deltas' mean is -3/12; each resample flips the signs of the distances from it
+    (-3/4 three times, +1/4 nine times), giving -1/4 + S/12.  P(S > 3) = 0.011 and P(S = 3) = 0.021
+    (counted over the 2**12 sign patterns), so with 10,000 draws the 97.5th percentile is the mean
+    -1/4 + 3/12 = 0 exactly, for any seed (more than 4 standard deviations from either side): the
+    interval touches 0 and the fall stays inconclusive.  Five falls of 12 (p = 2 / 2**5) are a regression."""
+
+    def entry(self, falls, seed):
+        before = {f"q{i:02d}": 1.0 for i in range(12)}
+        after = {q: (0.0 if i < falls else 1.0) for i, q in enumerate(before)}
+        result = {"k": 5, "mean": {"success@5": (12 - falls) / 12},
+                  "per_query": {q: {"success": value} for q, value in after.items()}}
+        baseline = rag_eval.Baseline({"success@5": 1.0}, {"success@5": before})
+        settings = rag_eval.GateSettings(rule="significant", default=rag_eval.Tolerance(0.0), alpha=0.3, seed=seed)
+        return rag_eval.gate(result, baseline, settings)["metrics"]["success@5"]
+
+    def test_an_interval_that_reaches_zero_is_inconclusive(self):
+        for seed in (0, 1, 2):
+            with self.subTest(seed=seed):
+                entry = self.entry(3, seed)
+                self.assertEqual((entry["delta"], entry["p_value"], entry["p_adjusted"]), (-3 / 12, 2 / 8, 2 / 8))
+                self.assertEqual(entry["interval"][1], 0.0)
+                self.assertEqual(entry["verdict"], "inconclusive")
+
+    def test_an_interval_below_zero_is_a_regression(self):
+        entry = self.entry(5, 0)
+        self.assertEqual((entry["p_value"], entry["p_adjusted"]), (2 / 2 ** 5, 2 / 2 ** 5))
+        self.assertLess(entry["interval"][1], 0.0)
+        self.assertEqual(entry["verdict"], "regression")
+
+
+
+class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
+    """calibrate runs the gate's own rule on every simulated pair.  Rule drop has two outcomes only
+    (never inconclusive); rule significant on 60 noisy queries with a 0.06 tolerance finds too
+    little evidence either way in most simulations, a planted drop or none.  Kills: the paired
+    statistics skipped (or computed for rule drop only), which makes rule significant rule drop."""
+
+    def test_inconclusive_only_under_rule_significant(self):
+        baseline = TestCalibrate().baseline(n=60)
+        rates = {}
+        for rule in ("drop", "significant"):
+            settings = rag_eval.GateSettings(rule=rule, seed=4, default=rag_eval.Tolerance(0.06))
+            scenarios = rag_eval.calibrate(baseline, settings, 20)["scenarios"]
+            rates[rule] = {name: scenario["inconclusive"]["rate"] for name, scenario in scenarios.items()}
+        self.assertEqual(rates["drop"], dict.fromkeys(rates["drop"], 0.0))
+        self.assertGreaterEqual(rates["significant"]["a/a"], 0.5, rates)  # 0.9 at these seeds
+
+
+    def test_it_needs_per_query_scores_of_two_queries(self):
+        for baseline, expected in [
+            (rag_eval.Baseline({"recall@5": 0.5}), "--calibrate needs per-query scores"),
+            (rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.5}}), "needs at least 2 queries scored"),
+        ]:
+            with self.subTest(expected), self.assertRaisesRegex(rag_eval.RagEvalError, expected):
+                rag_eval.calibrate(baseline, rag_eval.GateSettings(), 2)
+
+
+    def test_metrics_of_the_whole_run_only_and_two_queries_suffice(self):
+        baseline = TestCalibrate().baseline(n=60)
+        per_query = dict(baseline.per_query, **{"a:recall@5": dict.fromkeys(list(baseline.per_query["recall@5"])[:30], 0.0)})
+        settings = rag_eval.GateSettings(rule="drop", seed=4, default=rag_eval.Tolerance(0.06))
+        found = rag_eval.calibrate(baseline._replace(per_query=per_query), settings, 20)
+        self.assertEqual(found["metrics"], ["recall@5", "success@5"])  # not the slice a:recall@5
+        # A drop of one tolerance is planted in expectation: some simulations fall beyond it and some do not
+        # (0.5 at these seeds); a drop that took every query, or the complement of the planted share, fails all.
+        self.assertGreater(found["scenarios"]["drop 1x tolerance"]["regression"]["rate"], 0.0)
+        self.assertLess(found["scenarios"]["drop 1x tolerance"]["regression"]["rate"], 1.0)
+        two = rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.0, "q2": 1.0}})
+        self.assertEqual(rag_eval.calibrate(two, settings, 2)["queries"], 2)
+
+
 if __name__ == "__main__":
     unittest.main()
