@@ -449,6 +449,19 @@ class TestLibraryLocations(unittest.TestCase):
         good = rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": ("d", 8, 12), "b": ("d", 0, 8)}, 2)
         self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
 
+    def test_bad_judgments_and_min_overlap_refused(self):
+        span, run, chunks = rag_eval.Span("d", 0, 10, 1), {"q": ["a"]}, {"a": ("d", 0, 8)}
+        for qrels, message in (({"q": [span]}.items(), "expected evidence judgments: query -> list of Span"),
+                               ({"q": None}, "expected evidence judgments: query -> list of Span"),
+                               ({"q": (("d", 0, 10, 1),)}, "query 'q': expected a Span(doc_id, start, end, grade)"),
+                               ({"q": (span._replace(end=0),)}, "with 0 <= start < end, got Span(doc_id='d',")):
+            with self.subTest(qrels=qrels), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(qrels, run, chunks, 2)
+            self.assertIn(message, str(caught.exception))
+        for bad in (0, 1.5, -0.5, float("nan"), "0.5"):
+            with self.subTest(min_overlap=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans({"q": (span,)}, run, chunks, 2, min_overlap=bad)
+            self.assertIn(f"min overlap must be a fraction in (0, 1], got {bad!r}", str(caught.exception))
 
 
 class TestDisjointChunks(unittest.TestCase):
