@@ -1511,6 +1511,8 @@ def _label_job(args) -> int:
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
     sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
+    if sources.count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
         _refuse_symlinks(sources)
     inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
@@ -1546,8 +1548,8 @@ def _label_job(args) -> int:
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded random.Random; floats are
 # summed by math.fsum (exactly rounded, so order-free), one addition at a time, or as integers on a
-# grid (``_on_grid``), never by sum(), which became compensated in Python 3.12: the same inputs give
-# the same bytes out on every Python.
+# grid (``_on_grid``, exact below 2**53 however they are added), never otherwise by sum(), which became
+# compensated in Python 3.12: the same inputs give the same bytes out on every Python.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1663,7 +1665,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     Two ways sum the integers of ``_on_grid``, both exact, so the choice changes no bit.  A lookup
     serves 8 positions (of every column packed together) once its table of 256 sums is built; a mask
     serves one bit of the values (about 16 masks with bounds, from COARSE_FROM positions, else some 42;
-    2 for a 0/1 measure), dearer the more positions, and on Python 3.9 dear at any width.
+    2 for a 0/1 measure), dearer the more positions, and not on Python 3.9 (no int.bit_count).
     """
     everyone = [_popcount(draw) for draw in draws] if None in covers else None
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
@@ -3639,7 +3641,8 @@ class _TopScores:
                 self.grown()
 
     def add_lists(self, docids: List, values: List[float]) -> bool:
-        """``add`` the documents of two lists, without pruning; True when each was listed once into an empty top."""
+        """``add`` the documents of two lists, without pruning, passing over those below the floor (they
+        cannot rank within the depth); True when each was listed once into an empty top."""
         if not self.scores:
             fresh = dict(zip(docids, values))  # the common case, in C
             if len(fresh) == len(docids):

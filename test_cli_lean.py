@@ -252,6 +252,21 @@ class TestCommandLinePathsOnceUnreached(TempDirMixin, unittest.TestCase):
             standard_input.buffer = io.BufferedReader(io.BytesIO(ids))
             line = self.assert_error(["-", "--chunks", chunks, "--to-spans", self.path("spans.jsonl")])
         self.assertEqual(line, f"{ERROR_PREFIX}<stdin>: query 'q1': chunks at ('d', 0, 5) are judged 1 and 2")
+        # the chunk map from standard input, lacking a judged chunk
+        ids_file = self.path("ids.jsonl")
+        with open(ids_file, "wb") as out:
+            out.write(b'{"query_id": "q1", "doc_id": "a", "grade": 1}\n{"query_id": "q1", "doc_id": "c9", "grade": 1}\n')
+        with open(chunks, "rb") as data, mock.patch("sys.stdin") as standard_input:
+            standard_input.buffer = io.BufferedReader(io.BytesIO(data.read()))
+            line = self.assert_error([ids_file, "--chunks", "-", "--to-spans", self.path("spans.jsonl")])
+        self.assertEqual(line, f"{ERROR_PREFIX}<stdin>: query 'q1': judged chunk 'c9' is not in the chunk map")
+
+    def test_a_job_on_the_labels_reads_one_input_at_most_from_standard_input(self):
+        # the second reader would find the stream empty and blame its content
+        self.assertEqual(self.assert_error(["-", "--chunks", "-", "--to-spans", self.path("spans.jsonl")]),
+                         f"{ERROR_PREFIX}only one input can be - (standard input)")
+        self.assertEqual(self.assert_error(["-", "--corpus", "-", "--check-labels"]),
+                         f"{ERROR_PREFIX}only one input can be - (standard input)")
 
     def test_a_baseline_and_a_baseline_run_exclude_each_other(self):
         qrels = self.write("qrels.json", {"q1": {"a": 2}})
