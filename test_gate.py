@@ -285,7 +285,7 @@ class TestBootstrapInterval(unittest.TestCase):
 
     def test_all_zero_data_above_the_ordinary_bootstrap_limit(self):
         # Regression: with more than 250 values (then another bootstrap) that are all 0 there
-        # is no nonzero value, _random_halves gets an empty list and
+        # is no nonzero value, the random halves (then _random_halves) got an empty list and
         # ``chosen[-1] &= last_bits`` raises IndexError on the empty bytearray.
         # Through the command line: gating a run of > 250
         # queries against its own extended baseline crashes (see

@@ -529,16 +529,6 @@ class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
         self.assertEqual(rates["drop"], dict.fromkeys(rates["drop"], 0.0))
         self.assertGreaterEqual(rates["significant"]["a/a"], 0.5, rates)  # 0.9 at these seeds
 
-
-    def test_it_needs_per_query_scores_of_two_queries(self):
-        for baseline, expected in [
-            (rag_eval.Baseline({"recall@5": 0.5}), "--calibrate needs per-query scores"),
-            (rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.5}}), "needs at least 2 queries scored"),
-        ]:
-            with self.subTest(expected), self.assertRaisesRegex(rag_eval.RagEvalError, expected):
-                rag_eval.calibrate(baseline, rag_eval.GateSettings(), 2)
-
-
     def test_metrics_of_the_whole_run_only_and_two_queries_suffice(self):
         baseline = TestCalibrate().baseline(n=60)
         per_query = dict(baseline.per_query, **{"a:recall@5": dict.fromkeys(list(baseline.per_query["recall@5"])[:30], 0.0)})
