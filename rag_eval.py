@@ -80,7 +80,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
 from itertools import accumulate, chain, islice, repeat
-from operator import getitem, lt
+from operator import getitem, itemgetter, lt
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -1032,23 +1032,25 @@ def _bad_location(chunk: str, location) -> RagEvalError:
                         f"0 <= start < end, got {_clipped_repr(location)}", "chunks")
 
 
-def _chunk_index(rankings: Mapping[str, List[str]], chunks: Mapping[str, Location]) -> Tuple[_ChunkIndex, Dict[str, List[int]]]:
-    """The chunks numbered, and each ranking as numbers.  A map no larger than the run is numbered whole
-    (the command line's holds the run's chunks only); otherwise, or when a chunk is missing or badly
-    located, the ranked chunks are: only their locations are checked, as the readers check them, and
-    the first bad one in ranking order is named."""
-    if len(chunks) <= sum(map(len, rankings.values())):
+def _chunk_index(run: Run, chunks: Mapping[str, Location]) -> _ChunkIndex:
+    """The chunks numbered: the whole map when it is no larger than the run (the command line's holds
+    the run's chunks only), else, or when a location in it is bad, the ranked chunks only.  Their
+    locations are checked as the readers check them; the first bad one in ranking order is named."""
+    if len(chunks) <= sum(map(len, run.values())):
         try:
-            index = _numbered(chunks, chunks)
-            return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
-        except (RagEvalError, KeyError):
+            return _numbered(chunks, chunks)
+        except RagEvalError:
             pass
-    ranked = dict.fromkeys(chain.from_iterable(rankings.values()))
-    missing = next((chunk for chunk in ranked if chunk not in chunks), None)
-    if missing is not None:
-        raise RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
-    index = _numbered(ranked, chunks)
-    return index, {qid: list(map(index.number.__getitem__, ranking)) for qid, ranking in rankings.items()}
+    ranked = dict.fromkeys(chain.from_iterable(map(_ranking, run.values())))
+    if not ranked.keys() <= chunks.keys():
+        raise _unlocated(run, chunks)
+    return _numbered(ranked, chunks)
+
+
+def _unlocated(run: Run, chunks: Mapping[str, Location]) -> RagEvalError:
+    """The error for the run's first chunk, in ranking order, that ``chunks`` lacks."""
+    missing = next(chunk for entry in run.values() for chunk in _ranking(entry) if chunk not in chunks)
+    return RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
 
 
 def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex:
@@ -1095,8 +1097,10 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
     rank_of = dict(zip(top, range(1, len(top) + 1)))
     covered: List[Tuple[int, float, bool]] = []  # (rank, gain, relevant)
     ideal: List[float] = []
-    relevant: List[Tuple[str, int, int, List[Tuple[int, int]]]] = []  # (doc, start, end, shares) of each relevant span
-    for doc, start, end, grade, _ in spans:
+    found = [0] * len(top)  # the characters inside a relevant span that each chunk adds to the union
+    num_relevant = relevant_chars = reach = 0
+    reach_doc = None  # the relevant characters of reach_doc so far end at reach
+    for doc, start, end, grade, _ in sorted(spans, key=itemgetter(0, 1, 2)):
         if grade <= 0:
             continue
         gain = _gain(grade, conv.gain)
@@ -1109,17 +1113,14 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
             if got >= need:
                 covered.append((rank, gain, grade >= conv.min_grade))
                 break
-        if grade >= conv.min_grade:
-            relevant.append((doc, start, end, shares))
-    found = [0] * len(top)  # the characters inside a relevant span that each chunk adds to the union
-    relevant_chars = reach = 0
-    reach_doc = None  # the relevant characters of reach_doc so far end at reach
-    for doc, start, end, shares in sorted(relevant):
+        if grade < conv.min_grade:
+            continue
+        num_relevant += 1
         reach = reach if doc == reach_doc else 0
         if end > reach:
             relevant_chars += end - max(start, reach)
             if start < reach and shares:
-                shares = _shares(chunks, chunks.by_document[doc], rank_of, reach, end)
+                shares = _shares(chunks, where, rank_of, reach, end)
             for rank, new in shares:
                 found[rank - 1] += new
             reach_doc, reach = doc, end
@@ -1134,7 +1135,7 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
     ideal.sort(reverse=True)
     return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
                     [gain / math.log2(rank + 1) for rank, gain, _ in covered],
-                    [gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1)], len(relevant),
+                    [gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1)], num_relevant,
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
@@ -1262,8 +1263,8 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
 def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
     """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
     ranked = dict.fromkeys(map(document.__getitem__, numbers))  # each document once, at its best chunk, in C
-    ranks = dict(zip(ranked, range(1, len(ranked) + 1)))
-    return _Reduced(len(ranks), tuple((ranks[doc], doc) for doc in grades if doc in ranks), (), None)
+    order = list(ranked)
+    return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
 
 
 def _check_span_qrels(qrels) -> None:
@@ -1313,36 +1314,54 @@ def evaluate_spans(
     _check_span_qrels(qrels)
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
-    rankings = {qid: _ranking(entry) for qid, entry in run.items()}
-    index, numbered = _chunk_index(rankings, chunks)  # checks every location first
+    conv = Conventions(gain, min_grade)
+    _check_conventions(conv)
     documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
-    # The document level first: it checks the measures, the conventions and the queries, as evaluate does.
-    # (Asked for iou alone, it scores success too, to check; and drops it.)
-    doc_run = _ReducedRun({qid: _ranked_documents(numbered[qid], index.document, documents[qid]) for qid in run if qid in qrels},
-                          sorted(set(run) - set(qrels)))
-    docs = evaluate(documents, doc_run, k, measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
-                    drop_unknown_queries=drop_unknown_queries)
-    conv = Conventions(gain, min_grade)
-    pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
+    _check_gain_range(documents, conv)
+    index = _chunk_index(run, chunks)
+    span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
     columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
-               for name, cutoff in pairs]
-    doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
+               for name, cutoff in span_pairs]
     depth = max(cutoffs)
+
+    def evidence_values(qid: str, numbers: List[int]) -> Dict[str, float]:
+        q = _evidence(qrels[qid], numbers[:depth], index, conv, ratio)
+        return {key: compute(q, cutoff) for key, compute, cutoff in columns}
+
+    # One pass over the run: each query's chunks are numbered and ranked once, for both levels.
     per_query: Dict[str, Dict[str, float]] = {}
+    doc_run: Dict[str, _Reduced] = {}
+    tied: Dict[str, List[int]] = {}
+    for qid, entry in run.items():
+        ranking = _ranking(entry)
+        try:
+            numbers = list(map(index.number.__getitem__, ranking))
+        except KeyError:  # the map, numbered whole, lacks a ranked chunk
+            raise _unlocated(run, chunks) from None
+        if qid in qrels:
+            doc_run[qid] = _ranked_documents(numbers, index.document, documents[qid])
+            per_query[qid] = evidence_values(qid, numbers)
+            tied[qid] = _tied_at(entry, ranking, cutoffs)
+    # The document level: it checks the queries, as evaluate does, and says which are scored.
+    # (Asked for iou alone, it scores success too, to check; and drops it.)
+    docs = evaluate(documents, _ReducedRun(doc_run, sorted(set(run) - set(qrels))), k,
+                    measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
+                    drop_unknown_queries=drop_unknown_queries)
+    doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
+    scored: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
-        q = _evidence(qrels[qid], numbered.get(qid, [])[:depth], index, conv, ratio)
-        values = per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
+        values = scored[qid] = per_query[qid] if qid in per_query else evidence_values(qid, [])  # [] not in the run
         values.update(zip(doc_keys, doc_values.values()))
-    ties = Counter(chain.from_iterable(_tied_at(run[qid], rankings[qid], cutoffs) for qid in per_query if qid in run))
-    count = len(per_query)
-    mean = {format_metric(name, cutoff): math.fsum(v[key] for v in per_query.values()) / count
-            for (name, cutoff), (key, _, _) in zip(pairs, columns)}
+    ties = Counter(chain.from_iterable(tied.get(qid, ()) for qid in scored))
+    count = len(scored)
+    mean = {format_metric(name, cutoff): math.fsum(v[key] for v in scored.values()) / count
+            for (name, cutoff), (key, _, _) in zip(span_pairs, columns)}
     mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
-    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=per_query, ties={str(c): ties[c] for c in cutoffs},
+    return dict(docs, k=k if single else cutoffs, mean=mean, per_query=scored, ties={str(c): ties[c] for c in cutoffs},
                 judged={}, abstention=_abstention(docs["unscored"], run, abstain_below),
                 conventions=dict(conv._asdict(), min_overlap=float(min_overlap)))
 

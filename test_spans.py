@@ -449,6 +449,19 @@ class TestLibraryLocations(unittest.TestCase):
         good = rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": ("d", 8, 12), "b": ("d", 0, 8)}, 2)
         self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
 
+
+    def test_unlocated_chunk_named_first_in_ranking_order(self):
+        # Two maps: one no larger than the run (numbered whole, the lookup fails mid-run) and one larger
+        # (only the ranked chunks are numbered).  Either way the first unlocated chunk by rank is named:
+        # q1's ranking by score is b, x, a, y; the run lists x and y, neither located.
+        spans = rag_eval.SpanQrels({"q1": (rag_eval.Span("d", 0, 10, 1),), "q2": (rag_eval.Span("d", 0, 5, 1),)})
+        run = {"q2": {"a": 0.5}, "q1": {"y": 0.1, "a": 0.3, "x": 0.7, "b": 0.9}}
+        small = {"a": ("d", 0, 8), "b": ("d", 8, 12)}
+        large = dict(small, **{f"other{i}": ("e", i, i + 1) for i in range(10)})
+        for chunks in (small, large):
+            with self.subTest(chunks=len(chunks)), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(spans, run, chunks, 2)
+            self.assertEqual(str(caught.exception), "chunks: chunk 'x' is not located (chunk id -> (doc_id, start, end))")
     def test_bad_judgments_and_min_overlap_refused(self):
         span, run, chunks = rag_eval.Span("d", 0, 10, 1), {"q": ["a"]}, {"a": ("d", 0, 8)}
         for qrels, message in (({"q": [span]}.items(), "expected evidence judgments: query -> list of Span"),
