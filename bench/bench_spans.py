@@ -17,6 +17,9 @@ id-based and the span run interleaved:
 - command line: ``rag_eval.py QRELS RUN --chunks MAP`` against
   ``rag_eval.py CHUNK_QRELS RUN``, the run in JSONL, each in its own process.
 
+Then, once each, the library calls' peak of memory allocated while they run
+(``tracemalloc``: Python's own allocations, the inputs not counted).
+
 ``--compare`` times another copy of ``rag_eval.py`` (the main branch's, say)
 in the same invocation, interleaved with this one, so that a change is
 measured against the code before it under the same load.
@@ -32,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
@@ -145,6 +149,11 @@ def main():
         ids, spans = timed[f"{label} id-based"], timed[f"{label} spans"]
         print(f"library       {label:8}  id-based {ids:.2f} s   spans {spans:.2f} s (evidence and document level)   "
               f"ratio {spans / ids:.2f}")
+    for name, action in library.items():
+        tracemalloc.start()
+        action()
+        print(f"memory        {name:17} peak {tracemalloc.get_traced_memory()[1] / 1e6:.1f} MB allocated")
+        tracemalloc.stop()
     paths = write_files(args.workdir, span_qrels, id_qrels, run, chunks)
     common = ["--k", "1,5,10,100", "--measures", ",".join(measures)]
 
