@@ -2119,15 +2119,15 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
     elif halves is None:
         halves = _shared_halves([deltas], resamples, random.Random(f"rag_eval:{seed}:{metric}"))[0]
     exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
-    resamples = len(halves.sizes)  # halves drawn already bring their own count
-    p_value = sign_flip_test(deltas)[0] if exact else (1 + _as_extreme(deltas, halves)) / (1 + resamples)
+    drawn = len(halves.sizes)  # halves drawn already bring their own count
+    p_value = sign_flip_test(deltas)[0] if exact else (1 + _as_extreme(deltas, halves)) / (1 + drawn)
     drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
     return PairedComparison(
         metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
         improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
         p_value=p_value, exact=exact,
-        # the smallest p there could be: 2 of the 2**n patterns, or 1 in resamples + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + resamples)) > alpha,
+        # the smallest p there could be: 2 of the 2**n patterns, or 1 in drawn + 1
+        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + drawn)) > alpha,
         interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
