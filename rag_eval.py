@@ -4880,7 +4880,7 @@ FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 }
 
 
-def _gate_lines(gate_report: dict) -> List[str]:
+def _regression_lines(gate_report: dict) -> List[str]:
     """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
     for part, against, key in (("metrics", "baseline", "baseline"), ("floors", "floor", "min")):
@@ -5675,19 +5675,19 @@ def _run_one(args, argv: List[str]) -> int:
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
-                baseline = _run_baseline(reference, fingerprint)
+                baseline = _baseline_from_run(reference, fingerprint)
             earlier = _earlier_labels(args, baseline)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _messages(result, gate_report) + ([_repeated_message(reference["repeated"])]
-                                                     if reference.get("repeated") else [])
+        messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
+                                                                if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
-        _publish(text, _file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                   messages))
+        _publish(text, _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
+                                     messages))
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
@@ -5724,7 +5724,7 @@ def _fingerprint(args, qrels: Qrels) -> str:
     return qrels_fingerprint(qrels) if needed else ""
 
 
-def _run_baseline(old: dict, fingerprint: str) -> Baseline:
+def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
 
@@ -5862,9 +5862,9 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     return gate_report
 
 
-def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
-                messages: List[_Message]) -> List[Tuple[str, str]]:
+def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
+                 baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
+                 messages: List[_Message]) -> List[Tuple[str, str]]:
     """``(path, text)`` of every file the options ask for, made before anything is written."""
     files = []
     if args.output:
@@ -5912,7 +5912,7 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     printed = [] if args.quiet else [m for m in messages if m.printed]
     shown = [f"rag_eval: {m.kind}: {m.line}" for m in printed]
     if failures is None:
-        failures = _gate_lines(report["gate"]) if "gate" in report else []
+        failures = _regression_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
@@ -5994,7 +5994,7 @@ def _repeated_message(repeated: dict) -> _Message:
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
+def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     """What a reader should know beside the numbers, most consequential first."""
     found = []
     if result["missing"]:
@@ -6105,7 +6105,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
-            baseline = _run_baseline(scored[0].result, fingerprint)
+            baseline = _baseline_from_run(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
@@ -6121,7 +6121,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     if verdicts:
         report["passed"] = all(verdicts)
     messages = [m._replace(line=f"{s.name}: {m.line}")
-                for s in scored for m in _messages(s.result, gates.get(s.name))]
+                for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:
@@ -6134,7 +6134,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
     # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
-                for line in _gate_lines(run["gate"])]
+                for line in _regression_lines(run["gate"])]
     _print_messages(args, report, messages, failures, COMPARISON_FORMATTERS["markdown"])
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
 
