@@ -5753,7 +5753,8 @@ def _deliver(text: str) -> None:
 def _publish(text: str, files: List[Tuple[str, str]]) -> None:
     """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
 
-    A missing folder or a full disk fails while the temporary files are written, before anything is printed.
+    A folder that cannot be made or written, or a full disk, fails while the temporary files are written,
+    before anything is printed.
     """
     staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
     try:
@@ -5795,11 +5796,10 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
-    # One more than the largest cutoff: enough to see a tie across it.
     used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
-    depth = None if whole else used[-1] + 1
+    depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
@@ -6132,7 +6132,6 @@ def _run_candidates(args, argv: List[str]) -> int:
     _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
-    # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
                 for line in _regression_lines(run["gate"])]
     _print_messages(args, report, messages, failures, COMPARISON_FORMATTERS["markdown"])
