@@ -73,6 +73,11 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
         line = self.assert_error([os.path.join(long_name, "m" * 200), RUN])
         self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
         self.assertTrue(line.endswith("..."))
+        # with --update-baseline, what was left alone ends the line whole, and the line still fits
+        baseline = self.write("b.json", {"recall@5": 0.5})
+        line = self.assert_error([os.path.join(long_name, "m" * 200), RUN, "--baseline", baseline, "--update-baseline"])
+        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertTrue(line.endswith(f"... ({baseline} was not changed)"), line)
 
     def test_short_values_are_quoted_whole(self):
         line = self.assert_error([QRELS, self.write("run.trec", "q1 Q0 d 1 high tag\n")])
