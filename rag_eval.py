@@ -4916,37 +4916,6 @@ def _junit_xml(report: dict) -> str:
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(text, "xml") + "\n"
 
 
-def _gate_warnings(gate_report: dict) -> List[_Message]:
-    """Say when a paired comparison cannot tell a drop from noise: warnings under
-    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
-    in_force = gate_report["rule"] == "significant"
-    kind = "warning" if in_force else "note"
-    entries = gate_report["metrics"].items()
-    fell = [metric for metric, entry in entries
-            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
-    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
-                           if entry.get("queries_needed") else "")
-                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
-    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
-              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
-                 if entry["queries_needed"] else "")
-              for metric, entry in entries if entry.get("min_detectable_drop") is not None
-              and entry["allowed_drop"] < entry["min_detectable_drop"]]
-    found = []
-    if fell:
-        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
-                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
-    if undecided:
-        found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
-                              f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
-                              "; ".join(undecided)))
-    if coarse:
-        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
-                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
-                              "; ".join(coarse), printed=in_force))
-    return found
-
-
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
 # GitHub's runner reads every line a step prints, stdout and stderr alike, and
 # src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
@@ -5222,7 +5191,7 @@ def _cutoffs_arg(text: str) -> List[int]:
     parts = [_ascii_int(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
         raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_clipped_repr(text)}")
-    return sorted(set(parts))
+    return parts  # _run sorts the cutoffs of every --k together, each once
 
 
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
@@ -6027,6 +5996,37 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
                               "ties are broken by docid, descending, as trec_eval does"))
     if gate_report is not None:
         found += _gate_warnings(gate_report)
+    return found
+
+
+def _gate_warnings(gate_report: dict) -> List[_Message]:
+    """Say when a paired comparison cannot tell a drop from noise: warnings under
+    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+    in_force = gate_report["rule"] == "significant"
+    kind = "warning" if in_force else "note"
+    entries = gate_report["metrics"].items()
+    fell = [metric for metric, entry in entries
+            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
+                           if entry.get("queries_needed") else "")
+                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("min_detectable_drop") is not None
+              and entry["allowed_drop"] < entry["min_detectable_drop"]]
+    found = []
+    if fell:
+        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
+                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    if undecided:
+        found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
+                              f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
+                              "; ".join(undecided)))
+    if coarse:
+        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
+                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
+                              "; ".join(coarse), printed=in_force))
     return found
 
 
