@@ -1233,6 +1233,27 @@ class TestComparisonMarks(TempDirMixin, unittest.TestCase):
                 self.assertEqual([(row[1], row[-1]) for row in rows[1:]], [("ref", "best"), ("cand", csv_mark)])
 
 
+class TestNotes(TempDirMixin, unittest.TestCase):
+    def test_metrics_not_in_the_baseline_name_five_then_count_the_rest(self):
+        baseline = self.path("recall.json")  # an extended baseline of recall@5 alone
+        self.ok([QRELS, RUN, "--measures", "recall", "--save-baseline", baseline])
+        for measures, listed in (("recall,success,mrr,ndcg,precision,judged", "judged@5, mrr@5, ndcg@5, precision@5, "
+                                  "success@5"),  # five new: all named
+                                 ("recall,success,mrr,ndcg,precision,judged,ap", "ap@5, judged@5, mrr@5, ndcg@5, "
+                                  "precision@5 and 1 more")):  # six: five named
+            with self.subTest(measures=measures):
+                _, err = self.ok([QRELS, RUN, "--baseline", baseline, "--measures", measures])
+                self.assertIn(f"rag_eval: note: not in the baseline, so not gated: {listed}\n", err)
+
+    def test_repeated_documents_past_the_budget_are_counted_at_least(self):
+        found = {"documents": 2, "queries": 1, "run": "r.trec"}
+        for at_least, start in ((False, "2 documents are"), (True, "at least 2 documents are")):
+            with self.subTest(at_least=at_least):
+                message = rag_eval._repeated_message(dict(found, at_least=at_least))
+                self.assertEqual(message.line, f"{start} listed more than once in 1 query of r.trec; each counts once, "
+                                               "at its best place (trec_eval refuses such a run)")
+
+
 class TestGateContextLines(unittest.TestCase):
     def test_label_changes_name_the_first_five_queries_in_natural_order(self):
         before = {qid: {"a": 1} for qid in ("q2", "q10", "q11", "q1", "q3", "q4", "q20")}
