@@ -332,6 +332,19 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
                 self.assertEqual(err.getvalue(),
                                  "rag_eval: error: standard output is closed: the report would go nowhere\n")
 
+    def test_a_reader_gone_before_the_report(self):
+        # '| head' that closed first: exit 141 (128 + SIGPIPE) without a word, and no file and no baseline changed
+        class ClosedPipe(io.StringIO):
+            def write(self, text):
+                raise BrokenPipeError(32, "Broken pipe")
+
+        argv = [QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.5",
+                "--junit", self.path("junit.xml")]
+        with mock.patch("sys.stdout", ClosedPipe()), contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(rag_eval.main(argv), rag_eval.EXIT_BROKEN_PIPE)
+        self.assertEqual(err.getvalue(), "")
+        self.assert_nothing_written()
+
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_stdout_on_a_full_disk(self):
         code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >/dev/full")
