@@ -4663,7 +4663,7 @@ def _format_number(value, digits: int, missing: str = "-") -> str:
     return str(value)
 
 
-def _count(number: int, one: str, many: str) -> str:
+def _plural(number: int, one: str, many: str) -> str:
     return f"{number} {one if number == 1 else many}"
 
 
@@ -4763,7 +4763,7 @@ def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
             drops = ", ".join(f"{quoted(_one_line(qid))} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
-            lines.append(f"{metric}: {_count(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
+            lines.append(f"{metric}: {_plural(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
                          f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
                                                        if entry["hit_to_miss"] else ""))
     return lines
@@ -4852,10 +4852,6 @@ def _markdown_table(rows: List[List[str]]) -> str:
     return "\n".join([cells(rows[0]), "|" + "---|" * len(rows[0])] + [cells(row) for row in rows[1:]])
 
 
-def _format_markdown(report: dict, digits: int) -> str:
-    return _format_table(report, digits, markdown=True)
-
-
 def _format_csv(report: dict, digits: int) -> str:
     """One row per metric; with per-query scores, one row per (query, metric)."""
     if "per_query" in report:
@@ -4890,7 +4886,7 @@ def _csv_text(rows: List[List[str]]) -> str:
     out = io.StringIO()
     # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
     csv.writer(out, lineterminator="\r\n").writerows(
-        ["'" + cell if cell.startswith(_FORMULA_START) and _number(cell) is None else cell for cell in row]
+        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell for cell in row]
         for row in rows)
     return _neutralise_workflow_commands(out.getvalue())
 
@@ -4898,12 +4894,12 @@ def _csv_text(rows: List[List[str]]) -> str:
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
     "json": _format_json,
     "table": _format_table,
-    "markdown": _format_markdown,
+    "markdown": lambda report, digits: _format_table(report, digits, markdown=True),
     "csv": _format_csv,
 }
 
 
-def _gate_lines(gate_report: dict) -> List[str]:
+def _regression_lines(gate_report: dict) -> List[str]:
     """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
     for part, against, key in (("metrics", "baseline", "baseline"), ("floors", "floor", "min")):
@@ -4937,37 +4933,6 @@ def _junit_xml(report: dict) -> str:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
     text = ElementTree.tostring(suites, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(text, "xml") + "\n"
-
-
-def _gate_warnings(gate_report: dict) -> List[_Message]:
-    """Say when a paired comparison cannot tell a drop from noise: warnings under
-    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
-    in_force = gate_report["rule"] == "significant"
-    kind = "warning" if in_force else "note"
-    entries = gate_report["metrics"].items()
-    fell = [metric for metric, entry in entries
-            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
-    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
-                           if entry.get("queries_needed") else "")
-                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
-    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
-              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
-                 if entry["queries_needed"] else "")
-              for metric, entry in entries if entry.get("min_detectable_drop") is not None
-              and entry["allowed_drop"] < entry["min_detectable_drop"]]
-    found = []
-    if fell:
-        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
-                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
-    if undecided:
-        found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
-                              f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
-                              "; ".join(undecided)))
-    if coarse:
-        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
-                              f"for {_count(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
-                              "; ".join(coarse), printed=in_force))
-    return found
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
@@ -5040,7 +5005,7 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
 
 
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
-                  markdown: Callable[[dict, int], str] = _format_markdown, meta: Optional[dict] = None) -> str:
+                  markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
     def listed(lines: List[str]) -> str:
@@ -5126,11 +5091,11 @@ def _label_summary(changes: dict, shown: int = 5) -> str:
     """``label_changes`` in one line: the counts, then the first few changed queries."""
     counts, queries = changes["counts"], changes["queries"]
     if changes["stored"] == "judgments":
-        text = (f"{_count(counts['added'], 'judgment', 'judgments')} added, {counts['removed']} removed, "
-                f"{counts['regraded']} regraded in {_count(counts['queries_changed'], 'query', 'queries')}")
+        text = (f"{_plural(counts['added'], 'judgment', 'judgments')} added, {counts['removed']} removed, "
+                f"{counts['regraded']} regraded in {_plural(counts['queries_changed'], 'query', 'queries')}")
         each = [f"{qid} +{len(q['added'])} -{len(q['removed'])} ~{len(q['regraded'])}" for qid, q in queries.items()]
     else:
-        text = f"{_count(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
+        text = f"{_plural(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
         each = [f"{qid} {q['judged'][0]} -> {q['judged'][1]} judged" for qid, q in queries.items()]
     ordered = sorted(each, key=_natural_order)
     if ordered:
@@ -5161,7 +5126,7 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     context = _gate_context_text(gated, 4).lstrip("\n")  # it names queries: escaped in markdown
     method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
-              f"({_count(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
+              f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
               f"{len(comparison['metrics'])} metrics); best: highest mean; ~best: not distinguishable from "
               f"the best (adjusted p >= {comparison['alpha']:g})")
     quoted = _code_span if markdown else str
@@ -5177,10 +5142,6 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     else:
         parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
-
-
-def _format_comparison_markdown(report: dict, digits: int) -> str:
-    return _format_comparison(report, digits, markdown=True)
 
 
 def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = False) -> List[List[str]]:
@@ -5208,7 +5169,7 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
 COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
     "json": _format_json,
     "table": _format_comparison,
-    "markdown": _format_comparison_markdown,
+    "markdown": lambda report, digits: _format_comparison(report, digits, markdown=True),
     "csv": lambda report, digits: _csv_text(_comparison_rows(report, digits, missing="", raw=True)),
 }
 
@@ -5236,7 +5197,7 @@ def explain() -> str:
 # RagEvalError saying what was expected; the parser adds the option's name.
 
 
-def _number(text: str) -> Optional[float]:
+def _finite_number(text: str) -> Optional[float]:
     """A finite number, else None (float() would take '0_02', 'nan' and 'inf')."""
     try:
         value = float(text)
@@ -5249,7 +5210,7 @@ def _cutoffs_arg(text: str) -> List[int]:
     parts = [_ascii_int(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
         raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_clipped_repr(text)}")
-    return sorted(set(parts))
+    return parts  # _run sorts the cutoffs of every --k together, each once
 
 
 def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
@@ -5258,7 +5219,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
     relative = amount.endswith("%")
-    value = _number(amount[:-1] if relative else amount)
+    value = _finite_number(amount[:-1] if relative else amount)
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
     if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
@@ -5269,7 +5230,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
 
 def _floor_arg(text: str) -> Tuple[str, float]:
     metric, sep, amount = text.partition("=")
-    value = _number(amount)
+    value = _finite_number(amount)
     if not sep or not metric or value is None or not 0 <= value <= 1:
         raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_clipped_repr(text)}")
     return metric, value
@@ -5286,15 +5247,15 @@ def _checked_arg(read: Callable[[str], Optional[float]], accepted: Callable[[flo
     return parse
 
 
-def _whole_arg(low: int, high: Optional[int] = None):
+def _integer_arg(low: int, high: Optional[int] = None):
     expected = (f"an integer from {low} to {high}" if high is not None
                 else "a positive integer" if low == 1 else f"an integer >= {low}")
     return _checked_arg(_ascii_int, lambda value: low <= value and (high is None or value <= high), expected)
 
 
-_alpha_arg = _checked_arg(_number, lambda value: 0 < value < 1, "a number between 0 and 1")
-_score_arg = _checked_arg(_number, lambda value: True, "a finite number")
-_min_overlap_arg = _checked_arg(_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
+_alpha_arg = _checked_arg(_finite_number, lambda value: 0 < value < 1, "a number between 0 and 1")
+_score_arg = _checked_arg(_finite_number, lambda value: True, "a finite number")
+_min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
 
 
@@ -5402,16 +5363,16 @@ def _build_parser():
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
     gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
-    gating.add_argument("--calibrate", type=typed(_whole_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
+    gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
                         metavar="N", help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) "
                         f"and power at planted drops, N seeded simulations each (default {DEFAULT_SIMULATIONS})")
     gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA,
                         help=f"significance level (default {DEFAULT_ALPHA})")
-    gating.add_argument("--resamples", type=typed(_whole_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
+    gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
                         help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    gating.add_argument("--seed", type=typed(_whole_arg(0)), default=DEFAULT_SEED, metavar="N",
+    gating.add_argument("--seed", type=typed(_integer_arg(0)), default=DEFAULT_SEED, metavar="N",
                         help=f"seed of the resampling (default {DEFAULT_SEED}); same inputs and seed, same output")
-    gating.add_argument("--largest-drops", type=typed(_whole_arg(0)), default=5, metavar="N",
+    gating.add_argument("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
                         help="queries listed per metric among the largest drops (default 5)")
     gating.add_argument("--ci", action="store_true",
                         help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
@@ -5429,7 +5390,7 @@ def _build_parser():
                              "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
     parser.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    parser.add_argument("--min-grade", type=typed(_whole_arg(1)), default=1, metavar="N",
+    parser.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
     parser.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
@@ -5468,7 +5429,7 @@ def _build_parser():
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
     reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_whole_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
+    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
                          help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
     reports.add_argument("--slices", metavar="FILE",
                          help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
@@ -5482,7 +5443,7 @@ def _build_parser():
                          help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
     reports.add_argument("--quiet", action="store_true",
                          help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    gating.add_argument("--lock-timeout", type=typed(_whole_arg(0)), default=60, metavar="SECONDS", help="with "
+    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
                         "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
     parser.add_argument("--no-symlinks", action="store_true",
                         help="refuse an input whose path, as written, passes through a symbolic link "
@@ -5702,19 +5663,19 @@ def _run_one(args, argv: List[str]) -> int:
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
-                baseline = _run_baseline(reference, fingerprint)
+                baseline = _baseline_from_run(reference, fingerprint)
             earlier = _earlier_labels(args, baseline)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _messages(result, gate_report) + ([_repeated_message(reference["repeated"])]
-                                                     if reference.get("repeated") else [])
+        messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
+                                                                if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
-        _publish(text, _file_texts(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                   messages))
+        _publish(text, _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
+                                     messages))
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
@@ -5751,7 +5712,7 @@ def _fingerprint(args, qrels: Qrels) -> str:
     return qrels_fingerprint(qrels) if needed else ""
 
 
-def _run_baseline(old: dict, fingerprint: str) -> Baseline:
+def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
 
@@ -5780,7 +5741,8 @@ def _deliver(text: str) -> None:
 def _publish(text: str, files: List[Tuple[str, str]]) -> None:
     """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
 
-    A missing folder or a full disk fails while the temporary files are written, before anything is printed.
+    A folder that cannot be made or written, or a full disk, fails while the temporary files are written,
+    before anything is printed.
     """
     staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
     try:
@@ -5822,11 +5784,10 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
-    # One more than the largest cutoff: enough to see a tie across it.
     used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
-    depth = None if whole else used[-1] + 1
+    depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
@@ -5864,7 +5825,7 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Optional[_Earlier]) -> Optional[dict]:
+                 qrels: Qrels, earlier: Optional[_EarlierJudgments]) -> Optional[dict]:
     """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -5889,9 +5850,9 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     return gate_report
 
 
-def _file_texts(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
-                messages: List[_Message]) -> List[Tuple[str, str]]:
+def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
+                 baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
+                 messages: List[_Message]) -> List[Tuple[str, str]]:
     """``(path, text)`` of every file the options ask for, made before anything is written."""
     files = []
     if args.output:
@@ -5932,14 +5893,14 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
 
 
 def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
-                    markdown: Callable[[dict, int], str] = _format_markdown) -> None:
+                    markdown: Callable[[dict, int], str] = FORMATTERS["markdown"]) -> None:
     """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, once
     the report is out.  Under GitHub Actions also the markdown report in the step summary, and annotations:
     the runner reads workflow commands from both output streams, and stderr keeps stdout parseable."""
     printed = [] if args.quiet else [m for m in messages if m.printed]
     shown = [f"rag_eval: {m.kind}: {m.line}" for m in printed]
     if failures is None:
-        failures = _gate_lines(report["gate"]) if "gate" in report else []
+        failures = _regression_lines(report["gate"]) if "gate" in report else []
     for line in shown + failures:
         _warn(line)
     if os.environ.get("GITHUB_ACTIONS") == "true":
@@ -6016,12 +5977,12 @@ def _repeated_message(repeated: dict) -> _Message:
         return _Message("note", f"{run} may list documents more than once: not checked past {REPEAT_BUDGET} ids "
                         "of its long or interleaved queries")
     return _Message("note", f"{'at least ' if repeated['at_least'] else ''}"
-                    f"{_count(repeated['documents'], 'document is', 'documents are')} listed more than once "
-                    f"in {_count(repeated['queries'], 'query', 'queries')} of {run}; "
+                    f"{_plural(repeated['documents'], 'document is', 'documents are')} listed more than once "
+                    f"in {_plural(repeated['queries'], 'query', 'queries')} of {run}; "
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
+def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Message]:
     """What a reader should know beside the numbers, most consequential first."""
     found = []
     if result["missing"]:
@@ -6049,11 +6010,42 @@ def _messages(result: dict, gate_report: Optional[dict]) -> List[_Message]:
                               + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:
-        counts = ", ".join(f"k={k}: {_count(n, 'query', 'queries')}" for k, n in tied.items())
+        counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
     if gate_report is not None:
         found += _gate_warnings(gate_report)
+    return found
+
+
+def _gate_warnings(gate_report: dict) -> List[_Message]:
+    """Say when a paired comparison cannot tell a drop from noise: warnings under
+    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+    in_force = gate_report["rule"] == "significant"
+    kind = "warning" if in_force else "note"
+    entries = gate_report["metrics"].items()
+    fell = [metric for metric, entry in entries
+            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
+                           if entry.get("queries_needed") else "")
+                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("min_detectable_drop") is not None
+              and entry["allowed_drop"] < entry["min_detectable_drop"]]
+    found = []
+    if fell:
+        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
+                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    if undecided:
+        found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
+                              f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
+                              "; ".join(undecided)))
+    if coarse:
+        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
+                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
+                              "; ".join(coarse), printed=in_force))
     return found
 
 
@@ -6129,11 +6121,10 @@ def _run_candidates(args, argv: List[str]) -> int:
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
-        # Each run goes once scored: only its scores stay.
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
-            baseline = _run_baseline(scored[0].result, fingerprint)
+            baseline = _baseline_from_run(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
@@ -6149,7 +6140,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     if verdicts:
         report["passed"] = all(verdicts)
     messages = [m._replace(line=f"{s.name}: {m.line}")
-                for s in scored for m in _messages(s.result, gates.get(s.name))]
+                for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:
@@ -6160,10 +6151,9 @@ def _run_candidates(args, argv: List[str]) -> int:
     _publish(text, files)
     if args.output:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
-    # Each REGRESSION line names its run: ``REGRESSION <metric>: ... (run NAME)``.
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
-                for line in _gate_lines(run["gate"])]
-    _print_messages(args, report, messages, failures, _format_comparison_markdown)
+                for line in _regression_lines(run["gate"])]
+    _print_messages(args, report, messages, failures, COMPARISON_FORMATTERS["markdown"])
     return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
 
 
@@ -6184,24 +6174,24 @@ def _provenance(args) -> Dict[str, str]:
 # --- Label changes on the command line ---
 
 
-class _Earlier(NamedTuple):
+class _EarlierJudgments(NamedTuple):
     """The judgments a baseline was made on, and (with --baseline-qrels) the old run's means on them."""
 
     judgments: dict  # stored_judgments() form
     old_on_old: Optional[Dict[str, float]] = None
 
 
-def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_Earlier]:
+def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_EarlierJudgments]:
     """The earlier judgments: read from --baseline-qrels (and the old run scored on them), or stored in the baseline."""
     if args.baseline_qrels is None:
-        return _Earlier(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
+        return _EarlierJudgments(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
     old_qrels = read_qrels(args.baseline_qrels, args.qrels_format)
     path = args.runs[0][1] if args.runs else args.baseline_run
     try:
         old_on_old, _ = _score_file(args, old_qrels, path)
     except RagEvalError as exc:  # _score_file names the qrels it was given as the current ones
         raise RagEvalError(f"{exc} (scoring the old run on --baseline-qrels)") from None
-    return _Earlier({"qrels": old_qrels}, old_on_old["mean"])
+    return _EarlierJudgments({"qrels": old_qrels}, old_on_old["mean"])
 
 
 # === Entry point ===

@@ -553,6 +553,11 @@ class TestNoForgedCommands(TempDir):
         self.assertEqual(rag_eval._annotations("warning", lines[:10]), [rag_eval._annotation("warning", line)
                                                                        for line in lines[:10]])
 
+    def test_annotation_escapes_data_and_properties(self):
+        # data: %, CR and LF (GitHub's toolkit); a property also ':' and ',' (the runner's UnescapeProperty)
+        self.assertEqual(rag_eval._annotation("error", "50% a\r\nb", file="d,1:2.json", line=3),
+                         "::error title=rag_eval,file=d%2C1%3A2.json,line=3::50%25 a%0D%0Ab")
+
     def test_step_summary_cut_under_the_limit(self):
         text = "### rag_eval\n\n<details><summary>Per query</summary>\n\n" + "".join(
             f"| q{i} | 1.0000 |\n" for i in range(200000))

@@ -172,6 +172,13 @@ class TestCompareRuns(Workload, unittest.TestCase):
         self.assertEqual(json.loads(out)["comparison"]["order"], ["old", "new"])
         self.assertEqual(rag_eval.run_name("runs/e5.trec.gz"), ("e5", "runs/e5.trec.gz"))
         self.assertEqual(rag_eval.run_name("-"), ("stdin", "-"))
+        # a run suffix goes, in any case; another stays part of the name (two versions are two runs)
+        self.assertEqual(rag_eval.run_name("runs/E5.TREC"), ("E5", "runs/E5.TREC"))
+        self.assertEqual(rag_eval.run_name("runs/e5.v2"), ("e5.v2", "runs/e5.v2"))
+        self.assertEqual(rag_eval.run_name("n" * 64 + "=r.json"), ("n" * 64, "r.json"))  # MAX_RUN_NAME
+        for text in ("n" * 65 + "=r.json", "a\tb=r.json"):
+            with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, "must be printable and at most 64"):
+                rag_eval.run_name(text)
 
     def test_two_runs_of_one_name_are_refused(self):
         code, out, err = main([self.qrels_path, f"a={self.paths[0]}", f"a={self.paths[1]}"])

@@ -73,6 +73,11 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
         line = self.assert_error([os.path.join(long_name, "m" * 200), RUN])
         self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
         self.assertTrue(line.endswith("..."))
+        # with --update-baseline, what was left alone ends the line whole, and the line still fits
+        baseline = self.write("b.json", {"recall@5": 0.5})
+        line = self.assert_error([os.path.join(long_name, "m" * 200), RUN, "--baseline", baseline, "--update-baseline"])
+        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertTrue(line.endswith(f"... ({baseline} was not changed)"), line)
 
     def test_short_values_are_quoted_whole(self):
         line = self.assert_error([QRELS, self.write("run.trec", "q1 Q0 d 1 high tag\n")])
@@ -209,6 +214,31 @@ def quoted(*words):
     return " ".join(shlex.quote(str(word)) for word in words)
 
 
+class TestOptionEdges(TempDirMixin, unittest.TestCase):
+    """Edges of the options that no other test reaches: an empty output name, the last --max-drop of every metric,
+    and the words of a run that --judged-only left empty."""
+
+    def test_an_output_needs_a_file_name(self):
+        for option in ("--output", "--junit"):
+            for path, hint in (("", ""), ("-", " (standard output carries the report: see --format)")):
+                with self.subTest(option=option, path=path):
+                    line = self.assert_error([QRELS, RUN, option, path])
+                    self.assertEqual(line, f"rag_eval: error: {option}: expected a file name, got {path!r}{hint}")
+
+    def test_the_last_max_drop_for_every_metric_counts(self):
+        # the fixtures fall at most 0.05 (mrr@5 0.55 -> 0.5) below baseline.json: 0.5 tolerates it, 0.01 does not
+        for first, last, code in (("0.01", "0.5", 0), ("0.5", "0.01", 1)):
+            with self.subTest(first=first, last=last):
+                argv = [QRELS, RUN, "--baseline", BASELINE, "--max-drop", first, "--max-drop", last]
+                self.assertEqual(run_main(argv)[0], code)
+
+    def test_a_run_that_judged_only_left_empty(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}, "q2": {"b": 1}})
+        run = self.write("r.json", {"q1": ["x"], "q2": ["y", "z"]})  # no document judged
+        self.assertTrue(self.assert_error([qrels, run, "--judged-only"]).endswith(
+            "the run retrieved no judged document (--judged-only) for any judged query: nothing was evaluated"))
+
+
 @unittest.skipUnless(POSIX, "devices, FIFOs and symbolic links")
 class TestOutputsReplaceOnlyRegularFiles(TempDirMixin, unittest.TestCase):
     """Item 1: an output never replaces a device, FIFO, socket or symbolic link; a link is written through."""
@@ -326,6 +356,19 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
                 self.assertEqual(rag_eval.main(argv), rag_eval.EXIT_ERROR)
                 self.assertEqual(err.getvalue(),
                                  "rag_eval: error: standard output is closed: the report would go nowhere\n")
+
+    def test_a_reader_gone_before_the_report(self):
+        # '| head' that closed first: exit 141 (128 + SIGPIPE) without a word, and no file and no baseline changed
+        class ClosedPipe(io.StringIO):
+            def write(self, text):
+                raise BrokenPipeError(32, "Broken pipe")
+
+        argv = [QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.5",
+                "--junit", self.path("junit.xml")]
+        with mock.patch("sys.stdout", ClosedPipe()), contextlib.redirect_stderr(io.StringIO()) as err:
+            self.assertEqual(rag_eval.main(argv), rag_eval.EXIT_BROKEN_PIPE)
+        self.assertEqual(err.getvalue(), "")
+        self.assert_nothing_written()
 
     @unittest.skipUnless(os.path.exists("/dev/full"), "needs /dev/full")
     def test_stdout_on_a_full_disk(self):

@@ -349,6 +349,33 @@ class TestTableFormat(TempDirMixin, unittest.TestCase):
                 self.assertEqual(match.group(2).split(", "), ["recall@5", "mrr@5"], headline)
                 self.assertEqual(match.group(1), "2", headline)
 
+    def test_verdict_cell_says_a_failure_first_and_alone(self):
+        """A metric with a floor: the cell names what failed (the tolerance or the floor) and only that;
+        when nothing failed it says both verdicts."""
+        # recall 2/3 fell 0.0333 > 0.02 (regression), floor 0.5 met; ndcg 0.5095 fell 0.0105 (pass), floor 0.6 not
+        # met; success 2/3 fell 0.00003 (pass), floor 0.5 met; mrr 1/2 fell 0.05 (regression), no floor
+        argv = [QRELS, RUN, "--baseline", BASELINE, "--format", "table",
+                "--min", "recall@5=0.5", "--min", "ndcg@5=0.6", "--min", "success@5=0.5"]
+        out, _ = self.ok(argv, expected_code=1)
+        table = by_first_cell(aligned_rows(table_blocks(out)[1]))
+        self.assertEqual({metric: table[metric]["verdict"] for metric in METRICS},
+                         {"recall@5": "regression", "ndcg@5": "below floor 0.6", "success@5": "pass; floor met",
+                          "mrr@5": "regression"})
+
+    def test_drop_lines_count_hits_turned_to_misses(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
+        baseline = self.path("base.json")
+        self.ok([qrels, self.write("old.json", {"q1": ["a"], "q2": ["b"], "q3": ["c"]}), "--save-baseline", baseline])
+        argv = ["--baseline", baseline, "--measures", "success,mrr", "--format", "table"]
+        # q1 loses its one relevant document: success and mrr 1 -> 0, a hit turned miss; q3's falls from rank 1 to 2:
+        # mrr 1 -> 1/2, still a hit
+        out, _ = self.ok([qrels, self.write("new.json", {"q1": ["z"], "q2": ["b"], "q3": ["x", "c"]})] + argv, 1)
+        self.assertEqual(table_blocks(out)[2].splitlines(), [
+            "success@5: 1 query worse, 0 better; largest drops q1 (-1.0000); hit to miss: 1",
+            "mrr@5: 2 queries worse, 0 better; largest drops q1 (-1.0000), q3 (-0.5000); hit to miss: 1"])
+        out, _ = self.ok([qrels, self.write("new.json", {"q1": ["a"], "q2": ["b"], "q3": ["x", "c"]})] + argv, 1)
+        self.assertEqual(table_blocks(out)[2].splitlines(), ["mrr@5: 1 query worse, 0 better; largest drops q3 (-0.5000)"])
+
 
 # === Markdown ===
 
@@ -730,6 +757,13 @@ class TestSlices(TempDirMixin, unittest.TestCase):
                 self.assertEqual(rows[0], ["slice", "queries"] + list(SHOWN))
                 self.assertEqual(rows[1:], [[tag, str(entry["queries"])] + [shown(entry["mean"][m]) for m in SHOWN]
                                             for tag, entry in sorted(expected.items())])
+
+    def test_slice_rows_in_natural_order(self):
+        # s1, s2, s10 as people count, not s1, s10, s2; q1 (s10): recall 2/2, q2 (s2): 0/1, q3 (s1): 3/3
+        slices = self.write("s.json", {"q1": "s10", "q2": "s2", "q3": "s1"})
+        out, _ = self.ok([QRELS, RUN, "--slices", slices, "--measures", "recall", "--format", "table"])
+        self.assertEqual(aligned_rows(table_blocks(out)[-1]), [["slice", "queries", "recall@5"], ["s1", "1", "1.0000"],
+                                                                ["s2", "1", "0.0000"], ["s10", "1", "1.0000"]])
 
     def test_flat_baseline_gates_a_named_slice(self):
         qrels, _, new, slices = self.slice_files()
@@ -1168,6 +1202,70 @@ class TestIdsStayOnOneLine(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, rag_eval.EXIT_OK)
         self.assertIn(f"rag_eval: note: wrote {ascii(output)}\n", err)
         self.assertFalse(any(line.startswith("::") for line in err.splitlines()), err)
+
+    def test_openmetrics_label_value(self):
+        # OpenMetrics escapes a label value's line break as \n (slice names are printable today: the rule is the
+        # format's, so that a sample stays one line whatever a caller names)
+        text = rag_eval._openmetrics_text({"mean": {"recall@5": 0.5},
+                                           "slices": {"a\nb": {"queries": 1, "mean": {"recall@5": 0.25}}}})
+        self.assertIn('\nrag_eval_slice_mean{slice="a\\nb",metric="recall@5"} 0.25\n', text)
+        self.assertFalse(any(line.startswith("b") for line in text.splitlines()), text)
+
+
+class TestComparisonMarks(TempDirMixin, unittest.TestCase):
+    """Four queries, one relevant document each: the reference finds it at rank 1 every time, the candidate misses
+    it on three, so success@1's exact sign test gives p = 2 * (1/2)**3 = 0.25 (Holm over one comparison: 0.25).
+    With alpha 0.25 the candidate is not distinguishable from the best (~best); with 0.3 it is (no mark)."""
+
+    def test_marks_in_every_human_format(self):
+        qrels = {f"q{i}": {"rel": 1} for i in range(4)}
+        paths = [self.write("q.json", qrels), self.write("ref.json", {q: ["rel"] for q in qrels}),
+                 self.write("cand.json", {q: ["rel"] if q == "q3" else ["x"] for q in qrels})]
+        for alpha, table_mark, csv_mark in (("0.25", "~best", "~best"), ("0.3", "-", "")):
+            argv = paths + ["--k", "1", "--measures", "success", "--alpha", alpha, "--format"]
+            with self.subTest(alpha=alpha):
+                rows = aligned_rows(table_blocks(self.ok(argv + ["table"])[0])[1])
+                self.assertEqual([(row[1], row[-1]) for row in rows], [("run", "mark"), ("ref", "best"),
+                                                                       ("cand", table_mark)])
+                rows = [t for t in markdown_tables(self.ok(argv + ["markdown"])[0]) if t[0][0] == "metric"][0]
+                self.assertEqual([(row[1], row[-1]) for row in rows[1:]], [("ref", "best"), ("cand", table_mark)])
+                rows = list(csv.reader(io.StringIO(self.ok(argv + ["csv"])[0])))
+                self.assertEqual([(row[1], row[-1]) for row in rows[1:]], [("ref", "best"), ("cand", csv_mark)])
+
+
+class TestNotes(TempDirMixin, unittest.TestCase):
+    def test_metrics_not_in_the_baseline_name_five_then_count_the_rest(self):
+        baseline = self.path("recall.json")  # an extended baseline of recall@5 alone
+        self.ok([QRELS, RUN, "--measures", "recall", "--save-baseline", baseline])
+        for measures, listed in (("recall,success,mrr,ndcg,precision,judged", "judged@5, mrr@5, ndcg@5, precision@5, "
+                                  "success@5"),  # five new: all named
+                                 ("recall,success,mrr,ndcg,precision,judged,ap", "ap@5, judged@5, mrr@5, ndcg@5, "
+                                  "precision@5 and 1 more")):  # six: five named
+            with self.subTest(measures=measures):
+                _, err = self.ok([QRELS, RUN, "--baseline", baseline, "--measures", measures])
+                self.assertIn(f"rag_eval: note: not in the baseline, so not gated: {listed}\n", err)
+
+    def test_repeated_documents_past_the_budget_are_counted_at_least(self):
+        found = {"documents": 2, "queries": 1, "run": "r.trec"}
+        for at_least, start in ((False, "2 documents are"), (True, "at least 2 documents are")):
+            with self.subTest(at_least=at_least):
+                message = rag_eval._repeated_message(dict(found, at_least=at_least))
+                self.assertEqual(message.line, f"{start} listed more than once in 1 query of r.trec; each counts once, "
+                                               "at its best place (trec_eval refuses such a run)")
+
+
+class TestGateContextLines(unittest.TestCase):
+    def test_label_changes_name_the_first_five_queries_in_natural_order(self):
+        before = {qid: {"a": 1} for qid in ("q2", "q10", "q11", "q1", "q3", "q4", "q20")}
+        stored = rag_eval.stored_judgments(before)
+        every = rag_eval.label_changes(stored, {qid: {"a": 2} for qid in before})  # 7 queries regraded
+        self.assertEqual(rag_eval._gate_context_text({"label_changes": every}, 4),
+                         "\nlabels changed since the baseline: 0 judgments added, 0 removed, 7 regraded in 7 queries "
+                         "(q1 +0 -0 ~1, q2 +0 -0 ~1, q3 +0 -0 ~1, q4 +0 -0 ~1, q10 +0 -0 ~1, ...)")
+        two = rag_eval.label_changes(stored, {qid: {"a": 2 if qid in ("q2", "q10") else 1} for qid in before})
+        self.assertEqual(rag_eval._gate_context_text({"label_changes": two}, 4),  # all shown: no "..."
+                         "\nlabels changed since the baseline: 0 judgments added, 0 removed, 2 regraded in 2 queries "
+                         "(q2 +0 -0 ~1, q10 +0 -0 ~1)")
 
 
 class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
