@@ -5123,11 +5123,12 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
         verdict = ("PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})") \
             + f", rule '{gated['rule']}', {verdict}"
-    context = _gate_context_text(gated, 4).lstrip("\n")  # it names queries: escaped in markdown
+    context = _gate_context_text(gated, digits).lstrip("\n")  # it names queries: escaped in markdown
     method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
-              + f"p adjusted by {comparison['adjustment']} over {comparison['family']} comparisons "
+              + f"p adjusted by {comparison['adjustment']} over "
+              f"{_plural(comparison['family'], 'comparison', 'comparisons')} "
               f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
-              f"{len(comparison['metrics'])} metrics); best: highest mean; ~best: not distinguishable from "
+              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')}); best: highest mean; ~best: not distinguishable from "
               f"the best (adjusted p >= {comparison['alpha']:g})")
     quoted = _code_span if markdown else str
     notes = []
@@ -5475,9 +5476,9 @@ def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
-    runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first)
-    inputs = [path for path in (args.qrels, *runs, args.baseline, args.baseline_run, args.slices, args.chunks,
-                                args.corpus) if path]
+    runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first, --baseline-run's too)
+    inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
+                                args.chunks, args.corpus) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5643,6 +5644,8 @@ def _run(args, argv: List[str]) -> int:
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.meta = dict(args.meta)
+    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
+        raise RagEvalError("standard output is closed: the report would go nowhere")
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
@@ -5653,8 +5656,6 @@ def _run_one(args, argv: List[str]) -> int:
     renamed into place (all or nothing), then the lines go to stderr.  A run that fails leaves no file
     of its own behind, and no baseline is rewritten unless the report was delivered.
     """
-    if sys.stdout is None:
-        raise RagEvalError("standard output is closed: the report would go nowhere")
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:

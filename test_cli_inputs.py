@@ -2,12 +2,14 @@
 every input by path and by (device, inode), the same way for one run, several
 runs and --baseline-qrels (rag_eval._overwrites)."""
 
+import io
+import json
 import os
 import unittest
 from unittest import mock
 
 import rag_eval
-from helpers_for_tests import TempDirMixin
+from helpers_for_tests import TempDirMixin, run_main
 
 REPO = os.path.dirname(os.path.abspath(__file__))
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -49,6 +51,14 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         with open(target, "rb") as stdin, mock.patch("sys.stdin", stdin):
             self.assert_error([QRELS, RUN, "-", "--output", target], ["--output would overwrite an input"])
         self.assertEqual(self.read(target), self.read(RUN))
+
+    def test_a_baseline_run_on_standard_input_beside_several_runs(self):
+        # --baseline-run is the reference among several runs: counted once, it is the one input on stdin.
+        with open(RUN, "rb") as data, mock.patch("sys.stdin") as standard_input:
+            standard_input.buffer = io.BufferedReader(io.BytesIO(data.read()))
+            code, out, err = run_main([QRELS, f"a={RUN}", f"b={RUN}", "--baseline-run", "-"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual([run["name"] for run in json.loads(out)["runs"]], ["stdin", "a", "b"])
 
     def test_the_predicate(self):
         first = self.write("a.json", "{}")

@@ -488,6 +488,18 @@ class TestLabelChanges(helpers.TempDirMixin, unittest.TestCase):
             self.assertAlmostEqual(part["total"], part["labels"] + part["system"], places=12)
         self.assertIn("label_changes", json.loads(out)["gate"])
 
+    def test_comparing_several_runs_says_the_split_and_the_family_in_the_digits_asked(self):
+        code, out, err = main([self.new_path, f"a={RUN}", f"b={RUN}", "--baseline-run", RUN, "--baseline-qrels",
+                               QRELS, "--allow-partial-run", "--measures", "mrr", "--format", "table", "--digits", "2"])
+        self.assertEqual(code, 0, err)
+        # mrr@5 moved by the labels alone: 0.375 - 0.5 (test_delta_split_into_labels_and_system)
+        self.assertIn("delta = labels + system: mrr@5 -0.12 = -0.12 + +0.00", out.splitlines())
+        self.assertIn("p adjusted by holm over 2 comparisons (2 candidates x 1 metric);", out)
+        code, out, err = main([self.new_path, f"a={RUN}", f"b={RUN}", "--allow-partial-run", "--measures", "mrr",
+                               "--format", "table"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("p adjusted by holm over 1 comparison (1 candidate x 1 metric);", out)
+
     def test_baseline_qrels_needs_a_baseline_run(self):
         for argv, words in (([self.new_path, RUN, "--baseline-qrels", QRELS], "goes with --baseline-run"),
                             ([self.new_path, RUN, "--baseline-run", "-", "--baseline-qrels", QRELS], "neither can be -")):

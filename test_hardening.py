@@ -345,9 +345,10 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
         self.assert_nothing_written()
 
     def test_closed_stdout_for_every_job(self):
-        # --explain, several runs and the label jobs write through the same delivery: never a traceback
+        # --explain, several runs and the label jobs write through the same delivery: never a traceback;
+        # one run or several, a closed stdout is refused before any input is read (so a missing run is not named)
         spans = os.path.join(REPO, "examples", "rechunking")
-        jobs = (["--explain"], [QRELS, RUN, f"b={RUN}"],
+        jobs = (["--explain"], [QRELS, RUN, f"b={RUN}"], [QRELS, "missing.json"], [QRELS, RUN, "missing.json"],
                 [os.path.join(spans, "qrels.spans.jsonl"), "--corpus", os.path.join(spans, "corpus.jsonl"),
                  "--check-labels"])
         for argv in jobs:
