@@ -3018,9 +3018,7 @@ def _opened(path: str) -> Iterator[_Input]:
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
-        if digests is not None:
-            while _read_block(raw, source):  # what the reader left unread (gzip's trailer) is hashed too
-                pass
+        if digests is not None:  # readers read to the end (gzip's trailer too), or fail, or read again
             digests[path] = raw.raw.digest.hexdigest()
     finally:
         if path != "-":
