@@ -3936,10 +3936,9 @@ class _Queries:
         ids, values, top, reducer = self.ids, self.values, self.top, self.reducer
         if reducer is not None and top is not None and not self.ranked and not top.scores and len(values) > top.depth \
                 and sorted(values, reverse=True) == values and len(set(ids)) == len(ids):
-            # Shallow, the common case: the whole query in two lists, best first, each id once.  Only documents
-            # scored at least the depth-th best can rank within the depth: no dict of them all.
+            # Shallow, the common case: the whole query in two lists, best first, each id once (no repeats to
+            # count).  Only documents scored at least the depth-th best can rank within the depth: no dict of them all.
             count = values.index(values[top.depth - 1]) + values.count(values[top.depth - 1])
-            self.repeats.add(self.qid, ids, False, True)
             self.ids, self.values = [], []
             reducer.scored(self.query, dict(zip(ids[:count], values[:count])), ids[:count], values[:count])
             return

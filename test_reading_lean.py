@@ -80,6 +80,11 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             path = write(tmp, "run.json", json.dumps({"q1": {"a" * (rag_eval.MAX_ID + 1): 1.0}}))
             for got in (read(path), from_stdin(path)):
                 self.assertRegex(got, r"query 'q1': an id longer than 4096 bytes$")
+            # Exactly MAX_ID bytes is fine, however many characters (2 bytes each here).
+            fine = {"q1": {"a" * rag_eval.MAX_ID: 1.0, "\u00e9" * (rag_eval.MAX_ID // 2): 2.0}}
+            path = write(tmp, "run.json", json.dumps(fine))
+            self.assertEqual(read(path), from_stdin(path))
+            self.assertEqual(rag_eval.read_run(path), fine)
 
     def test_errors_are_the_whole_documents(self):
         """Checked whole before it is read query by query: the first wrong entry in the file is the one named."""
