@@ -58,6 +58,22 @@ class TestInputsHashed(TempDirMixin, unittest.TestCase):
         finally:
             rag_eval.READ_BLOCK = saved
 
+    def test_standard_input_is_hashed_and_left_open(self):
+        import hashlib
+        import io
+
+        data = b"q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\n"
+        with mock.patch("sys.stdin") as stdin:
+            stdin.buffer = io.BufferedReader(io.BytesIO(data))
+            digests = {}
+            token = rag_eval._INPUT_SHA256.set(digests)
+            try:
+                self.assertEqual(rag_eval.read_run("-"), {"q1": {"a": 3.0, "b": 2.0}})
+            finally:
+                rag_eval._INPUT_SHA256.reset(token)
+            self.assertFalse(stdin.buffer.closed)  # the caller's: a host process may read it again
+        self.assertEqual(digests, {"-": hashlib.sha256(data).hexdigest()})
+
 
 class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
     """One note: how many documents a run lists more than once, in how many queries; scores unchanged."""

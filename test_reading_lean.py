@@ -86,6 +86,15 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             self.assertEqual(read(path), from_stdin(path))
             self.assertEqual(rag_eval.read_run(path), fine)
 
+    def test_a_document_cut_inside_a_character_is_refused(self):
+        """The streamed decoder is told where the file ends: a UTF-8 sequence cut there is no character."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.json")
+            with open(path, "wb") as handle:
+                handle.write(b'{"q1": ["a"]}\n\xc3')
+            self.assertEqual(read(path), f"{path}:2: bytes that are not UTF-8 (byte 0xc3)")
+            self.assertEqual(from_stdin(path), "<stdin>:2: bytes that are not UTF-8 (byte 0xc3)")
+
     def test_errors_are_the_whole_documents(self):
         """Checked whole before it is read query by query: the first wrong entry in the file is the one named."""
         with tempfile.TemporaryDirectory() as tmp:
