@@ -86,6 +86,32 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             self.assertEqual(read(path), from_stdin(path))
             self.assertEqual(rag_eval.read_run(path), fine)
 
+    def test_numbers_cut_by_a_block_are_read_whole_while_streaming(self):
+        """A value cut by a block is incomplete, not invalid: the stream reads on, not the file again."""
+        run = {"q1": {"a": 12345.678, "b": -5e-4, "c": 100}, "q2": [["d", 98765], ["e", 1.25]]}
+        expected = {"q1": run["q1"], "q2": {"d": 98765, "e": 1.25}}
+        saved = rag_eval.READ_BLOCK
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "run.json", json.dumps(run))
+            try:
+                for block in range(1, 16):
+                    rag_eval.READ_BLOCK = block
+                    streamed = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, True)
+                    self.assertEqual(streamed.run, expected, block)
+            finally:
+                rag_eval.READ_BLOCK = saved
+
+    def test_grades_up_to_max_grade(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for grade, expected in ((rag_eval.MAX_GRADE, {"q1": {"a": rag_eval.MAX_GRADE}}),
+                                    (rag_eval.MAX_GRADE + 1, f"grade must be at most {rag_eval.MAX_GRADE}, got ")):
+                path = write(tmp, "qrels.trec", f"q1 0 a {grade}\n")
+                try:
+                    got = rag_eval.read_qrels(path)
+                except rag_eval.RagEvalError as exc:
+                    got = str(exc)[len(path) + len(":1: "):-len(str(grade))]
+                self.assertEqual(got, expected)
+
     def test_a_document_cut_inside_a_character_is_refused(self):
         """The streamed decoder is told where the file ends: a UTF-8 sequence cut there is no character."""
         with tempfile.TemporaryDirectory() as tmp:
