@@ -391,6 +391,19 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
             with self.assertRaisesRegex(rag_eval.RagEvalError, "/file/x: cannot read: Not a directory$"):
                 rag_eval.read_run(os.path.join(write(folder, "file", "x"), "x"))
 
+    def test_the_qrels_are_asked_about_a_query_of_rows_as_it_starts(self):
+        """Past MAX_UNKNOWN_QUERIES the run is refused at the first row of the query too many, before its bad row."""
+        runs = {"run.tsv": "1\tp1\t1\n7\tp1\t1\n8\tp1\t1\n8\tp2\tx\n",
+                "run.jsonl": "".join(json.dumps({"qid": q, "docid": "a", "score": s}) + "\n"
+                                     for q, s in (("1", 1), ("7", 1), ("8", 1), ("8", "x")))}
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+            qrels = rag_eval.read_qrels(write(folder, "qrels", "1 0 p1 1\n"))
+            for name, text in runs.items():
+                with self.subTest(name):
+                    self.assertEqual(self.read(rag_eval._read_run, folder, name, text, "auto", 10, None, None, qrels, [1]),
+                                     ": more than 1 run queries are not in the qrels (one: '8'); is this a run of these "
+                                     "qrels?")
+
     def test_a_size_cap_reached_in_a_streamed_row_names_the_row_before(self):
         # The stream reads on within a row longer than a block; the error names the last row read, if any.
         row = '{"query_id": "q1", "doc_id": "%s", "score": 1}' % ("d" * 300_000)
