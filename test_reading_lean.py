@@ -126,7 +126,8 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             for text, message in (('{"q1": 5, "q2": [["a", 1], "b"]}', "query 'q2': expected [document id, score] pairs"),
                                   ('{"q1": ["a"], "q2": {"b": null}}', "query 'q2', document 'b': score must be a finite"),
-                                  ('[1, 2]', "expected a JSON object of query -> ranking, got a list")):
+                                  ('[1, 2]', "expected a JSON object of query -> ranking, got a list"),
+                                  ('{"q1": ["a"], "q1": ["b"]}', "duplicated key 'q1' in a JSON object")):
                 path = write(tmp, "run.json", text)
                 with self.subTest(text):
                     self.assertIn(message, from_stdin(path))
@@ -369,6 +370,9 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
         cases = [  # (reader, file name, text, the error after the path)
             (rag_eval.read_chunks, "chunks.jsonl", '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 5}\n'
              '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 6}\n', ":2: chunk 'c' is located twice, differently"),
+            (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "relevance": 1}\n',
+             ":1: a row with a grade and no score: is this a qrels file? the order is QRELS RUN"),
+            (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "score": 2, "relevance": 1}\n', {"q1": {"a": 2}}),
             (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ["a"]}\n', ":1: text must be a string, got a list"),
             (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "ab"}\n{"doc_id": "d", "text": "ab"}\n',
              ":2: document 'd' appears twice"),  # even with the same text
@@ -414,6 +418,14 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
                     rag_eval._read_run(path, max_bytes=200_000)
                 self.assertEqual(str(caught.exception), f"{path}: {named}more than 200000 bytes (after gunzip); raise "
                                                         "the limit with --max-input-bytes")
+
+    def test_a_json_document_may_be_exactly_its_limit(self):
+        text = '{\n"q1": "tag"\n}'  # read in blocks of 4 bytes: the limit is counted as they come
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_SMALL_JSON", len(text)), \
+                mock.patch.object(rag_eval, "READ_BLOCK", 4):
+            self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text), {"q1": ["tag"]})
+            self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text + " "),
+                             f": JSON larger than {len(text) >> 20} MiB")
 
     def test_no_standard_input(self):
         with mock.patch("sys.stdin", None):
