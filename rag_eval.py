@@ -3795,8 +3795,7 @@ class _Reducer:
         self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
 
     def ranked(self, qid: str, ranking: List) -> None:
-        """A query's unique documents in rank order, without scores."""
-        ranking = ranking[: self.depth]
+        """A query's unique documents in rank order, without scores, at most ``depth`` (the readers cut them)."""
         # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
         ranks = [(ranking.index(docid) + 1, docid) for docid in self._judged_ids(qid).keys() & set(ranking)]
         self._add(qid, len(ranking), ranks, (), None)
