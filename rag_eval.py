@@ -3037,9 +3037,7 @@ def _opened(path: str) -> Iterator[_Input]:
 
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
-        if digests is not None:
-            while _read_block(raw, source):  # what the reader left unread (gzip's trailer) is hashed too
-                pass
+        if digests is not None:  # readers read to the end (gzip's trailer too), or fail, or read again
             digests[path] = raw.raw.digest.hexdigest()
     finally:
         if path != "-":
@@ -3134,15 +3132,15 @@ def _detect_format(inp: _Input) -> str:
     return "jsonl" if is_row else "json"
 
 
-def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
+def _line_blocks(inp: _Input, kind: Optional[type],
                  max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Blocks of READ_BLOCK bytes, each completed to the end of its last line by
     one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
-    in bulk that costs a fraction of doing it line by line.  ``split`` cuts
-    a checked block into its lines (``_byte_lines`` or ``_text_lines``);
-    without it, the block itself is yielded (whole lines, checked), and the
+    in bulk that costs a fraction of doing it line by line.  A checked block
+    is cut into its lines of ``kind``, bytes or str (``_lines_of``);
+    without a kind, the block itself is yielded (whole lines, checked), and the
     reader may ``send`` back how many lines it held (counting them is one more
     pass over the block).  Blank blocks are checked, counted and skipped.  More than ``max_bytes`` in all
     (after gunzip) is an error: a gzip bomb ends after a bounded time.
@@ -3161,15 +3159,15 @@ def _line_blocks(inp: _Input, split: Optional[Callable[[bytes], list]],
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
-                yield first, data[:start] if split is None else _lines_of(data[:start], split)
+                yield first, data[:start] if kind is None else _lines_of(data[:start], kind)
             raise error
         if data.isspace():  # isspace, not strip: no copy of the block
             first += data.count(b"\n")
-        elif split is None:
+        elif kind is None:
             lines = yield first, data
             first += data.count(b"\n") + (not data.endswith(b"\n")) if lines is None else lines
         else:
-            lines = _lines_of(data, split)
+            lines = _lines_of(data, kind)
             yield first, lines
             first += len(lines)
         data = _read_block(inp.rest, inp.source)
@@ -3193,19 +3191,12 @@ def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, O
     return data + rest, None
 
 
-def _lines_of(data: bytes, split: Callable[[bytes], list]) -> list:
-    lines = split(data)
+def _lines_of(data: bytes, kind: type) -> list:
+    """The lines of ``data``, as bytes or (``kind`` str) decoded from UTF-8."""
+    lines = data.split(b"\n") if kind is bytes else data.decode("utf-8").split("\n")
     if not lines[-1]:
         lines.pop()  # the empty piece after the final newline
     return lines
-
-
-def _byte_lines(data: bytes) -> List[bytes]:
-    return data.split(b"\n")
-
-
-def _text_lines(data: bytes) -> List[str]:
-    return data.decode("utf-8").split("\n")
 
 
 def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
@@ -3291,7 +3282,6 @@ _JSON_SPACE = json.decoder.WHITESPACE  # JSON's own white space: a regular expre
 
 
 def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
-    """The value of the first of ``names`` that a JSONL row has."""
     for name in names:
         if name in row:
             return row[name]
@@ -3299,13 +3289,12 @@ def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno
 
 
 def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    """An id field of a JSONL row: present, and a string."""
     return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
     """Yield ``(line number, row)`` for each non-blank line: a JSON object."""
-    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
+    for first, lines in _line_blocks(inp, str, max_bytes):
         for lineno, line in enumerate(lines, first):
             if not line.strip():
                 continue
@@ -3351,7 +3340,6 @@ def _all_finite(numbers: Iterable[float]) -> bool:
 
 
 def _clip(text: str) -> str:
-    """At most CLIP characters of ``text``, an ellipsis after them when cut."""
     return text if len(text) <= CLIP else text[:CLIP] + "..."
 
 
@@ -3395,7 +3383,6 @@ class _Header(NamedTuple):
 
 
 def _first_column(names: List[str], wanted: Tuple[str, ...]) -> Optional[int]:
-    """The column of the first of ``wanted`` that ``names`` holds, or None."""
     return next((names.index(name) for name in wanted if name in names), None)
 
 
@@ -3447,7 +3434,7 @@ def _header_rows(inp: _Input, header: _Header, columns: Tuple[int, ...],
                  max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
     """``(line number, the values in columns)`` of each line after the header that is not blank; each line
     has as many values as the header names."""
-    for first, lines in _line_blocks(inp, _text_lines, max_bytes):
+    for first, lines in _line_blocks(inp, str, max_bytes):
         for lineno, line in enumerate(lines, first):
             if lineno <= header.lineno or not line.strip(_ASCII_SPACE):
                 continue
@@ -3523,7 +3510,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
     qrels: Qrels = {}
     width = first_row = None
     qid = query = None
-    for first, lines in _line_blocks(inp, _byte_lines):
+    for first, lines in _line_blocks(inp, bytes):
         for lineno, line in enumerate(lines, first):
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
@@ -3746,8 +3733,6 @@ class _Repeats:
 
 
 class _RunRead(NamedTuple):
-    """What reading a run gives."""
-
     run: Run
     any_judged: bool  # whether a line names a document judged for its query (False without qrels)
     repeated: _Repeated
@@ -3829,8 +3814,7 @@ class _Reducer:
         self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
 
     def ranked(self, qid: str, ranking: List) -> None:
-        """A query's unique documents in rank order, without scores."""
-        ranking = ranking[: self.depth]
+        """A query's unique documents in rank order, without scores, at most ``depth`` (the readers cut them)."""
         # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
         ranks = [(ranking.index(docid) + 1, docid) for docid in self._judged_ids(qid).keys() & set(ranking)]
         self._add(qid, len(ranking), ranks, (), None)
@@ -3970,10 +3954,9 @@ class _Queries:
         ids, values, top, reducer = self.ids, self.values, self.top, self.reducer
         if reducer is not None and top is not None and not self.ranked and not top.scores and len(values) > top.depth \
                 and sorted(values, reverse=True) == values and len(set(ids)) == len(ids):
-            # Shallow, the common case: the whole query in two lists, best first, each id once.  Only documents
-            # scored at least the depth-th best can rank within the depth: no dict of them all.
+            # Shallow, the common case: the whole query in two lists, best first, each id once (no repeats to
+            # count).  Only documents scored at least the depth-th best can rank within the depth: no dict of them all.
             count = values.index(values[top.depth - 1]) + values.count(values[top.depth - 1])
-            self.repeats.add(self.qid, ids, False, True)
             self.ids, self.values = [], []
             reducer.scored(self.query, dict(zip(ids[:count], values[:count])), ids[:count], values[:count])
             return
@@ -4018,7 +4001,7 @@ class _Queries:
 
 
 def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
-    """A block of plain TREC run lines as ``_TrecQueries`` takes them, or None.
+    """A block of plain TREC run lines as ``_Queries.take`` takes them, or None.
 
     Plain: six fields on every line, no blank or comment line, no line
     longer than MAX_ID bytes, every score a finite number.  Anything else
@@ -4082,7 +4065,7 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
     """
     docids: List[bytes] = []
     values: List[float] = []
-    for lineno, line in enumerate(_lines_of(data, _byte_lines), first):
+    for lineno, line in enumerate(_lines_of(data, bytes), first):
         fields = line.split()
         if len(fields) < 6 or fields[0][:1] == b"#":
             if not fields or fields[0][:1] == b"#":
@@ -4176,7 +4159,7 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     queries.ranked = True
     if rows is None:  # (line number, fields) of every line, split in C
         rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
-                                   for first, lines in _line_blocks(inp, _byte_lines, max_bytes))
+                                   for first, lines in _line_blocks(inp, bytes, max_bytes))
     qid, ids, values = None, [], []
     ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
     earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off

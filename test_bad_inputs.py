@@ -595,8 +595,8 @@ class HugeInputs(unittest.TestCase):
                 searches.append(args)
                 return super().index(*args)
 
-        split = rag_eval._byte_lines
-        with mock.patch.object(rag_eval, "_byte_lines", lambda data: Lines(split(data))):
+        split = rag_eval._lines_of
+        with mock.patch.object(rag_eval, "_lines_of", lambda data, kind: Lines(split(data, kind))):
             run = rag_eval.read_run(path)
         self.assertEqual(run, rag_eval.read_run(os.path.join(BAD, "good_run.trec")))
         self.assertEqual(len(searches), 0, "the reader searched its block for lines it did not report")

@@ -6,6 +6,7 @@ plain, read again when a query's lines come apart) is exercised.
 """
 
 import json
+import os
 import unittest
 from unittest import mock
 
@@ -18,6 +19,60 @@ NOTE = "documents are listed more than once"
 
 def note_lines(err):
     return [line for line in err.splitlines() if "listed more than once" in line]
+
+
+class TestInputsHashed(TempDirMixin, unittest.TestCase):
+    """--output's sha256 of each input is of every byte of the file, whatever its format: readers read to the end."""
+
+    def test_every_format_whole_and_in_tiny_blocks(self):
+        import gzip
+        import hashlib
+
+        rows = [(f"q{i // 20}", f"d{i}", 40 - i) for i in range(40)]  # a few blocks of 64 bytes
+        files = {
+            "run.trec.gz": gzip.compress("".join(f"{q} Q0 {d} 1 {s} t\n" for q, d, s in rows).encode(), mtime=0),
+            "run.json": json.dumps({"q0": {d: s for _, d, s in rows[:20]}, "q1": [d for _, d, _ in rows[20:]]})
+            + "\n" * 200,  # white space after the document is read (and hashed) too
+            "run.jsonl": "".join(json.dumps({"qid": q, "doc_id": d, "score": s}) + "\n" for q, d, s in rows),
+            "run.tsv": "qid\tdocno\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows),
+            "run.msmarco": "".join(f"{q}\t{d}\t{i % 20 + 1}\n" for i, (q, d, _) in enumerate(rows)),
+            "qrels.trec.gz": gzip.compress(QRELS.encode(), mtime=0),
+        }
+        saved = rag_eval.READ_BLOCK
+        try:
+            for block in (saved, 64):  # 64: the header line whole in the first block, which detection reads
+                rag_eval.READ_BLOCK = block
+                for name, data in files.items():
+                    path = self.write(name, data)
+                    with open(path, "rb") as handle:
+                        expected = hashlib.sha256(handle.read()).hexdigest()
+                    for read in (rag_eval.read_qrels,) if name.startswith("qrels") else (
+                            rag_eval.read_run, lambda path: rag_eval._located_run(path, "auto", None)):
+                        digests = {}
+                        token = rag_eval._INPUT_SHA256.set(digests)
+                        try:
+                            read(path)
+                        finally:
+                            rag_eval._INPUT_SHA256.reset(token)
+                        self.assertEqual(digests, {path: expected}, (name, block))
+        finally:
+            rag_eval.READ_BLOCK = saved
+
+    def test_standard_input_is_hashed_and_left_open(self):
+        import hashlib
+        import io
+
+        data = b"q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\n"
+        with mock.patch("sys.stdin") as stdin:
+            stdin.buffer = io.BufferedReader(io.BytesIO(data))
+            digests = {}
+            token = rag_eval._INPUT_SHA256.set(digests)
+            try:
+                self.assertEqual(rag_eval.read_run("-"), {"q1": {"a": 3.0, "b": 2.0}})
+            finally:
+                rag_eval._INPUT_SHA256.reset(token)
+            self.assertFalse(stdin.buffer.closed)  # the caller's: a host process may read it again
+        self.assertEqual(digests, {"-": hashlib.sha256(data).hexdigest()})
 
 
 class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
@@ -102,6 +157,10 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         for stream in (True, False):  # the streamed reader and the whole document (standard input reads so)
             read = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, stream)
             self.assertEqual(read.repeated, (3, 2, False), stream)
+        pairs = self.write("pairs.json", {"q1": [["a", 1], ["b", 2], ["a", 3]], "q2": [["c", 1]]})
+        for stream in (True, False):  # [doc, score] pairs: a document listed twice keeps its higher score
+            read = rag_eval._read_run_once(pairs, "json", None, None, None, None, None, 1 << 30, stream)
+            self.assertEqual(read, ({"q1": {"a": 3, "b": 2}, "q2": {"c": 1}}, False, (1, 1, False)), stream)
         unique = self.write("unique.json", {qid: list(dict.fromkeys(docs)) for qid, docs in run.items()})
         self.assertEqual(self.scored([], unique), (self.scored([], path)[0], []))
 
@@ -335,6 +394,16 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         self.assertIn("run.csv:2: not a CSV line (field larger than field limit (131072))", err)
         code, err = self.scored(self.write("run.csv", "qid,docno\0,score\nq1,a,1\n"))  # csv in 3.9 refuses a NUL
         self.assertIn("run.csv:1: NUL byte in a text line", err)
+        # A header line the csv module refuses (a CR inside) is no header: the reader names what is wrong with it.
+        code, err = self.scored(self.write("run.csv", "qid,docno\r,score\nq1,a,1\n"))
+        self.assertIn("run.csv:1: a line ends in a lone carriage return (CR)", err)
+
+    @unittest.skipUnless(os.path.exists("/proc/self/mem"), "needs Linux's /proc/self/mem")
+    def test_a_file_that_opens_but_cannot_be_read(self):
+        for read in (rag_eval.read_run, rag_eval.read_qrels):  # its first read (for the gzip magic) fails with EIO
+            with self.subTest(read=read.__name__), self.assertRaises(rag_eval.RagEvalError) as caught:
+                read("/proc/self/mem")
+            self.assertEqual(str(caught.exception), "/proc/self/mem: cannot read: Input/output error")
 
     def test_header_files_given_the_wrong_way_round(self):
         qrels = self.write("qrels.tsv", "qid\tdocno\tlabel\nq1\td1\t1\n")

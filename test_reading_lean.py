@@ -80,13 +80,54 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             path = write(tmp, "run.json", json.dumps({"q1": {"a" * (rag_eval.MAX_ID + 1): 1.0}}))
             for got in (read(path), from_stdin(path)):
                 self.assertRegex(got, r"query 'q1': an id longer than 4096 bytes$")
+            # Exactly MAX_ID bytes is fine, however many characters (2 bytes each here).
+            fine = {"q1": {"a" * rag_eval.MAX_ID: 1.0, "\u00e9" * (rag_eval.MAX_ID // 2): 2.0}}
+            path = write(tmp, "run.json", json.dumps(fine))
+            self.assertEqual(read(path), from_stdin(path))
+            self.assertEqual(rag_eval.read_run(path), fine)
+
+    def test_numbers_cut_by_a_block_are_read_whole_while_streaming(self):
+        """A value cut by a block is incomplete, not invalid: the stream reads on, not the file again."""
+        run = {"q1": {"a": 12345.678, "b": -5e-4, "c": 100}, "q2": [["d", 98765], ["e", 1.25]]}
+        expected = {"q1": run["q1"], "q2": {"d": 98765, "e": 1.25}}
+        saved = rag_eval.READ_BLOCK
+        with tempfile.TemporaryDirectory() as tmp:
+            path = write(tmp, "run.json", json.dumps(run))
+            try:
+                for block in range(1, 16):
+                    rag_eval.READ_BLOCK = block
+                    streamed = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, True)
+                    self.assertEqual(streamed.run, expected, block)
+            finally:
+                rag_eval.READ_BLOCK = saved
+
+    def test_grades_up_to_max_grade(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for grade, expected in ((rag_eval.MAX_GRADE, {"q1": {"a": rag_eval.MAX_GRADE}}),
+                                    (rag_eval.MAX_GRADE + 1, f"grade must be at most {rag_eval.MAX_GRADE}, got ")):
+                path = write(tmp, "qrels.trec", f"q1 0 a {grade}\n")
+                try:
+                    got = rag_eval.read_qrels(path)
+                except rag_eval.RagEvalError as exc:
+                    got = str(exc)[len(path) + len(":1: "):-len(str(grade))]
+                self.assertEqual(got, expected)
+
+    def test_a_document_cut_inside_a_character_is_refused(self):
+        """The streamed decoder is told where the file ends: a UTF-8 sequence cut there is no character."""
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.json")
+            with open(path, "wb") as handle:
+                handle.write(b'{"q1": ["a"]}\n\xc3')
+            self.assertEqual(read(path), f"{path}:2: bytes that are not UTF-8 (byte 0xc3)")
+            self.assertEqual(from_stdin(path), "<stdin>:2: bytes that are not UTF-8 (byte 0xc3)")
 
     def test_errors_are_the_whole_documents(self):
         """Checked whole before it is read query by query: the first wrong entry in the file is the one named."""
         with tempfile.TemporaryDirectory() as tmp:
             for text, message in (('{"q1": 5, "q2": [["a", 1], "b"]}', "query 'q2': expected [document id, score] pairs"),
                                   ('{"q1": ["a"], "q2": {"b": null}}', "query 'q2', document 'b': score must be a finite"),
-                                  ('[1, 2]', "expected a JSON object of query -> ranking, got a list")):
+                                  ('[1, 2]', "expected a JSON object of query -> ranking, got a list"),
+                                  ('{"q1": ["a"], "q1": ["b"]}', "duplicated key 'q1' in a JSON object")):
                 path = write(tmp, "run.json", text)
                 with self.subTest(text):
                     self.assertIn(message, from_stdin(path))
@@ -329,6 +370,12 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
         cases = [  # (reader, file name, text, the error after the path)
             (rag_eval.read_chunks, "chunks.jsonl", '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 5}\n'
              '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 6}\n', ":2: chunk 'c' is located twice, differently"),
+            (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "relevance": 1}\n',
+             ":1: a row with a grade and no score: is this a qrels file? the order is QRELS RUN"),
+            (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "score": 2, "relevance": 1}\n', {"q1": {"a": 2}}),
+            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ["a"]}\n', ":1: text must be a string, got a list"),
+            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "ab"}\n{"doc_id": "d", "text": "ab"}\n',
+             ":2: document 'd' appears twice"),  # even with the same text
             (rag_eval.read_qrels, "qrels.trec", "q1 0 a 1\r\nq1 0 b 1\rq1 0 c 1\n",  # a CRLF before the lone CR
              ":2: a line ends in a lone carriage return (CR); use LF or CRLF line ends"),
             (rag_eval.read_qrels, "qrels.csv", 'qid,"%s"\nq1,d1,1\n' % ("x" * 140_000),  # not a header: too long for csv
@@ -348,6 +395,19 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
             with self.assertRaisesRegex(rag_eval.RagEvalError, "/file/x: cannot read: Not a directory$"):
                 rag_eval.read_run(os.path.join(write(folder, "file", "x"), "x"))
 
+    def test_the_qrels_are_asked_about_a_query_of_rows_as_it_starts(self):
+        """Past MAX_UNKNOWN_QUERIES the run is refused at the first row of the query too many, before its bad row."""
+        runs = {"run.tsv": "1\tp1\t1\n7\tp1\t1\n8\tp1\t1\n8\tp2\tx\n",
+                "run.jsonl": "".join(json.dumps({"qid": q, "docid": "a", "score": s}) + "\n"
+                                     for q, s in (("1", 1), ("7", 1), ("8", 1), ("8", "x")))}
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+            qrels = rag_eval.read_qrels(write(folder, "qrels", "1 0 p1 1\n"))
+            for name, text in runs.items():
+                with self.subTest(name):
+                    self.assertEqual(self.read(rag_eval._read_run, folder, name, text, "auto", 10, None, None, qrels, [1]),
+                                     ": more than 1 run queries are not in the qrels (one: '8'); is this a run of these "
+                                     "qrels?")
+
     def test_a_size_cap_reached_in_a_streamed_row_names_the_row_before(self):
         # The stream reads on within a row longer than a block; the error names the last row read, if any.
         row = '{"query_id": "q1", "doc_id": "%s", "score": 1}' % ("d" * 300_000)
@@ -358,6 +418,14 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
                     rag_eval._read_run(path, max_bytes=200_000)
                 self.assertEqual(str(caught.exception), f"{path}: {named}more than 200000 bytes (after gunzip); raise "
                                                         "the limit with --max-input-bytes")
+
+    def test_a_json_document_may_be_exactly_its_limit(self):
+        text = '{\n"q1": "tag"\n}'  # read in blocks of 4 bytes: the limit is counted as they come
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_SMALL_JSON", len(text)), \
+                mock.patch.object(rag_eval, "READ_BLOCK", 4):
+            self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text), {"q1": ["tag"]})
+            self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text + " "),
+                             f": JSON larger than {len(text) >> 20} MiB")
 
     def test_no_standard_input(self):
         with mock.patch("sys.stdin", None):

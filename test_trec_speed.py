@@ -98,6 +98,7 @@ class TestTrecBlocks(unittest.TestCase):
         long = "d" * (rag_eval.MAX_ID + 1)
         for text, line, what in ((f"q1 Q0 a 1 1 t\nq1 Q0 {long} 2 1 t\n", 2, "document id"),
                                  (f"q1 Q0 a 1 1 t\n{'q' * (rag_eval.MAX_ID + 1)} Q0 a 2 1 t\n", 2, "query id"),
+                                 (f"q1 Q0 a 1 1 t\n{'q' * rag_eval.MAX_ID} Q0 {long} 2 1 t\n", 2, "document id"),
                                  (f"q1 Q0 a 1 1 t\nq1 Q0 b 2 x t\nq1 Q0 {long} 2 1 t\n", 2, "score")):
             with self.subTest(what=what):
                 kind, message = self.same_in_every_block_size(text)
