@@ -1378,8 +1378,9 @@ def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
             text = _row_field(row, ("text",), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
-            if corpus.setdefault(doc, text) is not text:
+            if doc in corpus:
                 raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
+            corpus[doc] = text
     return corpus
 
 

@@ -376,6 +376,10 @@ class TestReaderPathsCoverageFound(unittest.TestCase):
             (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ["a"]}\n', ":1: text must be a string, got a list"),
             (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "ab"}\n{"doc_id": "d", "text": "ab"}\n',
              ":2: document 'd' appears twice"),  # even with the same text
+            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "a"}\n{"doc_id": "d", "text": "a"}\n',
+             ":2: document 'd' appears twice"),  # a one-character text too (Python shares those strings)
+            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ""}\n{"doc_id": "d", "text": "b"}\n',
+             ":2: document 'd' appears twice"),
             (rag_eval.read_qrels, "qrels.trec", "q1 0 a 1\r\nq1 0 b 1\rq1 0 c 1\n",  # a CRLF before the lone CR
              ":2: a line ends in a lone carriage return (CR); use LF or CRLF line ends"),
             (rag_eval.read_qrels, "qrels.csv", 'qid,"%s"\nq1,d1,1\n' % ("x" * 140_000),  # not a header: too long for csv
