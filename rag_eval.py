@@ -951,8 +951,8 @@ def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: i
     return chunk
 
 
-def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Dict[str, Location], _Repeated]:
-    """A run, where the run itself locates its chunks, and the chunks it lists more than once in a query.
+def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
+    """A run, where the run itself locates its chunks (``located``), and the chunks it lists more than once.
 
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
     their chunk (``doc_id`` is then the document); rows without ``chunk_id``
@@ -965,15 +965,12 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> Tuple[Run, Di
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            located: Dict[str, Location] = {}
-            read = _jsonl_run(inp, None, None, None, None, None, max_bytes, located=located)
-            return read.run, located, read.repeated
+            return _jsonl_run(inp, None, None, None, None, None, max_bytes, evidence=True)
         try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
             read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
         except _ReadAgain:  # JSON that the plain reader must judge
             read = None
-    read = read or _read_run(path, fmt, max_bytes=max_bytes)
-    return read.run, {}, read.repeated
+    return read or _read_run(path, fmt, max_bytes=max_bytes)
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -1505,7 +1502,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
                                args.qrels)
         qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
-    run, in_run, repeated = _located_run(path, args.run_format, args.max_input_bytes)
+    run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = "<stdin>" if path == "-" else path
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
@@ -3737,6 +3734,7 @@ class _RunRead(NamedTuple):
     run: Run
     any_judged: bool  # whether a line names a document judged for its query (False without qrels)
     repeated: _Repeated
+    located: Dict[str, Location]  # chunk id -> (doc_id, start, end), as an evidence run's rows locate them
 
 
 class _ReadAgain(Exception):
@@ -3939,14 +3937,14 @@ class _Queries:
         self._end()
         found = self.judged is not None and not self.looking
         if self.reducer is not None:
-            return _RunRead(self.reducer.run(), found, self.repeats.counted())
+            return _RunRead(self.reducer.run(), found, self.repeats.counted(), {})
         run = {}
         for qid, top in self.tops.items():
             top.prune()
             scores = top.scores if self.mapped or not self.as_bytes else {
                 docid.decode("utf-8"): score for docid, score in top.scores.items()}
             run[qid.decode("utf-8") if self.as_bytes else qid] = _order_scored(scores) if self.ranked else scores
-        return _RunRead(run, found, self.repeats.counted())
+        return _RunRead(run, found, self.repeats.counted(), {})
 
     def _end(self) -> None:
         """The current query's lines end here (without a reducer, its lines may come again)."""
@@ -4215,15 +4213,16 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
 def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
                judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
                max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
-               located: Optional[Dict[str, Location]] = None) -> _RunRead:
+               evidence: bool = False) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file.
-    With ``located`` (a dict it fills: chunk id -> location), rows are an evidence run's (see ``_located_run``)."""
+    With ``evidence``, rows are an evidence run's (see ``_located_run``): the result holds their locations."""
+    located: Dict[str, Location] = {}
     queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
     scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
     for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
-        if located is None:
+        if not evidence:
             query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
             docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
             for value, what in ((query, "query id"), (docid, "document id")):
@@ -4236,7 +4235,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         if scored is None:
             scored = "score" in row
             queries.ranked = not scored
-            if not scored and located is None and any(name in row for name in ("relevance", "grade", "rel")):
+            if not scored and not evidence and any(name in row for name in ("relevance", "grade", "rel")):
                 raise RagEvalError("a row with a grade and no score: is this a qrels file? the order is QRELS RUN",
                                    inp.source, lineno)
         elif scored != ("score" in row):
@@ -4250,7 +4249,7 @@ def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str
         ids.append(docid)
         values.append(float(row["score"]) if scored else -place)
     queries.rows_end(qid, ids, values, qid)
-    return queries.finished()
+    return queries.finished()._replace(located=located)
 
 
 def _first_item_is(data, kind: type) -> bool:
@@ -4488,7 +4487,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             run[qid] = entry
         elif reducer.knows(qid):
             reducer.ranked(qid, entry) if ranked else reducer.scored(qid, entry)
-    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
+    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted(), {})
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
@@ -5773,7 +5772,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
-    run, any_judged, repeated = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
+    run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,

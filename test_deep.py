@@ -92,7 +92,7 @@ class TestReducedEqualsWhole(unittest.TestCase):
         results, kind = [], "error"
         for reduce in (None, cutoffs):
             try:
-                run, found, repeated = rag_eval._read_run(run_path, "auto", max(cutoffs) + 1, keep, sep, judged, reduce)
+                run, found, repeated, _ = rag_eval._read_run(run_path, "auto", max(cutoffs) + 1, keep, sep, judged, reduce)
                 kind = type(run).__name__
                 result = rag_eval.evaluate(qrels, run, cutoffs, measures=MEASURES, **options)
                 results.append((found, result, repeated))  # the documents listed twice: counted alike on both paths

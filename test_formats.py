@@ -132,7 +132,7 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         # q2 in the middle of q1: the reduced reader gives up, the plain one reads again.
         run = self.write("run.trec", "".join(lines[:2] + lines[6:9] + lines[2:6] + lines[9:]))
         self.check(run, "interleaved")
-        _, _, repeated = rag_eval._read_run(run, depth=4, judged=rag_eval.read_qrels(self.path("qrels.txt")),
+        _, _, repeated, _ = rag_eval._read_run(run, depth=4, judged=rag_eval.read_qrels(self.path("qrels.txt")),
                                             cutoffs=[3])
         self.assertEqual(repeated, (3, 2, False))
         # A document repeated only across the two parts of a query counts too.
@@ -160,7 +160,7 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         pairs = self.write("pairs.json", {"q1": [["a", 1], ["b", 2], ["a", 3]], "q2": [["c", 1]]})
         for stream in (True, False):  # [doc, score] pairs: a document listed twice keeps its higher score
             read = rag_eval._read_run_once(pairs, "json", None, None, None, None, None, 1 << 30, stream)
-            self.assertEqual(read, ({"q1": {"a": 3, "b": 2}, "q2": {"c": 1}}, False, (1, 1, False)), stream)
+            self.assertEqual(read, ({"q1": {"a": 3, "b": 2}, "q2": {"c": 1}}, False, (1, 1, False), {}), stream)
         unique = self.write("unique.json", {qid: list(dict.fromkeys(docs)) for qid, docs in run.items()})
         self.assertEqual(self.scored([], unique), (self.scored([], path)[0], []))
 
