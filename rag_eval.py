@@ -669,8 +669,9 @@ def evaluate(
 
     unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
+        theirs = _clipped_repr(min(qrels)) if qrels else "none"
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
-                           f"the qrels have {_clipped_repr(min(qrels))}); drop them with --drop-unknown-queries", "run")
+                           f"the qrels have {theirs}); drop them with --drop-unknown-queries", "run")
     depth = cutoffs[-1]
     # (per-query key, measure, cutoff) for every value of a query, in output order
     columns = [(name if single else format_metric(name, cutoff), _BY_NAME[name].compute, cutoff)
@@ -1260,8 +1261,8 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
 def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
     """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
     ranked = dict.fromkeys(map(document.__getitem__, numbers))  # each document once, at its best chunk, in C
-    order = list(ranked)
-    return _Reduced(len(order), tuple((order.index(doc) + 1, doc) for doc in grades if doc in ranked), (), None)
+    ranks = dict(zip(ranked, range(1, len(ranked) + 1)))
+    return _Reduced(len(ranks), tuple((ranks[doc], doc) for doc in grades if doc in ranks), (), None)
 
 
 def _check_span_qrels(qrels) -> None:
@@ -1311,6 +1312,10 @@ def evaluate_spans(
     _check_span_qrels(qrels)
     _check_run(run)
     ratio = _min_overlap_ratio(min_overlap)
+    if not isinstance(chunks, _MAPPINGS):
+        raise RagEvalError(f"expected a chunk map, chunk id -> (doc_id, start, end), got {_json_kind(chunks)}", "chunks")
+    index = _chunk_index(run, chunks)
+    # What evaluate checks, checked before the spans are scored: the conventions and abstain_below.
     conv = Conventions(gain, min_grade)
     _check_conventions(conv)
     documents: Dict[str, Dict[str, int]] = {}
@@ -1319,7 +1324,8 @@ def evaluate_spans(
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     _check_gain_range(documents, conv)
-    index = _chunk_index(run, chunks)
+    if abstain_below is not None and not _is_finite(abstain_below):
+        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
     span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
     columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
                for name, cutoff in span_pairs]
@@ -1329,7 +1335,7 @@ def evaluate_spans(
         q = _evidence(qrels[qid], numbers[:depth], index, conv, ratio)
         return {key: compute(q, cutoff) for key, compute, cutoff in columns}
 
-    # One pass over the run: each query's chunks are numbered and ranked once, for both levels.
+    # One pass over the run: each query's chunks are ranked and numbered, for both levels, and let go.
     per_query: Dict[str, Dict[str, float]] = {}
     doc_run: Dict[str, _Reduced] = {}
     tied: Dict[str, List[int]] = {}
@@ -1541,6 +1547,8 @@ def _label_job(args) -> int:
                            "and is a job of its own")
     if not args.to_spans and not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
+    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
+        raise RagEvalError("standard output is closed: the report would go nowhere")
     qrels = read_qrels(args.qrels, args.qrels_format)
     if isinstance(qrels, SpanQrels) == bool(args.to_spans):
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
@@ -1551,7 +1559,7 @@ def _label_job(args) -> int:
             spans = to_spans(qrels, chunks)
         write_atomically(args.to_spans, spans_text(spans))
         if not args.quiet:
-            _warn(f"rag_eval: note: wrote {sum(map(len, spans.values()))} spans of {len(spans)} queries to {args.to_spans}")
+            _warn(f"rag_eval: note: wrote {_plural(sum(map(len, spans.values())), 'span', 'spans')} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
     check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
     if args.fix_labels:
@@ -4763,14 +4771,14 @@ def _verdict_line(report: dict) -> str:
     missing = len(report.get("missing", ()))
     coverage = f" (the run has no results for {missing})" if missing else ""
     if gate_report is None:
-        return f"scored {report['queries']} queries{coverage}"
+        return f"scored {_plural(report['queries'], 'query', 'queries')}{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
     verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})" if failed \
         else f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})"
-    return f"{verdict}, rule '{gate_report['rule']}', {report['queries']} queries scored{coverage}"
+    return f"{verdict}, rule '{gate_report['rule']}', {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
@@ -4904,7 +4912,7 @@ def _junit_xml(report: dict) -> str:
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
-        cases = [("scored", "pass", f"{report['queries']} queries scored, no baseline or floor to gate")]
+        cases = [("scored", "pass", f"{_plural(report['queries'], 'query', 'queries')} scored, no baseline or floor to gate")]
     counts = {"tests": str(len(cases)), "failures": str(sum(verdict in _FAILED for _, verdict, _ in cases))}
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
     suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped="0")
@@ -5100,7 +5108,7 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
     row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
-    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {runs[0]['queries']} queries scored"
+    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {_plural(runs[0]['queries'], 'query', 'queries')} scored"
     gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all
     if "passed" in report:
         failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]

@@ -349,6 +349,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
         # one run or several, a closed stdout is refused before any input is read (so a missing run is not named)
         spans = os.path.join(REPO, "examples", "rechunking")
         jobs = (["--explain"], [QRELS, RUN, f"b={RUN}"], [QRELS, "missing.json"], [QRELS, RUN, "missing.json"],
+                ["missing.jsonl", "--corpus", os.path.join(spans, "corpus.jsonl"), "--check-labels"],
                 [os.path.join(spans, "qrels.spans.jsonl"), "--corpus", os.path.join(spans, "corpus.jsonl"),
                  "--check-labels"])
         for argv in jobs:

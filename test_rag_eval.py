@@ -1071,6 +1071,12 @@ class TestEvaluation(unittest.TestCase):
         for m in rag_eval.MEASURES:  # the choices come from the table
             self.assertIn(m.name, message)
 
+    def test_run_queries_against_empty_qrels(self):
+        with self.assertRaises(rag_eval.RagEvalError) as ctx:
+            rag_eval.evaluate({}, {"q": ["a"]}, 2)
+        self.assertEqual(str(ctx.exception), "run: 1 run queries are not in the qrels (first: 'q'; the qrels have none); "
+                                             "drop them with --drop-unknown-queries")
+
     def test_skipped_query_scores_zero_and_stays_in_the_mean(self):
         qrels, run = load_fixtures()
         del run["q3"]

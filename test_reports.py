@@ -544,7 +544,7 @@ class TestGitHub(TempDirMixin, unittest.TestCase):
         summary = self.write("summary.md", "")
         _, err = self.ok([qrels, run], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
         self.assertEqual(err, "")
-        self.assertTrue(self.read(summary).startswith(b"### rag_eval: scored 1 queries"))
+        self.assertTrue(self.read(summary).startswith(b"### rag_eval: scored 1 query\n"))
 
     def test_nothing_without_github_actions_true(self):
         for value in (None, "false", "", "1"):

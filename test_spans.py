@@ -449,7 +449,6 @@ class TestLibraryLocations(unittest.TestCase):
         good = rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": ("d", 8, 12), "b": ("d", 0, 8)}, 2)
         self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
 
-
     def test_unlocated_chunk_named_first_in_ranking_order(self):
         # Two maps: one no larger than the run (numbered whole, the lookup fails mid-run) and one larger
         # (only the ranked chunks are numbered).  Either way the first unlocated chunk by rank is named:
@@ -462,6 +461,18 @@ class TestLibraryLocations(unittest.TestCase):
             with self.subTest(chunks=len(chunks)), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, run, chunks, 2)
             self.assertEqual(str(caught.exception), "chunks: chunk 'x' is not located (chunk id -> (doc_id, start, end))")
+
+    def test_a_chunk_map_and_abstain_below_checked_as_evaluate_checks(self):
+        spans, run = rag_eval.SpanQrels({"q": (rag_eval.Span("d", 0, 10, 1),)}), {"q": {"a": 0.5}}
+        for chunks, kind in ((None, "null"), ([("d", 0, 8)], "a list"), ("a", "a string")):
+            with self.subTest(chunks=chunks), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(spans, run, chunks, 2)
+            self.assertEqual(str(caught.exception), f"chunks: expected a chunk map, chunk id -> (doc_id, start, end), got {kind}")
+        for bad in (float("nan"), float("inf"), "x"):
+            with self.subTest(abstain_below=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.evaluate_spans(spans, run, {"a": ("d", 0, 8)}, 2, abstain_below=bad)
+            self.assertEqual(str(caught.exception), f"abstain_below must be a finite number, got {bad!r}")
+
     def test_bad_judgments_and_min_overlap_refused(self):
         span, run, chunks = rag_eval.Span("d", 0, 10, 1), {"q": ["a"]}, {"a": ("d", 0, 8)}
         for qrels, message in (({"q": [span]}.items(), "expected evidence judgments: query -> list of Span"),
