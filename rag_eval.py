@@ -1559,7 +1559,8 @@ def _label_job(args) -> int:
             spans = to_spans(qrels, chunks)
         write_atomically(args.to_spans, spans_text(spans))
         if not args.quiet:
-            _warn(f"rag_eval: note: wrote {_plural(sum(map(len, spans.values())), 'span', 'spans')} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
+            written = _plural(sum(map(len, spans.values())), "span", "spans")
+            _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
     check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
     if args.fix_labels:
@@ -5108,7 +5109,8 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
     row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
-    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {_plural(runs[0]['queries'], 'query', 'queries')} scored"
+    scored = _plural(runs[0]["queries"], "query", "queries")
+    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {scored} scored"
     gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all
     if "passed" in report:
         failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
