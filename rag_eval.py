@@ -5615,7 +5615,7 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
 
     roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
              ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels))
+             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus))
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),

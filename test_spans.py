@@ -5,6 +5,7 @@ a comment; the identity with the id-based measures and a brute-force reference
 over characters are checked on seeded random cases, bounded by a count.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -323,6 +324,18 @@ class TestReading(CommandLineCase):
             with self.subTest(expected=expected):
                 qrels, run, chunks = self.files(qrels=rows)
                 self.assertIn(f"qrels.jsonl{expected}", self.error([qrels, run, "--chunks", chunks]))
+
+    def test_the_full_report_names_the_chunk_map_and_the_corpus_it_read(self):
+        qrels, run, chunks = self.files()
+        corpus = self.jsonl("corpus.jsonl", [{"doc_id": "d", "text": "0123456789" * 4}, {"doc_id": "e", "text": "x" * 12}])
+        output = self.path("full.json")
+        code, _, err = run_main([qrels, run, "--chunks", chunks, "--corpus", corpus, "--output", output])
+        self.assertEqual(code, 0, err)
+        with open(output, encoding="utf-8") as f:
+            inputs = json.load(f)["inputs"]
+        for role, path in (("chunks", chunks), ("corpus", corpus), ("run", run)):
+            with open(path, "rb") as f:
+                self.assertEqual(inputs[role], {"path": path, "sha256": hashlib.sha256(f.read()).hexdigest()}, role)
 
     def test_chunks_located_by_the_map_or_the_run(self):
         qrels, run, chunks = self.files()
