@@ -4767,6 +4767,13 @@ def _aligned(rows: List[List[str]]) -> str:
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
+def _verdict_word(failed: List[str], undecided: List[str]) -> str:
+    """FAIL and what failed, else INCONCLUSIVE and what is undecided, else PASS."""
+    if failed:
+        return f"FAIL ({len(failed)}: {', '.join(failed)})"
+    return f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})" if undecided else "PASS"
+
+
 def _verdict_line(report: dict) -> str:
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
@@ -4777,9 +4784,7 @@ def _verdict_line(report: dict) -> str:
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
-    verdict = "PASS" if gate_report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})" if failed \
-        else f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})"
-    return f"{verdict}, rule '{gate_report['rule']}', {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
+    return f"{_verdict_word(failed, undecided)}, rule '{gate_report['rule']}', {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
@@ -5113,9 +5118,9 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     verdict = f"{len(runs)} runs compared with {comparison['reference']}, {scored} scored"
     gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all
     if "passed" in report:
-        failed = [run["name"] for run in runs if "gate" in run and not run["gate"]["passed"]]
-        verdict = ("PASS" if report["passed"] else f"FAIL ({len(failed)}: {', '.join(failed)})") \
-            + f", rule '{gated['rule']}', {verdict}"
+        failed, undecided = ([run["name"] for run in runs if "gate" in run and run["gate"]["verdict"] == word]
+                             for word in ("regression", "inconclusive"))
+        verdict = f"{_verdict_word(failed, undecided)}, rule '{gated['rule']}', {verdict}"
     context = _gate_context_text(gated, digits).lstrip("\n")  # it names queries: escaped in markdown
     method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over "
@@ -6148,7 +6153,8 @@ def _run_candidates(args, argv: List[str]) -> int:
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
                 for line in _regression_lines(run["gate"])]
     _print_messages(args, report, messages, failures, COMPARISON_FORMATTERS["markdown"])
-    return EXIT_OK if report.get("passed", True) else EXIT_REGRESSION
+    codes = {_exit_code(args, gate_report) for gate_report in gates.values()}  # the worst: 1, then 3, then 0
+    return next((code for code in (EXIT_REGRESSION, EXIT_INCONCLUSIVE) if code in codes), EXIT_OK)
 
 
 # --- Provenance on the command line ---

@@ -249,6 +249,29 @@ class TestCandidatesGate(Workload, unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertTrue(json.loads(out)["passed"])
 
+    def test_an_inconclusive_gate_is_not_a_regression(self):
+        # 30 queries, one relevant document each.  Losing one query is too little evidence under --gate
+        # significant (inconclusive, exit 3 alone); losing ten is a regression (p = 2 / 2**10).
+        qrels = self.write("one.json", {f"q{i}": {f"d{i}": 1} for i in range(30)})
+        run = {f"q{i}": [f"d{i}"] for i in range(30)}
+        old = self.write("old.json", run)
+        one = self.write("one_lost.json", dict(run, q0=["x"]))
+        other = self.write("other_lost.json", dict(run, q1=["x"]))
+        ten = self.write("ten_lost.json", dict(run, **{f"q{i}": ["x"] for i in range(10)}))
+        common = ["--baseline-run", old, "--gate", "significant", "--resamples", "200", "--format", "table"]
+        for runs, extra, code, headline in (
+                ([one, other], [], 3, "INCONCLUSIVE (2: one_lost, other_lost), "),
+                ([one, other], ["--inconclusive", "pass"], 0, "INCONCLUSIVE (2: one_lost, other_lost), "),
+                ([one, other], ["--inconclusive", "fail"], 1, "INCONCLUSIVE (2: one_lost, other_lost), "),
+                ([one, ten], [], 1, "FAIL (1: ten_lost), ")):
+            with self.subTest(runs=runs, extra=extra):
+                got, out, err = main([qrels, *runs, *common, *extra])
+                self.assertEqual(got, code, err)
+                self.assertTrue(out.startswith(headline), out)
+                regressions = [line for line in err.splitlines() if line.startswith("REGRESSION")]
+                self.assertEqual(bool(regressions), ten in runs, err)
+                self.assertTrue(all(line.endswith("(run ten_lost)") for line in regressions), err)
+
     def test_no_baseline_no_gate(self):
         bad = self.ranked("poor", 0.1, 5)  # finds little: worse, but nothing to gate against
         code, out, err = main([self.qrels_path, self.ranked("good", 0.9, 4), bad])
