@@ -26,6 +26,7 @@ Public functions
 ``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
 ``compare_runs(results)``       several runs against a reference, one adjusted family
 ``evaluate_spans(...)``         evidence spans: measures of the covered evidence
+``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
@@ -43,26 +44,27 @@ Public functions
 
 Exit codes of the command line: 0 scored and no regression, 1 at least one
 regression, 2 bad usage, bad input or a failure to deliver (a full disk, a
-closed stdout, memory), 3 inconclusive (``--gate significant`` found too
-little evidence either way; ``--inconclusive pass|fail`` maps it to 0 or 1),
-130 interrupted (Ctrl-C), 141 standard output closed early, 143 terminated
-(SIGTERM).
+stdout closed from the start or full, memory), 3 inconclusive (``--gate
+significant`` found too little evidence either way; ``--inconclusive
+pass|fail`` maps it to 0 or 1), 130 interrupted (Ctrl-C), 141 the reader of
+stdout went away (``| head``), 143 terminated (SIGTERM).
 """
 
 from __future__ import annotations
 
 __all__ = [
-    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_REGRESSION", "EXIT_TERMINATED",
-    "FORMATTERS",
-    "GateSettings", "Interval", "MEASURES", "Measure", "PairedComparison", "RagEvalError",
-    "Tolerance", "ap_at_k", "bootstrap_interval", "build_report", "calibrate", "canonical_metric", "clopper_pearson",
+    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK",
+    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "LabelCheck", "MEASURES",
+    "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "ap_at_k", "bootstrap_interval",
+    "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
-    "documents_run", "evaluate", "evaluate_spans", "explain", "format_metric", "gate", "holm", "judged_at_k", "judged_filter",
-    "label_changes", "main", "maxt", "mean_intervals", "meta_changes", "ndcg_at_k", "parse_metric",
-    "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint", "queries_needed", "read_baseline",
-    "read_qrels", "read_run", "read_slices", "recall_at_k", "reciprocal_rank", "regressions", "run_name",
-    "sign_flip_test", "sign_test", "significant_gains", "slice_members", "slice_report", "stored_judgments",
-    "success_at_k", "unjudged_documents", "write_atomically",
+    "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
+    "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
+    "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
+    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
+    "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
+    "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
+    "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -423,7 +425,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _ascii_int(cutoff)
     if name is None or not k or cutoff != str(k):
-        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_METRIC_HINT}")
+        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint()}")
     return level + name, k
 
 
@@ -444,7 +446,8 @@ def _measure_place(name: str) -> int:
     return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
 
 
-_METRIC_HINT = f"(expected measure@k with a measure from {', '.join(_BY_NAME)})"
+def _metric_hint() -> str:  # every measure: those of the table below and those of evidence spans (iou)
+    return f"(expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
 
 
 def canonical_metric(text: str) -> str:
@@ -1229,15 +1232,6 @@ SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
 _SPAN_BY_NAME: Dict[str, SpanMeasure] = {m.name: m for m in SPAN_MEASURES}
 _ALL_MEASURES = dict.fromkeys([*_BY_NAME, *_SPAN_BY_NAME])  # what --measures takes
 _SPELLINGS.update((f"{m.name}@", m.name) for m in SPAN_MEASURES if m.name not in _BY_NAME)  # iou@k parses
-
-
-def _of_spans_only(text: str) -> bool:
-    """Whether a measure (``iou``) or metric (``iou@5``) exists on evidence spans only."""
-    try:
-        name = text if text in _ALL_MEASURES else parse_metric(text)[0]
-    except RagEvalError:
-        return False
-    return name not in _BY_NAME
 DEFAULT_SPAN_MEASURES = tuple(m.name for m in SPAN_MEASURES)
 SPAN_RULES = f"""\
 Evidence judgments (JSONL qrels rows with start and end) score the characters
@@ -1835,7 +1829,7 @@ def _percentile_interval(means: List[float], confidence: float = CONFIDENCE) -> 
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means, tail = sorted(means), (1 - confidence) / 2
 
-    def rank(share: float) -> int:  # 1e-9: 0.025 * 10_000 is 250.00000000000023 in floats, and rank 250
+    def rank(share: float) -> int:  # 1e-9: (1 - 0.95) / 2 * 10_000 is 250.00000000000023 in floats, and rank 250
         return min(len(means), max(1, math.ceil(share * len(means) - 1e-9)))
 
     return Interval(means[rank(tail) - 1], means[rank(1 - tail) - 1])
@@ -2349,6 +2343,9 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     return table
 
 
+NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
+
+
 def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
@@ -2364,8 +2361,7 @@ def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tupl
     temporary = None
     try:
         os.makedirs(folder, exist_ok=True)  # --junit reports/junit.xml makes reports/
-        # 60 characters of the name (240 bytes at most in UTF-8) keep the temporary name within NAME_MAX.
-        handle, temporary = tempfile.mkstemp(prefix=f".{name[:60]}.", suffix=".tmp", dir=folder)
+        handle, temporary = tempfile.mkstemp(prefix=f".{name[:NAME_KEPT]}.", suffix=".tmp", dir=folder)
         os.chmod(temporary, _file_mode(target))  # mkstemp makes it private (0600)
         # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
@@ -2433,7 +2429,7 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     import time
 
     folder, name = os.path.split(os.path.realpath(path))
-    lock_path = os.path.join(folder, f".{name[:200]}.lock")
+    lock_path = os.path.join(folder, f".{name[:NAME_KEPT]}.lock")
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -2555,8 +2551,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
          slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    Every metric of the baseline is gated, and every slice that a tolerance names (``pricing:recall@5``).
-    Rule ``drop`` (the default): a metric missing now, or fallen by more than its tolerance, fails.  Rule
+    A flat baseline gates every one of its metrics, an extended one those scored now (see _baseline_targets),
+    and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the default): a metric missing now, or fallen by more than its tolerance, fails.  Rule
     ``significant``: a fall fails only when it is also significant (see _gated_metric).  A floor fails
     whatever the baseline says.
     """
@@ -5275,7 +5271,7 @@ def _meta_arg(text: str) -> Tuple[str, str]:
 def _measures_arg(text: str) -> List[str]:
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    _check_measures([name for name in names if not _of_spans_only(name)], [1])
+    _check_measures(names, [1], _ALL_MEASURES)  # which apply to the judgments is evaluate's to say
     return list(dict.fromkeys(name if name in _ALL_MEASURES else canonical_metric(name) for name in names))
 
 
@@ -5297,11 +5293,11 @@ with --check-labels: an orphaned label
   {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way
        (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
-  {EXIT_BROKEN_PIPE}  standard output closed early (as in '| head')
+  {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
 
 Exit 1 means a regression (with --check-labels: an orphaned label) and nothing
-else: a closed or full stdout, memory, a lock or a file that cannot be written
+else: a stdout closed from the start (>&-) or full, memory, a lock or a file that cannot be written
 are exit 2.  Files are written only after the report reached stdout, all or
 nothing."""
 
@@ -5566,7 +5562,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
     problems = [problem for problem in problems if problem]
     if problems:
-        hint = f" {_METRIC_HINT}" if any(": unknown metric " in problem for problem in problems) else ""
+        hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
@@ -5948,7 +5944,9 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
 
 def _copies_qrels(run: Run, qrels: Qrels) -> bool:
     """Whether a run is a copy of the judgments: every document judged, every score its integer grade.
-    Such a run scores near 1.0 and passes any gate: the qrels file (JSON, or JSONL with scores) as the run."""
+    Such a run scores near 1.0 and passes any gate: a JSON qrels file given as the run.  (JSONL qrels rows have
+    a grade and no score, which the run reader refuses; it reads every JSONL score as a float, so rows that
+    name their grade "score" are not caught here.)"""
     for qid, entry in run.items():
         grades = qrels.get(qid)
         if grades is None or not isinstance(entry, _MAPPINGS) or any(  # a real run's scores are floats

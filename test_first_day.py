@@ -41,6 +41,18 @@ class TestSpellings(unittest.TestCase):
             with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, "unknown metric"):
                 rag_eval.parse_metric(text)
 
+    def test_the_hint_names_every_measure_that_parses(self):
+        # iou@5 parses (evidence spans), so the hint after a name that does not must offer iou as well
+        names = [m.name for m in rag_eval.MEASURES] + [m.name for m in rag_eval.SPAN_MEASURES if m.name not in
+                                                       [m.name for m in rag_eval.MEASURES]]
+        self.assertIn("iou", names)
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.parse_metric("iuo@5")
+        self.assertTrue(str(caught.exception).endswith(f"(expected measure@k with a measure from {', '.join(names)})"),
+                        caught.exception)
+        for name in names:
+            self.assertEqual(rag_eval.parse_metric(f"{name}@5"), (name, 5))
+
     def test_ours_round_trip(self):
         for m in rag_eval.MEASURES:
             for k in (1, 10, 1000):

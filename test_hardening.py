@@ -671,6 +671,16 @@ class TestSignalsAndNames(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(os.listdir(self.tmp), [os.path.basename(name)])
 
+    def test_a_254_byte_baseline_name_is_updated_under_its_lock(self):
+        # 83 CJK characters are 249 bytes of UTF-8: the lock file's name must be cut as the temporary file's is
+        name = self.path("\u57fa" * 83 + ".json")
+        with open(name, "w", encoding="utf-8") as out:
+            json.dump({"recall@5": 0.1}, out)
+        code, out, err = run_main([QRELS, RUN, "--baseline", name, "--update-baseline"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(os.listdir(self.tmp), [os.path.basename(name)])  # no lock or temporary file left
+        self.assertAlmostEqual(rag_eval.read_baseline(name).means["recall@5"], 2 / 3, places=12)
+
     def test_the_library_installs_no_handler(self):
         before = signal.getsignal(signal.SIGTERM)
         self.assertEqual(run_main([QRELS, RUN])[0], 0)
