@@ -619,6 +619,19 @@ def _check_conventions(conv: Conventions) -> None:
         raise RagEvalError(f"min grade must be a positive integer, got {_clipped_repr(conv.min_grade)}")
 
 
+def _columns(pairs: List[Tuple[str, int]], single: bool, table: Mapping) -> List[Tuple[str, str, Callable, int]]:
+    """(per-query key, metric, measure, cutoff) of every value of a query, in output order: the key is the
+    bare measure name when one cutoff was asked and no measure named its own (``single``)."""
+    return [(name if single else format_metric(name, cutoff), format_metric(name, cutoff), table[name].compute, cutoff)
+            for name, cutoff in pairs]
+
+
+def _means(per_query: Mapping[str, Mapping[str, float]], columns: List[Tuple[str, str, Callable, int]]) -> Dict[str, float]:
+    """metric -> its arithmetic mean over the scored queries, exactly rounded (math.fsum)."""
+    return {metric: math.fsum(values[key] for values in per_query.values()) / len(per_query)
+            for key, metric, _, _ in columns}
+
+
 def evaluate(
     qrels: Qrels,
     run: Run,
@@ -637,7 +650,9 @@ def evaluate(
     Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
 
     - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries;
-      ``per_query[qid]`` maps each measure (``measure@k`` when ``k`` is a list) to its value;
+      ``per_query[qid]`` maps each measure to its value: by name when ``k`` is one cutoff, else (``k`` a
+      list, or a measure asked with its own cutoff, ``ndcg@10``) by ``measure@k``, and ``k`` in the
+      result is then the sorted list of cutoffs scored;
     - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
       ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
       for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
@@ -676,9 +691,7 @@ def evaluate(
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
                            f"the qrels have {theirs}); drop them with --drop-unknown-queries", "run")
     depth = cutoffs[-1]
-    # (per-query key, measure, cutoff) for every value of a query, in output order
-    columns = [(name if single else format_metric(name, cutoff), _BY_NAME[name].compute, cutoff)
-               for name, cutoff in pairs]
+    columns = _columns(pairs, single, _BY_NAME)
     per_query: Dict[str, Dict[str, float]] = {}
     unscored: List[str] = []
     skipped: List[str] = []
@@ -704,24 +717,21 @@ def evaluate(
             ties[cutoff] += 1
         for cutoff in cutoffs:
             judged_sum[cutoff] += _judged(q, cutoff)
-        per_query[qid] = {key: compute(q, cutoff) for key, compute, cutoff in columns}
+        per_query[qid] = {key: compute(q, cutoff) for key, _, compute, cutoff in columns}
 
     if not per_query:
         raise RagEvalError("no query has a relevant document: nothing to score", "qrels")
-    count = len(per_query)
-    mean = {format_metric(name, cutoff): math.fsum(values[key] for values in per_query.values()) / count
-            for key, (name, cutoff) in zip((key for key, _, _ in columns), pairs)}
     return {
         "k": k if single else cutoffs,
-        "queries": count,
+        "queries": len(per_query),
         "unscored": unscored,
         "skipped": skipped,
         "missing": [qid for qid in per_query if qid not in run],  # scored queries the run has no entry for
         "dropped": unknown,
-        "mean": mean,
+        "mean": _means(per_query, columns),
         "per_query": per_query,
         "ties": {str(cutoff): n for cutoff, n in ties.items()},
-        "judged": {format_metric("judged", cutoff): s / count for cutoff, s in judged_sum.items()},
+        "judged": {format_metric("judged", cutoff): s / len(per_query) for cutoff, s in judged_sum.items()},
         "abstention": _abstention(unscored, run, abstain_below),
         "conventions": conv._asdict(),
     }
@@ -735,9 +745,13 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
             return True
         if abstain_below is None:
             return False
-        best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
+        if type(entry) is _Reduced:
+            best = entry.best
+        else:
+            best = max(entry.values()) if isinstance(entry, _MAPPINGS) else None
         if best is None:
-            raise RagEvalError(f"query {_clipped_repr(qid)}: --abstain-below needs scores, and this ranking has none", "run")
+            raise RagEvalError(f"query {_clipped_repr(qid)}: abstain_below (--abstain-below) needs scores, and this "
+                               "ranking has none", "run")
         return best < abstain_below
 
     quiet = [qid for qid in unscored if abstained(qid)]
@@ -1288,7 +1302,7 @@ def evaluate_spans(
     """Score a run of chunks against evidence spans, and the same run's documents.
 
     ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start, end).  Returns what
-    ``evaluate`` returns; ``mean`` holds the evidence metrics (``recall@5``, defined in
+    ``evaluate`` returns (but ``judged`` is empty: every span is judged); ``mean`` holds the evidence metrics (``recall@5``, defined in
     ``SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
     span's grade, ranked at its best chunk's place); ap and judged exist at the document level only.
 
@@ -1302,6 +1316,7 @@ def evaluate_spans(
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
+    # the asked measures (ndcg) and metrics (ndcg@10, ndcg_cut_10) that the document level has too: not iou
     on_documents = [text for text in asked if (text if text in _ALL_MEASURES else parse_metric(text)[0]) in _BY_NAME]
     _check_span_qrels(qrels)
     _check_run(run)
@@ -1321,13 +1336,12 @@ def evaluate_spans(
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
     span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
-    columns = [(name if single else format_metric(name, cutoff), _SPAN_BY_NAME[name].compute, cutoff)
-               for name, cutoff in span_pairs]
+    columns = _columns(span_pairs, single, _SPAN_BY_NAME)
     depth = max(cutoffs)
 
     def evidence_values(qid: str, numbers: List[int]) -> Dict[str, float]:
         q = _evidence(qrels[qid], numbers[:depth], index, conv, ratio)
-        return {key: compute(q, cutoff) for key, compute, cutoff in columns}
+        return {key: compute(q, cutoff) for key, _, compute, cutoff in columns}
 
     # One pass over the run: each query's chunks are ranked and numbered, for both levels, and let go.
     per_query: Dict[str, Dict[str, float]] = {}
@@ -1351,12 +1365,12 @@ def evaluate_spans(
     doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
     scored: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
-        values = scored[qid] = per_query[qid] if qid in per_query else evidence_values(qid, [])  # [] not in the run
+        if qid not in per_query:  # not in the run: nothing retrieved
+            per_query[qid] = evidence_values(qid, [])
+        values = scored[qid] = per_query[qid]
         values.update(zip(doc_keys, doc_values.values()))
     ties = Counter(chain.from_iterable(tied.get(qid, ()) for qid in scored))
-    count = len(scored)
-    mean = {format_metric(name, cutoff): math.fsum(v[key] for v in scored.values()) / count
-            for (name, cutoff), (key, _, _) in zip(span_pairs, columns)}
+    mean = _means(scored, columns)
     mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
     return dict(docs, k=k if single else cutoffs, mean=mean, per_query=scored, ties={str(c): ties[c] for c in cutoffs},
                 judged={}, abstention=_abstention(docs["unscored"], run, abstain_below),
@@ -1858,7 +1872,7 @@ def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: flo
 
 def bootstrap_interval(values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None,
                        confidence: float = CONFIDENCE) -> Interval:
-    """Percentile bootstrap interval of the mean (Efron & Tibshirani 1993, ch. 13).
+    """Percentile interval of the mean by the wild (sign-flip) bootstrap (Efron & Tibshirani 1993, ch. 13).
 
     Each resample gives every value's distance from the mean a random sign: the wild bootstrap with
     Rademacher weights (Liu 1988; Mammen 1993), Owen & Eckles' (2012) double-or-nothing weights on
@@ -2300,13 +2314,14 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     raised = set(raised)
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
-        tested = metric in (keep_from.per_query or {})
-        if metric in means and (metric not in raised if tested else old > means[metric]):
+        if metric not in means:
+            continue
+        if metric in (keep_from.per_query or {}):  # tested: the older mean stays unless the new one rose significantly
+            if metric not in raised:
+                means[metric], per_query[metric] = old, keep_from.per_query[metric]
+        elif old > means[metric]:  # a flat baseline: the better mean, with no per-query scores to go with it
             means[metric] = old
-            if tested:
-                per_query[metric] = keep_from.per_query[metric]
-            else:  # a flat baseline has no per-query scores to go with its mean: keep none
-                del per_query[metric]
+            del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
     pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
     created = time.gmtime(time.time() if pinned is None else pinned)
