@@ -82,7 +82,7 @@ from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
 from itertools import accumulate, chain, islice, repeat
-from operator import getitem, itemgetter, lt
+from operator import getitem, itemgetter, lt, mul, truediv
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
 
@@ -1597,6 +1597,13 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 TIE_TOLERANCE = 1e-9
 
 
+def _random(seed: Union[int, str]):
+    """A seeded ``random.Random``, the only source of randomness (imported only when a resampling runs)."""
+    import random
+
+    return random.Random(seed)
+
+
 class Interval(NamedTuple):
     low: float
     high: float
@@ -1825,8 +1832,6 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     >>> sign_flip_test([0.5, 0.5, 0.5])  # 2 of the 8 patterns are as extreme
     (0.25, True)
     """
-    import random
-
     deltas = list(deltas)
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
@@ -1835,7 +1840,7 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
         return sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
     if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
-    halves = _shared_halves([deltas], resamples, rng or random.Random(DEFAULT_SEED))[0]
+    halves = _shared_halves([deltas], resamples, rng or _random(DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
@@ -1883,14 +1888,12 @@ def bootstrap_interval(values: Iterable[float], resamples: int = DEFAULT_RESAMPL
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
     """
-    import random
-
     values = list(values)
     if not values:
         raise RagEvalError("no values to bootstrap")
     if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
         return Interval(values[0], values[0])
-    halves = _shared_halves([values], resamples, rng or random.Random(DEFAULT_SEED))[0]
+    halves = _shared_halves([values], resamples, rng or _random(DEFAULT_SEED))[0]
     return _bootstrap_from_halves(values, halves, confidence)
 
 
@@ -1901,8 +1904,6 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     faster the farther they are: those beyond 12 standard deviations (below 1e-30 of the largest) are
     left out, and the first term, taken in logs, does not overflow at any size.
     """
-    from operator import mul, truediv
-
     if p >= 1.0:  # 1 - p of a p below 2**-54, or a bisection at confidence 1 (0 <= successes < trials always)
         return 0.0
     if successes >= trials * p:
@@ -1998,8 +1999,6 @@ class _Family(NamedTuple):
 
 def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int) -> _Family:
     """Line up the tests on the union of their queries and draw one shared resampling (or none: exact)."""
-    import random
-
     keys = sorted(deltas)
     queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
     position = {qid: i for i, qid in enumerate(queries)}
@@ -2007,7 +2006,7 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
     differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
     if differing <= EXACT_SIGN_FLIP_MAX:
         return _Family(keys, columns, len(queries), None)
-    rng = random.Random(f"rag_eval:{seed}:family")
+    rng = _random(f"rag_eval:{seed}:family")
     return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
 
 
@@ -2120,8 +2119,6 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
     ``halves``: the deltas' resampling in query order, drawn already (the gate draws one for its
     family, ``_joint_halves``); by default one generator per metric, seeded by its name.
     """
-    import random
-
     common = sorted(before.keys() & after.keys())
     if not common:
         raise RagEvalError(f"{metric}: no query is scored on both sides")
@@ -2132,7 +2129,7 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
     if not differing:
         halves = _exact_halves([], [])
     elif halves is None:
-        halves = _shared_halves([deltas], resamples, random.Random(f"rag_eval:{seed}:{metric}"))[0]
+        halves = _shared_halves([deltas], resamples, _random(f"rag_eval:{seed}:{metric}"))[0]
     exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
     drawn = len(halves.sizes)  # halves drawn already bring their own count
     p_value = sign_flip_test(deltas)[0] if exact else (1 + _as_extreme(deltas, halves)) / (1 + drawn)
@@ -2152,15 +2149,13 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
 
 def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise."""
-    import random
-
     intervals = {}
     for metric, scores in sorted(per_query_by_metric(result).items()):
         values = [scores[qid] for qid in sorted(scores)]
         if _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
         else:
-            intervals[metric] = bootstrap_interval(values, resamples, random.Random(f"rag_eval:{seed}:ci:{metric}"))
+            intervals[metric] = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
     return intervals
 
 
@@ -2735,8 +2730,6 @@ def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, floa
     """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
     each test of a metric is seeded by the metric's name alone, so all draw the same random halves
     (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
-    import random
-
     deltas = {}
     for before, after in pairs:
         common = sorted(set(scores[before][metric]) & set(scores[after][metric]))
@@ -2747,11 +2740,11 @@ def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, floa
             by_width.setdefault(len(values), []).append(pair)
     halves = {}
     for group in by_width.values():
-        rng = random.Random(f"rag_eval:{seed}:{metric}")
+        rng = _random(f"rag_eval:{seed}:{metric}")
         halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
     return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
                                             resamples=resamples, seed=seed, alpha=alpha, show=show,
-                                            halves=halves.get((before, after), []))
+                                            halves=halves.get((before, after)))  # none: no delta, nothing to draw
             for before, after in pairs}
 
 
@@ -2939,8 +2932,6 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
     Seeded by ``settings.seed``.
     """
-    import random
-
     scores = {key: values for key, values in (baseline.per_query or {}).items()
               if ":" not in key and (keys is None or key in keys)}
     if not scores:
@@ -2954,7 +2945,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     scenarios = {}
     for factor in (0.0,) + PLANTED_DROPS:
-        rng = random.Random(f"rag_eval:{settings.seed}:calibrate:{factor}")
+        rng = _random(f"rag_eval:{settings.seed}:calibrate:{factor}")
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
             pairs = []
