@@ -2353,6 +2353,8 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     return table
 
 
+# --- Writing files: the old file or the new one, never part of one; one baseline update at a time ---
+
 NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
 
 
@@ -2466,6 +2468,8 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
         _remove(lock_path)  # before the lock goes, so that no one locks a file about to vanish
         os.close(handle)  # closing releases the lock
 
+
+# --- The gate: each metric against the baseline, floors, slices, the paired tests ---
 
 def regressions(
     current_means: Mapping[str, float], baseline_means: Mapping[str, float], max_drop: float = DEFAULT_MAX_DROP
@@ -2910,6 +2914,10 @@ def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_o
     return {metric: {"total": now[metric] - old_on_old[metric], "labels": old_on_new[metric] - old_on_old[metric],
                      "system": now[metric] - old_on_new[metric]}
             for metric in sorted(now, key=_metric_order) if metric in old_on_new and metric in old_on_old}
+
+
+# --- Calibration: the gate measured on the baseline's own scores ---
+
 CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
 PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
 
