@@ -230,13 +230,13 @@ class _ReducedRun(dict):
         self.unknown = unknown  # sorted
 
 
-def _normalise(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """Turn one query's unique ranking into what the measures read, once."""
-    return _normalised([(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades],
+    return _judged_from_places([(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades],
                        grades, depth, conv)
 
 
-def _normalised(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
 
     Grades are never negative here (the readers drop negative ones), and a
@@ -252,10 +252,22 @@ def _normalised(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth:
     )
 
 
-def _normalised_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
-    """``_normalised`` of a reduced query: every document unjudged but the few it names."""
+def _judged_from_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+    """``_judged_from_places`` of a reduced query: every document unjudged but the few it names."""
     placed = sorted((rank, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth)  # -1: unjudged
-    return _normalised([(rank, grade) for rank, grade in placed if grade >= 0], grades, depth, conv)
+    return _judged_from_places([(rank, grade) for rank, grade in placed if grade >= 0], grades, depth, conv)
+
+
+def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: int, conv: Conventions,
+                  keep: Optional[Callable[[str, str], bool]], cutoffs: Iterable[int]) -> Tuple[Judged, int, Iterable[int]]:
+    """One query of a run as the measures read it, how many documents it ranks, and the cutoffs its scores
+    tie across; ``keep`` (``judged_filter``) drops documents first."""
+    if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
+        return _judged_from_reduced(entry, grades, depth, conv), entry.length, entry.tied
+    ranking = _ranking(entry)
+    if keep is not None:
+        ranking = [docid for docid in ranking if keep(qid, docid)]
+    return _judged_from_ranking(ranking, grades, depth, conv), len(ranking), _tied_at(entry, ranking, cutoffs)
 
 
 def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
@@ -478,11 +490,8 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
         grades = documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
         ranking = documents_run({"q": ranking}, conv.doc_id_sep)["q"]
     _check_gain_range({"q": grades}, conv)
-    ranking = _ranking(ranking)
-    if conv.judged_only:
-        keep = judged_filter({"q": grades}, conv.min_grade)
-        ranking = [docid for docid in ranking if keep("q", docid)]
-    return _BY_NAME[name].compute(_normalise(ranking, grades, k, conv), k)
+    keep = judged_filter({"q": grades}, conv.min_grade) if conv.judged_only else None
+    return _BY_NAME[name].compute(_judged_query("q", ranking, grades, k, conv, keep, ())[0], k)
 
 
 def recall_at_k(ranking, grades, k, **conventions) -> float:
@@ -699,15 +708,7 @@ def evaluate(
     keep = judged_filter(qrels, min_grade) if judged_only else None
     for qid in sorted(qrels):
         grades = qrels[qid]
-        entry = run.get(qid, [])
-        if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
-            q, length, tied = _normalised_reduced(entry, grades, depth, conv), entry.length, entry.tied
-        else:
-            ranking = _ranking(entry)
-            if keep is not None:
-                ranking = [docid for docid in ranking if keep(qid, docid)]
-            q = _normalise(ranking, grades, depth, conv)
-            length, tied = len(ranking), _tied_at(entry, ranking, cutoffs)
+        q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
