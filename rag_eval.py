@@ -1914,6 +1914,7 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     # pmf(i - 1) = pmf(i) * i / (trials - i + 1) * (1 - p) / p, from i = successes down
     ratios = map(mul, map(truediv, range(successes, 0, -1), range(trials - successes + 1, trials + 1)),
                  repeat((1.0 - p) / p))
+    # + 30 for small spreads, where 12 deviations are few terms (the first term left out is below 1e-32 of the first)
     terms = int(12 * math.sqrt(trials * p * (1.0 - p))) + 30
     return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
@@ -5806,7 +5807,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
         reduced = isinstance(run, _ReducedRun)
-        read_again = lambda: read_run(path, args.run_format, depth=50)
+        read_again = lambda: read_run(path, args.run_format, depth=SAMPLE_DOCUMENTS)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
@@ -5948,9 +5949,12 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
 _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
+SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50  # the run's sample that a hint reads: enough to see ids meet, cheap
+
+
 def _separator_hint(run: Run, qrels: Qrels) -> str:
     """When chunk ids meet document ids: the --doc-id-sep that would make them match, as advice; else ""."""
-    sample = [(qid, docid) for qid, entry in list(run.items())[:200] for docid in list(entry)[:50]]
+    sample = [(qid, docid) for qid, entry in list(run.items())[:SAMPLE_QUERIES] for docid in list(entry)[:SAMPLE_DOCUMENTS]]
     for sep in _SEPARATORS:
         if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
