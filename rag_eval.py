@@ -1584,7 +1584,9 @@ def _label_job(args) -> int:
 # Paired comparisons and intervals.  Randomness comes only from a seeded random.Random; floats are
 # summed by math.fsum (exactly rounded, so order-free), one addition at a time, or as integers on a
 # grid (``_on_grid``, exact below 2**53 however they are added), never otherwise by sum(), which became
-# compensated in Python 3.12: the same inputs give the same bytes out on every Python.
+# compensated in Python 3.12: the same inputs give the same bytes out on every Python.  The ways of
+# summing random halves below (masks, lookups, bounds) are there for speed, each measured: see
+# docs/performance.md, "The paired statistics"; every way gives the same bits.
 
 DEFAULT_RESAMPLES = 10_000
 DEFAULT_ALPHA = 0.05
@@ -1715,7 +1717,8 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     width = len(layouts[0]) if layouts else 0
     halves: Dict[int, _Halves] = {}
     if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or len(layouts) > 1 and width <= PACK_WIDTH)
+        packed = len(layouts) > 1 and width <= PACK_WIDTH  # several columns whose lookups share one table
+        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or packed)
         for index, (scale, whole) in enumerate(grids):
             terms = _mask_terms(whole)
             if not lookups_pay or len(terms) <= FEW_MASKS:
@@ -6214,6 +6217,23 @@ def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_EarlierJudg
 # === Entry point ===
 
 
+class _Terminated(BaseException):
+    """SIGTERM, raised where the process runs, so that its cleanup (temporary files) runs too."""
+
+
+def _terminate(signum, frame):
+    raise _Terminated()
+
+
+def _error_line(exc: BaseException, after: str = "") -> str:
+    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE
+    characters, ``after`` (what was left alone) kept whole at its end."""
+    line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
+    tail = f" ({after})" if after else ""
+    room = MAX_ERROR_LINE - len(tail)
+    return (line if len(line) <= room else line[:room - 3] + "...") + tail
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -6244,23 +6264,6 @@ def main(argv: Optional[List[str]] = None) -> int:
     except OSError as exc:  # a failure of the machine (a stream, a disk) met outside the readers and writers
         _warn(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
         return EXIT_ERROR
-
-
-class _Terminated(BaseException):
-    """SIGTERM, raised where the process runs, so that its cleanup (temporary files) runs too."""
-
-
-def _terminate(signum, frame):
-    raise _Terminated()
-
-
-def _error_line(exc: BaseException, after: str = "") -> str:
-    """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE
-    characters, ``after`` (what was left alone) kept whole at its end."""
-    line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
-    tail = f" ({after})" if after else ""
-    room = MAX_ERROR_LINE - len(tail)
-    return (line if len(line) <= room else line[:room - 3] + "...") + tail
 
 
 def console_main() -> None:
