@@ -1493,93 +1493,6 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
     return spans
 
 
-# --- The command line's evidence jobs (the options are read in _build_parser) ---
-
-
-def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
-    """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
-    (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
-    if not isinstance(qrels, SpanQrels):
-        raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
-                           "with start and end)", args.qrels)
-    for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
-                          ("--unjudged", args.unjudged)):
-        if given:
-            raise RagEvalError(f"{option} does not apply to evidence judgments (the {DOC_LEVEL}* metrics score "
-                               "their documents)")
-    labels = None
-    if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
-        orphaned = [row for row in check.rows if row[2] == "orphaned"]
-        if orphaned:
-            qid, span, _, found = orphaned[0]
-            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
-                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
-                               args.qrels)
-        qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
-    run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
-    source = "<stdin>" if path == "-" else path
-    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
-    located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
-    # The default measures, on spans, add the character-level ones that show what large chunks cost.
-    measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
-    with _naming_files(qrels=args.qrels, run=path):
-        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
-                                gain=args.gain, min_grade=args.min_grade,
-                                min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
-                                drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
-    judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
-    any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
-    _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
-    if labels is not None:
-        result["labels"] = labels
-    if repeated.documents or repeated.at_least:
-        result["repeated"] = dict(repeated._asdict(), run=source)
-    return result, run
-
-
-def _label_job(args) -> int:
-    """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
-    if args.qrels is None or args.run is not None:
-        raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
-    sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
-    if sources.count("-") > 1:
-        raise RagEvalError("only one input can be - (standard input)")
-    if args.no_symlinks:
-        _refuse_symlinks(sources)
-    inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
-    for path in (args.to_spans, args.fix_labels):
-        if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
-            raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
-    if args.to_spans and (args.check_labels or args.fix_labels or not args.chunks):
-        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
-                           "and is a job of its own")
-    if not args.to_spans and not args.corpus:
-        raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
-    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
-        raise RagEvalError("standard output is closed: the report would go nowhere")
-    qrels = read_qrels(args.qrels, args.qrels_format)
-    if isinstance(qrels, SpanQrels) == bool(args.to_spans):
-        raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
-                           else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
-    if args.to_spans:
-        chunks = read_chunks(args.chunks, args.max_input_bytes)
-        with _naming_files(qrels=args.qrels, chunks=args.chunks):
-            spans = to_spans(qrels, chunks)
-        write_atomically(args.to_spans, spans_text(spans))
-        if not args.quiet:
-            written = _plural(sum(map(len, spans.values())), "span", "spans")
-            _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
-        return EXIT_OK
-    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
-    if args.fix_labels:
-        _output_target(args.fix_labels)
-    fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check), fixed)
-    orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
-    return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
-
-
 # === Statistics ===
 # Paired comparisons and intervals.  Randomness comes only from a seeded random.Random; floats are
 # summed by math.fsum (exactly rounded, so order-free), one addition at a time, or as integers on a
@@ -6066,6 +5979,93 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
                               f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
                               "; ".join(coarse), printed=in_force))
     return found
+
+
+# --- Evidence spans on the command line ---
+
+
+def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
+    """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
+    (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
+    if not isinstance(qrels, SpanQrels):
+        raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
+                           "with start and end)", args.qrels)
+    for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
+                          ("--unjudged", args.unjudged)):
+        if given:
+            raise RagEvalError(f"{option} does not apply to evidence judgments (the {DOC_LEVEL}* metrics score "
+                               "their documents)")
+    labels = None
+    if args.corpus:
+        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+        orphaned = [row for row in check.rows if row[2] == "orphaned"]
+        if orphaned:
+            qid, span, _, found = orphaned[0]
+            raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
+                               f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
+                               args.qrels)
+        qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+    run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
+    source = "<stdin>" if path == "-" else path
+    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
+    located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
+    # The default measures, on spans, add the character-level ones that show what large chunks cost.
+    measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
+    with _naming_files(qrels=args.qrels, run=path):
+        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
+                                gain=args.gain, min_grade=args.min_grade,
+                                min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
+                                drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
+    judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
+    any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
+    _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
+    if labels is not None:
+        result["labels"] = labels
+    if repeated.documents or repeated.at_least:
+        result["repeated"] = dict(repeated._asdict(), run=source)
+    return result, run
+
+
+def _label_job(args) -> int:
+    """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
+    if args.qrels is None or args.run is not None:
+        raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
+    sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
+    if sources.count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
+    if args.no_symlinks:
+        _refuse_symlinks(sources)
+    inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
+    for path in (args.to_spans, args.fix_labels):
+        if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
+            raise RagEvalError("the output would overwrite an input, or is not a file name", path or "''")
+    if args.to_spans and (args.check_labels or args.fix_labels or not args.chunks):
+        raise RagEvalError("--to-spans needs --chunks FILE (the chunk map the labels were made with), "
+                           "and is a job of its own")
+    if not args.to_spans and not args.corpus:
+        raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
+    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
+        raise RagEvalError("standard output is closed: the report would go nowhere")
+    qrels = read_qrels(args.qrels, args.qrels_format)
+    if isinstance(qrels, SpanQrels) == bool(args.to_spans):
+        raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
+                           else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
+    if args.to_spans:
+        chunks = read_chunks(args.chunks, args.max_input_bytes)
+        with _naming_files(qrels=args.qrels, chunks=args.chunks):
+            spans = to_spans(qrels, chunks)
+        write_atomically(args.to_spans, spans_text(spans))
+        if not args.quiet:
+            written = _plural(sum(map(len, spans.values())), "span", "spans")
+            _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
+        return EXIT_OK
+    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    if args.fix_labels:
+        _output_target(args.fix_labels)
+    fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
+    _publish(labels_table(check), fixed)
+    orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
+    return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 
 
 # --- Several runs on the command line ---
