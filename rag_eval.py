@@ -4286,9 +4286,8 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict:
-    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score (and
-    goes to ``repeats``)."""
+def _scored_pairs(qid: str, entry: list, source: str) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4296,7 +4295,6 @@ def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
             scores[pair[0]] = pair[1]
-    repeats.add(qid, [pair[0] for pair in entry], False)
     return scores
 
 
@@ -4431,6 +4429,12 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
     repeats = _Repeats()
+
+    def scores_of(qid: str, pairs: list) -> dict:  # [[doc, score], ...] as {doc: score}, the ids counted
+        scores = _scored_pairs(qid, pairs, inp.source)
+        repeats.add(qid, [pair[0] for pair in pairs], False)
+        return scores
+
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4439,7 +4443,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
             if isinstance(document, dict):
-                document = {qid: _scored_pairs(qid, entry, inp.source, repeats) if _first_item_is(entry, list)
+                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list)
                             else entry for qid, entry in document.items()}
             _check_run(document, inp.source)
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
@@ -4478,7 +4482,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             if document is None:  # streamed: checked query by query (a document was checked whole)
                 try:
                     if isinstance(entry, list):  # [[doc, score], ...] pairs
-                        entry = _scored_pairs(qid, entry, inp.source, repeats)
+                        entry = scores_of(qid, entry)
                     _check_run({qid: entry}, inp.source)
                 except RagEvalError:
                     raise _ReadAgain() from None  # the plain reader says so, or what comes first
