@@ -962,16 +962,7 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
     rank by score (ties by chunk id, descending), rows without by file order.
     The limits are ``read_run``'s.
     """
-    max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
-    with _opened(path) as inp:
-        fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "jsonl":
-            return _jsonl_run(inp, None, None, None, None, None, max_bytes, evidence=True)
-        try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
-            read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
-        except _ReadAgain:  # JSON that the plain reader must judge
-            read = None
-    return read or _read_run(path, fmt, max_bytes=max_bytes)
+    return _read_run(path, fmt, max_bytes=MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -4521,9 +4512,10 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+              max_bytes: int = MAX_RUN_BYTES, evidence: bool = False) -> _RunRead:
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
-    command line refuses a run that shares none), and the documents listed more than once in a query.
+    command line refuses a run that shares none), and the documents listed more than once in a query;
+    with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``).
 
     With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
     it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
@@ -4534,33 +4526,28 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or path == "-"):
         cutoffs = None
     try:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-")
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-", evidence)
     except _ReadAgain:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False)
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False, evidence)
 
 
 def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
-                   stream_json: bool) -> _RunRead:
+                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool,
+                   evidence: bool = False) -> _RunRead:
+    """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
-        return _run_of(inp, _detect_format(inp) if fmt == "auto" else fmt, depth, keep, doc_id_sep, judged,
-                       cutoffs, max_bytes, stream_json)
-
-
-def _run_of(inp: _Input, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-            cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool) -> _RunRead:
-    """The run an opened input holds, in ``fmt`` (jsonl, trec: also MS MARCO and header files, or json)."""
-    if fmt == "jsonl":
-        return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    if fmt == "trec" and _msmarco_layout(inp):
-        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    header = _header(inp) if fmt == "trec" else None
-    if header is not None:
-        return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    if fmt == "trec":
-        return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    document = None if stream_json else _parse_json(inp, "run")
-    return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "jsonl":
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, evidence=evidence)
+        if fmt == "trec" and _msmarco_layout(inp):
+            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        header = _header(inp) if fmt == "trec" else None
+        if header is not None:
+            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if fmt == "trec":
+            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        document = None if stream_json else _parse_json(inp, "run")
+        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
