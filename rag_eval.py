@@ -3704,25 +3704,25 @@ class _Repeats:
         ``unique``: the reader knows that ``ids`` holds each id once."""
         if not more and (not ids or unique) and qid not in self.kept and qid not in self.forgotten:
             return
-        unique = set(ids)
+        distinct = set(ids)
         earlier = self.kept.pop(qid, None)
         if earlier is not None:
             self.size -= len(earlier)
         elif qid in self.forgotten:
             self.at_least = True
-        if len(unique) < len(ids) or earlier is not None and not earlier.isdisjoint(unique):
+        if len(distinct) < len(ids) or earlier is not None and not earlier.isdisjoint(distinct):
             # Counted in C: a stretch can be a whole budget of ids.
             repeated = {docid for docid, count in Counter(ids).items() if count > 1}
             if earlier is not None:
-                repeated |= unique & earlier
+                repeated |= distinct & earlier
             self.found.setdefault(qid, set()).update(repeated)
         if not more:
             return
         if earlier is not None:
-            unique |= earlier
-        if self.size + len(unique) <= REPEAT_BUDGET:
-            self.kept[qid] = unique
-            self.size += len(unique)
+            distinct |= earlier
+        if self.size + len(distinct) <= REPEAT_BUDGET:
+            self.kept[qid] = distinct
+            self.size += len(distinct)
         else:
             self.forgotten.add(qid)
 
