@@ -980,16 +980,7 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
     rank by score (ties by chunk id, descending), rows without by file order.
     The limits are ``read_run``'s.
     """
-    max_bytes = MAX_RUN_BYTES if max_bytes is None else max_bytes
-    with _opened(path) as inp:
-        fmt = _detect_format(inp) if fmt == "auto" else fmt
-        if fmt == "jsonl":
-            return _jsonl_run(inp, None, None, None, None, None, max_bytes, evidence=True)
-        try:  # any other format as read_run reads it: JSON streamed from a file, whole from standard input
-            read = _run_of(inp, fmt, None, None, None, None, None, max_bytes, path != "-")
-        except _ReadAgain:  # JSON that the plain reader must judge
-            read = None
-    return read or _read_run(path, fmt, max_bytes=max_bytes)
+    return _read_run(path, fmt, max_bytes=MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
 def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
@@ -3641,25 +3632,25 @@ class _Repeats:
         ``unique``: the reader knows that ``ids`` holds each id once."""
         if not more and (not ids or unique) and qid not in self.kept and qid not in self.forgotten:
             return
-        unique = set(ids)
+        distinct = set(ids)
         earlier = self.kept.pop(qid, None)
         if earlier is not None:
             self.size -= len(earlier)
         elif qid in self.forgotten:
             self.at_least = True
-        if len(unique) < len(ids) or earlier is not None and not earlier.isdisjoint(unique):
+        if len(distinct) < len(ids) or earlier is not None and not earlier.isdisjoint(distinct):
             # Counted in C: a stretch can be a whole budget of ids.
             repeated = {docid for docid, count in Counter(ids).items() if count > 1}
             if earlier is not None:
-                repeated |= unique & earlier
+                repeated |= distinct & earlier
             self.found.setdefault(qid, set()).update(repeated)
         if not more:
             return
         if earlier is not None:
-            unique |= earlier
-        if self.size + len(unique) <= REPEAT_BUDGET:
-            self.kept[qid] = unique
-            self.size += len(unique)
+            distinct |= earlier
+        if self.size + len(distinct) <= REPEAT_BUDGET:
+            self.kept[qid] = distinct
+            self.size += len(distinct)
         else:
             self.forgotten.add(qid)
 
@@ -4214,9 +4205,8 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict:
-    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score (and
-    goes to ``repeats``)."""
+def _scored_pairs(qid: str, entry: list, source: str) -> dict:
+    """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
         if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
@@ -4224,7 +4214,6 @@ def _scored_pairs(qid: str, entry: list, source: str, repeats: _Repeats) -> dict
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
             scores[pair[0]] = pair[1]
-    repeats.add(qid, [pair[0] for pair in entry], False)
     return scores
 
 
@@ -4359,6 +4348,12 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
     repeats = _Repeats()
+
+    def scores_of(qid: str, pairs: list) -> dict:  # [[doc, score], ...] as {doc: score}, the ids counted
+        scores = _scored_pairs(qid, pairs, inp.source)
+        repeats.add(qid, [pair[0] for pair in pairs], False)
+        return scores
+
     if document is None:
         stream = _JsonStream(inp, max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
@@ -4367,7 +4362,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
             if isinstance(document, dict):
-                document = {qid: _scored_pairs(qid, entry, inp.source, repeats) if _first_item_is(entry, list)
+                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list)
                             else entry for qid, entry in document.items()}
             _check_run(document, inp.source)
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
@@ -4406,7 +4401,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             if document is None:  # streamed: checked query by query (a document was checked whole)
                 try:
                     if isinstance(entry, list):  # [[doc, score], ...] pairs
-                        entry = _scored_pairs(qid, entry, inp.source, repeats)
+                        entry = scores_of(qid, entry)
                     _check_run({qid: entry}, inp.source)
                 except RagEvalError:
                     raise _ReadAgain() from None  # the plain reader says so, or what comes first
@@ -4445,9 +4440,10 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+              max_bytes: int = MAX_RUN_BYTES, evidence: bool = False) -> _RunRead:
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
-    command line refuses a run that shares none), and the documents listed more than once in a query.
+    command line refuses a run that shares none), and the documents listed more than once in a query;
+    with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``).
 
     With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
     it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
@@ -4458,33 +4454,28 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or path == "-"):
         cutoffs = None
     try:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-")
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-", evidence)
     except _ReadAgain:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False)
+        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False, evidence)
 
 
 def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int,
-                   stream_json: bool) -> _RunRead:
+                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool,
+                   evidence: bool = False) -> _RunRead:
+    """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
-        return _run_of(inp, _detect_format(inp) if fmt == "auto" else fmt, depth, keep, doc_id_sep, judged,
-                       cutoffs, max_bytes, stream_json)
-
-
-def _run_of(inp: _Input, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-            cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool) -> _RunRead:
-    """The run an opened input holds, in ``fmt`` (jsonl, trec: also MS MARCO and header files, or json)."""
-    if fmt == "jsonl":
-        return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    if fmt == "trec" and _msmarco_layout(inp):
-        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    header = _header(inp) if fmt == "trec" else None
-    if header is not None:
-        return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    if fmt == "trec":
-        return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    document = None if stream_json else _parse_json(inp, "run")
-    return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
+        fmt = _detect_format(inp) if fmt == "auto" else fmt
+        if fmt == "jsonl":
+            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, evidence=evidence)
+        if fmt == "trec" and _msmarco_layout(inp):
+            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        header = _header(inp) if fmt == "trec" else None
+        if header is not None:
+            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        if fmt == "trec":
+            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+        document = None if stream_json else _parse_json(inp, "run")
+        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")

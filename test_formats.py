@@ -481,6 +481,15 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         finally:
             rag_eval.MAX_RANKS = saved
 
+    def test_ranks_are_checked_for_repeats_among_a_querys_first_max_ranks_lines(self):
+        with mock.patch.object(rag_eval, "MAX_RANKS", 3):
+            # q2's first three lines are checked for a repeated rank; its fourth is not.
+            head = "q1\ta\t1\nq1\tb\t2\nq2\tx\t1\nq2\ty\t2\n"
+            with self.assertRaisesRegex(rag_eval.RagEvalError, r"r\.tsv:5: rank 1 appears twice in query 'q2'"):
+                rag_eval.read_run(self.write("r.tsv", head + "q2\tz\t1\n"))
+            run = rag_eval.read_run(self.write("r.tsv", head + "q2\tz\t3\nq2\tw\t2\n"))
+            self.assertEqual(run["q2"], ["x", "y", "w", "z"])  # ranks 1, 2, 2, 3: the tie by document id, descending
+
     def test_header_files_split_as_trec_files_do(self):
         qrels = self.write("q.trec", self.QRELS)
         expected = self.run_of(qrels, self.write("r.trec", self.RUN))
