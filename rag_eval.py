@@ -112,6 +112,10 @@ MIN_COVERAGE = 0.5
 DROP_EPSILON = 1e-12
 CLIP = 16  # characters of any one input value that an error message quotes
 MAX_ERROR_LINE = 300  # characters of an error line, whatever it quotes
+# With evidence judgments, "doc.ndcg@10" is ndcg@10 of the documents the spans lie in (see evaluate_spans).
+DOC_LEVEL = "doc."
+# What counts as a JSON object; dict first: isinstance() stops at the common case before the abstract-class check.
+_MAPPINGS = (dict, abc.Mapping)
 
 
 # The conventions every measure shares, for --help and --explain.
@@ -439,10 +443,6 @@ def parse_metric(text: str) -> Tuple[str, int]:
     if name is None or not k or cutoff != str(k):
         raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint()}")
     return level + name, k
-
-
-# With evidence judgments, "doc.ndcg@10" is ndcg@10 of the documents the spans lie in (see evaluate_spans).
-DOC_LEVEL = "doc."
 
 
 def _measure_named(name: str):
@@ -2915,8 +2915,6 @@ MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats:
 MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
 MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
 MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
-# dict first: isinstance() stops at the common case before the slower abstract-class check.
-_MAPPINGS = (dict, abc.Mapping)
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -2946,10 +2944,15 @@ class _Input(NamedTuple):
 _INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
 
 
+def _source_name(path: str) -> str:
+    """How errors and reports name an input: ``<stdin>`` for ``-``."""
+    return "<stdin>" if path == "-" else path
+
+
 @contextmanager
 def _opened(path: str) -> Iterator[_Input]:
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
-    source = "<stdin>" if path == "-" else path
+    source = _source_name(path)
     digests = _INPUT_SHA256.get()
     raw = _open_binary(path, source, hashed=digests is not None)
     stream = raw
@@ -5725,9 +5728,9 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                               or depth is not None and any(len(entry) >= depth for entry in run.values()))
         if copied and (not partial or path != "-" and _copies_qrels(read_again(), judged)):
             raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
-                               "grade (was the qrels file given as the run?)", "<stdin>" if path == "-" else path)
+                               "grade (was the qrels file given as the run?)", _source_name(path))
     if repeated.documents or repeated.at_least:
-        result["repeated"] = dict(repeated._asdict(), run="<stdin>" if path == "-" else path)
+        result["repeated"] = dict(repeated._asdict(), run=_source_name(path))
     return result, run
 
 
@@ -5739,7 +5742,7 @@ def _naming_files(**files: str) -> Iterator[None]:
     except RagEvalError as exc:
         if exc.source not in files:
             raise
-        raise RagEvalError(exc.detail, "<stdin>" if files[exc.source] == "-" else files[exc.source]) from None
+        raise RagEvalError(exc.detail, _source_name(files[exc.source])) from None
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
@@ -5838,7 +5841,7 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
 def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
     """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
     everywhere, as a library should; a CI step that compared nothing must fail."""
-    source = "<stdin>" if path == "-" else path
+    source = _source_name(path)
     if len(result["skipped"]) == result["queries"]:
         left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
         raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
@@ -5997,7 +6000,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                args.qrels)
         qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
-    source = "<stdin>" if path == "-" else path
+    source = _source_name(path)
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
