@@ -3185,8 +3185,10 @@ def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = 
         raise RagEvalError(str(exc), source, row_line) from None
     except RecursionError:
         raise RagEvalError("JSON nested too deeply" + (f" to be a {what}" if what else ""), source, row_line) from None
-    except ValueError as exc:  # an integer of thousands of digits (Python 3.11's conversion limit)
-        raise RagEvalError(f"a number {'in the JSON ' if what else ''}is too long ({exc})", source, row_line) from None
+    except ValueError:  # an integer of thousands of digits: Python's conversion limit (words differ by version)
+        limit = sys.get_int_max_str_digits() if hasattr(sys, "get_int_max_str_digits") else 4300
+        raise RagEvalError(f"a number {'in the JSON ' if what else ''}is too long (over {limit} digits)",
+                           source, row_line) from None
 
 
 def _unique_keys(pairs):

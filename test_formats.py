@@ -7,6 +7,7 @@ plain, read again when a query's lines come apart) is exercised.
 
 import json
 import os
+import sys
 import unittest
 from unittest import mock
 
@@ -587,6 +588,28 @@ class TestAttackOnFormats(TempDirMixin, unittest.TestCase):
         self.assertEqual(self.run_of(qrels, csv), (2, f"rag_eval: error: {csv}:3: expected 5 fields, as the header on "
                                                       "line 1 names, got 1; a quoted value that holds a line break? "
                                                       "each row must be one line\n"))
+
+
+@unittest.skipUnless(0 < getattr(sys, "get_int_max_str_digits", lambda: 0)() < 5000, "no digit limit below 5000")
+class TestNumbersTooLong(TempDirMixin, unittest.TestCase):
+    def test_the_same_words_on_every_python(self):
+        # Python's own message for its digit limit differs by version ("limit (4300)" on 3.9, "limit (4300
+        # digits)" later) and advises a call a command-line user cannot make: the error says the limit only.
+        path = self.path("q.json")
+        with open(path, "w") as out:
+            out.write('{"q1": {"a": 1' + "0" * 5000 + "}}")
+        code, _, err = run_main([path, path])
+        self.assertEqual((code, err), (2, f"rag_eval: error: {path}: a number in the JSON is too long "
+                                          f"(over {sys.get_int_max_str_digits()} digits)\n"))
+
+    def test_a_jsonl_row_names_its_line(self):
+        path = self.path("q.jsonl")
+        with open(path, "w") as out:
+            out.write('{"query_id": "q1", "doc_id": "a", "grade": 1}\n{"query_id": "q1", "doc_id": "b", "grade": 1'
+                      + "0" * 5000 + "}\n")
+        code, _, err = run_main([path, path])
+        self.assertEqual((code, err), (2, f"rag_eval: error: {path}:2: a number is too long "
+                                          f"(over {sys.get_int_max_str_digits()} digits)\n"))
 
 
 if __name__ == "__main__":
