@@ -236,8 +236,8 @@ class _ReducedRun(dict):
 
 def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
     """Turn one query's unique ranking into what the measures read, once."""
-    return _judged_from_places([(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades],
-                       grades, depth, conv)
+    placed = [(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades]
+    return _judged_from_places(placed, grades, depth, conv)
 
 
 def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
@@ -636,7 +636,7 @@ def _columns(pairs: List[Tuple[str, int]], single: bool, table: Mapping) -> List
 
 
 def _means(per_query: Mapping[str, Mapping[str, float]], columns: List[Tuple[str, str, Callable, int]]) -> Dict[str, float]:
-    """metric -> its arithmetic mean over the scored queries, exactly rounded (math.fsum)."""
+    """metric -> its arithmetic mean over the scored queries: the sum exactly rounded (math.fsum), then divided."""
     return {metric: math.fsum(values[key] for values in per_query.values()) / len(per_query)
             for key, metric, _, _ in columns}
 
@@ -1294,7 +1294,8 @@ def evaluate_spans(
     """Score a run of chunks against evidence spans, and the same run's documents.
 
     ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start, end).  Returns what
-    ``evaluate`` returns (but ``judged`` is empty: every span is judged); ``mean`` holds the evidence metrics (``recall@5``, defined in
+    ``evaluate`` returns, but ``judged`` is empty: judged@k is a document measure (asked for, it is
+    reported as ``doc.judged@k``).  ``mean`` holds the evidence metrics (``recall@5``, defined in
     ``SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
     span's grade, ranked at its best chunk's place); ap and judged exist at the document level only.
 
@@ -2267,6 +2268,16 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
 NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
 
 
+def _kept_name(name: str) -> str:
+    """A file's name as part of its temporary and lock files' names: whole up to NAME_KEPT characters, else
+    cut with 12 hex digits of its sha256 in place of the end, so that two long names keep two locks."""
+    import hashlib
+
+    if len(name) <= NAME_KEPT:
+        return name
+    return name[:NAME_KEPT - 13] + "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
+
+
 def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
@@ -2282,7 +2293,7 @@ def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tupl
     temporary = None
     try:
         os.makedirs(folder, exist_ok=True)  # --junit reports/junit.xml makes reports/
-        handle, temporary = tempfile.mkstemp(prefix=f".{name[:NAME_KEPT]}.", suffix=".tmp", dir=folder)
+        handle, temporary = tempfile.mkstemp(prefix=f".{_kept_name(name)}.", suffix=".tmp", dir=folder)
         os.chmod(temporary, _file_mode(target))  # mkstemp makes it private (0600)
         # backslashreplace: a lone surrogate from a JSON "\\udfff" escape cannot crash the write.
         with os.fdopen(handle, "w", encoding="utf-8", errors="backslashreplace", newline="\n") as out:
@@ -2350,7 +2361,7 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     import time
 
     folder, name = os.path.split(os.path.realpath(path))
-    lock_path = os.path.join(folder, f".{name[:NAME_KEPT]}.lock")
+    lock_path = os.path.join(folder, f".{_kept_name(name)}.lock")
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -2475,9 +2486,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
     A flat baseline gates every one of its metrics, an extended one those scored now (see _baseline_targets),
-    and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the default): a metric missing now, or fallen by more than its tolerance, fails.  Rule
-    ``significant``: a fall fails only when it is also significant (see _gated_metric).  A floor fails
-    whatever the baseline says.
+    and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
+    default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
+    fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
+    says.
     """
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
@@ -4595,8 +4607,9 @@ def _metric_order(key: str) -> tuple:
 
 
 def _natural_order(text: str) -> tuple:
-    """Ids as people read them: q2 before q10 (runs of ASCII digits compare as numbers, ties by the text)."""
-    return (tuple((0, int(run), "") if "0" <= run[0] <= "9" else (1, 0, run)
+    """Ids as people read them: q2 before q10 (runs of ASCII digits compare as numbers, ties by the text).
+    A number is compared by its length, then its digits, once its leading zeros go: no int() of any length."""
+    return (tuple((0, len(run.lstrip("0")), run.lstrip("0")) if "0" <= run[0] <= "9" else (1, 0, run)
                   for run in re.findall("[0-9]+|[^0-9]", text + "\0")), text)
 
 
@@ -5225,9 +5238,9 @@ with --check-labels: an orphaned label
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
 
 Exit 1 means a regression (with --check-labels: an orphaned label) and nothing
-else: a stdout closed from the start (>&-) or full, memory, a lock or a file that cannot be written
-are exit 2.  Files are written only after the report reached stdout, all or
-nothing."""
+else: a stdout closed from the start (>&-) or full, memory, a lock or a file
+that cannot be written are exit 2.  Files are written only after the report
+reached stdout, all or nothing."""
 
 
 @lru_cache(maxsize=None)  # argparse makes a formatter for each option it adds: about 1 ms a parser
@@ -5696,6 +5709,11 @@ def _silence(stream) -> None:
     os.close(devnull)
 
 
+# The sample of a run that the separator hint reads (queries, documents each), and the depth to which the
+# qrels-copy check reads a reduced run again: enough to see ids meet or a copy, cheap on any run.
+SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50
+
+
 def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
     """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
 
@@ -5859,9 +5877,6 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
 
 # Separators of chunk ids seen in the wild: "guide#3", "guide::3", "guide_3", "guide-3", "guide/3", "guide|3".
 _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
-
-
-SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50  # the run's sample that a hint reads: enough to see ids meet, cheap
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:

@@ -52,6 +52,12 @@ class TestSpellings(unittest.TestCase):
                         caught.exception)
         for name in names:
             self.assertEqual(rag_eval.parse_metric(f"{name}@5"), (name, 5))
+        # the document level of evidence spans is reported, never asked for: doc.ndcg@5 is refused with the
+        # option, before any input is read (a missing file is not the first thing named)
+        code, out, err = run_main(["missing.json", "missing_run.json", "--measures", "doc.ndcg@5"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err, "rag_eval: error: argument --measures: unknown measure 'doc.ndcg@5' "
+                              f"(choose from {', '.join(names)})\n")
 
     def test_ours_round_trip(self):
         for m in rag_eval.MEASURES:

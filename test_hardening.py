@@ -614,6 +614,17 @@ class TestConcurrentUpdates(TempDirMixin, unittest.TestCase):
         self.assertIn("another rag_eval is updating this baseline", line)
         self.assertEqual(self.read(baseline), self.read(BASELINE))
 
+    def test_two_long_names_alike_for_60_characters_keep_two_locks(self):
+        # lock files are named from a name's first characters; a long one's end is replaced by its digest
+        one, two = (self.write("b" * 61 + suffix, self.read(BASELINE)) for suffix in ("_one.json", "_two.json"))
+        with rag_eval._locked(one, 0):  # another run is updating the first baseline
+            code, _, err = run_main([QRELS, RUN, "--baseline", two, "--update-baseline", "--max-drop", "0.5",
+                                     "--lock-timeout", "0"])
+            self.assertEqual(code, 0, err)
+            line = self.assert_error([QRELS, RUN, "--baseline", one, "--update-baseline", "--lock-timeout", "0"])
+            self.assertIn("another rag_eval is updating this baseline", line)
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted(os.path.basename(p) for p in (one, two)))
+
     def test_no_lock_without_an_update(self):
         baseline = self.write("baseline.json", self.read(BASELINE))
         handle = self.hold_lock(baseline)

@@ -25,6 +25,7 @@ import math
 import os
 import platform
 import re
+import tempfile
 import unittest
 from unittest import mock
 from xml.etree import ElementTree
@@ -1267,6 +1268,20 @@ class TestGateContextLines(unittest.TestCase):
                          "\nlabels changed since the baseline: 0 judgments added, 0 removed, 2 regraded in 2 queries "
                          "(q2 +0 -0 ~1, q10 +0 -0 ~1)")
 
+    def test_an_id_of_thousands_of_digits_is_ordered_without_int(self):
+        # int() refuses a run of more than 4300 digits (Python 3.9.14 and later); the order must not need it
+        long_one, long_nine = "q" + "0" * 4400 + "1", "q" + "9" * 5000  # the numbers 1 and 10**5000 - 1
+        ranked = sorted([long_nine, "q10", long_one, "q2", "q02"], key=rag_eval._natural_order)
+        self.assertEqual(ranked, [long_one, "q02", "q2", "q10", long_nine])  # 02 ties 2 as a number, then by text
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels, run = os.path.join(tmp, "q.json"), os.path.join(tmp, "r.json")
+            with open(qrels, "w") as out:
+                json.dump({long_one: {"a": 1}, "q2": {"b": 1}}, out)
+            with open(run, "w") as out:
+                json.dump({long_one: ["a"], "q2": ["c"]}, out)
+            code, out, err = run_main([qrels, run, "--per-query", "--format", "table"])
+        self.assertEqual(code, 0, err[-300:])
+        self.assertLess(out.index(long_one), out.index("q2 "))
 
 class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
     """Markdown lands in a pull-request comment or a step summary, which render HTML: an id's <, > and &
