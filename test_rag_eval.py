@@ -1801,5 +1801,79 @@ class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
                 self.assertEqual(function(["a", "b"], {"a": top}, 2), function(["a", "b"], {"a": top + 1}, 2, gain="linear"))
 
 
+class TestEvaluationChecksAndChunks(unittest.TestCase):
+    """Evaluation's input checks say what is wrong and where; chunk ids become documents; unjudged
+    documents and abstention are counted as documented (each test kills a planted mutant that lived)."""
+
+    def assert_error(self, message, func, *args, **kwargs):
+        error = assert_value_error(self, func, *args, **kwargs)
+        self.assertIsInstance(error, rag_eval.RagEvalError)
+        self.assertEqual(str(error), message)
+
+    def test_a_ranking_that_is_neither_list_nor_object(self):
+        for ranking, kind in (("ab", "a string"), (None, "null"), (3, "a number")):
+            with self.subTest(ranking=ranking):
+                self.assert_error(f"ranking: expected a list of document ids or an object of document -> score, "
+                                  f"got {kind}", rag_eval.ndcg_at_k, ranking, {"a": 1}, 1)
+
+    def test_ids_must_be_strings(self):
+        self.assert_error("run: query id must be a string, got a number", rag_eval.evaluate, {"q": {"a": 1}}, {1: ["a"]})
+        self.assert_error("qrels: document id must be a string, got a number",
+                          rag_eval.evaluate, {"q": {1: 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1: {"a": 1}}, {"q": ["a"]})
+
+    def test_a_bad_grade_names_its_query_when_there_is_one(self):
+        self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "
+                          f"{rag_eval.MAX_GRADE}), got -1", rag_eval.evaluate, {"q": {"a": -1}}, {"q": ["a"]})
+        self.assert_error(f"grades: document 'a': grade must be a non-negative integer (at most {rag_eval.MAX_GRADE}), "
+                          "got -1", rag_eval.ndcg_at_k, ["a"], {"a": -1}, 1)
+
+    def test_unknown_queries_name_the_first_in_sorted_order(self):
+        # run queries zz and za are not judged: sorted, za comes first
+        self.assert_error("run: 2 run queries are not in the qrels (first: 'za'; the qrels have 'q'); drop them with "
+                          "--drop-unknown-queries", rag_eval.evaluate, {"q": {"a": 1}}, {"zz": ["a"], "za": ["a"], "q": ["a"]})
+
+    def test_abstain_below_must_be_finite(self):
+        for bad in (float("nan"), float("inf")):
+            with self.subTest(bad=bad):
+                self.assert_error(f"abstain_below must be a finite number, got {bad!r}", rag_eval.evaluate,
+                                  {"q": {"a": 1}}, {"q": {"a": 1.0}}, abstain_below=bad)
+
+    def test_abstention_by_best_score(self):
+        # q2 and q3 have no relevant document (unscored); their best scores are 0.3 and 0.6:
+        # below 0.5 only q2 abstains, below 0.7 both, below 0.3 neither (0.3 is not below 0.3)
+        qrels = {"q1": {"a": 1}, "q2": {"b": 0}, "q3": {"c": 0}}
+        run = {"q1": {"a": 0.9}, "q2": {"c": 0.3, "e": 0.1}, "q3": {"d": 0.6}}
+        for threshold, abstained in ((0.5, ["q2"]), (0.7, ["q2", "q3"]), (0.3, [])):
+            with self.subTest(threshold=threshold):
+                result = rag_eval.evaluate(qrels, run, 1, abstain_below=threshold)
+                self.assertEqual(result["abstention"], {"queries": 2, "abstained": abstained, "share": len(abstained) / 2})
+
+    def test_documents_run_keeps_each_documents_best_chunk(self):
+        # scored: d's best chunk is d#2 (0.9); a list: each document at its first (best) chunk's place
+        self.assertEqual(rag_eval.documents_run({"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}, "#"), {"q": {"d": 0.9, "e": 0.7}})
+        self.assertEqual(rag_eval.documents_run({"q": ["d#2", "e#1", "d#1"]}, "#"), {"q": ["d", "e"]})
+        self.assertEqual(rag_eval.documents_qrels({"q": {"d#1": 1, "d#2": 2, "e#3": 0}}, "#"), {"q": {"d": 2, "e": 0}})
+
+    def test_evaluate_with_doc_id_sep_on_a_scored_run(self):
+        # chunks -> documents: d (best 0.9) at rank 1, e (0.7) at rank 2; d judged 2 by its best chunk, e unjudged
+        # nDCG@2 = (3 / 1) / (3 / 1) = 1; precision@2 = 1 / 2
+        run = {"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}
+        result = rag_eval.evaluate({"q": {"d#1": 1, "d#2": 2}}, run, 2, measures=["ndcg", "precision"], doc_id_sep="#")
+        self.assertEqual(result["per_query"]["q"], {"ndcg": 1.0, "precision": 1 / 2})
+        self.assertEqual(rag_eval.ndcg_at_k({"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}, {"d#1": 1, "d#2": 2}, 2, doc_id_sep="#"), 1.0)
+
+    def test_unjudged_documents_by_rank_then_query(self):
+        # q1: x (unjudged) @1, a @2, b @3, y (unjudged) @4; q2 by score: z (unjudged, 0.9) @1, c @2;
+        # q3 is not judged, so not listed
+        qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
+        run = {"q1": ["x", "a", "b", "y"], "q2": {"c": 0.5, "z": 0.9}, "q3": ["w"]}
+        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 4), [("q1", "x", 1), ("q2", "z", 1), ("q1", "y", 4)])
+        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 3), [("q1", "x", 1), ("q2", "z", 1)])
+        # with a separator, chunks of a judged document are judged
+        self.assertEqual(rag_eval.unjudged_documents({"q": {"a": 1}}, {"q": ["a#1", "b#1", "a#2"]}, 3, doc_id_sep="#"),
+                         [("q", "b", 2)])
+
+
 if __name__ == "__main__":
     unittest.main()

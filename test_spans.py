@@ -685,3 +685,41 @@ class TestRepeatedChunks(CommandLineCase):
                 self.assertEqual(means, unique)
         means, notes = self.notes([qrels, "-", "--chunks", chunks, "--k", "2"], stdin=self.path("twice.json"))
         self.assertEqual((means, notes), (unique, [self.NOTE.format("<stdin>")]))
+
+
+class TestSpanInputChecks(CommandLineCase):
+    """What the span readers and evaluate_spans take and refuse, row by row."""
+
+    def test_a_row_with_one_offset_is_a_bad_offset_not_a_missing_pair(self):
+        good = self.QRELS[0]
+        for row, got in (({"query_id": "q1", "doc_id": "d", "start": 3, "grade": 1}, "3 and None"),
+                         ({"query_id": "q1", "doc_id": "d", "end": 3, "grade": 1}, "None and 3")):
+            with self.subTest(row=row):
+                qrels, run, chunks = self.files(qrels=[good, row])
+                self.assertIn(f"qrels.jsonl:2: start and end must be integers with 0 <= start < end, got {got}\n",
+                              self.error([qrels, run, "--chunks", chunks]))
+
+    def test_a_span_of_grade_0_is_judged_not_relevant(self):
+        # e [0, 10) is judged, grade 0: read, kept, and no relevant span of q1
+        qrels, _, _ = self.files(qrels=[self.QRELS[0], dict(self.QRELS[0], doc_id="e", grade=0, text=None)])
+        self.assertEqual(rag_eval.read_qrels(qrels),
+                         {"q1": (Span("d", 0, 10, 2, "0123456789"), Span("e", 0, 10, 0))})
+
+    def test_evaluate_spans_checks_its_judgments(self):
+        chunks = {"d#1": ("d", 0, 15)}
+        run = {"q1": ["d#1"]}
+        for qrels, message in (({"q1": (Span("d", 0, 10, -1),)}, "qrels: query 'q1': expected a Span(doc_id, start, "
+                                                                  "end, grade) with 0 <= start < end, got Span("),
+                               ({"q1": (Span("d", 0, 10, rag_eval.MAX_GRADE + 1),)}, "qrels: query 'q1': expected a Span("),
+                               ({1: (Span("d", 0, 10, 1),)}, "qrels: query id must be a string, got a number")):
+            with self.subTest(qrels=qrels):
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.evaluate_spans(qrels, run, chunks, 1)
+                self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
+        # the judgments are checked first, before the run (here not even a mapping)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: query id must be a string, got a number$"):
+            rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
+        # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
+        result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,
+                                         measures=["recall"])
+        self.assertEqual(result["mean"]["recall@1"], 1.0)
