@@ -166,6 +166,7 @@ class TestIdentity(unittest.TestCase):
 
     def test_identity_on_random_cases(self):
         rng = random.Random(16)
+        checked = {"iou": 0, "precision": 0}  # the checks that only some cases reach, counted
         for case in range(self.CASES):
             equal = case % 2 == 0
             qrels, id_qrels, run, chunks = identity_case(rng, equal)
@@ -187,8 +188,11 @@ class TestIdentity(unittest.TestCase):
                         hits = len(relevant & set(ranking[:k]))
                         iou = hits / (len(ranking[:k]) + len(relevant) - hits)
                         self.assertEqual(got["per_query"][qid][f"iou@{k}"], iou, where)
+                        checked["iou"] += 1
                         if len(ranking) >= k:
                             self.assertEqual(got["per_query"][qid][f"precision@{k}"], values[f"precision@{k}"], where)
+                            checked["precision"] += 1
+        self.assertGreater(min(checked.values()), self.CASES, checked)
 
 
 def reference(spans, located, k, min_overlap=0.5, gain="exp", min_grade=1):
@@ -723,3 +727,11 @@ class TestSpanInputChecks(CommandLineCase):
         result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,
                                          measures=["recall"])
         self.assertEqual(result["mean"]["recall@1"], 1.0)
+
+    def test_a_span_moved_onto_another_keeps_one_span_there(self):
+        # "xyz" is quoted at [0, 3) but lies at [10, 13), where another span (grade 1) already is: the fixed
+        # judgments hold one span per place (two would conflict when read back), the first in order
+        qrels = {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))}
+        check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
+        self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 2, "xyz"),)})
+        self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
