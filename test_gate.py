@@ -1636,13 +1636,14 @@ class TestBaselineChecksAndLocks(TempDirMixin, unittest.TestCase):
 
     @unittest.skipUnless(os.name == "posix", "POSIX permissions")
     def test_writing_a_new_file_keeps_the_umask(self):
-        old = os.umask(0o027)
-        try:
-            rag_eval.write_atomically(self.path("new.txt"), "x\n")
-            self.assertEqual(os.umask(0o027), 0o027)  # still the process's umask
-        finally:
-            os.umask(old)
-        self.assertEqual(os.stat(self.path("new.txt")).st_mode & 0o777, 0o666 & ~0o027)
+        for umask, mode in ((0o027, 0o640), (0o022, 0o644)):  # rw-r----- and rw-r--r--: no execute bit
+            old = os.umask(umask)
+            try:
+                rag_eval.write_atomically(self.path(f"new{umask:o}.txt"), "x\n")
+                self.assertEqual(os.umask(umask), umask)  # still the process's umask
+            finally:
+                os.umask(old)
+            self.assertEqual(os.stat(self.path(f"new{umask:o}.txt")).st_mode & 0o777, mode)
 
     @unittest.skipUnless(os.name == "posix", "fcntl.flock")
     def test_a_long_name_and_a_held_lock(self):
@@ -1651,8 +1652,10 @@ class TestBaselineChecksAndLocks(TempDirMixin, unittest.TestCase):
         name = "b" * 230 + ".json"  # the lock file's name keeps the first 200 characters
         baseline = self.write(name, {"recall@5": 0.5})
         lock_path = self.path(f".{'b' * 200}.lock")
-        with rag_eval._locked(baseline, 0):
-            self.assertEqual(sorted(os.listdir(self.tmp)), sorted([name, os.path.basename(lock_path)]))
+        with mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(sorted(os.listdir(self.tmp)), sorted([name, os.path.basename(lock_path)]))
+        self.assertEqual((opened.call_count, closed.call_count), (1, 1))  # closing the lock file let the lock go
         held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
         self.addCleanup(os.close, held)
         fcntl.flock(held, fcntl.LOCK_EX)
@@ -1665,6 +1668,44 @@ class TestBaselineChecksAndLocks(TempDirMixin, unittest.TestCase):
                 with rag_eval._locked(baseline, 0.1):
                     pass
         self.assertEqual((opened.call_count, closed.call_count, slept.call_count), (3, 3, 2))
+
+    def test_an_extended_baseline_lacks_what_it_needs(self):
+        self.assertEqual(self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
+                         f"{self.path('b.json')}: extended baseline lacks per_query, conventions, qrels_sha256")
+
+    def test_new_metrics_of_an_extended_baseline_and_a_metric_it_cannot_gate(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--measures", "recall,mrr"])[0], 0)
+        baseline = rag_eval.read_baseline(saved)
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        report = rag_eval.gate(result, baseline)
+        self.assertEqual(report["new"], ["ndcg@5", "success@5"])  # measured now, not in the baseline
+        self.assertNotIn("new", rag_eval.gate(result, baseline._replace(conventions=None)))  # flat: no conventions
+        # a slice's ndcg@5: the baseline has no slice means and no per-query ndcg@5 to take it from
+        settings = rag_eval.GateSettings(tolerances={"a:ndcg@5": rag_eval.Tolerance(0.0)})
+        with self.assertRaisesRegex(rag_eval.RagEvalError,
+                                    "^cannot gate a:ndcg@5: the baseline has neither that mean nor per-query scores$"):
+            rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})
+        settings = rag_eval.GateSettings(tolerances={"a:mrr@5": rag_eval.Tolerance(0.0)})  # mrr@5: from its scores
+        self.assertEqual(rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})["metrics"]["a:mrr@5"]["baseline"],
+                         (1 / 2 + 1 / 1) / 2)  # q1's first relevant at rank 2, q3's at rank 1
+
+    def test_the_spread_of_two_deltas(self):
+        # deltas +0.5 and -0.5: mean 0, sample standard deviation sqrt((0.25 + 0.25) / (2 - 1))
+        comparison = rag_eval.compare_paired("m", {"q1": 0.5, "q2": 0.5}, {"q1": 1.0, "q2": 0.0})
+        self.assertEqual(comparison.spread, math.sqrt(0.5))
+        self.assertIsNone(rag_eval.compare_paired("m", {"q1": 0.5}, {"q1": 1.0}).spread)
+
+    def test_two_runs_of_one_name_name_the_repeated_one(self):
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^two runs are named 'b'$"):
+            rag_eval.compare_runs([("a", result), ("b", result), ("b", result)], resamples=10)
+
+    def test_a_saved_baseline_is_sorted_json_indented_by_two(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        text = self.read(saved).decode("utf-8")
+        self.assertEqual(text, json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1875,6 +1875,30 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         self.assertEqual(rag_eval.unjudged_documents({"q": {"a": 1}}, {"q": ["a#1", "b#1", "a#2"]}, 3, doc_id_sep="#"),
                          [("q", "b", 2)])
 
+    def test_abstention_of_queries_the_run_left_empty(self):
+        # q2, q3, q4 have no relevant document; the run has no entry for q2, an empty ranking for q3,
+        # and a document for q4: q2 and q3 abstained, with or without a threshold (no scores needed for them)
+        qrels = {"q1": {"a": 1}, "q2": {"b": 0}, "q3": {"b": 0}, "q4": {"b": 0}}
+        for run, threshold in (({"q1": ["a"], "q3": [], "q4": ["c"]}, None),
+                               ({"q1": {"a": 1.0}, "q3": {}, "q4": {"c": 0.9}}, 0.5)):
+            with self.subTest(threshold=threshold):
+                abstention = rag_eval.evaluate(qrels, run, 1, abstain_below=threshold)["abstention"]
+                self.assertEqual(abstention, {"queries": 3, "abstained": ["q2", "q3"], "share": 2 / 3})
+
+
+class TestTrecEvalSpellings(unittest.TestCase):
+    """trec_eval's -m form (``ndcg_cut.10``) is a spelling of its own measure names only."""
+
+    def test_dot_forms(self):
+        for text, pair in (("ndcg_cut.10", ("ndcg", 10)), ("P.5", ("precision", 5)), ("recall.20", ("recall", 20)),
+                           ("success.2", ("success", 2)), ("map_cut.100", ("ap", 100)), ("NDCG_CUT.3", ("ndcg", 3))):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval.parse_metric(text), pair)
+        for text in ("ndcg_at.10", "recall_at.5", "hit_rate.5", "ndcg.10"):  # MTEB's, ranx's, ours: no dot form
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, f"^unknown metric '{re.escape(text)}' "):
+                    rag_eval.parse_metric(text)
+
 
 if __name__ == "__main__":
     unittest.main()
