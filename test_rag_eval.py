@@ -1885,6 +1885,14 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
                 abstention = rag_eval.evaluate(qrels, run, 1, abstain_below=threshold)["abstention"]
                 self.assertEqual(abstention, {"queries": 3, "abstained": ["q2", "q3"], "share": 2 / 3})
 
+    def test_conventions_are_checked(self):
+        for options, message in (({"judged_only": "yes"}, "judged_only must be true or false, got 'yes'"),
+                                 ({"gain": "log"}, "gain must be one of exp, linear, got 'log'"),
+                                 ({"min_grade": 0}, "min grade must be a positive integer, got 0"),
+                                 ({"doc_id_sep": ""}, "doc_id_sep must be a non-empty string, got ''")):
+            with self.subTest(options=options):
+                self.assert_error(message, rag_eval.evaluate, {"q": {"a": 1}}, {"q": ["a"]}, **options)
+
 
 class TestTrecEvalSpellings(unittest.TestCase):
     """trec_eval's -m form (``ndcg_cut.10``) is a spelling of its own measure names only."""

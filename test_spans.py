@@ -735,3 +735,25 @@ class TestSpanInputChecks(CommandLineCase):
         check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
         self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 2, "xyz"),)})
         self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
+
+    def test_every_label_status_and_the_fixed_rows_of_judgments_made_in_memory(self):
+        corpus = {"d": "abcabcxyz", "e": "0123"}  # "abc" twice in d, "xyz" once, at [6, 9)
+        qrels = SpanQrels({"q": (Span("d", 0, 3, 1, "abc"), Span("d", 1, 3, 1, "abc"), Span("d", 2, 5, 2, "xyz"),
+                                 Span("d", 4, 6, 1, "nope"), Span("e", 0, 4, 1), Span("e", 2, 5, 1),
+                                 Span("f", 0, 1, 1))})
+        check = rag_eval.check_labels(qrels, corpus)
+        self.assertEqual([(span[:3], status, found) for _, span, status, found in check.rows], [
+            (("d", 0, 3), "valid", ""),  # d[0:3] is "abc"
+            (("d", 1, 3), "orphaned", "quoted text found more than once"),  # "abc" at 0 and at 3
+            (("d", 2, 5), "moved", "now [6, 9)"),
+            (("d", 4, 6), "orphaned", "quoted text not found"),
+            (("e", 0, 4), "valid", ""),  # no text: inside e's 4 characters
+            (("e", 2, 5), "orphaned", "past the end (4 characters)"),
+            (("f", 0, 1), "orphaned", "document not in the corpus"),
+        ])
+        # made in memory (no rows as read): the fixed spans, written as the reader reads them
+        text = rag_eval.fixed_labels_text(qrels, check)
+        self.assertEqual(text, rag_eval.spans_text(check.fixed))
+        rows = [json.loads(line) for line in text.splitlines()]
+        self.assertEqual(rows[3], {"query_id": "q", "doc_id": "d", "start": 6, "end": 9, "grade": 2, "text": "xyz"})  # by start
+        self.assertEqual(rows[4], {"query_id": "q", "doc_id": "e", "start": 0, "end": 4, "grade": 1})
