@@ -1822,6 +1822,9 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         self.assert_error("qrels: document id must be a string, got a number",
                           rag_eval.evaluate, {"q": {1: 1}}, {"q": ["a"]})
         self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1: {"a": 1}}, {"q": ["a"]})
+        # a bad ranking after a good one (lists and scores mixed, so the check goes query by query)
+        self.assert_error("run: query 'c': ranking must be a list of strings, found a number", rag_eval.evaluate,
+                          {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]}, drop_unknown_queries=True)
 
     def test_a_bad_grade_names_its_query_when_there_is_one(self):
         self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "
@@ -1830,9 +1833,10 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
                           "got -1", rag_eval.ndcg_at_k, ["a"], {"a": -1}, 1)
 
     def test_unknown_queries_name_the_first_in_sorted_order(self):
-        # run queries zz and za are not judged: sorted, za comes first
+        # run queries zz and za are not judged: sorted, za comes first; the qrels' first query is named
         self.assert_error("run: 2 run queries are not in the qrels (first: 'za'; the qrels have 'q'); drop them with "
-                          "--drop-unknown-queries", rag_eval.evaluate, {"q": {"a": 1}}, {"zz": ["a"], "za": ["a"], "q": ["a"]})
+                          "--drop-unknown-queries", rag_eval.evaluate, {"r": {"a": 1}, "q": {"a": 1}},
+                          {"zz": ["a"], "za": ["a"], "q": ["a"]})
 
     def test_abstain_below_must_be_finite(self):
         for bad in (float("nan"), float("inf")):
@@ -1893,6 +1897,17 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
             with self.subTest(options=options):
                 self.assert_error(message, rag_eval.evaluate, {"q": {"a": 1}}, {"q": ["a"]}, **options)
 
+    def test_a_metric_asked_at_its_own_cutoff(self):
+        # ndcg@2 at cutoff 2 only, recall at every cutoff (1 and 3); a ranks 1st, b (grade 1) 2nd
+        result = rag_eval.evaluate({"q": {"a": 0, "b": 1}}, {"q": ["a", "b"]}, [1, 3], measures=["nDCG@2", "recall"])
+        self.assertEqual(result["mean"], {"recall@1": 0.0, "ndcg@2": (1 / math.log2(3)) / 1, "recall@3": 1.0})
+
+    def test_judged_filter_keeps_by_grade_1_by_default(self):
+        keep = rag_eval.judged_filter({"q": {"a": 1}, "u": {"b": 0}})
+        # q has a relevant document (grade 1): its unjudged x goes; u has none: kept whole
+        self.assertEqual((keep("q", "a"), keep("q", "x"), keep("u", "x"), keep("other", "x")), (True, False, True, True))
+        self.assertTrue(rag_eval.judged_filter({"q": {"a": 1}}, min_grade=2)("q", "x"))  # no grade 2: kept whole
+
 
 class TestTrecEvalSpellings(unittest.TestCase):
     """trec_eval's -m form (``ndcg_cut.10``) is a spelling of its own measure names only."""
@@ -1902,7 +1917,10 @@ class TestTrecEvalSpellings(unittest.TestCase):
                            ("success.2", ("success", 2)), ("map_cut.100", ("ap", 100)), ("NDCG_CUT.3", ("ndcg", 3))):
             with self.subTest(text=text):
                 self.assertEqual(rag_eval.parse_metric(text), pair)
-        for text in ("ndcg_at.10", "recall_at.5", "hit_rate.5", "ndcg.10"):  # MTEB's, ranx's, ours: no dot form
+        # evidence measures, and the document level of the id measures
+        self.assertEqual([rag_eval.parse_metric(text) for text in ("iou@5", "doc.recall@5", "DOC.nDCG@3")],
+                         [("iou", 5), ("doc.recall", 5), ("doc.ndcg", 3)])
+        for text in ("ndcg_at.10", "recall_at.5", "hit_rate.5", "ndcg.10", "doc.iou@5"):  # no such spelling
             with self.subTest(text=text):
                 with self.assertRaisesRegex(rag_eval.RagEvalError, f"^unknown metric '{re.escape(text)}' "):
                     rag_eval.parse_metric(text)

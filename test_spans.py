@@ -757,3 +757,12 @@ class TestSpanInputChecks(CommandLineCase):
         rows = [json.loads(line) for line in text.splitlines()]
         self.assertEqual(rows[3], {"query_id": "q", "doc_id": "d", "start": 6, "end": 9, "grade": 2, "text": "xyz"})  # by start
         self.assertEqual(rows[4], {"query_id": "q", "doc_id": "e", "start": 0, "end": 4, "grade": 1})
+
+    def test_intervals_of_both_levels(self):
+        # q1's span is covered at rank 1, q2's document never retrieved: success 1 and 0 at both levels,
+        # a 0/1 measure, so Clopper-Pearson's interval of 1 in 2 at each
+        qrels = SpanQrels({"q1": (Span("d", 0, 10, 1),), "q2": (Span("e", 0, 5, 1),)})
+        result = rag_eval.evaluate_spans(qrels, {"q1": ["d#1"], "q2": ["x#1"]}, {"d#1": ("d", 0, 10), "x#1": ("x", 0, 3)},
+                                         1, measures=["success"])
+        both = rag_eval.clopper_pearson(1, 2)
+        self.assertEqual(rag_eval.mean_intervals(result, 50), {"doc.success@1": both, "success@1": both})

@@ -454,6 +454,15 @@ class TestArgumentsAndDefaults(unittest.TestCase):
         self.assertEqual(rag_eval.sign_flip_test(values, 300), rag_eval.sign_flip_test(values, 300, seeded))
         self.assertFalse(rag_eval.sign_flip_test(values, 300)[1])  # sampled, so the generator was used
 
+    def test_clopper_pearson_to_the_last_bit(self):
+        # The bounds are published as floats (JSON, reports): the same bits on every Python, so they are
+        # pinned here, beside the defining equation they solve.  Low of 1 in 11 at 99%: P(X >= 1 | p) =
+        # 1 - (1 - p)**11 = 0.005, so p = 1 - 0.995**(1/11); the bisection's 64 halvings reach its last bit.
+        low, high = rag_eval.clopper_pearson(1, 11, 0.99)
+        self.assertAlmostEqual(low / -math.expm1(math.log1p(-0.005) / 11), 1.0, places=12)
+        self.assertEqual((low, high), (0.00045558181139859516, 0.5085647296886293))
+        self.assertEqual(tuple(rag_eval.clopper_pearson(3, 1363)), (0.0004541349194476241, 0.006418739305654628))
+
 
 if __name__ == "__main__":
     unittest.main()
