@@ -20,6 +20,7 @@ library only.
 
 import errno
 import gzip
+import hashlib
 import io
 import itertools
 import json
@@ -1573,6 +1574,140 @@ class TestBaselineAndGateEdges(TempDirMixin, unittest.TestCase):
                                "(q1 3 -> 1 judged, q2 1 -> 1 judged); queries added 1, removed 0"
                                # -0.25 = (0.625 - 0.75) + (0.5 - 0.625)
                                "\ndelta = labels + system: mrr@5 -0.250 = -0.125 + -0.125")
+
+
+class TestBaselineChecksAndLocks(TempDirMixin, unittest.TestCase):
+    """A baseline's names and values are checked with their place named; a fall of exactly the allowed
+    drop is no fall; large judgments are stored as 16-character digests; locking and writing leave the
+    process as they found it (its umask, its open files)."""
+
+    def read_error(self, data):
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_baseline(self.write("b.json", data))
+        return str(caught.exception)
+
+    def test_names_are_metrics_spelled_once(self):
+        b = self.path("b.json")
+        self.assertEqual(self.read_error({"recall@5": 0.5, "foo": 0.3}),
+                         f"{b}: baseline names 'foo', which is not a metric (measure@k, or slice:measure@k)")
+        # R@5 is recall@5 in another tool's spelling: two spellings of one metric
+        self.assertEqual(self.read_error({"recall@5": 0.5, "R@5": 0.4}),
+                         f"{b}: baseline names recall@5 twice (in two spellings)")
+        self.assertEqual(rag_eval.read_baseline(self.write("b.json", {"R@5": 0.4})).means, {"recall@5": 0.4})
+
+    def test_a_bad_per_query_value_names_its_metric(self):
+        extended = {"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5},
+                    "per_query": {"recall@5": {"q1": 0.5, "q2": "x"}}, "conventions": {"k": [5]}, "qrels_sha256": "0"}
+        self.assertEqual(self.read_error(extended),
+                         f"{self.path('b.json')}: recall@5: baseline value of 'q2' must be a finite number, got 'x'")
+
+    def test_a_fall_of_exactly_the_allowed_drop_is_no_fall(self):
+        epsilon = rag_eval.DROP_EPSILON
+        self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": epsilon}, 0), {})  # fell by epsilon exactly
+        self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": 2 * epsilon}, 0), {"m": (2 * epsilon, 0.0)})
+        self.assertEqual(rag_eval.regressions({"m": 0.25}, {"m": 0.5, "gone": 0.5}, 0.25),  # 0.5 - 0.25 = 0.25: allowed
+                         {"gone": (0.5, None)})
+        for bad in (-0.01, float("nan"), float("inf")):
+            with self.subTest(max_drop=bad):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, "^max drop must be a non-negative number, got "):
+                    rag_eval.regressions({"m": 0.5}, {"m": 0.5}, bad)
+
+    def test_large_judgments_are_stored_as_digests_of_16_characters(self):
+        per_query = rag_eval.MAX_STORED_JUDGMENTS // 2 + 1  # two queries: one judgment too many to store
+        qrels = {qid: {f"{qid}-d{i}": i % 3 for i in range(per_query)} for qid in ("q1", "q2")}
+        stored = rag_eval.stored_judgments(qrels)
+        self.assertEqual(stored, {"digests": {qid: {"judged": per_query, "sha256": rag_eval.qrels_fingerprint(docs)[:16]}
+                                              for qid, docs in qrels.items()}})
+        self.assertEqual({len(entry["sha256"]) for entry in stored["digests"].values()}, {16})
+        small = {"q1": {"b": 1, "a": 0}}
+        self.assertEqual(rag_eval.stored_judgments(small), {"qrels": {"q1": {"a": 0, "b": 1}}})
+
+    def test_changed_judgments_name_both_digests(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        qrels = json.loads(self.read(QRELS))
+        qrels["q1"]["refund-policy#3"] = 2
+        changed = self.write("changed.json", qrels)
+        old, new = json.loads(self.read(saved))["qrels_sha256"], rag_eval.qrels_fingerprint(qrels)
+        code, out, err = run_main([changed, RUN, "--baseline", saved])
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertEqual(err, f"{ERROR_PREFIX}{saved}: not comparable, made with other conventions or judgments: qrels: "
+                              f"baseline sha256 {old[:12]}..., now {new[:12]}... (save a new baseline in the change that "
+                              "earns it, or accept new judgments with --allow-qrels-change)\n")
+
+    @unittest.skipUnless(os.name == "posix", "POSIX permissions")
+    def test_writing_a_new_file_keeps_the_umask(self):
+        for umask, mode in ((0o027, 0o640), (0o022, 0o644)):  # rw-r----- and rw-r--r--: no execute bit
+            old = os.umask(umask)
+            try:
+                rag_eval.write_atomically(self.path(f"new{umask:o}.txt"), "x\n")
+                self.assertEqual(os.umask(umask), umask)  # still the process's umask
+            finally:
+                os.umask(old)
+            self.assertEqual(os.stat(self.path(f"new{umask:o}.txt")).st_mode & 0o777, mode)
+
+    @unittest.skipUnless(os.name == "posix", "fcntl.flock")
+    def test_a_long_name_and_a_held_lock(self):
+        import fcntl
+
+        # a name over 60 characters: its lock file keeps the first 47, then "~" and 12 hex digits of its sha256
+        name = "b" * 230 + ".json"
+        baseline = self.write(name, {"recall@5": 0.5})
+        lock_path = self.path(f".{'b' * 47}~{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock")
+        with mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(sorted(os.listdir(self.tmp)), sorted([name, os.path.basename(lock_path)]))
+        self.assertEqual((opened.call_count, closed.call_count), (1, 1))  # closing the lock file let the lock go
+        held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+        self.addCleanup(os.close, held)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        # the clock is simulated: 0.0, 0.04, 0.08, ... so the waiter tries 3 times before 0.1 s is up;
+        # every file it opened is closed
+        ticks = itertools.count(0.0, 0.04)
+        with mock.patch("time.monotonic", lambda: next(ticks)), mock.patch("time.sleep") as slept, \
+                mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "was still held after 0.1 s"):
+                with rag_eval._locked(baseline, 0.1):
+                    pass
+        self.assertEqual((opened.call_count, closed.call_count, slept.call_count), (3, 3, 2))
+
+    def test_an_extended_baseline_lacks_what_it_needs(self):
+        self.assertEqual(self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
+                         f"{self.path('b.json')}: extended baseline lacks per_query, conventions, qrels_sha256")
+
+    def test_new_metrics_of_an_extended_baseline_and_a_metric_it_cannot_gate(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--measures", "recall,mrr"])[0], 0)
+        baseline = rag_eval.read_baseline(saved)
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        report = rag_eval.gate(result, baseline)
+        self.assertEqual(report["new"], ["ndcg@5", "success@5"])  # measured now, not in the baseline
+        self.assertNotIn("new", rag_eval.gate(result, baseline._replace(conventions=None)))  # flat: no conventions
+        # a slice's ndcg@5: the baseline has no slice means and no per-query ndcg@5 to take it from
+        settings = rag_eval.GateSettings(tolerances={"a:ndcg@5": rag_eval.Tolerance(0.0)})
+        with self.assertRaisesRegex(rag_eval.RagEvalError,
+                                    "^cannot gate a:ndcg@5: the baseline has neither that mean nor per-query scores$"):
+            rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})
+        settings = rag_eval.GateSettings(tolerances={"a:mrr@5": rag_eval.Tolerance(0.0)})  # mrr@5: from its scores
+        self.assertEqual(rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})["metrics"]["a:mrr@5"]["baseline"],
+                         (1 / 2 + 1 / 1) / 2)  # q1's first relevant at rank 2, q3's at rank 1
+
+    def test_the_spread_of_two_deltas(self):
+        # deltas +0.5 and -0.5: mean 0, sample standard deviation sqrt((0.25 + 0.25) / (2 - 1))
+        comparison = rag_eval.compare_paired("m", {"q1": 0.5, "q2": 0.5}, {"q1": 1.0, "q2": 0.0})
+        self.assertEqual(comparison.spread, math.sqrt(0.5))
+        self.assertIsNone(rag_eval.compare_paired("m", {"q1": 0.5}, {"q1": 1.0}).spread)
+
+    def test_two_runs_of_one_name_name_the_repeated_one(self):
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^two runs are named 'b'$"):
+            rag_eval.compare_runs([("a", result), ("b", result), ("b", result)], resamples=10)
+
+    def test_a_saved_baseline_is_sorted_json_indented_by_two(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        text = self.read(saved).decode("utf-8")
+        self.assertEqual(text, json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n")
 
 
 if __name__ == "__main__":

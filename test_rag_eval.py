@@ -1401,11 +1401,12 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
         path = self.write("qrels.json", '{"q1": {"refund-policy#2": 1024}}')
         run = self.write("r.json", '{"q1": ["refund-policy#2"]}')
         code, out, err = run_main([path, run])
-        self.assertIsInstance(code, int, f"main raised {code!r}")
-        if code == 2:
-            self.assertEqual(len(err.splitlines()), 1, err)
-        else:
-            self.assertTrue(all(math.isfinite(v) for v in json.loads(out)["mean"].values()), out)
+        self.assertEqual((code, out), (2, ""), f"main returned {code!r}")
+        self.assertEqual(err, f"{ERROR_PREFIX}{path}: grade 1024 is too large for the exponential gain 2**grade - 1 "
+                              f"(at most {rag_eval.MAX_EXP_GRADE}; --gain linear takes any)\n")
+        code, out, err = run_main([path, run, "--gain", "linear"])  # a gain of 1024: nDCG 1 at rank 1
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"], {"recall@5": 1.0, "success@5": 1.0, "mrr@5": 1.0, "ndcg@5": 1.0})
 
     def test_bad_options(self):
         for argv, names in [
@@ -1799,6 +1800,130 @@ class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
                 self.assertIn(f"grade {top + 1} is too large for the exponential gain", str(error))
                 # a only, at rank 1: every measure gives the same for any positive grade (nDCG 1, not the gain)
                 self.assertEqual(function(["a", "b"], {"a": top}, 2), function(["a", "b"], {"a": top + 1}, 2, gain="linear"))
+
+
+class TestEvaluationChecksAndChunks(unittest.TestCase):
+    """Evaluation's input checks say what is wrong and where; chunk ids become documents; unjudged
+    documents and abstention are counted as documented (each test kills a planted mutant that lived)."""
+
+    def assert_error(self, message, func, *args, **kwargs):
+        error = assert_value_error(self, func, *args, **kwargs)
+        self.assertIsInstance(error, rag_eval.RagEvalError)
+        self.assertEqual(str(error), message)
+
+    def test_a_ranking_that_is_neither_list_nor_object(self):
+        for ranking, kind in (("ab", "a string"), (None, "null"), (3, "a number")):
+            with self.subTest(ranking=ranking):
+                self.assert_error(f"ranking: expected a list of document ids or an object of document -> score, "
+                                  f"got {kind}", rag_eval.ndcg_at_k, ranking, {"a": 1}, 1)
+
+    def test_ids_must_be_strings(self):
+        self.assert_error("run: query id must be a string, got a number", rag_eval.evaluate, {"q": {"a": 1}}, {1: ["a"]})
+        self.assert_error("qrels: document id must be a string, got a number",
+                          rag_eval.evaluate, {"q": {1: 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1: {"a": 1}}, {"q": ["a"]})
+        # a bad ranking after a good one (lists and scores mixed, so the check goes query by query)
+        self.assert_error("run: query 'c': ranking must be a list of strings, found a number", rag_eval.evaluate,
+                          {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]}, drop_unknown_queries=True)
+
+    def test_a_bad_grade_names_its_query_when_there_is_one(self):
+        self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "
+                          f"{rag_eval.MAX_GRADE}), got -1", rag_eval.evaluate, {"q": {"a": -1}}, {"q": ["a"]})
+        self.assert_error(f"grades: document 'a': grade must be a non-negative integer (at most {rag_eval.MAX_GRADE}), "
+                          "got -1", rag_eval.ndcg_at_k, ["a"], {"a": -1}, 1)
+
+    def test_unknown_queries_name_the_first_in_sorted_order(self):
+        # run queries zz and za are not judged: sorted, za comes first; the qrels' first query is named
+        self.assert_error("run: 2 run queries are not in the qrels (first: 'za'; the qrels have 'q'); drop them with "
+                          "--drop-unknown-queries", rag_eval.evaluate, {"r": {"a": 1}, "q": {"a": 1}},
+                          {"zz": ["a"], "za": ["a"], "q": ["a"]})
+
+    def test_abstain_below_must_be_finite(self):
+        for bad in (float("nan"), float("inf")):
+            with self.subTest(bad=bad):
+                self.assert_error(f"abstain_below must be a finite number, got {bad!r}", rag_eval.evaluate,
+                                  {"q": {"a": 1}}, {"q": {"a": 1.0}}, abstain_below=bad)
+
+    def test_abstention_by_best_score(self):
+        # q2 and q3 have no relevant document (unscored); their best scores are 0.3 and 0.6:
+        # below 0.5 only q2 abstains, below 0.7 both, below 0.3 neither (0.3 is not below 0.3)
+        qrels = {"q1": {"a": 1}, "q2": {"b": 0}, "q3": {"c": 0}}
+        run = {"q1": {"a": 0.9}, "q2": {"c": 0.3, "e": 0.1}, "q3": {"d": 0.6}}
+        for threshold, abstained in ((0.5, ["q2"]), (0.7, ["q2", "q3"]), (0.3, [])):
+            with self.subTest(threshold=threshold):
+                result = rag_eval.evaluate(qrels, run, 1, abstain_below=threshold)
+                self.assertEqual(result["abstention"], {"queries": 2, "abstained": abstained, "share": len(abstained) / 2})
+
+    def test_documents_run_keeps_each_documents_best_chunk(self):
+        # scored: d's best chunk is d#2 (0.9); a list: each document at its first (best) chunk's place
+        self.assertEqual(rag_eval.documents_run({"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}, "#"), {"q": {"d": 0.9, "e": 0.7}})
+        self.assertEqual(rag_eval.documents_run({"q": ["d#2", "e#1", "d#1"]}, "#"), {"q": ["d", "e"]})
+        self.assertEqual(rag_eval.documents_qrels({"q": {"d#1": 1, "d#2": 2, "e#3": 0}}, "#"), {"q": {"d": 2, "e": 0}})
+
+    def test_evaluate_with_doc_id_sep_on_a_scored_run(self):
+        # chunks -> documents: d (best 0.9) at rank 1, e (0.7) at rank 2; d judged 2 by its best chunk, e unjudged
+        # nDCG@2 = (3 / 1) / (3 / 1) = 1; precision@2 = 1 / 2
+        run = {"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}
+        result = rag_eval.evaluate({"q": {"d#1": 1, "d#2": 2}}, run, 2, measures=["ndcg", "precision"], doc_id_sep="#")
+        self.assertEqual(result["per_query"]["q"], {"ndcg": 1.0, "precision": 1 / 2})
+        self.assertEqual(rag_eval.ndcg_at_k({"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}, {"d#1": 1, "d#2": 2}, 2, doc_id_sep="#"), 1.0)
+
+    def test_unjudged_documents_by_rank_then_query(self):
+        # q1: x (unjudged) @1, a @2, b @3, y (unjudged) @4; q2 by score: z (unjudged, 0.9) @1, c @2;
+        # q3 is not judged, so not listed
+        qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
+        run = {"q1": ["x", "a", "b", "y"], "q2": {"c": 0.5, "z": 0.9}, "q3": ["w"]}
+        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 4), [("q1", "x", 1), ("q2", "z", 1), ("q1", "y", 4)])
+        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 3), [("q1", "x", 1), ("q2", "z", 1)])
+        # with a separator, chunks of a judged document are judged
+        self.assertEqual(rag_eval.unjudged_documents({"q": {"a": 1}}, {"q": ["a#1", "b#1", "a#2"]}, 3, doc_id_sep="#"),
+                         [("q", "b", 2)])
+
+    def test_abstention_of_queries_the_run_left_empty(self):
+        # q2, q3, q4 have no relevant document; the run has no entry for q2, an empty ranking for q3,
+        # and a document for q4: q2 and q3 abstained, with or without a threshold (no scores needed for them)
+        qrels = {"q1": {"a": 1}, "q2": {"b": 0}, "q3": {"b": 0}, "q4": {"b": 0}}
+        for run, threshold in (({"q1": ["a"], "q3": [], "q4": ["c"]}, None),
+                               ({"q1": {"a": 1.0}, "q3": {}, "q4": {"c": 0.9}}, 0.5)):
+            with self.subTest(threshold=threshold):
+                abstention = rag_eval.evaluate(qrels, run, 1, abstain_below=threshold)["abstention"]
+                self.assertEqual(abstention, {"queries": 3, "abstained": ["q2", "q3"], "share": 2 / 3})
+
+    def test_conventions_are_checked(self):
+        for options, message in (({"judged_only": "yes"}, "judged_only must be true or false, got 'yes'"),
+                                 ({"gain": "log"}, "gain must be one of exp, linear, got 'log'"),
+                                 ({"min_grade": 0}, "min grade must be a positive integer, got 0"),
+                                 ({"doc_id_sep": ""}, "doc_id_sep must be a non-empty string, got ''")):
+            with self.subTest(options=options):
+                self.assert_error(message, rag_eval.evaluate, {"q": {"a": 1}}, {"q": ["a"]}, **options)
+
+    def test_a_metric_asked_at_its_own_cutoff(self):
+        # ndcg@2 at cutoff 2 only, recall at every cutoff (1 and 3); a ranks 1st, b (grade 1) 2nd
+        result = rag_eval.evaluate({"q": {"a": 0, "b": 1}}, {"q": ["a", "b"]}, [1, 3], measures=["nDCG@2", "recall"])
+        self.assertEqual(result["mean"], {"recall@1": 0.0, "ndcg@2": (1 / math.log2(3)) / 1, "recall@3": 1.0})
+
+    def test_judged_filter_keeps_by_grade_1_by_default(self):
+        keep = rag_eval.judged_filter({"q": {"a": 1}, "u": {"b": 0}})
+        # q has a relevant document (grade 1): its unjudged x goes; u has none: kept whole
+        self.assertEqual((keep("q", "a"), keep("q", "x"), keep("u", "x"), keep("other", "x")), (True, False, True, True))
+        self.assertTrue(rag_eval.judged_filter({"q": {"a": 1}}, min_grade=2)("q", "x"))  # no grade 2: kept whole
+
+
+class TestTrecEvalSpellings(unittest.TestCase):
+    """trec_eval's -m form (``ndcg_cut.10``) is a spelling of its own measure names only."""
+
+    def test_dot_forms(self):
+        for text, pair in (("ndcg_cut.10", ("ndcg", 10)), ("P.5", ("precision", 5)), ("recall.20", ("recall", 20)),
+                           ("success.2", ("success", 2)), ("map_cut.100", ("ap", 100)), ("NDCG_CUT.3", ("ndcg", 3))):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval.parse_metric(text), pair)
+        # evidence measures, and the document level of the id measures
+        self.assertEqual([rag_eval.parse_metric(text) for text in ("iou@5", "doc.recall@5", "DOC.nDCG@3")],
+                         [("iou", 5), ("doc.recall", 5), ("doc.ndcg", 3)])
+        for text in ("ndcg_at.10", "recall_at.5", "hit_rate.5", "ndcg.10", "doc.iou@5"):  # no such spelling
+            with self.subTest(text=text):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, f"^unknown metric '{re.escape(text)}' "):
+                    rag_eval.parse_metric(text)
 
 
 if __name__ == "__main__":

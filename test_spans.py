@@ -166,6 +166,7 @@ class TestIdentity(unittest.TestCase):
 
     def test_identity_on_random_cases(self):
         rng = random.Random(16)
+        checked = {"iou": 0, "precision": 0}  # the checks that only some cases reach, counted
         for case in range(self.CASES):
             equal = case % 2 == 0
             qrels, id_qrels, run, chunks = identity_case(rng, equal)
@@ -187,8 +188,11 @@ class TestIdentity(unittest.TestCase):
                         hits = len(relevant & set(ranking[:k]))
                         iou = hits / (len(ranking[:k]) + len(relevant) - hits)
                         self.assertEqual(got["per_query"][qid][f"iou@{k}"], iou, where)
+                        checked["iou"] += 1
                         if len(ranking) >= k:
                             self.assertEqual(got["per_query"][qid][f"precision@{k}"], values[f"precision@{k}"], where)
+                            checked["precision"] += 1
+        self.assertGreater(min(checked.values()), self.CASES, checked)
 
 
 def reference(spans, located, k, min_overlap=0.5, gain="exp", min_grade=1):
@@ -685,3 +689,80 @@ class TestRepeatedChunks(CommandLineCase):
                 self.assertEqual(means, unique)
         means, notes = self.notes([qrels, "-", "--chunks", chunks, "--k", "2"], stdin=self.path("twice.json"))
         self.assertEqual((means, notes), (unique, [self.NOTE.format("<stdin>")]))
+
+
+class TestSpanInputChecks(CommandLineCase):
+    """What the span readers and evaluate_spans take and refuse, row by row."""
+
+    def test_a_row_with_one_offset_is_a_bad_offset_not_a_missing_pair(self):
+        good = self.QRELS[0]
+        for row, got in (({"query_id": "q1", "doc_id": "d", "start": 3, "grade": 1}, "3 and None"),
+                         ({"query_id": "q1", "doc_id": "d", "end": 3, "grade": 1}, "None and 3")):
+            with self.subTest(row=row):
+                qrels, run, chunks = self.files(qrels=[good, row])
+                self.assertIn(f"qrels.jsonl:2: start and end must be integers with 0 <= start < end, got {got}\n",
+                              self.error([qrels, run, "--chunks", chunks]))
+
+    def test_a_span_of_grade_0_is_judged_not_relevant(self):
+        # e [0, 10) is judged, grade 0: read, kept, and no relevant span of q1
+        qrels, _, _ = self.files(qrels=[self.QRELS[0], dict(self.QRELS[0], doc_id="e", grade=0, text=None)])
+        self.assertEqual(rag_eval.read_qrels(qrels),
+                         {"q1": (Span("d", 0, 10, 2, "0123456789"), Span("e", 0, 10, 0))})
+
+    def test_evaluate_spans_checks_its_judgments(self):
+        chunks = {"d#1": ("d", 0, 15)}
+        run = {"q1": ["d#1"]}
+        for qrels, message in (({"q1": (Span("d", 0, 10, -1),)}, "qrels: query 'q1': expected a Span(doc_id, start, "
+                                                                  "end, grade) with 0 <= start < end, got Span("),
+                               ({"q1": (Span("d", 0, 10, rag_eval.MAX_GRADE + 1),)}, "qrels: query 'q1': expected a Span("),
+                               ({1: (Span("d", 0, 10, 1),)}, "qrels: query id must be a string, got a number")):
+            with self.subTest(qrels=qrels):
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.evaluate_spans(qrels, run, chunks, 1)
+                self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
+        # the judgments are checked first, before the run (here not even a mapping)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: query id must be a string, got a number$"):
+            rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
+        # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
+        result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,
+                                         measures=["recall"])
+        self.assertEqual(result["mean"]["recall@1"], 1.0)
+
+    def test_a_span_moved_onto_another_keeps_one_span_there(self):
+        # "xyz" is quoted at [0, 3) but lies at [10, 13), where another span (grade 1) already is: the fixed
+        # judgments hold one span per place (two would conflict when read back), the first in order
+        qrels = {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))}
+        check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
+        self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 2, "xyz"),)})
+        self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
+
+    def test_every_label_status_and_the_fixed_rows_of_judgments_made_in_memory(self):
+        corpus = {"d": "abcabcxyz", "e": "0123"}  # "abc" twice in d, "xyz" once, at [6, 9)
+        qrels = SpanQrels({"q": (Span("d", 0, 3, 1, "abc"), Span("d", 1, 3, 1, "abc"), Span("d", 2, 5, 2, "xyz"),
+                                 Span("d", 4, 6, 1, "nope"), Span("e", 0, 4, 1), Span("e", 2, 5, 1),
+                                 Span("f", 0, 1, 1))})
+        check = rag_eval.check_labels(qrels, corpus)
+        self.assertEqual([(span[:3], status, found) for _, span, status, found in check.rows], [
+            (("d", 0, 3), "valid", ""),  # d[0:3] is "abc"
+            (("d", 1, 3), "orphaned", "quoted text found more than once"),  # "abc" at 0 and at 3
+            (("d", 2, 5), "moved", "now [6, 9)"),
+            (("d", 4, 6), "orphaned", "quoted text not found"),
+            (("e", 0, 4), "valid", ""),  # no text: inside e's 4 characters
+            (("e", 2, 5), "orphaned", "past the end (4 characters)"),
+            (("f", 0, 1), "orphaned", "document not in the corpus"),
+        ])
+        # made in memory (no rows as read): the fixed spans, written as the reader reads them
+        text = rag_eval.fixed_labels_text(qrels, check)
+        self.assertEqual(text, rag_eval.spans_text(check.fixed))
+        rows = [json.loads(line) for line in text.splitlines()]
+        self.assertEqual(rows[3], {"query_id": "q", "doc_id": "d", "start": 6, "end": 9, "grade": 2, "text": "xyz"})  # by start
+        self.assertEqual(rows[4], {"query_id": "q", "doc_id": "e", "start": 0, "end": 4, "grade": 1})
+
+    def test_intervals_of_both_levels(self):
+        # q1's span is covered at rank 1, q2's document never retrieved: success 1 and 0 at both levels,
+        # a 0/1 measure, so Clopper-Pearson's interval of 1 in 2 at each
+        qrels = SpanQrels({"q1": (Span("d", 0, 10, 1),), "q2": (Span("e", 0, 5, 1),)})
+        result = rag_eval.evaluate_spans(qrels, {"q1": ["d#1"], "q2": ["x#1"]}, {"d#1": ("d", 0, 10), "x#1": ("x", 0, 3)},
+                                         1, measures=["success"])
+        both = rag_eval.clopper_pearson(1, 2)
+        self.assertEqual(rag_eval.mean_intervals(result, 50), {"doc.success@1": both, "success@1": both})

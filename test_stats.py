@@ -431,5 +431,38 @@ class TestHalfSumsEveryWay(unittest.TestCase):
             self.assertEqual((Fraction(halves.exact(resample)), size), (sum(rounded[i] for i in chosen), len(chosen)))
 
 
+class TestArgumentsAndDefaults(unittest.TestCase):
+    """The checks and the default generator of the statistics' public functions."""
+
+    def test_clopper_pearson_refuses_impossible_counts(self):
+        for successes, trials in ((-1, 5), (6, 5), (0, 0), (1, 0)):
+            with self.subTest(successes=successes, trials=trials):
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.clopper_pearson(successes, trials)
+                self.assertEqual(str(caught.exception),
+                                 f"clopper_pearson needs 0 <= successes <= trials >= 1, got {successes}/{trials}")
+        # the edges are taken: 0 of 1 and 1 of 1 (low 0 and high 1 are exact there)
+        self.assertEqual(rag_eval.clopper_pearson(0, 1).low, 0.0)
+        self.assertEqual(rag_eval.clopper_pearson(1, 1).high, 1.0)
+
+    def test_the_default_generator_is_seeded_by_default_seed(self):
+        # values that need sampling (17 differing deltas of several sizes), no generator given
+        values = [(-1) ** i * (i % 5 + 1) / 8 for i in range(rag_eval.EXACT_SIGN_FLIP_MAX + 1)]
+        seeded = random.Random(rag_eval.DEFAULT_SEED)
+        self.assertEqual(rag_eval.bootstrap_interval(values, 300), rag_eval.bootstrap_interval(values, 300, seeded))
+        seeded = random.Random(rag_eval.DEFAULT_SEED)
+        self.assertEqual(rag_eval.sign_flip_test(values, 300), rag_eval.sign_flip_test(values, 300, seeded))
+        self.assertFalse(rag_eval.sign_flip_test(values, 300)[1])  # sampled, so the generator was used
+
+    def test_clopper_pearson_to_the_last_bit(self):
+        # The bounds are published as floats (JSON, reports): the same bits on every Python, so they are
+        # pinned here, beside the defining equation they solve.  Low of 1 in 11 at 99%: P(X >= 1 | p) =
+        # 1 - (1 - p)**11 = 0.005, so p = 1 - 0.995**(1/11); the bisection's 64 halvings reach its last bit.
+        low, high = rag_eval.clopper_pearson(1, 11, 0.99)
+        self.assertAlmostEqual(low / -math.expm1(math.log1p(-0.005) / 11), 1.0, places=12)
+        self.assertEqual((low, high), (0.00045558181139859516, 0.5085647296886293))
+        self.assertEqual(tuple(rag_eval.clopper_pearson(3, 1363)), (0.0004541349194476241, 0.006418739305654628))
+
+
 if __name__ == "__main__":
     unittest.main()

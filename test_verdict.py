@@ -543,5 +543,50 @@ class TestCalibrateSimulatesTheRuleItIsGiven(unittest.TestCase):
         self.assertEqual(rag_eval.calibrate(two, settings, 2)["queries"], 2)
 
 
+class TestFamilyResamplingEdges(unittest.TestCase):
+    """MaxT's ties are relative to the deltas' size, and a slice's interval counts its own queries only."""
+
+    def test_maxt_does_not_depend_on_the_deltas_scale(self):
+        # Scaling every delta by a power of 2 changes no statistic |sum| / sqrt(sum of squares) and no
+        # tie, so no adjusted p: exactly (12 differing queries: every pattern) and sampled (20: 300 draws).
+        rng = random.Random(21)
+        family = {queries: {f"m{j}": {f"q{i:02d}": rng.choice([-3, -2, -1, 1, 2]) / 4 for i in range(queries)}
+                            for j in range(3)} for queries in (12, 20)}
+        p_values = dict.fromkeys(family[12], 0.0)  # the family's own shares alone
+        self.assertEqual(rag_eval.maxt(family[12], 1000, 1, p_values),
+                         {key: float(p) for key, p in brute_force_maxt(family[12]).items()})
+        for queries, resamples in ((12, 1000), (20, 300)):
+            tests = family[queries]
+            found = rag_eval.maxt(tests, resamples, 1, p_values)
+            self.assertLess(min(found.values()), 1.0)  # a scale that made every pattern tie would give 1
+            for scale in (2.0 ** -30, 2.0 ** 20):
+                with self.subTest(queries=queries, scale=scale):
+                    scaled = {key: {qid: delta * scale for qid, delta in values.items()} for key, values in tests.items()}
+                    self.assertEqual(rag_eval.maxt(scaled, resamples, 1, p_values), found)
+
+    def test_a_slices_interval_reads_only_its_queries(self):
+        # 60 queries, 20 in the slice; 17+ differ (sampled).  A resampled mean delta is
+        # mean + sum(signs * (delta - mean)) / n over the test's own n queries, so every interval
+        # lies within mean +- sum(|delta - mean|) / n.
+        rng = random.Random(5)
+        qids = [f"q{i:02d}" for i in range(60)]
+        tags = {qid: ["billing"] if i < 20 else ["other"] for i, qid in enumerate(qids)}
+        before = {"recall@5": {qid: rng.choice([3, 4, 5]) / 8 for qid in qids}}  # after: within [0, 1]
+        after = {"recall@5": {qid: value - rng.choice([1, 2, 3]) / 8 * (1 if qid < "q20" else rng.choice([-1, 0, 1]))
+                              for qid, value in before["recall@5"].items()}}
+        gate = gate_of(before, after, resamples=500, slices=tags,
+                       tolerances={"billing:recall@5": rag_eval.Tolerance(0.0)})
+        for key, members in (("recall@5", qids), ("billing:recall@5", qids[:20])):
+            with self.subTest(key=key):
+                entry = gate["metrics"][key]
+                deltas = [after["recall@5"][qid] - before["recall@5"][qid] for qid in members]
+                mean = math.fsum(deltas) / len(deltas)
+                reach = math.fsum(abs(delta - mean) for delta in deltas) / len(deltas)
+                self.assertFalse(entry["exact"])
+                self.assertEqual((entry["queries"], entry["mean_delta"]), (len(members), mean))
+                low, high = entry["interval"]
+                self.assertTrue(mean - reach - 1e-12 <= low <= mean <= high <= mean + reach + 1e-12, (mean, reach, low, high))
+
+
 if __name__ == "__main__":
     unittest.main()
