@@ -209,9 +209,7 @@ def judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool
     return keep
 
 
-def _gain(grade: int, kind: str) -> float:
-    if grade <= 0:
-        return 0.0
+def _gain(grade: int, kind: str) -> float:  # of a positive grade (a grade of 0 gains nothing either way)
     return float(grade) if kind == "linear" else 2.0**grade - 1.0
 
 
