@@ -5235,9 +5235,10 @@ with --check-labels: an orphaned label
   {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
 
-Exit 1 means a regression (with --check-labels: an orphaned label) and nothing
-else: a stdout closed from the start (>&-) or full, memory, a lock or a file
-that cannot be written are exit 2.  Files are written only after the report
+Exit 1 means a regression (with --check-labels: an orphaned label; with
+--inconclusive fail, an inconclusive gate too, as asked) and nothing else: a
+stdout closed from the start (>&-) or full, memory, a lock or a file that
+cannot be written are exit 2.  Files are written only after the report
 reached stdout, all or nothing."""
 
 
