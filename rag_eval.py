@@ -238,7 +238,8 @@ def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: i
     return _judged_from_places(placed, grades, depth, conv)
 
 
-def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int,
+                        conv: Conventions) -> Judged:
     """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
 
     Grades are never negative here (the readers drop negative ones), and a
@@ -261,7 +262,8 @@ def _judged_from_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int,
 
 
 def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: int, conv: Conventions,
-                  keep: Optional[Callable[[str, str], bool]], cutoffs: Iterable[int]) -> Tuple[Judged, int, Iterable[int]]:
+                  keep: Optional[Callable[[str, str], bool]],
+                  cutoffs: Iterable[int]) -> Tuple[Judged, int, Iterable[int]]:
     """One query of a run as the measures read it, how many documents it ranks, and the cutoffs its scores
     tie across; ``keep`` (``judged_filter``) drops documents first."""
     if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
@@ -633,7 +635,8 @@ def _columns(pairs: List[Tuple[str, int]], single: bool, table: Mapping) -> List
             for name, cutoff in pairs]
 
 
-def _means(per_query: Mapping[str, Mapping[str, float]], columns: List[Tuple[str, str, Callable, int]]) -> Dict[str, float]:
+def _means(per_query: Mapping[str, Mapping[str, float]],
+           columns: List[Tuple[str, str, Callable, int]]) -> Dict[str, float]:
     """metric -> its arithmetic mean over the scored queries: the sum exactly rounded (math.fsum), then divided."""
     return {metric: math.fsum(values[key] for values in per_query.values()) / len(per_query)
             for key, metric, _, _ in columns}
@@ -3677,7 +3680,8 @@ class _RunRead(NamedTuple):
     run: Run
     any_judged: bool  # whether a line names a document judged for its query (False without qrels)
     repeated: _Repeated
-    located: Dict[str, Location]  # chunk id -> (doc_id, start, end), as an evidence run's rows locate them
+    # chunk id -> (doc_id, start, end), as an evidence run's rows locate them; none (read-only) in other runs
+    located: Mapping[str, Location] = MappingProxyType({})
 
 
 class _ReadAgain(Exception):
@@ -3880,14 +3884,14 @@ class _Queries:
         self._end()
         found = self.judged is not None and not self.looking
         if self.reducer is not None:
-            return _RunRead(self.reducer.run(), found, self.repeats.counted(), {})
+            return _RunRead(self.reducer.run(), found, self.repeats.counted())
         run = {}
         for qid, top in self.tops.items():
             top.prune()
             scores = top.scores if self.mapped or not self.as_bytes else {
                 docid.decode("utf-8"): score for docid, score in top.scores.items()}
             run[qid.decode("utf-8") if self.as_bytes else qid] = _order_scored(scores) if self.ranked else scores
-        return _RunRead(run, found, self.repeats.counted(), {})
+        return _RunRead(run, found, self.repeats.counted())
 
     def _end(self) -> None:
         """The current query's lines end here (without a reducer, its lines may come again)."""
@@ -4434,7 +4438,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
             run[qid] = entry
         elif reducer.knows(qid):
             reducer.ranked(qid, entry) if ranked else reducer.scored(qid, entry)
-    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted(), {})
+    return _RunRead(run if reducer is None else reducer.run(), found, repeats.counted())
 
 
 def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None,
@@ -4719,7 +4723,8 @@ def _verdict_line(report: dict) -> str:
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
-    return f"{_verdict_word(failed, undecided)}, rule '{gate_report['rule']}', {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
+    scored = _plural(report["queries"], "query", "queries")
+    return f"{_verdict_word(failed, undecided)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
@@ -4853,7 +4858,8 @@ def _junit_xml(report: dict) -> str:
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
-        cases = [("scored", "pass", f"{_plural(report['queries'], 'query', 'queries')} scored, no baseline or floor to gate")]
+        scored = _plural(report["queries"], "query", "queries")
+        cases = [("scored", "pass", f"{scored} scored, no baseline or floor to gate")]
     counts = {"tests": str(len(cases)), "failures": str(sum(verdict in _FAILED for _, verdict, _ in cases))}
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
     suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped="0")
@@ -5410,7 +5416,7 @@ def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
         raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
-    runs = [path for _, path in args.runs] or [args.run]  # every run (several: the reference first, --baseline-run's too)
+    runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
                                 args.chunks, args.corpus) if path]
     if inputs.count("-") > 1:
@@ -5728,7 +5734,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
-    run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs, args.max_input_bytes)
+    run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs,
+                                             args.max_input_bytes)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -5880,7 +5887,8 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
     """When chunk ids meet document ids: the --doc-id-sep that would make them match, as advice; else ""."""
-    sample = [(qid, docid) for qid, entry in list(run.items())[:SAMPLE_QUERIES] for docid in list(entry)[:SAMPLE_DOCUMENTS]]
+    sample = [(qid, docid) for qid, entry in list(run.items())[:SAMPLE_QUERIES]
+              for docid in list(entry)[:SAMPLE_DOCUMENTS]]
     for sep in _SEPARATORS:
         if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
