@@ -2213,19 +2213,19 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
     that a mean always matches its scores and noise alone cannot lift it (keeping the better of two noisy
     means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
-    better mean is kept, with no per-query scores.
+    better mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     raised = set(raised)
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
-        if metric not in means:
-            continue
-        if metric in (keep_from.per_query or {}):  # tested: the older mean stays unless the new one rose significantly
-            if metric not in raised:
-                means[metric], per_query[metric] = old, keep_from.per_query[metric]
-        elif old > means[metric]:  # a flat baseline: the better mean, with no per-query scores to go with it
+        scores = (keep_from.per_query or {}).get(metric)
+        if metric not in means or scores is not None and metric not in raised:  # the older mean (and scores) stay
+            means[metric] = old
+            if scores is not None:
+                per_query[metric] = scores
+        elif scores is None and old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
             means[metric] = old
             del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
@@ -5622,7 +5622,9 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
+        gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]))  # --ratchet keeps them
         messages.append(_Message("note", f"updated {baseline_name}" + (" (ratchet)" if args.ratchet else "")
+                                 + (f"; no longer in it (not scored now): {', '.join(gone)}" if gone else "")
                                  if passed else f"the gate failed, so {baseline_name} was not changed"))
     _print_messages(args, report, messages)
     return code

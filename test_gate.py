@@ -1353,6 +1353,26 @@ class TestReviewRegressions(TempDirMixin, unittest.TestCase):
         self.assert_error([qrels, RUN, "--baseline", saved, "--allow-qrels-change", "--update-baseline", "--ratchet"],
                           ["--ratchet"])
 
+    def test_an_update_keeps_or_names_the_metrics_it_did_not_score(self):
+        # Scored now: recall@5 and mrr@5 only.  --ratchet keeps the other two as they were, with their
+        # per-query scores (a flat baseline gates every metric it has, so it cannot get here); a plain
+        # update drops them and says so.
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        before = rag_eval.read_baseline(saved)
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--ratchet",
+                                 "--measures", "recall,mrr"])
+        self.assertEqual(code, 0, err)
+        after = rag_eval.read_baseline(saved)
+        self.assertEqual(after.means, before.means)
+        self.assertEqual(after.per_query, before.per_query)
+        self.assertIn(f"rag_eval: note: updated {saved} (ratchet)", err.splitlines())
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--measures", "recall,mrr"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(set(rag_eval.read_baseline(saved).means), {"recall@5", "mrr@5"})
+        self.assertIn(f"rag_eval: note: updated {saved}; no longer in it (not scored now): ndcg@5, success@5",
+                      err.splitlines())
+
     def test_regressions_refuses_nan(self):
         for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
                                   ({"recall@5": float("nan")}, {"recall@5": 0.5})]:
