@@ -96,7 +96,7 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             try:
                 for block in range(1, 16):
                     rag_eval.READ_BLOCK = block
-                    streamed = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, True)
+                    streamed = rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30), True)
                     self.assertEqual(streamed.run, expected, block)
             finally:
                 rag_eval.READ_BLOCK = saved
