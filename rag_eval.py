@@ -224,11 +224,20 @@ class _Reduced(NamedTuple):
     best: Optional[float]  # the highest score; None for a ranked list (no scores)
 
 
-class _ReducedRun(dict):
+class _PreparedRun(dict):
+    """A run as the command line read it: checked and mapped to documents (``doc_id_sep``) and, when
+    ``filtered``, filtered (``judged_only``) as it was read, so that ``evaluate`` does neither again."""
+
+    def __init__(self, queries: Mapping[str, RunEntry], filtered: bool):
+        super().__init__(queries)
+        self.filtered = filtered
+
+
+class _ReducedRun(_PreparedRun):
     """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
 
     def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
-        super().__init__(queries)
+        super().__init__(queries, filtered=True)
         self.unknown = unknown  # sorted
 
 
@@ -685,17 +694,17 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
-    reduced = isinstance(run, _ReducedRun)  # checked, and mapped to documents, as it was read
-    if not reduced:
+    prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
+    if not prepared:
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
-        run = run if reduced else documents_run(run, doc_id_sep)
+        run = run if prepared else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
 
-    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
+    unknown = run.unknown if isinstance(run, _ReducedRun) else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         theirs = _clipped_repr(min(qrels)) if qrels else "none"
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
@@ -706,7 +715,7 @@ def evaluate(
     unscored: List[str] = []
     skipped: List[str] = []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
-    keep = judged_filter(qrels, min_grade) if judged_only else None
+    keep = judged_filter(qrels, min_grade) if judged_only and not (prepared and run.filtered) else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
@@ -3427,8 +3436,7 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     return _without_negative(qrels)
 
 
-def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int) -> _RunRead:
+def _header_run(inp: _Input, header: _Header, options: _ReadOptions) -> _RunRead:
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
     query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
@@ -3440,11 +3448,11 @@ def _header_run(inp: _Input, header: _Header, depth: Optional[int], keep, doc_id
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
                            header.lineno)
     if score is None:
-        rows = _header_rows(inp, header, (query, doc, header.names.index("rank")), max_bytes)
-        return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows, first_rank=0)
+        rows = _header_rows(inp, header, (query, doc, header.names.index("rank")), options.max_bytes)
+        return _msmarco_run(inp, options, rows, first_rank=0)
     rows = ((lineno, {"query_id": qid, "doc_id": docid, "score": _score(text, inp.source, lineno)})
-            for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, score), max_bytes))
-    return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows)
+            for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, score), options.max_bytes))
+    return _jsonl_run(inp, options, rows)
 
 
 def _trec_qrels(inp: _Input) -> Qrels:
@@ -3684,6 +3692,17 @@ class _RunRead(NamedTuple):
     located: Mapping[str, Location] = MappingProxyType({})
 
 
+class _ReadOptions(NamedTuple):
+    """How ``_read_run`` reads a run (see there), handed to the reader of its format."""
+
+    depth: Optional[int] = None
+    keep: Optional[Callable[[str, str], bool]] = None
+    doc_id_sep: Optional[str] = None
+    judged: Optional[Qrels] = None
+    cutoffs: Optional[List[int]] = None  # reduce each query as it is read (see ``_Reducer``)
+    max_bytes: int = MAX_RUN_BYTES
+
+
 class _ReadAgain(Exception):
     """The streamed reading cannot go on (a query's lines apart, or JSON the plain reader must judge): read again."""
 
@@ -3698,8 +3717,9 @@ class _Reducer:
     by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
     """
 
-    def __init__(self, judged: Qrels, cutoffs: Iterable[int], depth: int, as_bytes: bool, source: str):
-        self.judged, self.cutoffs, self.depth, self.as_bytes, self.source = judged, sorted(cutoffs), depth, as_bytes, source
+    def __init__(self, options: _ReadOptions, as_bytes: bool, source: str):
+        self.judged, self.cutoffs, self.depth = options.judged, sorted(options.cutoffs), options.depth
+        self.as_bytes, self.source = as_bytes, source
         self.queries: Dict[str, _Reduced] = {}
         self.unknown: set = set()
 
@@ -3796,9 +3816,7 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-              judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES) -> _RunRead:
+def _trec_run(inp: _Input, options: _ReadOptions) -> _RunRead:
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     With ``cutoffs`` (and ``judged``), each query is reduced when its lines
@@ -3807,8 +3825,8 @@ def _trec_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
     in C (``_trec_columns``), or, when a line in it is unusual, read line by
     line (``_trec_lines``).
     """
-    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=True)
-    blocks = _line_blocks(inp, None, max_bytes)
+    queries = _Queries(inp.source, options, as_bytes=True)
+    blocks = _line_blocks(inp, None, options.max_bytes)
     lines = None  # sent back: the lines of a block in columns (counted for free), which _line_blocks need not count
     while True:
         try:
@@ -3829,15 +3847,14 @@ class _Queries:
     query's floor are mapped.
     """
 
-    def __init__(self, source: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                 judged: Optional[Qrels], cutoffs: Optional[List[int]], as_bytes: bool):
-        self.depth, self.keep, self.doc_id_sep, self.judged, self.as_bytes = depth, keep, doc_id_sep, judged, as_bytes
-        self.mapped = keep is not None or doc_id_sep is not None
-        self.reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, as_bytes and not self.mapped,
-                                                             source)
+    def __init__(self, source: str, options: _ReadOptions, as_bytes: bool):
+        self.depth, self.keep, self.judged, self.as_bytes = options.depth, options.keep, options.judged, as_bytes
+        self.doc_id_sep = options.doc_id_sep
+        self.mapped = self.keep is not None or self.doc_id_sep is not None
+        self.reducer = None if options.cutoffs is None else _Reducer(options, as_bytes and not self.mapped, source)
         self.tops: Dict[object, _TopScores] = {}  # without a reducer: every query's
         self.repeats = _Repeats()
-        self.looking = judged is not None  # for a line that names a judged document of its query
+        self.looking = self.judged is not None  # for a line that names a judged document of its query
         self.ranked = False  # ranked (not scored) rows: queries are ranked lists, with no ties to note
         self.qid = None  # the current query as the file spells it, None before the first line
         self.query: Optional[str] = None  # ... as text
@@ -4090,9 +4107,8 @@ def _msmarco_layout(inp: _Input) -> bool:
     return expected > 1 and max(lines.values(), default=0) > 1
 
 
-def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-                 cutoffs: Optional[List[int]] = None, max_bytes: int = MAX_RUN_BYTES,
-                 rows: Optional[Iterator[Tuple[int, List[str]]]] = None, first_rank: int = 1) -> _RunRead:
+def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
+                 first_rank: int = 1) -> _RunRead:
     """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
     only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file.
 
@@ -4101,11 +4117,11 @@ def _msmarco_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[s
     number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
     whose ranks may start at ``first_rank`` 0 (PyTerrier's).
     """
-    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=rows is None)
+    queries = _Queries(inp.source, options, as_bytes=rows is None)
     queries.ranked = True
     if rows is None:  # (line number, fields) of every line, split in C
         rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
-                                   for first, lines in _line_blocks(inp, bytes, max_bytes))
+                                   for first, lines in _line_blocks(inp, bytes, options.max_bytes))
     qid, ids, values = None, [], []
     ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
     earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
@@ -4157,18 +4173,16 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     return frozenset(ranks), budget - len(ranks)
 
 
-def _jsonl_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str],
-               judged: Optional[Qrels], cutoffs: Optional[List[int]] = None,
-               max_bytes: int = MAX_RUN_BYTES, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
+def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
                evidence: bool = False) -> _RunRead:
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file.
     With ``evidence``, rows are an evidence run's (see ``_located_run``): the result holds their locations."""
     located: Dict[str, Location] = {}
-    queries = _Queries(inp.source, depth, keep, doc_id_sep, judged, cutoffs, as_bytes=False)
+    queries = _Queries(inp.source, options, as_bytes=False)
     scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
-    for place, (lineno, row) in enumerate(_jsonl_rows(inp, max_bytes) if rows is None else rows):
+    for place, (lineno, row) in enumerate(_jsonl_rows(inp, options.max_bytes) if rows is None else rows):
         if not evidence:
             query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
             docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
@@ -4361,11 +4375,11 @@ def _json_strings(stream: _JsonStream) -> Iterator[str]:
             stream.pos = plain.end()
 
 
-def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str], judged: Optional[Qrels],
-              cutoffs: Optional[List[int]], max_bytes: int, document=None) -> _RunRead:
+def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
+    depth, keep, doc_id_sep, judged = options.depth, options.keep, options.doc_id_sep, options.judged
     repeats = _Repeats()
 
     def scores_of(qid: str, pairs: list) -> dict:  # [[doc, score], ...] as {doc: score}, the ids counted
@@ -4374,7 +4388,7 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         return scores
 
     if document is None:
-        stream = _JsonStream(inp, max_bytes)
+        stream = _JsonStream(inp, options.max_bytes)
         rows = stream.skip_space() == "[" and stream.first_item_opens() == "{"
         members = (stream.parse() for _ in stream.items("]", last=True)) if rows else _json_members(stream)
     else:
@@ -4387,9 +4401,8 @@ def _json_run(inp: _Input, depth: Optional[int], keep, doc_id_sep: Optional[str]
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
                                          for qid, entry in document.items())
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
-        return _read_rows(inp.source, members,
-                          lambda rows: _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, rows))
-    reducer = None if cutoffs is None else _Reducer(judged, cutoffs, depth, False, inp.source)
+        return _read_rows(inp.source, members, lambda rows: _jsonl_run(inp, options, rows))
+    reducer = None if options.cutoffs is None else _Reducer(options, False, inp.source)
     run: Run = {}
     seen = set()
     found = False
@@ -4472,29 +4485,28 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
     if cutoffs is not None and (judged is None or depth is None or path == "-"):
         cutoffs = None
+    options = _ReadOptions(depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
     try:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, path != "-", evidence)
+        return _read_run_once(path, fmt, options, path != "-", evidence)
     except _ReadAgain:
-        return _read_run_once(path, fmt, depth, keep, doc_id_sep, judged, None, max_bytes, False, evidence)
+        return _read_run_once(path, fmt, options._replace(cutoffs=None), False, evidence)
 
 
-def _read_run_once(path: str, fmt: str, depth: Optional[int], keep, doc_id_sep: Optional[str],
-                   judged: Optional[Qrels], cutoffs: Optional[List[int]], max_bytes: int, stream_json: bool,
-                   evidence: bool = False) -> _RunRead:
+def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool, evidence: bool = False) -> _RunRead:
     """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
-            return _jsonl_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, evidence=evidence)
+            return _jsonl_run(inp, options, evidence=evidence)
         if fmt == "trec" and _msmarco_layout(inp):
-            return _msmarco_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+            return _msmarco_run(inp, options)
         header = _header(inp) if fmt == "trec" else None
         if header is not None:
-            return _header_run(inp, header, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+            return _header_run(inp, header, options)
         if fmt == "trec":
-            return _trec_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
+            return _trec_run(inp, options)
         document = None if stream_json else _parse_json(inp, "run")
-        return _json_run(inp, depth, keep, doc_id_sep, judged, cutoffs, max_bytes, document)
+        return _json_run(inp, options, document)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
@@ -5738,6 +5750,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs,
                                              args.max_input_bytes)
+    if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
+        run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,

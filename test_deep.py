@@ -275,8 +275,8 @@ class TestStreamedJson(unittest.TestCase):
                     outcomes = []
                     for stream in (False, True):
                         try:
-                            outcomes.append(rag_eval._read_run_once(path, "json", None, None, None, None, None,
-                                                                    1 << 30, stream))
+                            outcomes.append(rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30),
+                                                                    stream))
                         except rag_eval._ReadAgain:
                             outcomes.append("read again")
                         except rag_eval.RagEvalError as exc:

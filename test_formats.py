@@ -156,11 +156,11 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         for argv in ([], ["--unjudged", self.path("w.jsonl")], ["--k", "1,3,1000"]):
             self.assertEqual(self.scored(argv, path)[1], [self.EXPECTED.format(path)], argv)
         for stream in (True, False):  # the streamed reader and the whole document (standard input reads so)
-            read = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, stream)
+            read = rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30), stream)
             self.assertEqual(read.repeated, (3, 2, False), stream)
         pairs = self.write("pairs.json", {"q1": [["a", 1], ["b", 2], ["a", 3]], "q2": [["c", 1]]})
         for stream in (True, False):  # [doc, score] pairs: a document listed twice keeps its higher score
-            read = rag_eval._read_run_once(pairs, "json", None, None, None, None, None, 1 << 30, stream)
+            read = rag_eval._read_run_once(pairs, "json", rag_eval._ReadOptions(max_bytes=1 << 30), stream)
             self.assertEqual(read, ({"q1": {"a": 3, "b": 2}, "q2": {"c": 1}}, False, (1, 1, False), {}), stream)
         unique = self.write("unique.json", {qid: list(dict.fromkeys(docs)) for qid, docs in run.items()})
         self.assertEqual(self.scored([], unique), (self.scored([], path)[0], []))

@@ -96,7 +96,7 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
             try:
                 for block in range(1, 16):
                     rag_eval.READ_BLOCK = block
-                    streamed = rag_eval._read_run_once(path, "json", None, None, None, None, None, 1 << 30, True)
+                    streamed = rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30), True)
                     self.assertEqual(streamed.run, expected, block)
             finally:
                 rag_eval.READ_BLOCK = saved
@@ -284,6 +284,30 @@ class TestCopyOfTheQrelsOnStandardInput(unittest.TestCase):
                 code, out, err = self.main(argv, stdin)
                 self.assertEqual((code, out), (2, ""))
                 self.assertIn("the run is a copy of the qrels", err)
+
+
+class TestMappedAndFilteredOnce(unittest.TestCase):
+    """--doc-id-sep and --judged-only apply once to a run: while it is read (reduced from a file, or read whole
+    from standard input), or, for --unjudged with --judged-only (which needs the unjudged ids), in evaluate."""
+
+    def test_every_way_of_reading_scores_the_same(self):
+        qrels = {"q1": {"a#1": 2, "b#2": 1, "c#1": 0}, "q2": {"d#1": 1}}
+        run = {"q1": {"x#1": 5, "a#3": 4, "y#1": 3, "b#1": 2}, "q2": {"z#1": 3, "d#2": 2}}
+        main = TestCopyOfTheQrelsOnStandardInput.main
+        with tempfile.TemporaryDirectory() as folder:
+            qrels_path, run_path = write(folder, "qrels.json", json.dumps(qrels)), write(folder, "run.json", json.dumps(run))
+            options = ["--doc-id-sep", "#", "--k", "1", "--measures", "recall,mrr", "--format", "json"]
+            for judged_only, expected in ((False, {"recall@1": 0.0, "mrr@1": 0.0}),  # x, z (unjudged) come first
+                                          # q1: a (grade 2) of a, b: recall 1/2, mrr 1; q2: d: 1, 1
+                                          (True, {"recall@1": (1 / 2 + 1) / 2, "mrr@1": 1.0})):
+                for stdin in (False, True):
+                    for unjudged in (False, True):
+                        argv = [qrels_path, "-" if stdin else run_path] + options + ["--judged-only"] * judged_only
+                        argv += ["--unjudged", os.path.join(folder, "u.jsonl")] if unjudged else []
+                        with self.subTest(judged_only=judged_only, stdin=stdin, unjudged=unjudged):
+                            code, out, err = main(self, argv, stdin=run_path if stdin else None)
+                            self.assertEqual(code, 0, err)
+                            self.assertEqual(json.loads(out)["mean"], expected)
 
 
 class TestReadersAfterTheLeanPass(unittest.TestCase):

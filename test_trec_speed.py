@@ -212,7 +212,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
                     self.assertTrue(plain.repeated.documents == 1 or plain.repeated.at_least and budget < 3)
                     outcomes.add(plain.repeated)
                     with self.assertRaises(rag_eval._ReadAgain):  # query 1 comes back: read again, plainly
-                        rag_eval._read_run_once(path, "auto", 3, None, None, qrels, [2], rag_eval.MAX_RUN_BYTES,
+                        rag_eval._read_run_once(path, "auto", rag_eval._ReadOptions(3, judged=qrels, cutoffs=[2]),
                                                 True)
             self.assertIn(rag_eval._Repeated(1, 1, False), outcomes)
         rag_eval.REPEAT_BUDGET = 1 << 16
