@@ -2971,6 +2971,15 @@ def _source_name(path: str) -> str:
     return "<stdin>" if path == "-" else path
 
 
+def _read_once(path: str) -> bool:
+    """Whether an input can be read only once: standard input, a FIFO or ``<(...)``, a device, anything but
+    a regular file (a missing one is not: reading it says so)."""
+    try:
+        return path == "-" or not stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
 @contextmanager
 def _opened(path: str) -> Iterator[_Input]:
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
@@ -4479,15 +4488,17 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
 
     With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
     it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
-    run whose queries' lines come apart is read again plainly; standard input (read once) is not reduced.
+    run whose queries' lines come apart is read again plainly; an input that can be read only once
+    (standard input, a FIFO) is not reduced.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
-    if cutoffs is not None and (judged is None or depth is None or path == "-"):
+    once = _read_once(path)
+    if cutoffs is not None and (judged is None or depth is None or once):
         cutoffs = None
     options = _ReadOptions(depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
     try:
-        return _read_run_once(path, fmt, options, path != "-", evidence)
+        return _read_run_once(path, fmt, options, not once, evidence)
     except _ReadAgain:
         return _read_run_once(path, fmt, options._replace(cutoffs=None), False, evidence)
 
@@ -5469,6 +5480,9 @@ def _check_options(args) -> None:
         raise RagEvalError("--baseline-qrels goes with --baseline-run: the old run is scored on both judgments")
     if args.baseline_run == "-" or args.baseline_qrels == "-":
         raise RagEvalError("--baseline-qrels reads the old run a second time: neither can be - (standard input)")
+    if _read_once(args.baseline_run):
+        raise RagEvalError("--baseline-qrels reads the old run a second time: it must be a regular file, not a pipe "
+                           "or FIFO", args.baseline_run)
     if os.path.realpath(args.baseline_qrels) == os.path.realpath(args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
     if args.no_symlinks:
@@ -5763,12 +5777,12 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
-        # reduced, cut or filtered: then the run read again decides; standard input, which cannot be, passes.
+        # reduced, cut or filtered: then the run read again decides; an input read once (a pipe) passes.
         copied = all(entry.length == len(entry.judged) == len(judged.get(qid, ())) for qid, entry in run.items()) \
             if reduced else _copies_qrels(run, judged)  # reduced: each query ranks its judged documents, no other
         partial = copied and (reduced or keep is not None
                               or depth is not None and any(len(entry) >= depth for entry in run.values()))
-        if copied and (not partial or path != "-" and _copies_qrels(read_again(), judged)):
+        if copied and (not partial or not _read_once(path) and _copies_qrels(read_again(), judged)):
             raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
                                "grade (was the qrels file given as the run?)", _source_name(path))
     if repeated.documents or repeated.at_least:

@@ -540,6 +540,44 @@ class TestEachInputReadOnce(TempDirMixin, unittest.TestCase):
         self.assertEqual(self.read(self.path("got.jsonl")), self.read(self.path("expected.jsonl")))
         self.assertTrue(self.read(self.path("got.jsonl")))
 
+    def through_a_pipe(self, data, argv):
+        """run_main on argv with PIPE replaced by /dev/fd/N of a pipe holding data (a second read finds it empty)."""
+        read_end, write_end = os.pipe()
+        try:
+            os.write(write_end, data)  # small: the pipe's buffer holds it
+            os.close(write_end)
+            return run_main([f"/dev/fd/{read_end}" if arg == "PIPE" else arg for arg in argv])
+        finally:
+            os.close(read_end)
+
+    @unittest.skipUnless(os.path.exists("/dev/fd"), "/dev/fd")
+    def test_a_pipe_is_read_once_where_a_file_may_be_read_twice(self):
+        # A file may be read twice: a reranked pool (each query ranks exactly its judged documents) is read
+        # again to tell it from a copy of the qrels, q1's lines apart are read again plainly, and a JSON run
+        # is streamed and read again whole to name its error.  Through a pipe, each was once "file is empty".
+        rerank = b"".join(f"{qid} Q0 {doc} 0 {score} r\n".encode() for qid, grades in self.qrels().items()
+                          for doc, score in zip(grades, (0.3, 0.9, 0.5)))
+        apart = b"q1 Q0 refund-policy#2 1 3 r\nq2 Q0 sla-uptime#1 1 3 r\nq1 Q0 refund-policy#3 2 2 r\n"
+        for data in (rerank, apart):
+            run = self.path("run.trec")
+            with open(run, "wb") as out:
+                out.write(data)
+            with self.subTest(data=data[:30]):
+                expected = run_main([QRELS, run, "--format", "csv"])
+                self.assertEqual(expected[0], 0, expected[2])
+                self.assertEqual(self.through_a_pipe(data, [QRELS, "PIPE", "--format", "csv"])[:2], expected[:2])
+        code, out, err = self.through_a_pipe(b'{"q1": ["a"], "q1": ["b"]}', [QRELS, "PIPE"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("duplicated key 'q1' in a JSON object", err)
+        code, out, err = self.through_a_pipe(self.read(RUN), [QRELS, RUN, "--baseline-run", "PIPE",
+                                                              "--baseline-qrels", QRELS])
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("--baseline-qrels reads the old run a second time: it must be a regular file", err)
+
+    def qrels(self):
+        with open(QRELS, encoding="utf-8") as handle:
+            return json.load(handle)
+
     def test_a_gzipped_input_is_hashed_as_its_file(self):
         import gzip
 
