@@ -1406,13 +1406,20 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     elsewhere, exactly once, in the same document; the fixed qrels hold it
     there.  Orphaned: its document is not in the corpus, it lies past the
     document's end without quoting text, or its text is found nowhere or
-    more than once (an ambiguous place is no place).
+    more than once (an ambiguous place is no place), or it would move onto
+    a place judged with another grade.
     """
     rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
+        checked = [(span, *_label_status(span, corpus.get(span.doc_id))) for span in qrels[qid]]
+        grades: Dict[Location, set] = {}
+        for _, _, _, span_now in checked:
+            grades.setdefault(span_now[:3], set()).add(span_now.grade)
         kept = {}
-        for span in qrels[qid]:
-            status, found, span_now = _label_status(span, corpus.get(span.doc_id))
+        for span, status, found, span_now in checked:
+            if status == "moved" and len(grades[span_now[:3]]) > 1:
+                status, found, span_now = "orphaned", (f"would move onto [{span_now.start}, {span_now.end}), "
+                                                       "judged otherwise there"), span
             rows.append((qid, span, status, found))
             kept.setdefault(span_now[:3], span_now)
             if status == "moved":
@@ -1439,16 +1446,18 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
 
 
 def labels_table(check: LabelCheck) -> str:
-    """Valid, moved and orphaned spans per query, then one line per span that is not valid."""
+    """Valid, moved and orphaned spans per query, then one line per span that is not valid; ids on one line
+    each, and nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
     rows = [["query", "valid", "moved", "orphaned"]]
-    rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
+    rows += [[_one_line(qid), *map(str, c.values())]
+             for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
     rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
-    details = [f"{status} {qid} {span.doc_id} [{span.start}, {span.end}): {found}"
+    details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
                for qid, span, status, found in check.rows if status != "valid"]
-    return _aligned(rows) + "\n" + "".join(line + "\n" for line in details)
+    return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
 def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:

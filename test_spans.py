@@ -637,16 +637,44 @@ class TestLabelJobs(CommandLineCase):
         self.assertIn('"é": "ü"', self.read(fixed).decode())
         self.assertEqual(run_main([fixed, "--corpus", corpus, "--check-labels"])[0], 0)  # valid now
 
-    def test_fix_labels_refuses_to_write_two_grades_for_one_place(self):
-        # The first span's text moved to [2, 12), where the second span already is, judged otherwise.
+    def test_check_labels_prints_no_workflow_command(self):
+        # Ids are input: on stdout, in a CI log, they could stop the runner's commands or forge an error.
         qrels = self.jsonl("qrels.jsonl", [
-            {"query_id": "q1", "doc_id": "d", "start": 0, "end": 10, "grade": 2, "text": "0123456789"},
-            {"query_id": "q1", "doc_id": "d", "start": 2, "end": 12, "grade": 1}])
-        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+            {"query_id": "q##[stop-commands]tok", "doc_id": "d\n::error title=x::forged", "start": 0, "end": 5,
+             "grade": 2},
+            {"query_id": "q2", "doc_id": "::warning::w", "start": 0, "end": 5, "grade": 2, "text": "hello"}])
+        corpus = self.jsonl("corpus.jsonl", [{"doc_id": "::warning::w", "text": "xxxhello"}])
+        code, out, err = run_main([qrels, "--corpus", corpus, "--check-labels"])
+        self.assertEqual((code, err), (1, ""))
+        self.assertIn("orphaned q##\\[stop-commands]tok d\\n::error title=x::forged [0, 5): document not in the corpus",
+                      out)
+        self.assertIn("moved q2 ::warning::w [0, 5): now [3, 8)", out)
+        for line in out.splitlines():
+            self.assertFalse(line.lstrip().startswith("::") or "##[" in line, line)
+
+    def test_a_span_that_would_move_onto_another_grade_is_orphaned(self):
+        # The first span's text moved to [2, 12), where the second span already is, judged otherwise: no
+        # place for it, so it is orphaned (checking exits 1, scoring refuses, fixing leaves it where it was).
+        # It was once reported as moved, dropped without a word when scoring, and refused by --fix-labels
+        # in the name of the file it was to write.
+        rows = [{"query_id": "q1", "doc_id": "d", "start": 0, "end": 10, "grade": 2, "text": "0123456789"},
+                {"query_id": "q1", "doc_id": "d", "start": 2, "end": 12, "grade": 1}]
+        qrels, corpus = self.jsonl("qrels.jsonl", rows), self.jsonl("corpus.jsonl", self.CORPUS)
+        code, out, err = run_main([qrels, "--corpus", corpus, "--check-labels"])
+        self.assertEqual((code, err), (1, ""))
+        self.assertIn("orphaned q1 d [0, 10): would move onto [2, 12), judged otherwise there", out)
+        self.assertEqual(out.splitlines()[1].split(), ["q1", "1", "0", "1"])
         fixed = self.path("fixed.jsonl")
-        err = self.error([qrels, "--corpus", corpus, "--fix-labels", fixed])
-        self.assertIn("fixed.jsonl:2: conflicting judgments for 'q1'/'d' [2, 12): 2 and 1", err)
-        self.assertFalse(os.path.exists(fixed))
+        self.assertEqual(run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])[:2], (0, out))
+        self.assertEqual([json.loads(line) for line in self.read(fixed).decode().splitlines()], rows)
+        run = self.jsonl("run.jsonl", [{"query_id": "q1", "chunk_id": "c", "doc_id": "d", "start": 0, "end": 12}])
+        self.assertIn("1 evidence labels are orphaned", self.error([qrels, run, "--corpus", corpus]))
+        # Moved onto a place judged with the same grade, it is moved, and the two are one judgment.
+        rows[1]["grade"] = 2
+        same = self.jsonl("same.jsonl", rows)
+        code, out, _ = run_main([same, "--corpus", corpus, "--check-labels"])
+        self.assertEqual(code, 0)
+        self.assertIn("moved q1 d [0, 10): now [2, 12)", out)
 
 
 if __name__ == "__main__":
@@ -728,12 +756,19 @@ class TestSpanInputChecks(CommandLineCase):
                                          measures=["recall"])
         self.assertEqual(result["mean"]["recall@1"], 1.0)
 
-    def test_a_span_moved_onto_another_keeps_one_span_there(self):
-        # "xyz" is quoted at [0, 3) but lies at [10, 13), where another span (grade 1) already is: the fixed
-        # judgments hold one span per place (two would conflict when read back), the first in order
+    def test_a_span_moved_onto_another_grade_stays_and_is_orphaned(self):
+        # "xyz" is quoted at [0, 3) but lies at [10, 13), where another span is judged grade 1: the fixed
+        # judgments cannot hold two grades for one place, and dropping either loses a judgment (this once
+        # kept the moved one alone), so the moved one stays where it was, orphaned.
         qrels = {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))}
         check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
-        self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 2, "xyz"),)})
+        self.assertEqual(check.fixed, {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))})
+        self.assertEqual([row[2:] for row in check.rows], [
+            ("orphaned", "would move onto [10, 13), judged otherwise there"), ("valid", "")])
+        self.assertEqual(check.moved, {})
+        # the same grade there: one judgment, at the new place
+        check = rag_eval.check_labels({"q": (Span("d", 0, 3, 1, "xyz"), Span("d", 10, 13, 1))}, {"d": "abcdefghijxyz"})
+        self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 1, "xyz"),)})
         self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
 
     def test_every_label_status_and_the_fixed_rows_of_judgments_made_in_memory(self):
