@@ -2215,8 +2215,9 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     if baseline.conventions is None:
         return []
     now = _conventions_record(result)
-    found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(value)}"
-             for key, value in now.items() if key != "k" and baseline.conventions.get(key) != value]
+    keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
+    found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
+             for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
     # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
@@ -2821,7 +2822,7 @@ def label_changes(before: dict, qrels: Qrels) -> dict:
     """
     qrels = _judgment_table(qrels)
     whole = "qrels" in before
-    old = before["qrels"] if whole else before["digests"]
+    old = _judgment_table(before["qrels"]) if whole else before["digests"]
     queries: Dict[str, dict] = {}
     for qid in sorted(set(old) & set(qrels)):
         docs, was = qrels[qid], old[qid]
@@ -3750,8 +3751,8 @@ class _Reducer:
         if qid not in self.unknown:
             self.unknown.add(qid)
             if len(self.unknown) > MAX_UNKNOWN_QUERIES:
-                raise RagEvalError(f"more than {MAX_UNKNOWN_QUERIES} run queries are not in the qrels (one: {qid!r}); "
-                                   "is this a run of these qrels?", self.source)
+                raise RagEvalError(f"more than {MAX_UNKNOWN_QUERIES} run queries are not in the qrels "
+                                   f"(one: {_clipped_repr(qid)}); is this a run of these qrels?", self.source)
         return False
 
     def scored(self, qid: str, scores: Mapping, docids: Optional[List] = None, values: Optional[List] = None) -> None:
@@ -5640,7 +5641,7 @@ def _run_one(args, argv: List[str]) -> int:
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
                 baseline = _baseline_from_run(reference, fingerprint)
-            earlier = _earlier_labels(args, baseline)
+            earlier = _earlier_labels(args, baseline, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
         messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
@@ -6201,7 +6202,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
             baseline = _baseline_from_run(scored[0].result, fingerprint)
-        earlier = _earlier_labels(args, baseline)
+        earlier = _earlier_labels(args, baseline, qrels)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
@@ -6258,11 +6259,14 @@ class _EarlierJudgments(NamedTuple):
     old_on_old: Optional[Dict[str, float]] = None
 
 
-def _earlier_labels(args, baseline: Optional[Baseline]) -> Optional[_EarlierJudgments]:
+def _earlier_labels(args, baseline: Optional[Baseline], qrels: Qrels) -> Optional[_EarlierJudgments]:
     """The earlier judgments: read from --baseline-qrels (and the old run scored on them), or stored in the baseline."""
     if args.baseline_qrels is None:
         return _EarlierJudgments(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
     old_qrels = read_qrels(args.baseline_qrels, args.qrels_format)
+    if isinstance(old_qrels, SpanQrels) != isinstance(qrels, SpanQrels):  # the old run would be scored another way
+        raise RagEvalError("--baseline-qrels and QRELS must be judgments of one kind (both evidence spans, or "
+                           "neither): migrate the old ones with --to-spans first", args.baseline_qrels)
     path = args.runs[0][1] if args.runs else args.baseline_run
     try:
         old_on_old, _ = _score_file(args, old_qrels, path)

@@ -378,6 +378,25 @@ class TestGate(CommandLineCase):
         self.assertEqual(run_main([qrels, run, "--chunks", chunks, "--baseline", base])[0], 0)
         err = self.error([qrels, run, "--chunks", chunks, "--baseline", base, "--min-overlap", "0.8"])
         self.assertIn("min_overlap: baseline 0.5, now 0.8", err)
+        # Evidence numbers are no chunk-id numbers of the same name: --allow-qrels-change accepts new labels,
+        # not another measure (this direction once passed).
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2},
+                                       {"query_id": "q2", "doc_id": "d#2", "grade": 1}])
+        err = self.error([ids, run, "--baseline", base, "--allow-qrels-change", "--measures", "recall,mrr"])
+        self.assertIn("min_overlap: baseline 0.5, now None", err)
+
+    def test_baseline_qrels_of_spans_explain_the_label_change(self):
+        # q2's span regraded 1 -> 2 between the old and the new judgments: once a traceback (the old spans
+        # were not named doc[start:end] as the new ones were).
+        qrels, run, chunks = self.files()
+        old = self.jsonl("old.jsonl", self.QRELS[:2] + [dict(self.QRELS[2], grade=2)])
+        code, out, err = run_main([qrels, run, "--chunks", chunks, "--baseline-run", run, "--baseline-qrels", old])
+        self.assertEqual(code, 0, err)
+        changes = json.loads(out)["gate"]["label_changes"]
+        self.assertEqual(changes["queries"], {"q2": {"added": {}, "removed": {}, "regraded": {"d[20:30]": [2, 1]}}})
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2}])
+        err = self.error([qrels, run, "--chunks", chunks, "--baseline-run", run, "--baseline-qrels", ids])
+        self.assertIn("--baseline-qrels and QRELS must be judgments of one kind", err)
 
     def test_tolerances_and_floors_address_each_level(self):
         qrels, run, chunks = self.files()
