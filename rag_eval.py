@@ -4859,26 +4859,33 @@ def _regression_lines(gate_report: dict) -> List[str]:
     return lines
 
 
-def _junit_xml(report: dict) -> str:
-    """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it."""
+def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
+    """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it.
+    An inconclusive metric is ``<skipped>`` (neither passed nor failed), a ``<failure>`` when
+    ``inconclusive_fails`` (``--inconclusive fail``, which exits 1 on it)."""
     from xml.etree import ElementTree
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
-              f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
+              f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}"
+              + (f"; {_verdict_cell(entry, None)}" if entry["verdict"] == "inconclusive" else ""))
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", "pass", f"{scored} scored, no baseline or floor to gate")]
-    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in _FAILED for _, verdict, _ in cases))}
+    failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
+    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
+    skipped = 0 if inconclusive_fails else sum(verdict == "inconclusive" for _, verdict, _ in cases)
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
-    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped="0")
+    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
-        if verdict in _FAILED:
+        if verdict in failing:
             ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
+        elif verdict == "inconclusive":
+            ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
     text = ElementTree.tostring(suites, encoding="unicode")
@@ -5822,7 +5829,7 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         full = dict(report, per_query=_per_query_full_names(result))
         files.append((args.output, _full_output(args, argv, full, result, fingerprint, digests, messages)))
     if args.junit:
-        files.append((args.junit, _junit_xml(report)))
+        files.append((args.junit, _junit_xml(report, inconclusive_fails=args.inconclusive == "fail")))
     if args.metrics_file:
         files.append((args.metrics_file, _openmetrics_text(report)))
     if args.unjudged:

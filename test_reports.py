@@ -618,6 +618,27 @@ class TestJUnit(TempDirMixin, unittest.TestCase):
         self.assertEqual((suite.get("tests"), suite.get("failures")), ("4", "0"))
         self.assertEqual(suite.findall("testcase/failure"), [])
 
+    def test_inconclusive_is_skipped_or_a_failure_under_inconclusive_fail(self):
+        # 30 queries, one falls from 1 to 0: --gate significant cannot tell, every metric is inconclusive; it was a
+        # passing case (system-out) even when --inconclusive fail made the run exit 1
+        qrels = self.write("q.json", {f"q{i}": {f"d{i}": 1} for i in range(30)})
+        before = self.write("before.json", {f"q{i}": [f"d{i}"] for i in range(30)})
+        worse = self.write("worse.json", dict({f"q{i}": [f"d{i}"] for i in range(30)}, q0=["x"]))
+        junit = self.path("junit.xml")
+        for policy, code, element, failures, skipped in (("exit", 3, "skipped", "0", "4"), ("pass", 0, "skipped", "0", "4"),
+                                                         ("fail", 1, "failure", "4", "0")):
+            with self.subTest(policy=policy):
+                self.ok([qrels, worse, "--baseline-run", before, "--gate", "significant", "--resamples", R,
+                         "--inconclusive", policy, "--junit", junit], expected_code=code)
+                suite = ElementTree.parse(junit).getroot().find("testsuite")
+                self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("skipped")), ("4", failures, skipped))
+                for case in suite.findall("testcase"):
+                    (found,) = list(case)
+                    self.assertEqual(found.tag, element)
+                    self.assertEqual(found.get("message"), f"{case.get('name')}: inconclusive")
+                    self.assertRegex(found.text, r"^baseline 1\.0000, now 0\.9667, allowed drop 0\.0200; "  # 29 / 30
+                                                 r"inconclusive \(~\d+ queries would resolve it\)$")
+
     def test_no_gate_is_one_passing_case(self):
         # CI systems (Jenkins's junit step) reject a report without test cases.
         junit = self.path("junit.xml")
