@@ -136,7 +136,7 @@ def report_error(message: str, argv: List[str], summary: str) -> None:
     sys.stderr.write(rag_eval._annotation("error", message, file=path, line=line) + "\n")
     with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
         out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n"
-                  f"{rag_eval._neutralise_workflow_commands(message)}\n\n"
+                  f"{rag_eval._neutralise_workflow_commands(rag_eval._markdown_input(message))}\n\n"
                   "Nothing was gated: fix the file or the option named above, then run again.\n")
 
 

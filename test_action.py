@@ -267,7 +267,7 @@ class TestActionStep(ActionRun):
             with open(outputs["report"], encoding="utf-8") as handle:
                 self.assertEqual(json.load(handle)["gate"]["passed"], False)
             self.assertEqual(self.read(outputs["summary"]), summary)
-            self.assertIn("- REGRESSION mrr@5: baseline 0.5500, now 0.5000", summary)
+            self.assertIn("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`", summary)
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
             self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
 
@@ -482,7 +482,7 @@ class TestComment(ActionRun):
         self.assertEqual(len(api.comments), 1)
         body = api.comments[0]["body"]
         self.assertTrue(body.startswith("<!-- rag_eval -->\n### rag_eval: FAIL"), body)
-        self.assertIn("- REGRESSION mrr@5", body)
+        self.assertIn("- `REGRESSION mrr@5", body)
 
     def test_forbidden_is_a_notice_and_keeps_the_exit_code(self):
         bash = (bashes() or [None])[0] or self.skipTest("no bash here")
@@ -568,7 +568,7 @@ class TestNoForgedCommands(TempDir):
         self.assertEqual([data for _, _, _, data in errors], ["REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000"])
         written = self.read(summary)
         # the summary was written (an empty one would hold no command either), its ids neutralised
-        self.assertIn("\n- REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000\n", written)
+        self.assertIn("\n- `REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000`\n", written)
         self.assertEqual(runner_commands(written), [])
 
     def test_error_lines(self):
