@@ -4767,7 +4767,8 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
 
     quoted = _markdown_input if markdown else str
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
-    parts = ["### rag_eval: " + heading if markdown else heading, table(_metric_rows(report, digits), {0: _markdown_metric})]
+    parts = ["### rag_eval: " + heading if markdown else heading,
+             table(_metric_rows(report, digits), {0: _markdown_metric})]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -5083,7 +5084,8 @@ def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] =
     else:
         text = f"{_plural(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
         each = [(qid, f"{q['judged'][0]} -> {q['judged'][1]} judged") for qid, q in queries.items()]
-    ordered = [f"{quoted(qid)} {change}" for qid, change in sorted(each, key=lambda pair: _natural_order(" ".join(pair)))]
+    ordered = [f"{quoted(qid)} {change}"
+               for qid, change in sorted(each, key=lambda pair: _natural_order(" ".join(pair)))]  # as the plain text sorts
     if ordered:
         text += " (" + ", ".join(ordered[:shown]) + (", ..." if len(ordered) > shown else "") + ")"
     if counts["queries_added"] or counts["queries_removed"]:
