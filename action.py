@@ -26,6 +26,7 @@ Standard library only, like rag_eval.py.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -56,24 +57,32 @@ def action_argv(env: Mapping[str, str], report: str) -> List[str]:
     ``args`` is split by ``shlex``, as a POSIX shell would: newlines separate
     like spaces, quotes group, a backslash escapes (write Windows paths with
     ``/`` or in single quotes).  Options in ``args`` come last, so they win.
-    Raises ``ValueError`` for an unfinished quote.
+    Raises ``ValueError``, its message the error line, for an empty ``qrels`` or
+    ``run`` (GitHub does not enforce ``required`` on an action's inputs: a
+    misspelt input name arrives empty) and for an unfinished quote.
     """
-    argv = [env.get("RAG_EVAL_QRELS", ""), env.get("RAG_EVAL_RUN", ""), "--k", env.get("RAG_EVAL_K") or "5",
+    for name, what in (("qrels", "judgments"), ("run", "run")):
+        if not env.get(f"RAG_EVAL_{name.upper()}", "").strip():
+            raise ValueError(f"the {name} input is empty: name the {what} file (with: {name}: ...; GitHub passes an "
+                             "input it does not know, or misspelt, as empty)")
+    argv = [env["RAG_EVAL_QRELS"], env["RAG_EVAL_RUN"], "--k", env.get("RAG_EVAL_K") or "5",
             "--format", "table", "--output", report]
     if env.get("RAG_EVAL_BASELINE"):
         argv += ["--baseline", env["RAG_EVAL_BASELINE"]]
-    return argv + shlex.split(env.get("RAG_EVAL_ARGS", ""))
+    try:
+        return argv + shlex.split(env.get("RAG_EVAL_ARGS", ""))
+    except ValueError as exc:
+        raise ValueError(f"args: {exc} (the args input is split like a POSIX shell command line)") from None
 
 
 def report_path(argv: List[str]) -> str:
-    """The file the full result goes to: the last --output (argparse keeps the last)."""
-    path = ""
-    for i, arg in enumerate(argv):
-        if arg == "--output" and i + 1 < len(argv):
-            path = argv[i + 1]
-        elif arg.startswith("--output="):
-            path = arg[len("--output="):]
-    return path
+    """The file the full result goes to, as rag_eval's own parser reads ``argv``: the last --output, or
+    an abbreviation argparse accepts (``--outp``); "" when the command line does not parse."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # --help and --version print once, from rag_eval
+            return rag_eval._build_parser().parse_args(argv).output or ""
+    except (rag_eval.RagEvalError, SystemExit):  # rag_eval stopped on it too, and said why
+        return ""
 
 
 # === Running rag_eval ===
@@ -127,25 +136,38 @@ def report_error(message: str, argv: List[str], summary: str) -> None:
     sys.stderr.write(rag_eval._annotation("error", message, file=path, line=line) + "\n")
     with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
         out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n"
-                  f"{rag_eval._neutralise_workflow_commands(message)}\n\n"
+                  f"{rag_eval._neutralise_workflow_commands(rag_eval._markdown_input(message))}\n\n"
                   "Nothing was gated: fix the file or the option named above, then run again.\n")
 
 
 # === Outputs ===
 
 
+def gate_verdict(report: dict) -> Optional[str]:
+    """The gate's own verdict in a report: its ``gate``, or the worst of its runs' gates; None when nothing was gated.
+    ``--inconclusive pass|fail`` changes the exit code, never this."""
+    gates = [report["gate"]] if "gate" in report else [run["gate"] for run in report.get("runs", ()) if "gate" in run]
+    return rag_eval._overall_verdict(gate["verdict"] for gate in gates) if gates else None
+
+
 def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
-    means = {}
+    """The step's outputs: ``passed`` from the exit code, ``verdict`` the gate's (from the report) unless rag_eval
+    stopped on an error."""
+    means, verdict = {}, None
     if report and os.path.isfile(report):
         try:
             with open(report, encoding="utf-8") as handle:
-                means = json.load(handle).get("mean", {})
-        except (OSError, ValueError, AttributeError):
+                full = json.load(handle)
+            means = full.get("mean", {})
+            verdict = gate_verdict(full)
+        except (OSError, ValueError, AttributeError, KeyError, TypeError):
             means = {}
+    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE) or verdict is None:
+        verdict = VERDICTS.get(code, "error")
     return {
         "passed": "true" if code == rag_eval.EXIT_OK else "false",
         "exit-code": str(code),
-        "verdict": VERDICTS.get(code, "error"),
+        "verdict": verdict,
         "report": report if report and os.path.isfile(report) else "",
         "summary": summary,
         "means": json.dumps(means, sort_keys=True),
@@ -268,10 +290,8 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
     try:
         argv = action_argv(env, os.path.join(folder, "report.json"))
     except ValueError as exc:
-        argv = []
-        message = f"args: {exc} (the args input is split like a POSIX shell command line)"
+        argv, message, code = [], str(exc), rag_eval.EXIT_ERROR
         sys.stderr.write(f"rag_eval: error: {message}\n")
-        code = rag_eval.EXIT_ERROR
     else:
         code, err = run_rag_eval(argv, summary)
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]

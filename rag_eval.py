@@ -4727,7 +4727,8 @@ def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
             drops = ", ".join(f"{quoted(_one_line(qid))} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
-            lines.append(f"{metric}: {_plural(entry['worse'], 'query', 'queries')} worse, {entry['improved']} better; "
+            lines.append(f"{_metric_name(metric, quoted)}: {_plural(entry['worse'], 'query', 'queries')} worse, "
+                         f"{entry['improved']} better; "
                          f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
                                                        if entry["hit_to_miss"] else ""))
     return lines
@@ -4746,7 +4747,8 @@ def _verdict_word(failed: List[str], undecided: List[str]) -> str:
     return f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})" if undecided else "PASS"
 
 
-def _verdict_line(report: dict) -> str:
+def _verdict_line(report: dict, quoted: Callable[[str], str] = str) -> str:
+    """What the gate said, or how many queries were scored; ``quoted`` shows a slice's name."""
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
     coverage = f" (the run has no results for {missing})" if missing else ""
@@ -4757,7 +4759,8 @@ def _verdict_line(report: dict) -> str:
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
     scored = _plural(report["queries"], "query", "queries")
-    return f"{_verdict_word(failed, undecided)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
+    named = ([_metric_name(key, quoted) for key in keys] for keys in (failed, undecided))
+    return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
@@ -4780,10 +4783,14 @@ def _calibration_text(report: dict, markdown: bool) -> str:
 
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
-    table = _markdown_table if markdown else _aligned
-    heading = _verdict_line(report) + _gate_context_text(report.get("gate"), digits)
-    parts = ["### rag_eval: " + _markdown_text(heading) if markdown else heading, table(_metric_rows(report, digits))]
-    drops = _drop_lines(report, digits, _code_span if markdown else str)
+    def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
+        return _markdown_table(rows, inputs) if markdown else _aligned(rows)
+
+    quoted = _markdown_input if markdown else str
+    heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
+    parts = ["### rag_eval: " + heading if markdown else heading,
+             table(_metric_rows(report, digits), {0: _markdown_metric})]
+    drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
     else:
@@ -4794,9 +4801,9 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
         parts.append(("Abstention" if markdown else "abstention") + f": {len(abstention['abstained'])} of "
                      f"{abstention['queries']} unanswerable queries got no answer ({abstention['share']:.0%})")
     if report.get("slices"):
-        parts.append(table(_slice_rows(report, digits)))
+        parts.append(table(_slice_rows(report, digits), {0: _markdown_input}))
     if "per_query" in report:
-        rows = table(_per_query_rows(report, digits))
+        rows = table(_per_query_rows(report, digits), {0: _markdown_input})
         parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
@@ -4807,6 +4814,22 @@ def _markdown_text(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _markdown_input(text: str) -> str:
+    """Text from the inputs (a query id, a slice's or run's name, a --meta value) as markdown shows it: a code span,
+    in which neither HTML nor markdown renders (no link, image, @mention or #reference), on one line."""
+    return _code_span(_one_line(text))
+
+
+def _metric_name(key: str, quoted: Callable[[str], str] = str) -> str:
+    """A metric as a report names it, a slice's name (``billing`` of ``billing:recall@5``) shown by ``quoted``."""
+    tag, colon, metric = key.rpartition(":")
+    return quoted(tag) + colon + metric if colon else key
+
+
+def _markdown_metric(key: str) -> str:
+    return _metric_name(key, _markdown_input)
+
+
 def _code_span(text: str) -> str:
     """``text`` as a markdown code span, where HTML shows as text: fenced by more backticks than it holds in a row
     (an id's own backtick cannot end the span), padded when it starts or ends with one."""
@@ -4815,11 +4838,15 @@ def _code_span(text: str) -> str:
     return fence + pad + text + pad + fence
 
 
-def _markdown_table(rows: List[List[str]]) -> str:
-    def cells(row):
-        return "| " + " | ".join(_markdown_text(_one_line(cell)).replace("|", "\\|") for cell in row) + " |"
+def _markdown_table(rows: List[List[str]], inputs: Optional[Dict[int, Callable[[str], str]]] = None) -> str:
+    """A pipe table; the data cells of a column in ``inputs`` hold text from the inputs, shown by its function, the
+    rest as text.  A ``|`` is escaped everywhere, in a code span too (GitHub's tables read ``\\|`` there as ``|``)."""
+    def cells(row: List[str], inputs: Dict[int, Callable[[str], str]]) -> str:
+        shown = (inputs[column](cell) if column in inputs else _markdown_text(_one_line(cell))
+                 for column, cell in enumerate(row))
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in shown) + " |"
 
-    return "\n".join([cells(rows[0]), "|" + "---|" * len(rows[0])] + [cells(row) for row in rows[1:]])
+    return "\n".join([cells(rows[0], {}), "|" + "---|" * len(rows[0])] + [cells(row, inputs or {}) for row in rows[1:]])
 
 
 def _format_csv(report: dict, digits: int) -> str:
@@ -4880,26 +4907,33 @@ def _regression_lines(gate_report: dict) -> List[str]:
     return lines
 
 
-def _junit_xml(report: dict) -> str:
-    """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it."""
+def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
+    """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it.
+    An inconclusive metric is ``<skipped>`` (neither passed nor failed), a ``<failure>`` when
+    ``inconclusive_fails`` (``--inconclusive fail``, which exits 1 on it)."""
     from xml.etree import ElementTree
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
-              f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}")
+              f"{_format_number(entry['now'], 4)}, allowed drop {_format_number(entry['allowed_drop'], 4)}"
+              + (f"; {_verdict_cell(entry, None)}" if entry["verdict"] == "inconclusive" else ""))
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
     if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", "pass", f"{scored} scored, no baseline or floor to gate")]
-    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in _FAILED for _, verdict, _ in cases))}
+    failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
+    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
+    skipped = 0 if inconclusive_fails else sum(verdict == "inconclusive" for _, verdict, _ in cases)
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
-    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped="0")
+    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
-        if verdict in _FAILED:
+        if verdict in failing:
             ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
+        elif verdict == "inconclusive":
+            ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
     text = ElementTree.tostring(suites, encoding="unicode")
@@ -4978,9 +5012,10 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
                   markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
-    verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit."""
+    verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit.  The failing lines,
+    notes and warnings are the log's lines, each a code span: they name slices, runs, files and ids."""
     def listed(lines: List[str]) -> str:
-        return "\n".join("- " + _neutralise_workflow_commands(_markdown_text(line)) for line in lines)
+        return "\n".join("- " + _neutralise_workflow_commands(_markdown_input(line)) for line in lines)
 
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading, listed(failures), rest.rstrip("\n")]
@@ -4989,8 +5024,8 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
                      f"{listed(warnings)}\n\n</details>")
     if meta:
         rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
-        parts.append(_neutralise_workflow_commands("<details><summary>Provenance</summary>\n\n" + _markdown_table(rows)
-                                                   + "\n\n</details>"))
+        table = _markdown_table(rows, {0: _markdown_input, 1: _markdown_input})
+        parts.append(_neutralise_workflow_commands(f"<details><summary>Provenance</summary>\n\n{table}\n\n</details>"))
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
 
 
@@ -5042,33 +5077,36 @@ def _openmetrics_text(report: dict) -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-def _gate_context_text(gate_report: Optional[dict], digits: int) -> str:
+def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callable[[str], str] = str) -> str:
     """The lines under the verdict (each after a newline), or "": what the baseline's provenance
-    says otherwise, what the judgments changed, and each delta split into labels and system."""
+    says otherwise, what the judgments changed, and each delta split into labels and system.
+    ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
     gate_report = gate_report or {}
     lines = []
     if gate_report.get("meta_changes"):
-        lines.append("provenance changed since the baseline: " + "; ".join(gate_report["meta_changes"]))
+        lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
     if gate_report.get("label_changes"):
-        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"]))
+        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted=quoted))
     if gate_report.get("delta_split"):
         lines.append("delta = labels + system: " + "; ".join(
-            f"{metric} {e['total']:+.{digits}f} = {e['labels']:+.{digits}f} + {e['system']:+.{digits}f}"
+            f"{_metric_name(metric, quoted)} {e['total']:+.{digits}f} = {e['labels']:+.{digits}f} + "
+            f"{e['system']:+.{digits}f}"
             for metric, e in gate_report["delta_split"].items()))
     return "".join("\n" + line for line in lines)
 
 
-def _label_summary(changes: dict, shown: int = 5) -> str:
-    """``label_changes`` in one line: the counts, then the first few changed queries."""
+def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] = str) -> str:
+    """``label_changes`` in one line: the counts, then the first few changed queries (their ids shown by ``quoted``)."""
     counts, queries = changes["counts"], changes["queries"]
     if changes["stored"] == "judgments":
         text = (f"{_plural(counts['added'], 'judgment', 'judgments')} added, {counts['removed']} removed, "
                 f"{counts['regraded']} regraded in {_plural(counts['queries_changed'], 'query', 'queries')}")
-        each = [f"{qid} +{len(q['added'])} -{len(q['removed'])} ~{len(q['regraded'])}" for qid, q in queries.items()]
+        each = [(qid, f"+{len(q['added'])} -{len(q['removed'])} ~{len(q['regraded'])}") for qid, q in queries.items()]
     else:
         text = f"{_plural(counts['queries_changed'], 'query', 'queries')} changed (stored as digests)"
-        each = [f"{qid} {q['judged'][0]} -> {q['judged'][1]} judged" for qid, q in queries.items()]
-    ordered = sorted(each, key=_natural_order)
+        each = [(qid, f"{q['judged'][0]} -> {q['judged'][1]} judged") for qid, q in queries.items()]
+    ordered = [f"{quoted(qid)} {change}"
+               for qid, change in sorted(each, key=lambda pair: _natural_order(" ".join(pair)))]  # as the plain text sorts
     if ordered:
         text += " (" + ", ".join(ordered[:shown]) + (", ..." if len(ordered) > shown else "") + ")"
     if counts["queries_added"] or counts["queries_removed"]:
@@ -5088,29 +5126,29 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
     row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
+    quoted = _markdown_input if markdown else str
     scored = _plural(runs[0]["queries"], "query", "queries")
-    verdict = f"{len(runs)} runs compared with {comparison['reference']}, {scored} scored"
+    verdict = f"{len(runs)} runs compared with {quoted(comparison['reference'])}, {scored} scored"
     gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all
     if "passed" in report:
-        failed, undecided = ([run["name"] for run in runs if "gate" in run and run["gate"]["verdict"] == word]
+        failed, undecided = ([quoted(run["name"]) for run in runs if "gate" in run and run["gate"]["verdict"] == word]
                              for word in ("regression", "inconclusive"))
         verdict = f"{_verdict_word(failed, undecided)}, rule '{gated['rule']}', {verdict}"
-    context = _gate_context_text(gated, digits).lstrip("\n")  # it names queries: escaped in markdown
-    method = ((_markdown_text(context) if markdown else context) + ("\n" if context else "")
+    context = _gate_context_text(gated, digits, quoted).lstrip("\n")
+    method = (context + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over "
               f"{_plural(comparison['family'], 'comparison', 'comparisons')} "
               f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
               f"{_plural(len(comparison['metrics']), 'metric', 'metrics')}); best: highest mean; ~best: not distinguishable from "
               f"the best (adjusted p >= {comparison['alpha']:g})")
-    quoted = _code_span if markdown else str
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
-            notes.append(f"{quoted(run['name'])}: {_verdict_line(run)}")
+            notes.append(f"{quoted(run['name'])}: {_verdict_line(run, quoted)}")
             notes += [f"{quoted(run['name'])} {line}" for line in _drop_lines(run, digits, quoted)]
     rows = _comparison_rows(report, digits)
     if markdown:
-        parts = ["### rag_eval: " + _markdown_text(verdict), method, _markdown_table(rows),
+        parts = ["### rag_eval: " + verdict, method, _markdown_table(rows, {0: _markdown_metric, 1: _markdown_input}),
                  "\n".join(f"- {line}" for line in notes)]
     else:
         parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
@@ -5846,7 +5884,7 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         full = dict(report, per_query=_per_query_full_names(result))
         files.append((args.output, _full_output(args, argv, full, result, fingerprint, digests, messages)))
     if args.junit:
-        files.append((args.junit, _junit_xml(report)))
+        files.append((args.junit, _junit_xml(report, inconclusive_fails=args.inconclusive == "fail")))
     if args.metrics_file:
         files.append((args.metrics_file, _openmetrics_text(report)))
     if args.unjudged:

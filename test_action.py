@@ -267,7 +267,7 @@ class TestActionStep(ActionRun):
             with open(outputs["report"], encoding="utf-8") as handle:
                 self.assertEqual(json.load(handle)["gate"]["passed"], False)
             self.assertEqual(self.read(outputs["summary"]), summary)
-            self.assertIn("- REGRESSION mrr@5: baseline 0.5500, now 0.5000", summary)
+            self.assertIn("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`", summary)
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
             self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
 
@@ -335,6 +335,59 @@ class TestActionStep(ActionRun):
             self.assertIn("rag_eval: error: args: No closing quotation", err)
             self.assertEqual(outputs["exit-code"], "2")
             self.assertIn("### rag_eval: error (exit 2)", summary)
+
+    def test_verdict_is_the_gates_whatever_the_exit_code(self):
+        # 30 queries, one falls from 1 to 0: --gate significant cannot tell (inconclusive); --inconclusive maps only
+        # the exit code (and passed), the verdict stays the gate's (it was mapped from the exit code: regression, pass)
+        qrels = self.write("q.json", {f"q{i}": {f"d{i}": 1} for i in range(30)})
+        before = self.write("before.json", {f"q{i}": [f"d{i}"] for i in range(30)})
+        worse = self.write("worse.json", dict({f"q{i}": [f"d{i}"] for i in range(30)}, q0=["x"]))
+        for bash in self.each_bash():
+            for policy, code, passed in (("exit", "3", "false"), ("fail", "1", "false"), ("pass", "0", "true")):
+                with self.subTest(policy=policy):
+                    args = f"--baseline-run {before} --gate significant --resamples 200 --inconclusive {policy}"
+                    got, _, err, outputs, _ = self.run_step(bash, qrels=qrels, run=worse, args=args)
+                    self.assertEqual(str(got), code, err)
+                    self.assertEqual((outputs["exit-code"], outputs["passed"], outputs["verdict"]),
+                                     (code, passed, "inconclusive"))
+
+    def test_verdict_of_several_runs_is_their_worst_gate(self):
+        import action
+
+        gated = {"pass": {"verdict": "pass"}, "inconclusive": {"verdict": "inconclusive"},
+                 "regression": {"verdict": "regression"}}
+        for verdicts, expected in ((["pass", "inconclusive"], "inconclusive"), (["inconclusive", "regression"],
+                                   "regression"), (["pass"], "pass"), ([], None)):
+            with self.subTest(verdicts=verdicts):
+                runs = [{"name": "ref"}] + [{"name": v, "gate": gated[v]} for v in verdicts]  # the reference ungated
+                self.assertEqual(action.gate_verdict({"comparison": {}, "runs": runs}), expected)
+
+    def test_abbreviated_output_is_the_report(self):
+        # argparse takes --outp for --output: rag_eval writes the file, and the outputs name it (they were empty)
+        report = os.path.join(self.tmp, "my.json")
+        for bash in self.each_bash():
+            for option in (f"--outp {report}", f"--outp={report}", f"--output {report}"):
+                with self.subTest(option=option):
+                    code, _, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN, args=option)
+                    self.assertEqual(code, 0, err)
+                    self.assertEqual(outputs["report"], report)
+                    self.assertAlmostEqual(json.loads(outputs["means"])["recall@5"], 2 / 3)  # (1 + 0 + 1) / 3
+
+    def test_empty_qrels_or_run_input_is_named(self):
+        # GitHub does not enforce required: on a composite action's inputs: a misspelt one arrives empty
+        for bash in self.each_bash():
+            for name, inputs in (("qrels", {"qrels": "", "run": RUN}), ("run", {"qrels": QRELS, "run": " "})):
+                with self.subTest(name=name):
+                    code, _, err, outputs, summary = self.run_step(bash, **inputs)
+                    self.assertEqual(code, 2, err)
+                    self.assertEqual(outputs["verdict"], "error")
+                    line = [ln for ln in err.splitlines() if ln.startswith("rag_eval: error: ")]
+                    self.assertEqual(line, [f"rag_eval: error: the {name} input is empty: name the "
+                                            f"{'judgments' if name == 'qrels' else 'run'} file (with: {name}: ...; "
+                                            "GitHub passes an input it does not know, or misspelt, as empty)"])
+                    (error,) = [c for c in runner_commands(err) if c[1] == "error"]
+                    self.assertTrue(error[3].startswith(f"the {name} input is empty"), error)
+                    self.assertIn(f"the {name} input is empty", summary)
 
     def test_python_found_on_path(self):
         # the python input empty: the script tries python3, then python, running each
@@ -429,7 +482,7 @@ class TestComment(ActionRun):
         self.assertEqual(len(api.comments), 1)
         body = api.comments[0]["body"]
         self.assertTrue(body.startswith("<!-- rag_eval -->\n### rag_eval: FAIL"), body)
-        self.assertIn("- REGRESSION mrr@5", body)
+        self.assertIn("- `REGRESSION mrr@5", body)
 
     def test_forbidden_is_a_notice_and_keeps_the_exit_code(self):
         bash = (bashes() or [None])[0] or self.skipTest("no bash here")
@@ -515,7 +568,7 @@ class TestNoForgedCommands(TempDir):
         self.assertEqual([data for _, _, _, data in errors], ["REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000"])
         written = self.read(summary)
         # the summary was written (an empty one would hold no command either), its ids neutralised
-        self.assertIn("\n- REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000\n", written)
+        self.assertIn("\n- `REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000`\n", written)
         self.assertEqual(runner_commands(written), [])
 
     def test_error_lines(self):

@@ -419,8 +419,8 @@ class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
         with open(summary, encoding="utf-8") as f:
             text = f.read()
         self.assertIn("<details><summary>Provenance</summary>", text)
-        self.assertIn("| embedder | bge-base |", text)
-        self.assertIn(f"| git_commit | {GITHUB['GITHUB_SHA']} |", text)
+        self.assertIn("| `embedder` | `bge-base` |", text)  # from the inputs: code spans
+        self.assertIn(f"| `git_commit` | `{GITHUB['GITHUB_SHA']}` |", text)
 
 
 class TestLabelChanges(helpers.TempDirMixin, unittest.TestCase):

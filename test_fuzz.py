@@ -373,9 +373,9 @@ class TestOddMetricNames(ContractMixin, unittest.TestCase):
                             "| mrr@5 | 0.2500 | 0.5500 |", "| ndcg@5 | 0.3155 | 0.5200 |"):
                     self.assertIn(row, markdown)
                 self.assertEqual(markdown.count("| regression |"), 4, markdown)
-                self.assertIn("| q2 | 0.0000 | 0.0000 | 0.0000 | 0.0000 |", markdown)
+                self.assertIn("| `q2` | 0.0000 | 0.0000 | 0.0000 | 0.0000 |", markdown)  # an id is a code span
                 # split at "\n" only: str.splitlines() would also split at U+001C
-                odd = [line for line in markdown.split("\n") if line.startswith("| q") and "1 | 1.0000 | 1.0000 | 0.5000" in line]
+                odd = [line for line in markdown.split("\n") if line.startswith("| `q") and "1` | 1.0000 | 1.0000 | 0.5000" in line]
                 self.assertEqual(len(odd), 1, f"no per-query row for the query whose id holds {name}: {markdown}")
 
 

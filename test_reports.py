@@ -135,7 +135,8 @@ def table_blocks(text):
 
 
 def markdown_tables(text):
-    """Every pipe table of a markdown text, as lists of rows of (unescaped) cells.
+    """Every pipe table of a markdown text, as lists of rows of (unescaped) cells, each
+    code span shown as its text (ids and other input text are code spans).
 
     Checks the GitHub-flavoured shape: a header row, a separator row of
     ``---`` cells, the same number of cells on every row.
@@ -156,7 +157,7 @@ def markdown_tables(text):
             if not (line.startswith("|") and line.endswith("|")):
                 raise AssertionError(f"not a pipe-table row: {line!r}")
             parts = re.split(r"(?<!\\)\|", line)[1:-1]
-            return [part.strip().replace("\\|", "|") for part in parts]
+            return [re.sub(r"(`+) ?(.*?) ?\1", r"\2", part.strip().replace("\\|", "|")) for part in parts]
 
         header = cells(lines[0])
         separator = cells(lines[1])
@@ -497,11 +498,11 @@ class TestGitHub(TempDirMixin, unittest.TestCase):
         first, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
         # the markdown report, what failed right under its verdict line, the notes and warnings last
         heading, _, tables = markdown.partition("\n\n")
-        failing = ("- REGRESSION mrr@5: baseline 0.5500, now 0.5000\n"
-                   "- REGRESSION recall@5: baseline 0.7000, now 0.6667")
+        failing = ("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`\n"  # the log's lines, as code spans
+                   "- `REGRESSION recall@5: baseline 0.7000, now 0.6667`")
         written = self.read(summary).decode("utf-8")
         self.assertTrue(written.startswith(heading + "\n\n" + failing + "\n\n" + tables.rstrip("\n") + "\n\n"
-                                           "<details><summary>Notes and warnings (1)</summary>\n\n- rag_eval: warning: few documents judged (judged@5"),
+                                           "<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few documents judged (judged@5"),
                         written)
         self.assertTrue(written.endswith("\n\n</details>\n\n"), written)
         second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
@@ -617,6 +618,27 @@ class TestJUnit(TempDirMixin, unittest.TestCase):
         suite = ElementTree.parse(junit).getroot().find("testsuite")
         self.assertEqual((suite.get("tests"), suite.get("failures")), ("4", "0"))
         self.assertEqual(suite.findall("testcase/failure"), [])
+
+    def test_inconclusive_is_skipped_or_a_failure_under_inconclusive_fail(self):
+        # 30 queries, one falls from 1 to 0: --gate significant cannot tell, every metric is inconclusive; it was a
+        # passing case (system-out) even when --inconclusive fail made the run exit 1
+        qrels = self.write("q.json", {f"q{i}": {f"d{i}": 1} for i in range(30)})
+        before = self.write("before.json", {f"q{i}": [f"d{i}"] for i in range(30)})
+        worse = self.write("worse.json", dict({f"q{i}": [f"d{i}"] for i in range(30)}, q0=["x"]))
+        junit = self.path("junit.xml")
+        for policy, code, element, failures, skipped in (("exit", 3, "skipped", "0", "4"), ("pass", 0, "skipped", "0", "4"),
+                                                         ("fail", 1, "failure", "4", "0")):
+            with self.subTest(policy=policy):
+                self.ok([qrels, worse, "--baseline-run", before, "--gate", "significant", "--resamples", R,
+                         "--inconclusive", policy, "--junit", junit], expected_code=code)
+                suite = ElementTree.parse(junit).getroot().find("testsuite")
+                self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("skipped")), ("4", failures, skipped))
+                for case in suite.findall("testcase"):
+                    (found,) = list(case)
+                    self.assertEqual(found.tag, element)
+                    self.assertEqual(found.get("message"), f"{case.get('name')}: inconclusive")
+                    self.assertRegex(found.text, r"^baseline 1\.0000, now 0\.9667, allowed drop 0\.0200; "  # 29 / 30
+                                                 r"inconclusive \(~\d+ queries would resolve it\)$")
 
     def test_no_gate_is_one_passing_case(self):
         # CI systems (Jenkins's junit step) reject a report without test cases.
@@ -1284,8 +1306,8 @@ class TestGateContextLines(unittest.TestCase):
         self.assertLess(out.index(long_one), out.index("q2 "))
 
 class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
-    """Markdown lands in a pull-request comment or a step summary, which render HTML: an id's <, > and &
-    are entities in cells and lines, and a code span cannot be closed by an id's own backtick.
+    """Markdown lands in a pull-request comment or a step summary, which render HTML: an id is a code span in cells
+    and lines, other text has its <, > and & as entities, and a code span cannot be closed by an id's own backtick.
     Kills: a cell, heading line, summary line or code span that passes an id's HTML through."""
 
     IDS = ("<script>x</script>", "a&b", "t`<b>`")
@@ -1310,10 +1332,45 @@ class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
                 self.assertNotRegex(ours.replace("<details>", "").replace("</details>", "")
                                     .replace("<summary>", "").replace("</summary>", ""), "[<>]|&(?!amp;|lt;|gt;)")
         cells = [line for line in single.splitlines() if line.startswith("| ")]
-        self.assertIn("| &lt;script&gt;x&lt;/script&gt; | ", "\n".join(cells))
-        self.assertIn("| a&amp;b | ", "\n".join(cells))
+        self.assertIn("| `<script>x</script>` | ", "\n".join(cells))  # a code span shows HTML as text
+        self.assertIn("| `a&b` | ", "\n".join(cells))  # and an entity too: no &amp; in it
         self.assertIn("`` t`<b>` ``", single)  # the code span shows the id as written (GitHub: t`<b>`)
         self.assertIn("`<script>x</script>`", single)
+
+    def test_no_mention_link_or_image_from_the_inputs(self):
+        # An id, a slice's or run's name and a --meta value rendered as a mention, an image and a link in the per-query
+        # table, the slice table, the heading's context lines and the provenance (the comment is posted by the bot).
+        qid = "@octocat ![p](https://evil.example/p.png) [login](https://evil.example) #1 a|b"
+        tag = "@team ![s](https//evil.example/s.png) [x](https//evil.example)"  # a slice's name has no ':'
+        qrels = {qid: {"a": 2, "b": 1}, "q2": {"c": 1}, "q3": {"d": 1}}
+        regraded = self.write("q_new.json", dict(qrels, **{qid: {"a": 2, "b": 2}}))  # the label change names qid
+        baseline = self.path("base.json")
+        self.assertEqual(run_main([self.write("q.json", qrels), self.write("r.json", {q: sorted(g) for q, g in qrels.items()}),
+                                   "--save-baseline", baseline, "--meta", f"embedder={qid}"])[0], 0)
+        worse = self.write("w.json", {qid: ["z", "b"], "q2": ["c"], "q3": ["z"]})
+        argv = [regraded, worse, "--baseline", baseline, "--allow-qrels-change", "--format", "markdown",
+                "--meta", "embedder=x [y](https//evil.example)", "--slices", self.write("s.json", {qid: tag, "q2": tag}),
+                "--max-drop", f"{tag}:recall@5=0"]
+        summary = self.path("summary.md")
+        code, single, _ = run_main(argv + ["--per-query"], {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        with open(summary, encoding="utf-8") as f:
+            written = f.read()
+        run_name = "@octocat ![p](evil.example) [login](evil.example)"  # a run's name has no path separator
+        code, compared, _ = run_main(argv[:2] + [f"{run_name}={worse}"] + argv[2:])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION)
+        for name, text in (("one run", single), ("summary", written), ("comparison", compared)):
+            with self.subTest(name):
+                rendered = re.sub(r"(`+) ?(.*?) ?\1", "", text)  # what is not in a code span renders
+                for markup in ("@octocat", "@team", "](", "evil.example", "#1"):
+                    self.assertNotIn(markup, rendered)
+                markdown_tables(text)  # the | of an id splits no row
+        self.assertIn("1 regraded in 1 query (`@octocat ![p](https://evil.example/p.png) [login](https://evil.example) #1 a|b`"
+                      " +0 -0 ~1)", single)
+        self.assertIn("| `@octocat ![p](https://evil.example/p.png) [login](https://evil.example) #1 a\\|b` | recall@5 |",
+                      single)  # in a table, GitHub reads \\| in a code span as |
+        self.assertIn("| `@team ![s](https//evil.example/s.png) [x](https//evil.example)`:recall@5 | 0.7500 |", single)
+        self.assertIn("| `embedder` | `x [y](https//evil.example)` |", written)
 
     def test_code_span(self):
         for text, expected in (("q1", "`q1`"), ("a`b", "``a`b``"), ("`x``", "``` `x`` ```"), ("", "``")):
