@@ -612,5 +612,130 @@ class TestNumbersTooLong(TempDirMixin, unittest.TestCase):
                                           f"(over {sys.get_int_max_str_digits()} digits)\n"))
 
 
+
+class TestReadingDetails(TempDirMixin, unittest.TestCase):
+    """Details of the readers that planted bugs showed untested (mutants3): each expected value is written out."""
+
+    def test_a_header_that_ends_in_a_delimiter_over_rows_that_do_not(self):
+        # pandas may write "qid<TAB>docno<TAB>score<TAB>": the empty last name is no column, so rows of 3 fit.
+        for name, text in (("run.tsv", "qid\tdocno\tscore\t\nq1\ta\t2\nq1\tb\t1\n"),
+                           ("run.csv", "qid,docno,score,\nq1,a,2\nq1,b,1\n")):
+            with self.subTest(name=name):
+                self.assertEqual(rag_eval.read_run(self.write(name, text)), {"q1": {"a": 2.0, "b": 1.0}})
+
+    def test_a_first_comment_line_that_names_columns_stays_a_comment(self):
+        # "# qid docno score" splits into names that hold qid and docno, but a comment is no header: TREC lines.
+        for text in ("# qid docno score\nq1 Q0 a 1 2.5 t\n", "#\tqid\tdocno\tscore\nq1 Q0 a 1 2.5 t\n"):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval.read_run(self.write("run.trec", text)), {"q1": {"a": 2.5}})
+
+    def test_a_first_line_with_a_nul_is_named_not_taken_for_a_header(self):
+        run = self.write("run.trec", "qid\tdocno\tscore\0\nq1 Q0 a 1 2.5 t\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_run(run)
+        self.assertEqual(str(caught.exception), f"{run}:1: NUL byte in a text line")
+
+    def test_a_ms_marco_rank_may_have_nine_digits_not_ten(self):
+        # The first query's ranks 1, 2 make the layout; the second query's rank is the one under test.
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t123456789\n")
+        self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c"]})
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1234567890\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_run(run)
+        self.assertEqual(str(caught.exception), f"{run}:3: rank must be an integer of at most 9 digits, got "
+                                                "'1234567890'")
+
+    def test_a_ms_marco_rank_repeated_when_a_query_comes_back(self):
+        # q2's ranks 1, 3 are no range (kept as a set), 1, 2 are (kept as a range): either way, rank 3 (or 2)
+        # given again on line 6, after q3, is a repeat.
+        for ranks in ((1, 3), (1, 2)):
+            run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t%d\nq2\td\t%d\nq3\te\t1\nq2\tf\t%d\n"
+                             % (ranks[0], ranks[1], ranks[1]))
+            with self.subTest(ranks=ranks), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.read_run(run)
+            self.assertEqual(str(caught.exception), f"{run}:6: rank {ranks[1]} appears twice in query 'q2' (is this "
+                                                    "a qrels file? the order is QRELS RUN)")
+
+    def test_a_trec_grade_may_carry_a_sign(self):
+        # "+2" is 2; "-1" is trec_eval's mark for a document outside the pool: not judged.
+        qrels = self.write("qrels.trec", "q1 0 a +2\nq1 0 b -1\nq1 0 c 1\n")
+        self.assertEqual(rag_eval.read_qrels(qrels), {"q1": {"a": 2, "c": 1}})
+
+    def test_conflicting_negative_grades_are_quoted_as_written(self):
+        for text, grades in (("q1 0 a -1\nq1 0 a 1\n", "-1 and 1"), ("q1 0 a -3\nq1 0 a -1\n", "-3 and -1")):
+            qrels = self.write("qrels.trec", text)
+            with self.subTest(text=text), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.read_qrels(qrels)
+            self.assertEqual(str(caught.exception), f"{qrels}:2: conflicting judgments for 'q1'/'a': {grades}")
+
+    def test_line_numbers_count_the_blank_blocks_before_the_first_content(self):
+        # Blocks of 4 bytes: the first ones hold only line ends and white space, skipped and counted.
+        with mock.patch.object(rag_eval, "READ_BLOCK", 4):
+            for text, line in (("\n" * 10 + "q1 0 a x\n", 11), (" \n\t\n  \n\n\nq1 0 a 1\nq1 0 b x\n", 7)):
+                qrels = self.write("qrels.trec", text)
+                with self.subTest(line=line), self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.read_qrels(qrels)
+                self.assertEqual(str(caught.exception), f"{qrels}:{line}: grade must be an integer, got 'x'")
+
+    def test_no_document_judged_is_refused_in_every_run_format(self):
+        # q1 judges a only; each run names x only: nothing to evaluate, whatever the format.  With a, exit 0.
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        formats = {
+            "run.trec": lambda ids: "".join(f"q1 Q0 {d} {i} {9 - i} t\n" for i, d in enumerate(ids, 1)),
+            "run.jsonl": lambda ids: "".join(json.dumps({"query_id": "q1", "doc_id": d, "score": 9 - i}) + "\n"
+                                             for i, d in enumerate(ids, 1)),
+            "run.json": lambda ids: json.dumps({"q1": {d: 9 - i for i, d in enumerate(ids, 1)}}),
+            "ranked.json": lambda ids: json.dumps({"q1": list(ids)}),
+            "rows.json": lambda ids: json.dumps([{"query_id": "q1", "doc_id": d, "score": 9 - i}
+                                                 for i, d in enumerate(ids, 1)]),
+            "run.tsv": lambda ids: "qid\tdocno\tscore\n" + "".join(f"q1\t{d}\t{9 - i}\n" for i, d in enumerate(ids, 1)),
+            "run.msmarco": lambda ids: "".join(f"q1\t{d}\t{i}\n" for i, d in enumerate(ids, 1)),
+        }
+        for name, text in formats.items():
+            with self.subTest(name=name):
+                run = self.write(name, text(["x", "y"]))
+                self.assertEqual(run_main([qrels, run]),
+                                 (2, "", f"rag_eval: error: {run}: no document of the run is judged in the qrels, so "
+                                         "nothing was evaluated (are they about the same documents?)\n"))
+                run = self.write(name, text(["x", "a"]))
+                code, out, _ = run_main([qrels, run])
+                self.assertEqual((code, json.loads(out)["mean"]["mrr@5"]), (0, 0.5))  # a at rank 2: 1/2
+
+    def test_the_repeat_budget_counts_a_returning_query_once(self):
+        # Budget 4 ids: q1 {a b} (2 kept), q2 {c} (3), q1 again {a b d} (its 2 counted once: 4, within), q2 again
+        # {c e} (5: let go, but q2 never comes back), q1 a third time: "a" found repeated, the count exact.
+        qrels = self.write("qrels.trec", "q1 0 a 1\nq2 0 c 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\nq1 Q0 d 3 1 t\nq2 Q0 e 2 0 t\n"
+                                     "q1 Q0 a 4 0 t\n")
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 4):
+            code, _, err = run_main([qrels, run])
+        self.assertEqual((code, note_lines(err)), (0, [
+            f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; each counts once, at its best "
+            "place (trec_eval refuses such a run)"]))
+
+    def test_read_run_refuses_a_depth_that_is_not_a_positive_integer(self):
+        run = self.write("run.trec", "q1 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n")
+        self.assertEqual(rag_eval.read_run(run, depth=1), {"q1": {"a": 2.0}})
+        for depth, shown in ((0, "0"), (-1, "-1"), (1.5, "1.5"), (True, "True"), ("2", "'2'")):
+            with self.subTest(depth=depth), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.read_run(run, depth=depth)
+            self.assertEqual(str(caught.exception), f"depth must be a positive integer, got {shown}")
+
+
+@unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "Python before 3.11 has no digit limit")
+class TestNumbersTooLongUnderAnotherLimit(TempDirMixin, unittest.TestCase):
+    def test_the_error_says_the_limit_in_force(self):
+        # PYTHONINTMAXSTRDIGITS or a host program may set another limit than 4300: the error names that one.
+        path = self.write("q.json", '{"q1": {"a": 1' + "0" * 1500 + "}}")
+        saved = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(1000)
+        try:
+            code, _, err = run_main([path, path])
+        finally:
+            sys.set_int_max_str_digits(saved)
+        self.assertEqual((code, err), (2, f"rag_eval: error: {path}: a number in the JSON is too long (over 1000 "
+                                          "digits)\n"))
+
+
 if __name__ == "__main__":
     unittest.main()
