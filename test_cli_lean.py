@@ -370,6 +370,12 @@ class TestCommandLineDetailsPlantedBugsFound(TempDirMixin, unittest.TestCase):
                          f"{ERROR_PREFIX}{os.devnull}: not a regular file (a device, FIFO, socket or folder): only "
                          "regular files are written, never replaced")
 
+    def test_a_named_tolerance_without_a_baseline_is_refused(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        run = self.write("r.json", {"q1": ["a"]})
+        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "ndcg@5=0.1"]),
+                         f"{ERROR_PREFIX}--max-drop: ndcg@5 has no baseline to be compared with (see --baseline)")
+
     def test_out_of_memory_is_one_error_line_and_exit_2(self):
         with mock.patch("rag_eval._run", side_effect=MemoryError()):
             self.assertEqual(run_main(["q", "r"]), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}out of memory\n"))

@@ -706,6 +706,25 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
             f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; each counts once, at its best "
             "place (trec_eval refuses such a run)"]))
 
+    def test_repeats_are_checked_up_to_65536_ids(self):
+        # q1 lists 65,537 ids, then comes back after q2 with d0 again: its ids were let go (the budget is
+        # 65,536 ids, about 6 MB), so the repeat goes unseen and the note says what was not checked.
+        qrels = self.write("qrels.trec", "q1 0 d0 1\nq2 0 x 1\n")
+        run = self.write("run.trec", "".join(f"q1 Q0 d{i} 1 1 t\n" for i in range(65537)) + "q2 Q0 x 1 1 t\n"
+                                     "q1 Q0 d0 2 0 t\n")
+        code, _, err = run_main([qrels, run])
+        self.assertEqual((code, note_lines(err)), (0, []), err)
+        self.assertIn(f"rag_eval: note: {run} may list documents more than once: not checked past 65536 ids of its "
+                      "long or interleaved queries\n", err)
+
+    def test_the_qrels_are_asked_about_a_query_before_its_first_line_is_checked(self):
+        # At most 1 unknown query (patched): q3 is the second, so that is the error, not q3's score "x".
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 1 t\nq2 Q0 b 1 1 t\nq3 Q0 c 1 x t\n")
+        with mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+            self.assertEqual(run_main([qrels, run]), (2, "", f"rag_eval: error: {run}: more than 1 run queries are not "
+                                                             "in the qrels (one: 'q3'); is this a run of these qrels?\n"))
+
 
 @unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "Python before 3.11 has no digit limit")
 class TestNumbersTooLongUnderAnotherLimit(TempDirMixin, unittest.TestCase):
