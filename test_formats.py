@@ -725,6 +725,38 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
             self.assertEqual(run_main([qrels, run]), (2, "", f"rag_eval: error: {run}: more than 1 run queries are not "
                                                              "in the qrels (one: 'q3'); is this a run of these qrels?\n"))
 
+    def test_a_judged_document_tied_in_a_shallow_reduced_query(self):
+        # --k 4 reads 5 places deep; q1's 6 lines come best first, ids once each (the shallow path).  a and b
+        # tie at 2: docid descending puts b 2nd and a 3rd, so mrr@4 = 1/3 (z, scored lower, must not count).
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "".join(f"q1 Q0 {docid} {rank} {score} t\n" for rank, (docid, score) in enumerate(
+            (("x", 3), ("b", 2), ("a", 2), ("z", 1), ("y", 0.5), ("w", 0.25)), 1)))
+        code, out, err = run_main([qrels, run, "--k", "4", "--measures", "mrr"])
+        self.assertEqual((code, json.loads(out)["mean"]), (0, {"mrr@4": 1 / 3}), err)
+
+    def test_a_text_run_of_exactly_max_input_bytes_is_read(self):
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\n")  # 30 bytes
+        self.assertEqual(run_main([qrels, run, "--max-input-bytes", "30"])[0], 0)
+        self.assertEqual(run_main([qrels, run, "--max-input-bytes", "29"]),
+                         (2, "", f"rag_eval: error: {run}: more than 29 bytes (after gunzip); raise the limit with "
+                                 "--max-input-bytes\n"))
+
+    def test_of_several_bad_lines_in_a_block_the_first_is_named(self):
+        # A NUL on line 2, a lone CR ending line 4 (and bytes that are not UTF-8 on line 5): line 2 is named.
+        qrels = self.write("qrels.trec", b"q1 0 a 1\nq1 0 b\x00 1\nq1 0 c 1\nq1 0 d\r 1\nq1 0 \xff 1\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_qrels(qrels)
+        self.assertEqual(str(caught.exception), f"{qrels}:2: NUL byte in a text line")
+
+    def test_past_max_ranks_a_returning_query_is_not_checked_for_repeated_ranks(self):
+        # At most 3 ranks held (patched): q2's ranks 1, 3 leave room for 1; q3's 1, 3 are let go when q4 starts,
+        # so q3's rank 3 again on line 8 goes unseen (memory stays bounded): g and h both rank 3, h first by docid.
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1\nq2\td\t3\nq3\te\t1\nq3\tg\t3\nq4\tf\t1\nq3\th\t3\n")
+        with mock.patch.object(rag_eval, "MAX_RANKS", 3):
+            self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c", "d"], "q3": ["e", "h", "g"],
+                                                      "q4": ["f"]})
+
 
 @unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "Python before 3.11 has no digit limit")
 class TestNumbersTooLongUnderAnotherLimit(TempDirMixin, unittest.TestCase):

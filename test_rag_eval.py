@@ -1937,6 +1937,11 @@ class TestConstantsAsDocumented(unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertIn("\n  143  terminated (SIGTERM); no file was left half-written\n", out)
 
+    def test_an_error_line_is_at_most_300_characters(self):
+        code, out, err = run_main([os.path.join("no-such-folder", "q" * 400 + ".json"), "run.json"])
+        self.assertEqual((code, out, len(err)), (rag_eval.EXIT_ERROR, "", 301))  # 300 and the line end
+        self.assertTrue(err.startswith("rag_eval: error: no-such-folder") and err.endswith("qqq...\n"), err)
+
 
 if __name__ == "__main__":
     unittest.main()
