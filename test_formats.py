@@ -757,8 +757,14 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
             self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c", "d"], "q3": ["e", "h", "g"],
                                                       "q4": ["f"]})
 
+    def test_a_first_jsonl_row_of_900_kb_is_still_a_row(self):
+        # A first line that opens an object is read whole, up to 1 MiB, to tell a JSONL row from a JSON document.
+        run = self.write("run.jsonl", json.dumps({"query_id": "q1", "doc_id": "a", "score": 1, "text": "x" * 900_000})
+                         + "\n" + json.dumps({"query_id": "q1", "doc_id": "b", "score": 0.5}) + "\n")
+        self.assertEqual(rag_eval.read_run(run), {"q1": {"a": 1.0, "b": 0.5}})
 
-@unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "Python before 3.11 has no digit limit")
+
+@unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "no digit limit in this Python (3.9.14, 3.10.7, 3.11 have it)")
 class TestNumbersTooLongUnderAnotherLimit(TempDirMixin, unittest.TestCase):
     def test_the_error_says_the_limit_in_force(self):
         # PYTHONINTMAXSTRDIGITS or a host program may set another limit than 4300: the error names that one.
