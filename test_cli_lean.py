@@ -376,6 +376,24 @@ class TestCommandLineDetailsPlantedBugsFound(TempDirMixin, unittest.TestCase):
         self.assertEqual(self.assert_error([qrels, run, "--max-drop", "ndcg@5=0.1"]),
                          f"{ERROR_PREFIX}--max-drop: ndcg@5 has no baseline to be compared with (see --baseline)")
 
+    def test_help_lists_the_measures_two_spaces_after_the_longest_name(self):
+        code, out, _ = run_main(["--help"])
+        self.assertEqual(code, 0)
+        longest = max(len(f"{m.name}@k") for m in rag_eval.MEASURES)  # precision@k, 11 characters, today
+        for m in rag_eval.MEASURES:
+            with self.subTest(measure=m.name):
+                self.assertIn(f"\n  {(m.name + '@k').ljust(longest + 2)}{m.summary}\n", out)
+        self.assertIn("\n  precision@k  relevant documents in the top k / k", out)
+
+    def test_a_drop_of_1_is_the_largest_a_tolerance_may_allow(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        run = self.write("r.json", {"q1": ["a"]})
+        self.assertEqual(run_main([qrels, run, "--save-baseline", self.path("base.json")])[0], 0)
+        self.assertEqual(run_main([qrels, run, "--baseline", self.path("base.json"), "--max-drop", "1"])[0], 0)
+        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "1.5"]),
+                         f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure lies in "
+                         "[0, 1], got '1.5' (did you mean 1.5%?)")
+
     def test_out_of_memory_is_one_error_line_and_exit_2(self):
         with mock.patch("rag_eval._run", side_effect=MemoryError()):
             self.assertEqual(run_main(["q", "r"]), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}out of memory\n"))
