@@ -394,6 +394,11 @@ class TestCommandLineDetailsPlantedBugsFound(TempDirMixin, unittest.TestCase):
                          f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure lies in "
                          "[0, 1], got '1.5' (did you mean 1.5%?)")
 
+    def test_an_error_with_no_stderr_still_exits_2(self):
+        # Started with stderr closed (2>&-): sys.stderr is None, the line goes nowhere, the exit code still tells.
+        with mock.patch("sys.stderr", None):
+            self.assertEqual(rag_eval.main([self.path("missing.json"), self.path("missing.json")]), rag_eval.EXIT_ERROR)
+
     def test_out_of_memory_is_one_error_line_and_exit_2(self):
         with mock.patch("rag_eval._run", side_effect=MemoryError()):
             self.assertEqual(run_main(["q", "r"]), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}out of memory\n"))
