@@ -317,5 +317,92 @@ class TestCommandLinePathsOnceUnreached(TempDirMixin, unittest.TestCase):
         self.assertEqual(ended.exception.code, rag_eval.EXIT_ERROR)
 
 
+
+class TestCommandLineDetailsPlantedBugsFound(TempDirMixin, unittest.TestCase):
+    """What planted bugs in the command line showed untested (mutants3); each expected line written out."""
+
+    def test_a_significant_gate_names_three_undecided_metrics_and_a_coarse_tolerance(self):
+        # synthetic(3): "x" is the baseline, "ref" the worse run.  With a 0.2 tolerance all four metrics are
+        # undecided: the warning names the first three and says there are more; one metric resolves less
+        # finely than 0.2 with 80% power (its detail, in the report's notes, names it).
+        qrels, runs = synthetic(3)
+        qrels, ref, better = self.write("q.json", qrels), self.write("ref.json", runs["ref"]), self.write("x.json", runs["x"])
+        base = self.path("base.json")
+        self.assertEqual(run_main([qrels, better, "--save-baseline", base])[0], 0)
+        code, _, err = run_main([qrels, ref, "--baseline", base, "--gate", "significant", "--max-drop", "0.2",
+                                 "--resamples", "200"])
+        self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE, err)
+        lines = err.splitlines()
+        self.assertIn("rag_eval: warning: inconclusive: neither a drop beyond the tolerance nor one within it is "
+                      "shown for mrr@5 (~35 queries would resolve it), ndcg@5 (~21 queries would resolve it), "
+                      "recall@5 (~19 queries would resolve it) and more", lines)
+        self.assertIn("rag_eval: warning: the tolerance is finer than this test set resolves with 80% power for 1 "
+                      "metric; the gate mostly measures noise there", lines)
+
+    def test_a_meta_value_may_hold_256_characters_not_257(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        run = self.write("r.json", {"q1": ["a"]})
+        output = self.path("full.json")
+        code, _, err = run_main([qrels, run, "--meta", "index=" + "v" * 256, "--output", output])
+        self.assertEqual(code, 0, err)
+        with open(output, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["meta"]["index"], "v" * 256)
+        self.assertEqual(self.assert_error([qrels, run, "--meta", "index=" + "v" * 257]),
+                         f"{ERROR_PREFIX}argument --meta: expected KEY=VALUE, a printable key without '=' of at most "
+                         "64 characters and a printable value of at most 256, got 'index=vvvvvvvvvv'...")
+
+    def test_the_report_names_the_first_20_queries_the_run_missed(self):
+        # 50 queries judged, the run answers q22 .. q50: 21 missing, the report's note names q01 .. q20.
+        ids = [f"q{i:02d}" for i in range(1, 51)]
+        qrels = self.write("q.json", {qid: {"a": 1} for qid in ids})
+        run = self.write("r.json", {qid: ["a"] for qid in ids[21:]})
+        output = self.path("full.json")
+        code, _, err = run_main([qrels, run, "--output", output])
+        self.assertEqual(code, 0, err)
+        with open(output, encoding="utf-8") as f:
+            notes = json.load(f)["notes"]
+        self.assertEqual(notes[0], "warning: the run has no results for 21 of 50 scored queries (first: 'q01'); they "
+                                   f"score 0 (missing: {', '.join(ids[:20])})")
+
+    def test_an_output_that_is_no_regular_file_is_refused_before_any_input_is_read(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        self.assertEqual(self.assert_error([qrels, self.path("missing.json"), "--output", os.devnull]),
+                         f"{ERROR_PREFIX}{os.devnull}: not a regular file (a device, FIFO, socket or folder): only "
+                         "regular files are written, never replaced")
+
+    def test_a_named_tolerance_without_a_baseline_is_refused(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        run = self.write("r.json", {"q1": ["a"]})
+        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "ndcg@5=0.1"]),
+                         f"{ERROR_PREFIX}--max-drop: ndcg@5 has no baseline to be compared with (see --baseline)")
+
+    def test_help_lists_the_measures_two_spaces_after_the_longest_name(self):
+        code, out, _ = run_main(["--help"])
+        self.assertEqual(code, 0)
+        longest = max(len(f"{m.name}@k") for m in rag_eval.MEASURES)  # precision@k, 11 characters, today
+        for m in rag_eval.MEASURES:
+            with self.subTest(measure=m.name):
+                self.assertIn(f"\n  {(m.name + '@k').ljust(longest + 2)}{m.summary}\n", out)
+        self.assertIn("\n  precision@k  relevant documents in the top k / k", out)
+
+    def test_a_drop_of_1_is_the_largest_a_tolerance_may_allow(self):
+        qrels = self.write("q.json", {"q1": {"a": 1}})
+        run = self.write("r.json", {"q1": ["a"]})
+        self.assertEqual(run_main([qrels, run, "--save-baseline", self.path("base.json")])[0], 0)
+        self.assertEqual(run_main([qrels, run, "--baseline", self.path("base.json"), "--max-drop", "1"])[0], 0)
+        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "1.5"]),
+                         f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure lies in "
+                         "[0, 1], got '1.5' (did you mean 1.5%?)")
+
+    def test_an_error_with_no_stderr_still_exits_2(self):
+        # Started with stderr closed (2>&-): sys.stderr is None, the line goes nowhere, the exit code still tells.
+        with mock.patch("sys.stderr", None):
+            self.assertEqual(rag_eval.main([self.path("missing.json"), self.path("missing.json")]), rag_eval.EXIT_ERROR)
+
+    def test_out_of_memory_is_one_error_line_and_exit_2(self):
+        with mock.patch("rag_eval._run", side_effect=MemoryError()):
+            self.assertEqual(run_main(["q", "r"]), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}out of memory\n"))
+
+
 if __name__ == "__main__":
     unittest.main()

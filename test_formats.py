@@ -612,5 +612,172 @@ class TestNumbersTooLong(TempDirMixin, unittest.TestCase):
                                           f"(over {sys.get_int_max_str_digits()} digits)\n"))
 
 
+
+class TestReadingDetails(TempDirMixin, unittest.TestCase):
+    """Details of the readers that planted bugs showed untested (mutants3): each expected value is written out."""
+
+    def test_a_first_comment_line_that_names_columns_stays_a_comment(self):
+        # "# qid docno score" splits into names that hold qid and docno, but a comment is no header: TREC lines.
+        for text in ("# qid docno score\nq1 Q0 a 1 2.5 t\n", "#\tqid\tdocno\tscore\nq1 Q0 a 1 2.5 t\n"):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval.read_run(self.write("run.trec", text)), {"q1": {"a": 2.5}})
+
+    def test_a_first_line_with_a_nul_is_named_not_taken_for_a_header(self):
+        run = self.write("run.trec", "qid\tdocno\tscore\0\nq1 Q0 a 1 2.5 t\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_run(run)
+        self.assertEqual(str(caught.exception), f"{run}:1: NUL byte in a text line")
+
+    def test_a_ms_marco_rank_may_have_nine_digits_not_ten(self):
+        # The first query's ranks 1, 2 make the layout; the second query's rank is the one under test.
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t123456789\n")
+        self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c"]})
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1234567890\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_run(run)
+        self.assertEqual(str(caught.exception), f"{run}:3: rank must be an integer of at most 9 digits, got "
+                                                "'1234567890'")
+
+    def test_a_ms_marco_rank_repeated_when_a_query_comes_back(self):
+        # q2's ranks 1, 3 are no range (kept as a set), 1, 2 are (kept as a range): either way, rank 3 (or 2)
+        # given again on line 6, after q3, is a repeat.
+        for ranks in ((1, 3), (1, 2)):
+            run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t%d\nq2\td\t%d\nq3\te\t1\nq2\tf\t%d\n"
+                             % (ranks[0], ranks[1], ranks[1]))
+            with self.subTest(ranks=ranks), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.read_run(run)
+            self.assertEqual(str(caught.exception), f"{run}:6: rank {ranks[1]} appears twice in query 'q2' (is this "
+                                                    "a qrels file? the order is QRELS RUN)")
+
+    def test_a_trec_grade_may_carry_a_sign(self):
+        # "+2" is 2; "-1" is trec_eval's mark for a document outside the pool: not judged.
+        qrels = self.write("qrels.trec", "q1 0 a +2\nq1 0 b -1\nq1 0 c 1\n")
+        self.assertEqual(rag_eval.read_qrels(qrels), {"q1": {"a": 2, "c": 1}})
+
+    def test_conflicting_negative_grades_are_quoted_as_written(self):
+        for text, grades in (("q1 0 a -1\nq1 0 a 1\n", "-1 and 1"), ("q1 0 a -3\nq1 0 a -1\n", "-3 and -1")):
+            qrels = self.write("qrels.trec", text)
+            with self.subTest(text=text), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.read_qrels(qrels)
+            self.assertEqual(str(caught.exception), f"{qrels}:2: conflicting judgments for 'q1'/'a': {grades}")
+
+    def test_line_numbers_count_the_blank_blocks_before_the_first_content(self):
+        # Blocks of 4 bytes: the first ones hold only line ends and white space, skipped and counted.
+        with mock.patch.object(rag_eval, "READ_BLOCK", 4):
+            for text, line in (("\n" * 10 + "q1 0 a x\n", 11), (" \n\t\n  \n\n\nq1 0 a 1\nq1 0 b x\n", 7)):
+                qrels = self.write("qrels.trec", text)
+                with self.subTest(line=line), self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.read_qrels(qrels)
+                self.assertEqual(str(caught.exception), f"{qrels}:{line}: grade must be an integer, got 'x'")
+
+    def test_no_document_judged_is_refused_in_every_run_format(self):
+        # q1 judges a only; each run names x only: nothing to evaluate, whatever the format.  With a, exit 0.
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        formats = {
+            "run.trec": lambda ids: "".join(f"q1 Q0 {d} {i} {9 - i} t\n" for i, d in enumerate(ids, 1)),
+            "run.jsonl": lambda ids: "".join(json.dumps({"query_id": "q1", "doc_id": d, "score": 9 - i}) + "\n"
+                                             for i, d in enumerate(ids, 1)),
+            "run.json": lambda ids: json.dumps({"q1": {d: 9 - i for i, d in enumerate(ids, 1)}}),
+            "ranked.json": lambda ids: json.dumps({"q1": list(ids)}),
+            "rows.json": lambda ids: json.dumps([{"query_id": "q1", "doc_id": d, "score": 9 - i}
+                                                 for i, d in enumerate(ids, 1)]),
+            "run.tsv": lambda ids: "qid\tdocno\tscore\n" + "".join(f"q1\t{d}\t{9 - i}\n" for i, d in enumerate(ids, 1)),
+            "run.msmarco": lambda ids: "".join(f"q1\t{d}\t{i}\n" for i, d in enumerate(ids, 1)),
+        }
+        for name, text in formats.items():
+            with self.subTest(name=name):
+                run = self.write(name, text(["x", "y"]))
+                self.assertEqual(run_main([qrels, run]),
+                                 (2, "", f"rag_eval: error: {run}: no document of the run is judged in the qrels, so "
+                                         "nothing was evaluated (are they about the same documents?)\n"))
+                run = self.write(name, text(["x", "a"]))
+                code, out, _ = run_main([qrels, run])
+                self.assertEqual((code, json.loads(out)["mean"]["mrr@5"]), (0, 0.5))  # a at rank 2: 1/2
+
+    def test_the_repeat_budget_counts_a_returning_query_once(self):
+        # Budget 4 ids: q1 {a b} (2 kept), q2 {c} (3), q1 again {a b d} (its 2 counted once: 4, within), q2 again
+        # {c e} (5: let go, but q2 never comes back), q1 a third time: "a" found repeated, the count exact.
+        qrels = self.write("qrels.trec", "q1 0 a 1\nq2 0 c 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\nq1 Q0 d 3 1 t\nq2 Q0 e 2 0 t\n"
+                                     "q1 Q0 a 4 0 t\n")
+        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 4):
+            code, _, err = run_main([qrels, run])
+        self.assertEqual((code, note_lines(err)), (0, [
+            f"rag_eval: note: 1 document is listed more than once in 1 query of {run}; each counts once, at its best "
+            "place (trec_eval refuses such a run)"]))
+
+    def test_repeats_are_checked_up_to_65536_ids(self):
+        # q1 lists 65,537 ids, then comes back after q2 with d0 again: its ids were let go (the budget is
+        # 65,536 ids, about 6 MB), so the repeat goes unseen and the note says what was not checked.
+        qrels = self.write("qrels.trec", "q1 0 d0 1\nq2 0 x 1\n")
+        run = self.write("run.trec", "".join(f"q1 Q0 d{i} 1 1 t\n" for i in range(65537)) + "q2 Q0 x 1 1 t\n"
+                                     "q1 Q0 d0 2 0 t\n")
+        code, _, err = run_main([qrels, run])
+        self.assertEqual((code, note_lines(err)), (0, []), err)
+        self.assertIn(f"rag_eval: note: {run} may list documents more than once: not checked past 65536 ids of its "
+                      "long or interleaved queries\n", err)
+
+    def test_the_qrels_are_asked_about_a_query_before_its_first_line_is_checked(self):
+        # At most 1 unknown query (patched): q3 is the second, so that is the error, not q3's score "x".
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 1 t\nq2 Q0 b 1 1 t\nq3 Q0 c 1 x t\n")
+        with mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+            self.assertEqual(run_main([qrels, run]), (2, "", f"rag_eval: error: {run}: more than 1 run queries are not "
+                                                             "in the qrels (one: 'q3'); is this a run of these qrels?\n"))
+
+    def test_a_judged_document_tied_in_a_shallow_reduced_query(self):
+        # --k 4 reads 5 places deep; q1's 6 lines come best first, ids once each (the shallow path).  a and b
+        # tie at 2: docid descending puts b 2nd and a 3rd, so mrr@4 = 1/3 (z, scored lower, must not count).
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "".join(f"q1 Q0 {docid} {rank} {score} t\n" for rank, (docid, score) in enumerate(
+            (("x", 3), ("b", 2), ("a", 2), ("z", 1), ("y", 0.5), ("w", 0.25)), 1)))
+        code, out, err = run_main([qrels, run, "--k", "4", "--measures", "mrr"])
+        self.assertEqual((code, json.loads(out)["mean"]), (0, {"mrr@4": 1 / 3}), err)
+
+    def test_a_text_run_of_exactly_max_input_bytes_is_read(self):
+        qrels = self.write("qrels.trec", "q1 0 a 1\n")
+        run = self.write("run.trec", "q1 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\n")  # 30 bytes
+        self.assertEqual(run_main([qrels, run, "--max-input-bytes", "30"])[0], 0)
+        self.assertEqual(run_main([qrels, run, "--max-input-bytes", "29"]),
+                         (2, "", f"rag_eval: error: {run}: more than 29 bytes (after gunzip); raise the limit with "
+                                 "--max-input-bytes\n"))
+
+    def test_of_several_bad_lines_in_a_block_the_first_is_named(self):
+        # A NUL on line 2, a lone CR ending line 4 (and bytes that are not UTF-8 on line 5): line 2 is named.
+        qrels = self.write("qrels.trec", b"q1 0 a 1\nq1 0 b\x00 1\nq1 0 c 1\nq1 0 d\r 1\nq1 0 \xff 1\n")
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_qrels(qrels)
+        self.assertEqual(str(caught.exception), f"{qrels}:2: NUL byte in a text line")
+
+    def test_past_max_ranks_a_returning_query_is_not_checked_for_repeated_ranks(self):
+        # At most 3 ranks held (patched): q2's ranks 1, 3 leave room for 1; q3's 1, 3 are let go when q4 starts,
+        # so q3's rank 3 again on line 8 goes unseen (memory stays bounded): g and h both rank 3, h first by docid.
+        run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1\nq2\td\t3\nq3\te\t1\nq3\tg\t3\nq4\tf\t1\nq3\th\t3\n")
+        with mock.patch.object(rag_eval, "MAX_RANKS", 3):
+            self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c", "d"], "q3": ["e", "h", "g"],
+                                                      "q4": ["f"]})
+
+    def test_a_first_jsonl_row_of_900_kb_is_still_a_row(self):
+        # A first line that opens an object is read whole, up to 1 MiB, to tell a JSONL row from a JSON document.
+        run = self.write("run.jsonl", json.dumps({"query_id": "q1", "doc_id": "a", "score": 1, "text": "x" * 900_000})
+                         + "\n" + json.dumps({"query_id": "q1", "doc_id": "b", "score": 0.5}) + "\n")
+        self.assertEqual(rag_eval.read_run(run), {"q1": {"a": 1.0, "b": 0.5}})
+
+
+@unittest.skipUnless(hasattr(sys, "set_int_max_str_digits"), "no digit limit in this Python (3.9.14, 3.10.7, 3.11 have it)")
+class TestNumbersTooLongUnderAnotherLimit(TempDirMixin, unittest.TestCase):
+    def test_the_error_says_the_limit_in_force(self):
+        # PYTHONINTMAXSTRDIGITS or a host program may set another limit than 4300: the error names that one.
+        path = self.write("q.json", '{"q1": {"a": 1' + "0" * 1500 + "}}")
+        saved = sys.get_int_max_str_digits()
+        sys.set_int_max_str_digits(1000)
+        try:
+            code, _, err = run_main([path, path])
+        finally:
+            sys.set_int_max_str_digits(saved)
+        self.assertEqual((code, err), (2, f"rag_eval: error: {path}: a number in the JSON is too long (over 1000 "
+                                          "digits)\n"))
+
+
 if __name__ == "__main__":
     unittest.main()

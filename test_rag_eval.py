@@ -1926,5 +1926,22 @@ class TestTrecEvalSpellings(unittest.TestCase):
                     rag_eval.parse_metric(text)
 
 
+class TestConstantsAsDocumented(unittest.TestCase):
+    """The numbers users see, written out here (a test that compares with rag_eval's own constant cannot fail)."""
+
+    def test_exit_codes_as_the_readme_and_help_list_them(self):
+        codes = (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_ERROR, rag_eval.EXIT_INCONCLUSIVE,
+                 rag_eval.EXIT_INTERRUPTED, rag_eval.EXIT_BROKEN_PIPE, rag_eval.EXIT_TERMINATED)
+        self.assertEqual(codes, (0, 1, 2, 3, 130, 141, 143))  # 128 + SIGPIPE (13), 128 + SIGTERM (15)
+        code, out, _ = run_main(["--help"])
+        self.assertEqual(code, 0)
+        self.assertIn("\n  143  terminated (SIGTERM); no file was left half-written\n", out)
+
+    def test_an_error_line_is_at_most_300_characters(self):
+        code, out, err = run_main([os.path.join("no-such-folder", "q" * 400 + ".json"), "run.json"])
+        self.assertEqual((code, out, len(err)), (rag_eval.EXIT_ERROR, "", 301))  # 300 and the line end
+        self.assertTrue(err.startswith("rag_eval: error: no-such-folder") and err.endswith("qqq...\n"), err)
+
+
 if __name__ == "__main__":
     unittest.main()

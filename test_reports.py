@@ -1378,5 +1378,48 @@ class TestMarkdownShowsHtmlAsText(helpers.TempDirMixin, unittest.TestCase):
                 self.assertEqual(rag_eval._code_span(text), expected)
 
 
+
+class TestCodeSpanPadding(unittest.TestCase):
+    """Found by a planted bug (mutants3): a code span is padded when the text starts with a backtick."""
+
+    def test_a_code_span_is_padded_when_it_starts_with_a_backtick(self):
+        # CommonMark strips one space on each side: `` `a `` shows `a, where ```a`` would open a longer fence.
+        for text, expected in (("`a", "`` `a ``"), ("a`", "`` a` ``"), ("`", "`` ` ``")):
+            with self.subTest(text=text):
+                self.assertEqual(rag_eval._code_span(text), expected)
+
+
+
+class TestReportTextPlantedBugsFound(TempDirMixin, unittest.TestCase):
+    """Report text that planted bugs (mutants3, round 2) changed unseen; each expected text written out."""
+
+    def test_junit_cases_say_the_numbers_with_four_digits(self):
+        # The fixtures against the shipped baseline: mrr@5 0.55 -> 0.5 and recall@5 0.7 -> 0.6667 fell more than 0.02.
+        junit = self.path("junit.xml")
+        self.ok([QRELS, RUN, "--baseline", BASELINE, "--junit", junit], expected_code=1)
+        texts = {case.get("name"): (case.find("failure") if case.find("failure") is not None
+                                    else case.find("system-out")).text
+                 for case in ElementTree.parse(junit).getroot().iter("testcase")}
+        self.assertEqual(texts, {"mrr@5": "baseline 0.5500, now 0.5000, allowed drop 0.0200",
+                                 "ndcg@5": "pass: baseline 0.5200, now 0.5095, allowed drop 0.0200",
+                                 "recall@5": "baseline 0.7000, now 0.6667, allowed drop 0.0200",
+                                 "success@5": "pass: baseline 0.6667, now 0.6667, allowed drop 0.0200"})
+
+    def test_a_cut_summary_closes_only_a_details_left_open(self):
+        # limit 1000: the first 600 bytes are kept up to their last line end: the 21-byte first line and 114 of
+        # the 5-byte lines, plus "line" (600 = 21 + 115 * 5 + 4); 1001 - 115 = 886 lines cut.  <details> was closed.
+        text = "<details>x</details>\n" + "line\n" * 1000
+        self.assertEqual(rag_eval._cut_markdown(text, 1000),
+                         "<details>x</details>\n" + "line\n" * 114 + "line\n\n*Cut here: 886 more lines would pass "
+                         "GitHub's 1 MiB limit; --output writes every query's scores.*\n")
+
+    def test_explain_says_which_measures_are_reported_by_default(self):
+        code, out, _ = run_main(["--explain"])
+        self.assertEqual(code, 0)
+        roles = re.findall(r"^  \((reported [^;]*);", out, re.M)
+        self.assertEqual(roles[:6], ["reported by default"] * 4 + ["reported with --measures precision",
+                                                                    "reported with --measures ap"])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -820,3 +820,13 @@ class TestSpanInputChecks(CommandLineCase):
                                          1, measures=["success"])
         both = rag_eval.clopper_pearson(1, 2)
         self.assertEqual(rag_eval.mean_intervals(result, 50), {"doc.success@1": both, "success@1": both})
+
+
+class TestOneCutoffIsANumber(CommandLineCase):
+    """Found by a planted bug (mutants3): the report's k is a number for one cutoff, a list for several, as for ids."""
+
+    def test_k_as_given(self):
+        qrels, run, chunks = self.files()
+        for given, shown in (("2", 2), ("1,2", [1, 2])):
+            code, out, err = run_main([qrels, run, "--chunks", chunks, "--k", given])
+            self.assertEqual((code, json.loads(out)["k"]), (0, shown), err)

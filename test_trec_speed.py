@@ -127,7 +127,7 @@ class TestTrecBlocks(unittest.TestCase):
 
     def test_random_runs_read_alike_in_any_blocks(self):
         rng = random.Random(18)
-        for case in range(60):
+        for case in range(20):  # 60 cases caught no planted bug (mutants3) that 20 and the other tests miss
             lines = []
             for q in rng.sample(["q1", "q2", "q3"], rng.randint(1, 3)):
                 score = 10.0
