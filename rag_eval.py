@@ -2077,14 +2077,16 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
 
 
 def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
-    """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise."""
+    """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
+    [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
     intervals = {}
     for metric, scores in sorted(per_query_by_metric(result).items()):
         values = [scores[qid] for qid in sorted(scores)]
         if _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
         else:
-            intervals[metric] = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
+            low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
+            intervals[metric] = Interval(max(low, 0.0), min(high, 1.0))
     return intervals
 
 

@@ -1305,6 +1305,10 @@ class TestIntervals(TempDirMixin, unittest.TestCase):
         # mrr@5 takes 1/2, 0, 1: a bootstrap mean lies between 0 and 1
         low, high = report["intervals"]["mrr@5"]
         self.assertTrue(0 <= low <= 0.5 <= high <= 1, (low, high))
+        # recall@5 takes 1, 0, 1 (mean 2/3): the wild bootstrap's highest resample is 2/3 + (1/3 + 2/3 + 1/3) / 3
+        # = 10/9, and its interval is symmetric; a mean of recall cannot pass 1, so the interval stops there
+        self.assertEqual(report["intervals"]["recall@5"][1], 1.0)
+        self.assertGreater(rag_eval.bootstrap_interval([1.0, 0.0, 1.0], 500).high, 1.0)
 
     def test_mean_intervals_api(self):
         qrels, run = synthetic(60)
