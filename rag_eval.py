@@ -2011,6 +2011,8 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
 def _z(probability: float) -> float:
     from statistics import NormalDist
 
+    if not 0 < probability < 1:  # 1 - alpha / 2 rounds to 1 when alpha is below about 1e-16
+        raise RagEvalError("alpha is too small to estimate power with (below about 1e-16)")
     return NormalDist().inv_cdf(probability)
 
 
@@ -2029,15 +2031,19 @@ def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAUL
 
 
 def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
-    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``.
+    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``; None without a spread,
+    or for a drop so small (below some 1e-150) that the count is past what a float holds.
 
     >>> queries_needed(0.2, 0.056)  # the inverse of the example above
     101
     """
     if not spread or drop <= 0:
         return None
-    needed = ((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2
-    return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
+    try:
+        needed = ((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2
+        return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
+    except OverflowError:
+        return None
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
@@ -5266,7 +5272,7 @@ def _integer_arg(low: int, high: Optional[int] = None):
     return _checked_arg(_ascii_int, lambda value: low <= value and (high is None or value <= high), expected)
 
 
-_alpha_arg = _checked_arg(_finite_number, lambda value: 0 < value < 1, "a number between 0 and 1")
+_alpha_arg = _checked_arg(_finite_number, lambda value: 1e-15 <= value < 1, "a number between 0 and 1 (1e-15 at least)")
 _score_arg = _checked_arg(_finite_number, lambda value: True, "a finite number")
 _min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")

@@ -147,7 +147,7 @@ class TestFoldedCommandLineChecks(TempDirMixin, unittest.TestCase):
         for option, text, expected in (
                 ("--calibrate", "5", "an integer from 10 to 100000"), ("--resamples", "99", "an integer >= 100"),
                 ("--min-grade", "0", "a positive integer"), ("--seed", "-1", "an integer >= 0"),
-                ("--digits", "18", "an integer from 1 to 17"), ("--alpha", "1", "a number between 0 and 1"),
+                ("--digits", "18", "an integer from 1 to 17"), ("--alpha", "1", "a number between 0 and 1 (1e-15 at least)"),
                 ("--abstain-below", "nan", "a finite number"),
                 ("--max-input-bytes", "0", "a positive number of bytes"),
                 ("--max-input-bytes", "1" * 20, "a positive number of bytes"),

@@ -284,6 +284,36 @@ class TestEffectSizes(unittest.TestCase):
             self.assertIn(field, data)
 
 
+class TestPowerAtTheEdges(unittest.TestCase):
+    """A tolerance or an alpha so small that the power estimates leave a float's range: no traceback."""
+
+    def test_a_tiny_tolerance_still_gates(self):
+        # 8 of 40 queries lose 0.5: a regression for any tolerance below 0.1; the queries needed to see a
+        # drop of 1e-160 are some 1e320, past a float (this was an OverflowError, exit 2 on the command line)
+        qids = [f"q{i:02d}" for i in range(40)]
+        before = {"recall@5": {q: 1.0 for q in qids}}
+        after = {"recall@5": dict(before["recall@5"], **{q: 0.5 for q in qids[:8]})}
+        for rule in ("drop", "significant"):
+            with self.subTest(rule):
+                entry = gate_of(before, after, rule=rule, tolerance=1e-160)["metrics"]["recall@5"]
+                self.assertEqual((entry["verdict"], entry["queries_needed"]), ("regression", None))
+        self.assertIsNone(rag_eval.queries_needed(0.2, 1e-200))
+        self.assertEqual(rag_eval.queries_needed(0.2, 0.056), 101)
+
+    def test_a_tiny_alpha_is_an_error_not_a_traceback(self):
+        # 1 - 1e-17 / 2 is 1.0 in floats, where the normal quantile is infinite
+        for call in (lambda: rag_eval.detectable_drop(0.2, 100, alpha=1e-17),
+                     lambda: rag_eval.queries_needed(0.2, 0.05, alpha=1e-17)):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "alpha is too small"):
+                call()
+        self.assertGreater(rag_eval.detectable_drop(0.2, 100, alpha=1e-15), rag_eval.detectable_drop(0.2, 100))
+        fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+        code, out, err = run_main([os.path.join(fixtures, "qrels.json"), os.path.join(fixtures, "run.json"),
+                                   "--alpha", "1e-16"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertIn("argument --alpha: expected a number between 0 and 1 (1e-15 at least), got '1e-16'", err)
+
+
 def noisy_run(quality, rng):
     """One run of an unchanged system: per query, success and recall drawn around its quality."""
     per_query = {}
