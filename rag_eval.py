@@ -682,7 +682,8 @@ def evaluate(
       or no score at or above ``abstain_below``): the right answer to an unanswerable question.
 
     With ``doc_id_sep``, chunk ids become document ids first (see ``document_of``): a document is
-    judged by its best chunk, ranked at its best chunk's place, and counts once.
+    judged by its best chunk, counts once, and is ranked at its best chunk's place; with scores it takes
+    its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
     asked = list(DEFAULT_MEASURES if measures is None else measures)
@@ -784,7 +785,7 @@ def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
 
 
 def documents_run(run: Run, sep: str) -> Run:
-    """A run of documents: each ranked at its best chunk's place (a score: the best chunk's)."""
+    """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
     return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
             else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 

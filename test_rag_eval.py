@@ -1868,6 +1868,24 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         self.assertEqual(result["per_query"]["q"], {"ndcg": 1.0, "precision": 1 / 2})
         self.assertEqual(rag_eval.ndcg_at_k({"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}, {"d#1": 1, "d#2": 2}, 2, doc_id_sep="#"), 1.0)
 
+    def test_documents_whose_scores_tie_go_by_document_id(self):
+        # d1_3 and d12_1 both score 7.5: as chunks, trec_eval puts d1_3 first ("_" sorts above "2"); as
+        # documents (the MaxP run), d12 and d1 tie at 7.5 and d12 goes first ("2" sorts above the end of
+        # "d1"). The document rule holds in the library and in every reader: d1 at rank 2, mrr 1/2.
+        qrels, run = {"q1": {"d1": 1}}, {"q1": {"d1_3": 7.5, "d12_1": 7.5}}
+        self.assertEqual(rag_eval.documents_run(run, "_"), {"q1": {"d1": 7.5, "d12": 7.5}})
+        self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures=["mrr"], doc_id_sep="_")["mean"]["mrr@5"], 0.5)
+        self.assertEqual(rag_eval.evaluate({"q1": {"d1_3": 1}}, run, 5, measures=["mrr"])["mean"]["mrr@5"], 1.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = [os.path.join(tmp, name) for name in ("q.json", "r.trec")]
+            with open(paths[0], "w") as out:
+                json.dump(qrels, out)
+            with open(paths[1], "w") as out:
+                out.write("q1 Q0 d1_3 1 7.5 t\nq1 Q0 d12_1 2 7.5 t\n")
+            code, out, err = run_main([*paths, "--doc-id-sep", "_", "--measures", "mrr"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(json.loads(out)["mean"]["mrr@5"], 0.5)
+
     def test_unjudged_documents_by_rank_then_query(self):
         # q1: x (unjudged) @1, a @2, b @3, y (unjudged) @4; q2 by score: z (unjudged, 0.9) @1, c @2;
         # q3 is not judged, so not listed
