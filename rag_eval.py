@@ -4795,7 +4795,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
         return _markdown_table(rows, inputs) if markdown else _aligned(rows)
 
-    quoted = _markdown_input if markdown else str
+    quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
              table(_metric_rows(report, digits), {0: _markdown_metric})]
@@ -5081,12 +5081,12 @@ def _openmetrics_text(report: dict) -> str:
                         [sample("rag_eval_baseline", labels(key), e["baseline"]) for key, e in entries])
         lines += family("rag_eval_delta", "Mean now minus the baseline's mean.",
                         [sample("rag_eval_delta", labels(key), e["delta"]) for key, e in entries if e["delta"] is not None])
-        lines += family("rag_eval_passed", "1 when the gate passed, 0 when it failed.",
+        lines += family("rag_eval_passed", "1 when the gate passed, 0 when it did not (a regression, or inconclusive).",
                         [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callable[[str], str] = str) -> str:
+def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callable[[str], str] = _one_line) -> str:
     """The lines under the verdict (each after a newline), or "": what the baseline's provenance
     says otherwise, what the judgments changed, and each delta split into labels and system.
     ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
@@ -5104,7 +5104,7 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     return "".join("\n" + line for line in lines)
 
 
-def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] = str) -> str:
+def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] = _one_line) -> str:
     """``label_changes`` in one line: the counts, then the first few changed queries (their ids shown by ``quoted``)."""
     counts, queries = changes["counts"], changes["queries"]
     if changes["stored"] == "judgments":
@@ -5135,7 +5135,7 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
     row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
-    quoted = _markdown_input if markdown else str
+    quoted = _markdown_input if markdown else _one_line
     scored = _plural(runs[0]["queries"], "query", "queries")
     verdict = f"{len(runs)} runs compared with {quoted(comparison['reference'])}, {scored} scored"
     gated = next((run["gate"] for run in runs if "gate" in run), None)  # one baseline and --meta for all

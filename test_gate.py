@@ -1470,7 +1470,7 @@ class TestLeanGateAndReports(TempDirMixin, unittest.TestCase):
             'rag_eval_baseline{metric="recall@5",slice="a\\"b\\\\c"} 0.5', 'rag_eval_baseline{metric="mrr@5"} 0.5',
             "# TYPE rag_eval_delta gauge", "# HELP rag_eval_delta Mean now minus the baseline's mean.",
             'rag_eval_delta{metric="recall@5",slice="a\\"b\\\\c"} -0.375',
-            "# TYPE rag_eval_passed gauge", "# HELP rag_eval_passed 1 when the gate passed, 0 when it failed.",
+            "# TYPE rag_eval_passed gauge", "# HELP rag_eval_passed 1 when the gate passed, 0 when it did not (a regression, or inconclusive).",
             "rag_eval_passed 0.0", "# EOF", ""]))
 
     def test_junit_counts_failures_in_both_elements(self):

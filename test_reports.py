@@ -1290,6 +1290,22 @@ class TestGateContextLines(unittest.TestCase):
                          "\nlabels changed since the baseline: 0 judgments added, 0 removed, 2 regraded in 2 queries "
                          "(q2 +0 -0 ~1, q10 +0 -0 ~1)")
 
+    def test_the_text_table_keeps_an_id_or_a_provenance_value_on_its_line(self):
+        # A query id and a baseline's meta value with a line break: in the table they once started lines
+        # of their own ("# Forged heading"); the markdown report shows them as code spans.
+        stored = rag_eval.stored_judgments({"q1": {"a": 1}, "x\n# Forged": {"b": 1}})
+        changes = rag_eval.label_changes(stored, {"q1": {"a": 1}, "x\n# Forged": {"b": 2}})
+        gate = {"label_changes": changes, "meta_changes": ["index: v1 -> v2\n# Forged"]}
+        text = rag_eval._gate_context_text(gate, 4)
+        self.assertEqual(text, "\nprovenance changed since the baseline: index: v1 -> v2\\n# Forged"
+                               "\nlabels changed since the baseline: 0 judgments added, 0 removed, 1 regraded in "
+                               "1 query (x\\n# Forged +0 -0 ~1)")
+        result = rag_eval.evaluate({"q1": {"a": 1}}, {"q1": ["a"]}, 5)
+        report = rag_eval.build_report(result, gate_report=dict(rag_eval.gate(
+            result, rag_eval.Baseline({"recall@5": 1.0}), rag_eval.GateSettings()), **gate))
+        self.assertEqual([line for line in rag_eval.FORMATTERS["table"](report, 4).splitlines()
+                          if line.startswith("# Forged")], [])
+
     def test_an_id_of_thousands_of_digits_is_ordered_without_int(self):
         # int() refuses a run of more than 4300 digits (Python 3.9.14 and later); the order must not need it
         long_one, long_nine = "q" + "0" * 4400 + "1", "q" + "9" * 5000  # the numbers 1 and 10**5000 - 1
