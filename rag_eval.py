@@ -5218,12 +5218,12 @@ def explain() -> str:
 
 
 def _finite_number(text: str) -> Optional[float]:
-    """A finite number, else None (float() would take '0_02', 'nan' and 'inf')."""
+    """A finite number in ASCII digits, else None (float() would take '0_02', 'nan', 'inf' and '٠.١')."""
     try:
         value = float(text)
     except ValueError:
         return None
-    return value if "_" not in text and math.isfinite(value) else None
+    return value if text.isascii() and "_" not in text and math.isfinite(value) else None
 
 
 def _cutoffs_arg(text: str) -> List[int]:

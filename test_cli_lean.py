@@ -152,7 +152,11 @@ class TestFoldedCommandLineChecks(TempDirMixin, unittest.TestCase):
                 ("--max-input-bytes", "0", "a positive number of bytes"),
                 ("--max-input-bytes", "1" * 20, "a positive number of bytes"),
                 ("--min-overlap", "0", "a fraction in (0, 1], such as 0.5"),
-                ("--lock-timeout", "1.5", "an integer >= 0")):
+                ("--lock-timeout", "1.5", "an integer >= 0"),
+                # float() reads Arabic-Indic digits; the options read ASCII, as --digits and the readers do
+                ("--max-drop", "\u0660.\u0661", "a finite number >= 0 (or a percentage such as 5%)"),
+                ("--max-drop", "\u0665%", "a finite number >= 0 (or a percentage such as 5%)"),
+                ("--abstain-below", "\u0660.\u0661", "a finite number")):
             with self.subTest(option=option, text=text):
                 line = self.assert_error([qrels, run, option, text])
                 got = rag_eval._clipped_repr(text)
