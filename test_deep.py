@@ -348,30 +348,18 @@ class TestLimits(unittest.TestCase):
             self.assertEqual(json.loads(out)["dropped"], sorted(f"u{i}" for i in range(30)))
 
     def test_too_many_unknown_queries_end_the_read(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            qrels = write(tmp, "qrels", "q1 0 a 1\n")
-            run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"u{i} Q0 a 1 1 t\n" for i in range(40)))
-            limit = rag_eval.MAX_UNKNOWN_QUERIES
-            rag_eval.MAX_UNKNOWN_QUERIES = 10
-            try:
-                code, out, err = cli([qrels, run, "--drop-unknown-queries"])
-            finally:
-                rag_eval.MAX_UNKNOWN_QUERIES = limit
-            self.assertEqual(code, 2)
-            self.assertIn("more than 10 run queries are not in the qrels (one: 'u10')", err)
-
-    def test_too_many_unknown_queries_quote_little_of_one(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            qrels = write(tmp, "qrels", "q1 0 a 1\n")
-            run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"{'S' * 40}{i} Q0 a 1 1 t\n" for i in range(12)))
-            limit = rag_eval.MAX_UNKNOWN_QUERIES
-            rag_eval.MAX_UNKNOWN_QUERIES = 10
-            try:
-                code, out, err = cli([qrels, run, "--drop-unknown-queries"])
-            finally:
-                rag_eval.MAX_UNKNOWN_QUERIES = limit
-            self.assertEqual(code, 2)
-            self.assertIn("more than 10 run queries are not in the qrels (one: 'SSSSSSSSSSSSSSSS'...)", err)
+        for prefix, quoted in (("u", "'u10'"), ("S" * 40, "'SSSSSSSSSSSSSSSS'...")):  # a long id is clipped
+            with self.subTest(quoted), tempfile.TemporaryDirectory() as tmp:
+                qrels = write(tmp, "qrels", "q1 0 a 1\n")
+                run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"{prefix}{i} Q0 a 1 1 t\n" for i in range(40)))
+                limit = rag_eval.MAX_UNKNOWN_QUERIES
+                rag_eval.MAX_UNKNOWN_QUERIES = 10
+                try:
+                    code, out, err = cli([qrels, run, "--drop-unknown-queries"])
+                finally:
+                    rag_eval.MAX_UNKNOWN_QUERIES = limit
+                self.assertEqual(code, 2)
+                self.assertIn(f"more than 10 run queries are not in the qrels (one: {quoted})", err)
 
 
 # Runs rag_eval's main() in a child of its own and prints the child's exit code and peak RSS (MiB) as JSON.
