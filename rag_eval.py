@@ -1413,12 +1413,10 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
         checked = [(span, *_label_status(span, corpus.get(span.doc_id))) for span in qrels[qid]]
-        grades: Dict[Location, set] = {}
-        for _, _, _, span_now in checked:
-            grades.setdefault(span_now[:3], set()).add(span_now.grade)
+        clashed = _clashing_moves([(span, span_now) for span, _, _, span_now in checked])
         kept = {}
-        for span, status, found, span_now in checked:
-            if status == "moved" and len(grades[span_now[:3]]) > 1:
+        for index, (span, status, found, span_now) in enumerate(checked):
+            if index in clashed:
                 status, found, span_now = "orphaned", (f"would move onto [{span_now.start}, {span_now.end}), "
                                                        "judged otherwise there"), span
             rows.append((qid, span, status, found))
@@ -1427,6 +1425,27 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
                 moved[qid, span[:3]] = (span_now.start, span_now.end)
         fixed[qid] = tuple(sorted(kept.values()))
     return LabelCheck(fixed, rows, moved)
+
+
+def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
+    """Of one query's (span, where it would be now) pairs, the moves that stay where they were judged: a move
+    onto a place judged with another grade by a span that stays there, or shared by moves of two grades.  A
+    move kept back stays too, so the others are checked again, until none clashes."""
+    back: set = set()
+    while True:
+        now = [span if index in back else place for index, (span, place) in enumerate(places)]
+        staying = {span[:3]: span.grade for (span, _), place in zip(places, now) if place is span}
+        grades: Dict[Location, set] = {}
+        for place in now:
+            grades.setdefault(place[:3], set()).add(place.grade)
+        clash = set()
+        for index, ((span, _), place) in enumerate(zip(places, now)):
+            holder = staying.get(place[:3])  # the grade of a span that stays at the place, if one does
+            if place is not span and (holder != place.grade if holder is not None else len(grades[place[:3]]) > 1):
+                clash.add(index)
+        if not clash:
+            return back
+        back |= clash
 
 
 def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
@@ -1453,8 +1472,7 @@ def labels_table(check: LabelCheck) -> str:
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
     rows = [["query", "valid", "moved", "orphaned"]]
-    rows += [[_one_line(qid), *map(str, c.values())]
-             for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
+    rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
     rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
     details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
                for qid, span, status, found in check.rows if status != "valid"]
@@ -2009,12 +2027,14 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _z(probability: float) -> float:
+def _z_sum(alpha: float, power: float) -> float:
+    """z(1 - alpha/2) + z(power), the normal quantiles of a two-sided test's power estimates."""
     from statistics import NormalDist
 
-    if not 0 < probability < 1:  # 1 - alpha / 2 rounds to 1 when alpha is below about 1e-16
-        raise RagEvalError("alpha is too small to estimate power with (below about 1e-16)")
-    return NormalDist().inv_cdf(probability)
+    if not (0 < 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
+        raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
+                           f"{_clipped_repr(power)}")
+    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
 
 
 def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
@@ -2028,7 +2048,7 @@ def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAUL
     """
     if not spread or queries < 2:
         return None
-    return (_z(1 - alpha / 2) + _z(power)) * spread / math.sqrt(queries)
+    return _z_sum(alpha, power) * spread / math.sqrt(queries)
 
 
 def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
@@ -2041,7 +2061,7 @@ def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_
     if not spread or drop <= 0:
         return None
     try:
-        needed = ((_z(1 - alpha / 2) + _z(power)) * spread / drop) ** 2
+        needed = (_z_sum(alpha, power) * spread / drop) ** 2
         return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
     except OverflowError:
         return None
@@ -2249,7 +2269,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     raised = set(raised)
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
-        if metric not in means or scores is not None and metric not in raised:  # the older mean (and scores) stay
+        if metric not in means or (scores is not None and metric not in raised):  # the older mean (and scores) stay
             means[metric] = old
             if scores is not None:
                 per_query[metric] = scores
@@ -2991,10 +3011,13 @@ def _source_name(path: str) -> str:
 
 
 def _read_once(path: str) -> bool:
-    """Whether an input can be read only once: standard input, a FIFO or ``<(...)``, a device, anything but
-    a regular file (a missing one is not: reading it says so)."""
+    """Whether an input can be read only once: standard input (also as /dev/stdin or /dev/fd/N, where even
+    a regular file, reopened, may share its offset, as on macOS), a FIFO or ``<(...)``, a device, anything
+    but a regular file (a missing one is not: reading it says so)."""
+    if path == "-" or path.startswith(("/dev/stdin", "/dev/fd/")):
+        return True
     try:
-        return path == "-" or not stat.S_ISREG(os.stat(path).st_mode)
+        return not stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
 
@@ -5044,7 +5067,9 @@ def _cut_markdown(text: str, limit: int) -> str:
     if len(data) <= limit:
         return text
     kept = data[:limit - 400].decode("utf-8", "ignore").rpartition("\n")[0]
-    closing = "\n\n</details>" if kept.count("<details>") > kept.count("</details>") else ""
+    # The tool's own tags open a line and close one; an id's (in a code span, in a table cell) does neither.
+    opened = len(re.findall(r"^<details>", kept, re.M)) > len(re.findall(r"</details>$", kept, re.M))
+    closing = "\n\n</details>" if opened else ""
     cut = text.count("\n") - kept.count("\n")
     return (kept + closing + f"\n\n*Cut here: {cut} more lines would pass GitHub's 1 MiB limit; "
             "--output writes every query's scores.*\n")
@@ -5705,7 +5730,7 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
-        gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]))  # --ratchet keeps them
+        gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
         messages.append(_Message("note", f"updated {baseline_name}" + (" (ratchet)" if args.ratchet else "")
                                  + (f"; no longer in it (not scored now): {', '.join(gone)}" if gone else "")
                                  if passed else f"the gate failed, so {baseline_name} was not changed"))

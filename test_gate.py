@@ -1374,7 +1374,7 @@ class TestReviewRegressions(TempDirMixin, unittest.TestCase):
         code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--measures", "recall,mrr"])
         self.assertEqual(code, 0, err)
         self.assertEqual(set(rag_eval.read_baseline(saved).means), {"recall@5", "mrr@5"})
-        self.assertIn(f"rag_eval: note: updated {saved}; no longer in it (not scored now): ndcg@5, success@5",
+        self.assertIn(f"rag_eval: note: updated {saved}; no longer in it (not scored now): success@5, ndcg@5",
                       err.splitlines())
 
     def test_regressions_refuses_nan(self):

@@ -1429,6 +1429,12 @@ class TestReportTextPlantedBugsFound(TempDirMixin, unittest.TestCase):
                          "<details>x</details>\n" + "line\n" * 114 + "line\n\n*Cut here: 886 more lines would pass "
                          "GitHub's 1 MiB limit; --output writes every query's scores.*\n")
 
+    def test_a_cut_summary_is_not_fooled_by_an_id_that_closes_details(self):
+        # The query id "</details>" shows as a code span in a cell: the tool's own <details> is still open.
+        text = "<details><summary>Per query</summary>\n\n" + "| `</details>` | 0.5000 |\n" * 300 + "\n</details>\n"
+        cut = rag_eval._cut_markdown(text, 1000)
+        self.assertIn("| 0.5000 |\n\n</details>\n\n*Cut here: ", cut)
+
     def test_explain_says_which_measures_are_reported_by_default(self):
         code, out, _ = run_main(["--explain"])
         self.assertEqual(code, 0)

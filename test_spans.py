@@ -790,6 +790,20 @@ class TestSpanInputChecks(CommandLineCase):
         self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 1, "xyz"),)})
         self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
 
+    def test_a_move_kept_back_is_checked_again_and_a_move_of_the_same_grade_joins(self):
+        # B (grade 1) moves onto C's place [15, 20) (grade 2): kept back at [5, 10); D (grade 2) then would
+        # move onto B's place, judged 1: kept back too (once it moved there and B's or D's grade was lost).
+        corpus = {"d": "zzzzzDDDDDzzzzzBBBBBzzzzzzzzzz"}
+        spans = (Span("d", 5, 10, 1, "BBBBB"), Span("d", 15, 20, 2, "BBBBB"), Span("d", 25, 30, 2, "DDDDD"))
+        check = rag_eval.check_labels({"q": spans}, corpus)
+        self.assertEqual([row[2] for row in check.rows], ["orphaned", "valid", "orphaned"])
+        self.assertEqual((check.fixed, check.moved), ({"q": spans}, {}))
+        # A stays at [5, 10), graded 2; B (2) moves onto it and joins it; C (1) would, and stays where it was.
+        spans = (Span("d", 0, 5, 2, "AAAAA"), Span("d", 5, 10, 2), Span("d", 10, 15, 1, "AAAAA"))
+        check = rag_eval.check_labels({"q": spans}, {"d": "xxxxxAAAAAyyyyy"})
+        self.assertEqual([row[2] for row in check.rows], ["moved", "valid", "orphaned"])
+        self.assertEqual(check.fixed, {"q": (Span("d", 5, 10, 2, "AAAAA"), Span("d", 10, 15, 1, "AAAAA"))})
+
     def test_every_label_status_and_the_fixed_rows_of_judgments_made_in_memory(self):
         corpus = {"d": "abcabcxyz", "e": "0123"}  # "abc" twice in d, "xyz" once, at [6, 9)
         qrels = SpanQrels({"q": (Span("d", 0, 3, 1, "abc"), Span("d", 1, 3, 1, "abc"), Span("d", 2, 5, 2, "xyz"),

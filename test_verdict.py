@@ -304,8 +304,11 @@ class TestPowerAtTheEdges(unittest.TestCase):
         # 1 - 1e-17 / 2 is 1.0 in floats, where the normal quantile is infinite
         for call in (lambda: rag_eval.detectable_drop(0.2, 100, alpha=1e-17),
                      lambda: rag_eval.queries_needed(0.2, 0.05, alpha=1e-17)):
-            with self.assertRaisesRegex(rag_eval.RagEvalError, "alpha is too small"):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, r"^alpha must lie in \[1e-15, 1\) and power in \(0, 1\), "
+                                                               r"got 1e-17 and 0\.8$"):
                 call()
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 0\.05 and 1\.0$"):
+            rag_eval.queries_needed(0.2, 0.05, power=1.0)
         self.assertGreater(rag_eval.detectable_drop(0.2, 100, alpha=1e-15), rag_eval.detectable_drop(0.2, 100))
         fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
         code, out, err = run_main([os.path.join(fixtures, "qrels.json"), os.path.join(fixtures, "run.json"),
