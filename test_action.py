@@ -364,14 +364,20 @@ class TestActionStep(ActionRun):
 
     def test_abbreviated_output_is_the_report(self):
         # argparse takes --outp for --output: rag_eval writes the file, and the outputs name it (they were empty)
+        import action
+
         report = os.path.join(self.tmp, "my.json")
         for bash in self.each_bash():
-            for option in (f"--outp {report}", f"--outp={report}", f"--output {report}"):
-                with self.subTest(option=option):
-                    code, _, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN, args=option)
-                    self.assertEqual(code, 0, err)
-                    self.assertEqual(outputs["report"], report)
-                    self.assertAlmostEqual(json.loads(outputs["means"])["recall@5"], 2 / 3)  # (1 + 0 + 1) / 3
+            code, _, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN, args=f"--outp {report}")
+            self.assertEqual(code, 0, err)
+            self.assertEqual(outputs["report"], report)
+            self.assertAlmostEqual(json.loads(outputs["means"])["recall@5"], 2 / 3)  # (1 + 0 + 1) / 3
+        for argv, expected in (([QRELS, RUN, f"--outp={report}"], report), ([QRELS, RUN, "--output", report], report),
+                               ([QRELS, RUN, "--output", "a.json", "--out", report], report),
+                               ([QRELS, RUN, "--o", report], report),  # no other option starts --o
+                               ([QRELS, RUN, "--k", "x", "--output", report], "")):  # rag_eval stops: no report
+            with self.subTest(argv=argv[2:]):
+                self.assertEqual(action.report_path(argv), expected)
 
     def test_empty_qrels_or_run_input_is_named(self):
         # GitHub does not enforce required: on a composite action's inputs: a misspelt one arrives empty
