@@ -2031,7 +2031,7 @@ def _z_sum(alpha: float, power: float) -> float:
     """z(1 - alpha/2) + z(power), the normal quantiles of a two-sided test's power estimates."""
     from statistics import NormalDist
 
-    if not (0 < 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
+    if not (0 < alpha < 1 and 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
         raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
                            f"{_clipped_repr(power)}")
     return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
@@ -4758,7 +4758,7 @@ def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List
     lines = []
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
-            drops = ", ".join(f"{quoted(_one_line(qid))} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
+            drops = ", ".join(f"{quoted(qid)} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
             lines.append(f"{_metric_name(metric, quoted)}: {_plural(entry['worse'], 'query', 'queries')} worse, "
                          f"{entry['improved']} better; "
                          f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
@@ -4779,7 +4779,7 @@ def _verdict_word(failed: List[str], undecided: List[str]) -> str:
     return f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})" if undecided else "PASS"
 
 
-def _verdict_line(report: dict, quoted: Callable[[str], str] = str) -> str:
+def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str:
     """What the gate said, or how many queries were scored; ``quoted`` shows a slice's name."""
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
@@ -4852,7 +4852,7 @@ def _markdown_input(text: str) -> str:
     return _code_span(_one_line(text))
 
 
-def _metric_name(key: str, quoted: Callable[[str], str] = str) -> str:
+def _metric_name(key: str, quoted: Callable[[str], str] = _one_line) -> str:
     """A metric as a report names it, a slice's name (``billing`` of ``billing:recall@5``) shown by ``quoted``."""
     tag, colon, metric = key.rpartition(":")
     return quoted(tag) + colon + metric if colon else key

@@ -309,6 +309,8 @@ class TestPowerAtTheEdges(unittest.TestCase):
                 call()
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 0\.05 and 1\.0$"):
             rag_eval.queries_needed(0.2, 0.05, power=1.0)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 1\.5 and 0\.8$"):  # 1 - 1.5/2 is a probability
+            rag_eval.detectable_drop(0.2, 100, alpha=1.5)
         self.assertGreater(rag_eval.detectable_drop(0.2, 100, alpha=1e-15), rag_eval.detectable_drop(0.2, 100))
         fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
         code, out, err = run_main([os.path.join(fixtures, "qrels.json"), os.path.join(fixtures, "run.json"),
