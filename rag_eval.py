@@ -224,20 +224,12 @@ class _Reduced(NamedTuple):
     best: Optional[float]  # the highest score; None for a ranked list (no scores)
 
 
-class _PreparedRun(dict):
-    """A run as the command line read it: checked and mapped to documents (``doc_id_sep``) and, when
-    ``filtered``, filtered (``judged_only``) as it was read, so that ``evaluate`` does neither again."""
-
-    def __init__(self, queries: Mapping[str, RunEntry], filtered: bool):
-        super().__init__(queries)
-        self.filtered = filtered
-
-
-class _ReducedRun(_PreparedRun):
-    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
+class _ReducedRun(dict):
+    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it (checked, mapped to documents and filtered as
+    it was read), with the run's queries that the qrels lack."""
 
     def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
-        super().__init__(queries, filtered=True)
+        super().__init__(queries)
         self.unknown = unknown  # sorted
 
 
@@ -695,17 +687,17 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
-    prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
-    if not prepared:
+    reduced = isinstance(run, _ReducedRun)
+    if not reduced:
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
-        run = run if prepared else documents_run(run, doc_id_sep)
+        run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
 
-    unknown = run.unknown if isinstance(run, _ReducedRun) else sorted(set(run) - set(qrels))
+    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         theirs = _clipped_repr(min(qrels)) if qrels else "none"
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
@@ -716,7 +708,7 @@ def evaluate(
     unscored: List[str] = []
     skipped: List[str] = []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
-    keep = judged_filter(qrels, min_grade) if judged_only and not (prepared and run.filtered) else None
+    keep = judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
@@ -786,7 +778,9 @@ def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
 
 def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
-    return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
+    return {qid: (dict(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry)))
+            if sep not in "\0".join(entry)  # no chunk id (a run read with doc_id_sep is mapped already): checked in C
+            else _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
             else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 
 
@@ -5846,8 +5840,6 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs,
                                              args.max_input_bytes)
-    if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
-        run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
