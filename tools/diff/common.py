@@ -90,6 +90,13 @@ def first_difference(a, b, where=""):
             return first_difference(x, y, f"{where}[{index}]")
         if len(a[1]) != len(b[1]):
             return f"{where} (length {len(a[1])} vs {len(b[1])})", a[1][len(b[1]):][:3], b[1][len(a[1]):][:3]
+    if isinstance(a, (str, bytes)) and isinstance(b, (str, bytes)) and type(a) is type(b):
+        ours, theirs = a.splitlines(), b.splitlines()
+        for number, (x, y) in enumerate(zip(ours, theirs), 1):
+            if x != y:
+                return f"{where} line {number}", x, y
+        if len(ours) != len(theirs):
+            return f"{where} (lines {len(ours)} vs {len(theirs)})", ours[len(theirs):][:3], theirs[len(ours):][:3]
     return where or "(whole)", a, b
 
 
