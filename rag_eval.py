@@ -4086,7 +4086,8 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
                 continue  # blank, or a comment, as trec_eval reads them
             if qid is None:
                 _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
-            swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) else ""
+            swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) \
+                and fields[-1].isdigit() else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
         elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
@@ -4127,35 +4128,35 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks 1, 2, 3, ...
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks distinct
+    positive integers with 1 among them, 1 to n once it ended in the head, in any line order (MS MARCO's own
+    evaluation places each line by its rank).
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
-    One judgment per query, grade 1 (as MS MARCO's judgments), is a ranking
-    of depth 1 too: the file is a run only if some query of its head has
-    more than one line.  Grades 1, 2 in a first query still read as ranks.
+    third column is a grade: 0, or 1 twice, where ranks differ.  One judgment
+    per query, grade 1 (as MS MARCO's judgments), is a ranking of depth 1 too:
+    the file is a run only if some query of its head has more than one line.
+    Grades 1, 2 in a first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    qid, expected, first_query = None, 1, True
-    lines: Dict[bytes, int] = {}  # query -> its lines in the head
+    first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        first_query = first_query and fields[0] == (qid or fields[0])
-        if first_query:
-            if fields[2] != str(expected).encode():
-                return False
-            expected += 1
-        elif expected > 2:
-            break  # the first query ranked more than one document
-        qid = fields[0]
-        lines[qid] = lines.get(qid, 0) + 1
-        if lines[qid] > 1 and not first_query:
-            break
-    return expected > 1 and max(lines.values(), default=0) > 1
+        first = first or fields[0]
+        lines[fields[0]] += 1
+        if fields[0] != first or len(lines) > 1:  # the first query ended: its ranks must be 1 to n, not grades
+            if len(ranks) > 1 or lines[fields[0]] > 1:
+                break
+            continue
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
+        if not rank or rank in ranks:
+            return False
+        ranks.add(rank)
+    return 1 in ranks and max(lines.values()) > 1 and (len(lines) == 1 or len(ranks) == max(ranks))
 
 
 def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
