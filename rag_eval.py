@@ -2203,6 +2203,9 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
         if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
+        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON:  # every measure lies in [0, 1]: -1 could never fail
+            raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must lie in [0, 1], as every measure "
+                               f"does, got {_clipped_repr(value)}", path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
         names = [canonical_metric(name) for name in table]
         twice = sorted({name for name in names if names.count(name) > 1})
@@ -5268,9 +5271,9 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     value = _finite_number(amount[:-1] if relative else amount)
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
-    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got "
-                           f"{_clipped_repr(amount)} (did you mean {_clip(amount)}%?)")
+    if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+        raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
+                           f"[0, 1], got {_clipped_repr(amount)}" + ("" if relative else f" (did you mean {_clip(amount)}%?)"))
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
