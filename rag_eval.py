@@ -6002,13 +6002,20 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """When chunk ids meet document ids: the --doc-id-sep that would make them match, as advice; else ""."""
-    sample = [(qid, docid) for qid, entry in list(run.items())[:SAMPLE_QUERIES]
-              for docid in list(entry)[:SAMPLE_DOCUMENTS]]
+    """Why the run's ids meet no judged one, as advice: the --doc-id-sep that makes them meet while the run's
+    documents stay apart (most of its queries keep more than one: 'kb-0263_1' against 'kb-0263#1' meet at
+    '-' only as 'kb', every id one document, every score 1), else one id of each side and where they part."""
+    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
     for sep in _SEPARATORS:
-        if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
+        several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
+        if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
+                                                   for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
-    return ""
+    pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
+    ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))
+    alike = len(os.path.commonprefix([ours, theirs]))
+    return f"the run's {_clipped_repr(ours)} and the qrels' {_clipped_repr(theirs)} part after {alike} characters: " \
+        f"{_clipped_repr(ours[alike:])} against {_clipped_repr(theirs[alike:])}" if alike else ""
 
 
 def _copies_qrels(run: Run, qrels: Qrels) -> bool:
