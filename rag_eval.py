@@ -26,7 +26,7 @@ Public functions
 ``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
 ``compare_runs(results)``       several runs against a reference, one adjusted family
 ``evaluate_spans(...)``         evidence spans: measures of the covered evidence
-``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned
+``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned...
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
@@ -911,11 +911,14 @@ class SpanQrels(dict):
     rows: Optional[List[Tuple[str, Location, dict]]] = None
 
 
+LABEL_STATUSES = ("valid", "moved", "unchecked", "orphaned")  # of a span checked against its document
+
+
 class LabelCheck(NamedTuple):
     """The spans checked against a corpus: ``fixed`` holds the qrels with moved spans re-anchored."""
 
     fixed: SpanQrels
-    rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, "valid" | "moved" | "orphaned", what was found)
+    rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, one of LABEL_STATUSES, what was found)
     moved: Dict[Tuple[str, Location], Tuple[int, int]]  # (qid, where a moved span was judged) -> its offsets now
 
 
@@ -1402,13 +1405,15 @@ def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
 def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> LabelCheck:
     """Check every span against its document's text.
 
-    Valid: inside its document and, when it quotes ``text``, equal to the
-    document's characters at ``[start, end)``.  Moved: the quoted text is
-    elsewhere, exactly once, in the same document; the fixed qrels hold it
-    there.  Orphaned: its document is not in the corpus, it lies past the
-    document's end without quoting text, or its text is found nowhere or
-    more than once (an ambiguous place is no place), or it would move onto
-    a place judged with another grade.
+    Valid: it quotes ``text``, equal to the document's characters at
+    ``[start, end)``.  Moved: the quoted text is elsewhere, exactly once, in
+    the same document; the fixed qrels hold it there.  Unchecked: it quotes
+    no text and lies inside its document, which is all that can be said of
+    it (never valid: text added before it moves it unseen).  Orphaned: its
+    document is not in the corpus, it lies past the document's end without
+    quoting text, or its text is found nowhere or more than once (an
+    ambiguous place is no place), or it would move onto a place judged with
+    another grade.
     """
     rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
@@ -1453,7 +1458,8 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
         inside = span.end <= len(text)
-        return ("valid", "", span) if inside else ("orphaned", f"past the end ({len(text)} characters)", span)
+        return ("unchecked", "no quoted text", span) if inside else ("orphaned", f"past the end ({len(text)} characters)",
+                                                                     span)
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first = text.find(span.text)
@@ -1466,14 +1472,14 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
 
 
 def labels_table(check: LabelCheck) -> str:
-    """Valid, moved and orphaned spans per query, then one line per span that is not valid; ids on one line
+    """Spans per query and status, then one line per span that is not valid; ids on one line
     each, and nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
-        counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
-    rows = [["query", "valid", "moved", "orphaned"]]
+        counts.setdefault(qid, dict.fromkeys(LABEL_STATUSES, 0))[status] += 1
+    rows = [["query", *LABEL_STATUSES]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
-    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
+    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in LABEL_STATUSES)])
     details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
                for qid, span, status, found in check.rows if status != "valid"]
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
@@ -1506,16 +1512,21 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
+def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
-    with its grade (a chunk the map lacks is an error; two at the same offsets must agree)."""
+    with its grade (a chunk the map lacks is an error; two at the same offsets must agree).  With the
+    ``corpus``, each span quotes its text, so that check_labels can tell where it went when documents change."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
         for chunk, grade in sorted(qrels[qid].items()):
             if chunk not in chunks:
                 raise RagEvalError(f"query {_clipped_repr(qid)}: judged chunk {_clipped_repr(chunk)} is not in the chunk map", "chunks")
-            span = kept.setdefault(chunks[chunk], Span(*chunks[chunk], grade))
+            doc, start, end = chunks[chunk]
+            text = None if corpus is None else corpus.get(doc, "")[start:end]
+            if text is not None and len(text) != end - start:
+                raise RagEvalError(f"chunk {_clipped_repr(chunk)} lies outside its document's text", "corpus")
+            span = kept.setdefault(chunks[chunk], Span(doc, start, end, grade, text))
             if span.grade != grade:
                 raise RagEvalError(f"query {_clipped_repr(qid)}: chunks at {_clipped_repr(chunks[chunk])} are judged "
                                    f"{span.grade} and {grade}", "qrels")
@@ -5345,7 +5356,8 @@ exit codes:
 with --check-labels: an orphaned label
   {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)
   {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way
-       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)
+       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1);
+       with --check-labels: a label quoting no text, so unchecked (and none orphaned)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
   {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
@@ -5468,13 +5480,13 @@ def _build_parser():
                        help="documents, JSONL rows doc_id, text: every span is checked against its text; "
                             "a gate refuses orphaned labels")
     spans.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
-                            "(1 when any label is orphaned)")
+                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit "
+                            "(1 when any label is orphaned, else 3 when any quotes no text, so was not checked)")
     spans.add_argument("--fix-labels", metavar="OUT",
                        help="with --corpus: write the qrels with moved spans re-anchored, then exit")
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets), then exit")
+                            "offsets; with --corpus, quoting its text, which --check-labels needs), then exit")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -6065,6 +6077,9 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
     if result.get("labels", {}).get("moved"):
         found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
+    if result.get("labels", {}).get("unchecked"):
+        found.append(_Message("warning", f"{result['labels']['unchecked']} evidence spans quote no text, so --corpus "
+                              "could not check where they are (--to-spans with --corpus writes it)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if result.get("repeated"):
@@ -6145,7 +6160,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
             raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
                                f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
                                args.qrels)
-        qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+        statuses = Counter(row[2] for row in check.rows)
+        qrels, labels = check.fixed, {"moved": statuses["moved"], "unchecked": statuses["unchecked"], "spans": len(check.rows)}
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
@@ -6193,8 +6209,9 @@ def _label_job(args) -> int:
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
         chunks = read_chunks(args.chunks, args.max_input_bytes)
-        with _naming_files(qrels=args.qrels, chunks=args.chunks):
-            spans = to_spans(qrels, chunks)
+        corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else None
+        with _naming_files(qrels=args.qrels, chunks=args.chunks, corpus=args.corpus or ""):
+            spans = to_spans(qrels, chunks, corpus)
         write_atomically(args.to_spans, spans_text(spans))
         if not args.quiet:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
@@ -6205,8 +6222,10 @@ def _label_job(args) -> int:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
     _publish(labels_table(check), fixed)
-    orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
-    return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
+    statuses = {status for _, _, status, _ in check.rows}
+    if not args.check_labels:
+        return EXIT_OK
+    return EXIT_REGRESSION if "orphaned" in statuses else EXIT_INCONCLUSIVE if "unchecked" in statuses else EXIT_OK
 
 
 # --- Several runs on the command line ---
