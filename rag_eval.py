@@ -2136,6 +2136,7 @@ GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
+UNGATED = "ungated"  # the verdict of a report with nothing to gate against (no baseline, no floor): never a pass
 
 
 class Baseline(NamedTuple):
@@ -4622,9 +4623,11 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
                  slices: Optional[Slices] = None, per_query: bool = False,
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
-    """The report of a run: mean, unscored and the counts, plus what the options asked for."""
+    """The report of a run: mean, unscored and the counts, plus what the options asked for; its ``verdict``
+    is the gate's, or "ungated" when nothing was gated (no baseline, no floor): never "pass"."""
     report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
                                            "unscored")}
+    report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
     report["mean"] = dict(result["mean"])
     if per_query:
         report["per_query"] = _per_query_full_names(result)
@@ -4800,7 +4803,7 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     missing = len(report.get("missing", ()))
     coverage = f" (the run has no results for {missing})" if missing else ""
     if gate_report is None:
-        return f"scored {_plural(report['queries'], 'query', 'queries')}{coverage}"
+        return f"UNGATED (no baseline or floor), {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
@@ -4967,19 +4970,19 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
-    if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
+    if not cases:  # nothing gated: one skipped case (never a pass), since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
-        cases = [("scored", "pass", f"{scored} scored, no baseline or floor to gate")]
+        cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
     failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
     counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
-    skipped = 0 if inconclusive_fails else sum(verdict == "inconclusive" for _, verdict, _ in cases)
+    skipped = sum(verdict == UNGATED or verdict == "inconclusive" and not inconclusive_fails for _, verdict, _ in cases)
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
     suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
         if verdict in failing:
             ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
-        elif verdict == "inconclusive":
+        elif verdict in ("inconclusive", UNGATED):
             ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
@@ -5183,6 +5186,8 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         failed, undecided = ([quoted(run["name"]) for run in runs if "gate" in run and run["gate"]["verdict"] == word]
                              for word in ("regression", "inconclusive"))
         verdict = f"{_verdict_word(failed, undecided)}, rule '{gated['rule']}', {verdict}"
+    else:
+        verdict = f"UNGATED (no baseline or floor), {verdict}"
     context = _gate_context_text(gated, digits, quoted).lstrip("\n")
     method = (context + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over "
@@ -6314,10 +6319,10 @@ def _run_candidates(args, argv: List[str]) -> int:
         intervals = mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
         runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
                          name=s.name, path=s.path, reference=s is scored[0]))
-    report = {"comparison": comparison, "runs": runs}
-    verdicts = [g["passed"] for g in gates.values() if g is not None]
+    verdicts = [g["verdict"] for g in gates.values() if g is not None]
+    report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
-        report["passed"] = all(verdicts)
+        report["passed"] = report["verdict"] == "pass"
     messages = [m._replace(line=f"{s.name}: {m.line}")
                 for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
