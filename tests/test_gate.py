@@ -1123,8 +1123,10 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertEqual(failed, ["floor ndcg@5", "mrr@5", "recall@5"])
         self.assertEqual(run_main([QRELS, RUN, "--junit", self.path("none.xml")])[0], 0)
         cases = ElementTree.fromstring(self.read(self.path("none.xml"))).find("testsuite")
-        self.assertEqual([(case.get("name"), case.find("system-out").text) for case in cases],
-                         [("scored", "pass: 3 queries scored, no baseline or floor to gate")])
+        # nothing gated: one case, skipped (ungated is no pass)
+        self.assertEqual([(case.get("name"), case.find("skipped").text) for case in cases],
+                         [("scored", "3 queries scored, no baseline or floor to gate")])
+        self.assertEqual((cases.get("skipped"), cases.get("failures")), ("1", "0"))
 
     def test_write_atomically_without_commit_leaves_the_target_until_renamed(self):
         target = self.write("target.txt", "old\n")

@@ -125,7 +125,7 @@ class TestCoverage(TempDirMixin, unittest.TestCase):
         self.assertIn("rag_eval: warning: the run has no results for 2 of 3 scored queries (first: 'q2'); they score 0",
                       err)
         code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run", "--format", "table"])
-        self.assertTrue(out.startswith("scored 3 queries (the run has no results for 2)\n"), out)
+        self.assertTrue(out.startswith("UNGATED (no baseline or floor), 3 queries scored (the run has no results for 2)\n"), out)
 
     def test_half_is_enough(self):
         # two of three scored queries answered: above the threshold, scored with a warning
@@ -463,7 +463,7 @@ class TestTableFormat(ReportCase, unittest.TestCase):
     def test_without_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--format", "table"])
         blocks = table_blocks(out)
-        self.assertEqual(blocks[0], "scored 3 queries")
+        self.assertEqual(blocks[0], "UNGATED (no baseline or floor), 3 queries scored")
         rows = aligned_rows(blocks[1])
         self.assertEqual(rows[0], ["metric", "mean"])
         self.assertEqual(rows[1:], [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
@@ -575,7 +575,7 @@ class TestTableFormat(ReportCase, unittest.TestCase):
 class TestMarkdownFormat(ReportCase, unittest.TestCase):
     def test_without_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--format", "markdown"])
-        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: scored 3 queries")
+        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: UNGATED (no baseline or floor), 3 queries scored")
         tables = markdown_tables(out)
         self.assertEqual(len(tables), 1)
         self.assertEqual(tables[0], [["metric", "mean"]] + [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
@@ -730,7 +730,7 @@ class TestGitHub(ReportCase, unittest.TestCase):
         summary = self.write("summary.md", "")
         _, err = self.ok([qrels, run], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
         self.assertEqual(err, "")
-        self.assertTrue(self.read(summary).startswith(b"### rag_eval: scored 1 query\n"))
+        self.assertTrue(self.read(summary).startswith(b"### rag_eval: UNGATED (no baseline or floor), 1 query scored\n"))
 
     def test_nothing_without_github_actions_true(self):
         for value in (None, "false", "", "1"):

@@ -737,7 +737,7 @@ def check_report(fmt: str, stdout: str, spec: dict) -> str:
         return ""
     if fmt == "table":
         first = stdout.split("\n", 1)[0]
-        return "" if first.startswith(("scored ", "PASS", "FAIL")) else f"table report starts {first[:40]!r}"
+        return "" if first.startswith(("UNGATED ", "PASS", "FAIL", "INCONCLUSIVE")) else f"table report starts {first[:40]!r}"
     if fmt == "markdown":
         return "" if stdout.startswith("### rag_eval: ") else f"markdown report starts {stdout[:40]!r}"
     if fmt == "csv":
