@@ -153,13 +153,15 @@ def gate_verdict(report: dict) -> Optional[str]:
 def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
     """The step's outputs: ``passed`` from the exit code (never with nothing gated), ``verdict`` the gate's (from
     the report) unless rag_eval stopped on an error."""
-    means, verdict = {}, None
+    means, verdict, not_gated = {}, None, []
     if report and os.path.isfile(report):
         try:
             with open(report, encoding="utf-8") as handle:
                 full = json.load(handle)
             means = full.get("mean", {})
             verdict = gate_verdict(full)
+            gates = [full.get("gate")] + [run.get("gate") for run in full.get("runs", ())]
+            not_gated = sorted({key for gate in gates if gate for key in gate.get("not_gated", ())})
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             means = {}
     if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE) or verdict is None:
@@ -171,6 +173,7 @@ def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
         "report": report if report and os.path.isfile(report) else "",
         "summary": summary,
         "means": json.dumps(means, sort_keys=True),
+        "not-gated": json.dumps(not_gated),
     }
 
 

@@ -1232,6 +1232,7 @@ class SpanMeasure(NamedTuple):
     compute: Callable[[Evidence, int], float]
     definition: str
     binary: bool = False  # every per-query value is 0 or 1
+    gate: bool = True  # gated by default; else reported, and gated when --measures names it
 
 
 SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
@@ -1245,9 +1246,9 @@ SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
                 "the ideal ranks every judged span once, best grades first.  Capped at 1: one large chunk covering "
                 "several spans at rank 1 can exceed the ideal."),
     SpanMeasure("precision", _span_precision, "characters of the union of the top k chunks inside a relevant span / "
-                "characters of that union (0 if nothing was retrieved): what large chunks cost."),
+                "characters of that union (0 if nothing was retrieved): what large chunks cost.", gate=False),
     SpanMeasure("iou", _span_iou, "characters retrieved and relevant / characters retrieved or relevant, over the "
-                "top k chunks' union and the relevant spans' union."),
+                "top k chunks' union and the relevant spans' union.", gate=False),
 )
 _SPAN_BY_NAME: Dict[str, SpanMeasure] = {m.name: m for m in SPAN_MEASURES}
 _ALL_MEASURES = dict.fromkeys([*_BY_NAME, *_SPAN_BY_NAME])  # what --measures takes
@@ -2269,26 +2270,31 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
 
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
+                   raised: Optional[Iterable[str]] = None, extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
-    With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
-    (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
-    that a mean always matches its scores and noise alone cannot lift it (keeping the better of two noisy
-    means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
-    better mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
+    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not gate (not scored,
+    or not gated on purpose: ``result["not_gated"]``) stays as it was: an update drops no metric.  With
+    ``raised`` too (``--ratchet``) a metric takes the new mean only when it rose significantly (see
+    significant_gains); otherwise it keeps the older mean with its per-query scores, so that a mean always
+    matches its scores and noise alone cannot lift it (keeping the better of two noisy means drifts upward:
+    the winner's curse).  A flat older baseline has no scores to test against: the better mean is kept,
+    with no per-query scores.  Metrics reported only (span precision and iou) are not written.
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
-    raised = set(raised)
+    for metric in set(result.get("reported_only", ())) - set(keep_from.means if keep_from else ()):
+        del means[metric], per_query[metric]
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
-        if metric not in means or (scores is not None and metric not in raised):  # the older mean (and scores) stay
+        if metric not in means or metric in result.get("not_gated", ()) or (
+                raised is not None and scores is not None and metric not in raised):  # the older mean (and scores) stay
             means[metric] = old
+            per_query.pop(metric, None)
             if scores is not None:
                 per_query[metric] = scores
-        elif scores is None and old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
+        elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
@@ -2493,6 +2499,7 @@ class GateSettings(NamedTuple):
     seed: int = DEFAULT_SEED
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
+    not_gated: frozenset = frozenset()  # baseline metrics left out of the gate on purpose (--not-gated)
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2533,12 +2540,14 @@ def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], sl
 
 
 def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, slices: Optional[Slices]) -> List[_Target]:
-    """What a baseline gates: a flat one all of its metrics (one this run lacks is missing, a regression), an
-    extended one (it records how it was made) those asked for now (some of its cutoffs or measures); and
-    every slice that a tolerance names."""
-    keys = sorted(key for key in baseline.means if ":" not in key
-                  and (baseline.conventions is None or key in result["mean"]))
-    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key), slices)
+    """What a baseline gates: every metric it holds, whatever the call asked for (one this run lacks is
+    missing, a regression), but those ``settings.not_gated``; and every slice that a tolerance names."""
+    keys = sorted(key for key in baseline.means if key not in settings.not_gated)
+    for key in keys:
+        if ":" in key and key.rpartition(":")[0] not in slice_members(slices or {}):
+            raise RagEvalError(f"cannot gate {_clipped_repr(key)}, which the baseline holds: no slice named "
+                               f"{_clipped_repr(key.rpartition(':')[0])} (see --slices, or --not-gated)")
+    targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
@@ -2549,8 +2558,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
          slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    A flat baseline gates every one of its metrics, an extended one those scored now (see _baseline_targets),
-    and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
+    A baseline gates every one of its metrics but ``settings.not_gated`` (see _baseline_targets), and every
+    slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
     default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
     says.
@@ -2568,8 +2577,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
-    if baseline is not None and baseline.conventions is not None:
-        report["new"] = sorted(set(result["mean"]) - set(baseline.means))
+    if baseline is not None:
+        report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
+        if baseline.conventions is not None:  # reported only (span precision and iou) is no news
+            report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
@@ -4714,6 +4725,7 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     The paired columns appear when some metric was compared query by query."""
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
+    not_gated = report.get("gate", {}).get("not_gated", ())
     intervals = report.get("intervals")
     gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
@@ -4723,8 +4735,8 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
         header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
     rows = [header]
-    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
-        entry = gate_entries.get(metric, {})
+    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors) | set(not_gated), key=_metric_order):
+        entry = gate_entries.get(metric) or ({"verdict": "not gated"} if metric in not_gated else {})
         cells = [report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))]
         cells += list(intervals.get(metric, (None, None))) if intervals is not None else []
         if gated:
@@ -4970,19 +4982,21 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
+    cases += [(key, "not gated", "in the baseline, not gated on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
     if not cases:  # nothing gated: one skipped case (never a pass), since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
     failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
     counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
-    skipped = sum(verdict == UNGATED or verdict == "inconclusive" and not inconclusive_fails for _, verdict, _ in cases)
+    skipped = sum(verdict in (UNGATED, "not gated") or verdict == "inconclusive" and not inconclusive_fails
+                  for _, verdict, _ in cases)
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
     suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
         if verdict in failing:
             ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
-        elif verdict in ("inconclusive", UNGATED):
+        elif verdict in ("inconclusive", UNGATED, "not gated"):
             ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
@@ -5134,7 +5148,7 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     says otherwise, what the judgments changed, and each delta split into labels and system.
     ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
     gate_report = gate_report or {}
-    lines = []
+    lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     if gate_report.get("meta_changes"):
         lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
     if gate_report.get("label_changes"):
@@ -5345,6 +5359,10 @@ def _measures_arg(text: str) -> List[str]:
     return list(dict.fromkeys(name if name in _ALL_MEASURES else canonical_metric(name) for name in names))
 
 
+def _metrics_arg(text: str) -> List[str]:
+    return [canonical_metric(name.strip()) for name in text.split(",") if name.strip()]
+
+
 def _help_epilog() -> str:
     width = max(len(m.name) for m in MEASURES) + 4
     rows = "\n".join(f"  {m.name + '@k':<{width}}{m.summary}" for m in MEASURES)
@@ -5418,6 +5436,10 @@ def _build_parser():
     gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
+                        help="baseline metrics this call does not gate, on purpose: every metric a baseline holds is "
+                             "gated (and scored), whatever --k and --measures say; every report lists them, and "
+                             "--update-baseline keeps their old values")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
@@ -5635,13 +5657,15 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, option, result, slices, baseline)
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
+    problems += [f"--not-gated: {key} is not in the baseline, so it would not be gated anyway"
+                 for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
         hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
-                        args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust)
+                        args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust, args.not_gated)
 
 
 def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
@@ -5712,6 +5736,7 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
+    args.not_gated = frozenset(chain.from_iterable(args.not_gated))
     args.meta = dict(args.meta)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
         raise RagEvalError("standard output is closed: the report would go nowhere")
@@ -5729,6 +5754,7 @@ def _run_one(args, argv: List[str]) -> int:
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
             baseline, slices, qrels = _read_judgments(args)
+            args.needed = _baseline_needs(args, baseline, qrels)
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
@@ -5751,9 +5777,9 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
-        gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
+        kept = sorted(args.not_gated, key=_metric_order)
         messages.append(_Message("note", f"updated {baseline_name}" + (" (ratchet)" if args.ratchet else "")
-                                 + (f"; no longer in it (not scored now): {', '.join(gone)}" if gone else "")
+                                 + (f"; kept as they were (not gated): {', '.join(kept)}" if kept else "")
                                  if passed else f"the gate failed, so {baseline_name} was not changed"))
     _print_messages(args, report, messages)
     return code
@@ -5786,7 +5812,8 @@ def _fingerprint(args, qrels: Qrels) -> str:
 
 def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
-    return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+    means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
+    return Baseline(means, per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -5850,6 +5877,26 @@ def _silence(stream) -> None:
 SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50
 
 
+def _asked_measures(args, qrels: Qrels) -> List[str]:
+    """--measures; by default on spans, also the character-level ones that show what large chunks cost."""
+    spans = isinstance(qrels, SpanQrels) and args.measures == list(DEFAULT_MEASURES)
+    return list(DEFAULT_SPAN_MEASURES) if spans else args.measures
+
+
+def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[str]:
+    """The baseline's metrics that --k and --measures leave out (another cutoff, another measure), but those
+    --not-gated: the committed baseline decides what is gated, so the call scores them too."""
+    table = _ALL_MEASURES if isinstance(qrels, SpanQrels) else _BY_NAME
+    scored = {format_metric(*pair) for pair in _check_measures(_asked_measures(args, qrels), args.k, table)}
+    needs = []
+    for key in baseline.means if baseline is not None else ():
+        name, k = parse_metric(key.rpartition(":")[2])
+        metric = format_metric(name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name, k)  # spans: both levels
+        if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
+            needs.append(metric)
+    return needs
+
+
 def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
     """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
 
@@ -5861,7 +5908,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
-    used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
+    measures = args.measures + args.needed  # the baseline's metrics too: the run is read as deep as they need
+    used = sorted({cutoff for _, cutoff in _check_measures(measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
@@ -5870,7 +5918,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
         run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
-        result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
+        result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
@@ -5954,8 +6002,9 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None,
-                                                     significant_gains(report.get("gate")), extra)))
+        kept = dict(result, not_gated=args.not_gated)
+        files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, significant_gains(report.get("gate"))
+                                                     if args.ratchet else None, extra)))
     return files
 
 
@@ -6091,6 +6140,8 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         found.append(_repeated_message(result["repeated"]))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
+    if gate_report is not None and gate_report.get("not_gated"):
+        found.append(_Message("note", f"not gated, on purpose (--not-gated): {', '.join(gate_report['not_gated'])}"))
     if gate_report is not None and gate_report.get("new"):
         found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
                               + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
@@ -6171,16 +6222,18 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     source = _source_name(path)
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
-    # The default measures, on spans, add the character-level ones that show what large chunks cost.
-    measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
     with _naming_files(qrels=args.qrels, run=path):
-        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
+        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k,
+                                measures=_asked_measures(args, qrels) + args.needed,
                                 gain=args.gain, min_grade=args.min_grade,
                                 min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                 drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
+    if args.measures == list(DEFAULT_MEASURES):  # precision and iou: reported, gated when asked (see _baseline_text)
+        result["reported_only"] = [metric for metric in result["mean"]
+                                   if not _measure_named(parse_metric(metric)[0]).gate]
     if labels is not None:
         result["labels"] = labels
     if repeated.documents or repeated.at_least:
@@ -6305,6 +6358,7 @@ def _run_candidates(args, argv: List[str]) -> int:
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
+        args.needed = _baseline_needs(args, baseline, qrels)
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:

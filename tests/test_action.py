@@ -195,7 +195,8 @@ class TestActionYml(unittest.TestCase):
         # every output is the step's output of the same name, and action.py writes each
         for name, output in action["outputs"].items():
             self.assertEqual(output["value"], "${{ steps.%s.outputs.%s }}" % (step["id"], name))
-        self.assertEqual(set(action["outputs"]), {"passed", "exit-code", "verdict", "report", "summary", "means"})
+        self.assertEqual(set(action["outputs"]), {"passed", "exit-code", "verdict", "report", "summary", "means",
+                                                  "not-gated"})
         self.assertEqual(action["inputs"]["token"]["default"], "${{ github.token }}")
 
     def test_script_needs_no_arrays(self):
@@ -362,6 +363,17 @@ class TestActionStep(ActionRun):
                     self.assertEqual(str(got), code, err)
                     self.assertEqual((outputs["exit-code"], outputs["passed"], outputs["verdict"]),
                                      (code, passed, "inconclusive"))
+
+    def test_outputs_list_what_was_not_gated(self):
+        import action
+
+        report = os.path.join(self.tmp, "report.json")
+        code, _, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--not-gated", "recall@5,mrr@5", "--output", report])
+        self.assertEqual(code, 0, err)  # the shipped baseline's two regressions left out on purpose
+        outputs = action.outputs_of(code, report, "")
+        self.assertEqual((outputs["verdict"], outputs["passed"]), ("pass", "true"))
+        self.assertEqual(json.loads(outputs["not-gated"]), ["mrr@5", "recall@5"])
+        self.assertEqual(action.outputs_of(2, "", "")["not-gated"], "[]")
 
     def test_verdict_of_several_runs_is_their_worst_gate(self):
         import action

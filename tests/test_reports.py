@@ -184,10 +184,10 @@ class TestReporting(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "baseline.json")
             with open(path, "w") as f:
-                json.dump({"ndcg@10": 0.4, "ndcg@5": 0.5}, f)
+                json.dump({"iou@10": 0.4, "ndcg@5": 0.5}, f)  # iou: a measure of evidence spans only
             code, out, err = run_main([QRELS, RUN, "--baseline", path])
         self.assertEqual(code, 1)
-        self.assertIn("REGRESSION ndcg@10: baseline 0.4000, now missing", err.splitlines())
+        self.assertIn("REGRESSION iou@10: baseline 0.4000, now missing", err.splitlines())
         self.assertNotIn("ndcg@5", "".join(line for line in err.splitlines() if line.startswith("REGRESSION")))
 
     def test_max_drop_option(self):
@@ -560,7 +560,8 @@ class TestTableFormat(ReportCase, unittest.TestCase):
     def test_drop_lines_count_hits_turned_to_misses(self):
         qrels = self.write("q.json", {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
         baseline = self.path("base.json")
-        self.ok([qrels, self.write("old.json", {"q1": ["a"], "q2": ["b"], "q3": ["c"]}), "--save-baseline", baseline])
+        self.ok([qrels, self.write("old.json", {"q1": ["a"], "q2": ["b"], "q3": ["c"]}), "--save-baseline", baseline,
+                 "--measures", "success,mrr"])
         argv = ["--baseline", baseline, "--measures", "success,mrr", "--format", "table"]
         # q1 loses its one relevant document: success and mrr 1 -> 0, a hit turned miss; q3's falls from rank 1 to 2:
         # mrr 1 -> 1/2, still a hit
@@ -784,12 +785,12 @@ class TestJUnit(ReportCase, unittest.TestCase):
         self.assertEqual(suite.get("errors"), "0")
 
     def test_missing_metric_is_a_failure(self):
-        baseline = self.write("baseline.json", {"ndcg@10": 0.4, "ndcg@5": 0.5})  # ndcg@10 is not computed
+        baseline = self.write("baseline.json", {"iou@10": 0.4, "ndcg@5": 0.5})  # iou@10 cannot be computed
         junit = self.path("junit.xml")
         self.ok([QRELS, RUN, "--baseline", baseline, "--junit", junit], expected_code=1)
         cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
-        self.assertEqual(sorted(cases), ["ndcg@10", "ndcg@5"])
-        self.assertEqual(cases["ndcg@10"].find("failure").get("type"), "missing")
+        self.assertEqual(sorted(cases), ["iou@10", "ndcg@5"])
+        self.assertEqual(cases["iou@10"].find("failure").get("type"), "missing")
         self.assertIsNone(cases["ndcg@5"].find("failure"))  # 0.5 - 0.5095 < 0: no fall
         self.assertTrue(cases["ndcg@5"].find("system-out").text.startswith("pass: baseline 0.5000, now 0.5095"))
 
@@ -967,9 +968,13 @@ class TestSlices(ReportCase, unittest.TestCase):
         qrels, _, new, slices = self.slice_files()
         # baseline: overall recall 4/5, pricing (1 + 1) / 2 = 1
         baseline = self.write("baseline.json", {"recall@5": 0.8, "pricing:recall@5": 1.0})
-        # the slice is gated only where a tolerance names it
-        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline])
+        # the baseline holds the slice, so it is gated (at the default tolerance), or left out on purpose
+        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline], expected_code=1)
+        self.assertEqual(json.loads(out)["gate"]["metrics"]["pricing:recall@5"]["verdict"], "regression")
+        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline, "--not-gated", "pricing:recall@5"])
         self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["recall@5"])
+        self.assertEqual(json.loads(out)["gate"]["not_gated"], ["pricing:recall@5"])
+        self.assertEqual(run_main([qrels, new, "--baseline", baseline])[0], rag_eval.EXIT_ERROR)  # no --slices
         out, err = self.ok([qrels, new, "--slices", slices, "--baseline", baseline,
                             "--max-drop", "pricing:recall@5=0"], expected_code=1)
         gate = json.loads(out)["gate"]

@@ -460,6 +460,35 @@ class TestLabels(CommandLineCase):
                                                                                  "--to-spans", out]))
 
 
+class TestSpanGateDefaults(TempDirMixin, unittest.TestCase):
+    """Span mode gates what id mode gates by default: recall, success, mrr and ndcg (both levels); precision
+    and iou are reported, and gated when --measures names them (the baseline then holds them)."""
+
+    def test_rechunking_that_costs_precision_passes_by_default(self):
+        example = os.path.join(HERE, "examples", "rechunking")
+        qrels = os.path.join(example, "qrels.spans.jsonl")
+        old = [os.path.join(example, "run200.jsonl"), "--chunks", os.path.join(example, "chunks200.jsonl")]
+        new = [os.path.join(example, "run400.jsonl"), "--chunks", os.path.join(example, "chunks400.jsonl"), "--k", "1,3"]
+        saved, strict = self.path("saved.json"), self.path("strict.json")
+        self.assertEqual(run_main([qrels, *old, "--k", "1,3", "--save-baseline", saved])[0], 0)
+        means = rag_eval.read_baseline(saved).means
+        self.assertEqual({metric.rpartition("@")[0] for metric in means},
+                         {"recall", "success", "mrr", "ndcg", "doc.recall", "doc.success", "doc.mrr", "doc.ndcg"})
+        code, out, err = run_main([qrels, *new, "--baseline", saved])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)  # precision@3 fell 0.2133 -> 0.1325: reported, not gated
+        report = json.loads(out)
+        self.assertLess(report["mean"]["precision@3"], 0.14)
+        self.assertEqual(sorted(report["gate"]["metrics"]), sorted(means))
+        self.assertEqual(report["gate"]["new"], [])  # reported only is no news
+        # asked for, precision is saved and gated
+        self.assertEqual(run_main([qrels, *old, "--k", "1,3", "--measures", "recall,precision",
+                                   "--save-baseline", strict])[0], 0)
+        code, out, err = run_main([qrels, *new, "--baseline", strict])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual([line.split(":")[0] for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION precision@1", "REGRESSION precision@3"])
+
+
 class TestWalkThrough(unittest.TestCase):
     """docs/spans.md: every console block's command, run in a copy of the example, prints what the page shows."""
 
