@@ -272,6 +272,11 @@ class TestActionStep(ActionRun):
             self.assertIn("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`", summary)
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
             self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
+            # a regression is no error: no error annotation of the exit code, no error section in the summary
+            self.assertEqual([line for line in err.splitlines() if line.startswith("::error")],
+                             ["::error title=rag_eval::REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+                              "::error title=rag_eval::REGRESSION recall@5: baseline 0.7000, now 0.6667"])
+            self.assertNotIn("rag_eval: error", summary)
 
     def test_its_own_failure_is_never_exit_1(self):
         # GITHUB_OUTPUT in a folder that does not exist: the Action fails, and 1 would read as a regression
@@ -697,6 +702,17 @@ class TestMetricsFile(TempDir):
         self.assertAlmostEqual(samples[("rag_eval_mean", (("metric", "ndcg@5"),))], 0.5095, places=4)
         self.assertAlmostEqual(samples[("rag_eval_delta", (("metric", "mrr@5"),))], 0.5 - 0.55)
         self.assertEqual(samples[("rag_eval_passed", ())], 0.0)
+
+    def test_an_inconclusive_gate_did_not_pass(self):
+        # 3 queries: q3 loses its first document, a fall no test on 3 queries can show or rule out: inconclusive
+        worse = self.write("worse.json", {"q1": ["shipping#1", "refund-policy#2", "refund-policy#9", "refund-policy#3"],
+                                          "q2": ["pricing#3"], "q3": ["scim#2", "okta-guide#1", "sso-setup#1"]})
+        path = os.path.join(self.tmp, "metrics.txt")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = rag_eval.main([QRELS, worse, "--baseline-run", RUN, "--gate", "significant", "--resamples", "200",
+                                  "--metrics-file", path])
+        self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE)
+        self.assertEqual(read_openmetrics(self.read(path))[("rag_eval_passed", ())], 0.0)
 
     def test_label_values_escaped(self):
         tag = 'a "b"\\c\nd'

@@ -457,6 +457,23 @@ class TestMetricPairs(TempDirMixin, unittest.TestCase):
         self.assertEqual(result["k"], [1, 2])
         self.assertEqual(result["per_query"]["q1"], {"mrr@1": 0.0, "recall@2": 0.5})
 
+    def test_the_run_is_read_as_deep_as_the_deepest_cutoff_named(self):
+        # --k 5 --measures recall,ndcg@20: the relevant document at rank 15 counts in ndcg@20, in every format
+        # that is cut while read (the reader keeps one more than the deepest cutoff)
+        qrels = self.write("deep-q.json", json.dumps({"q1": {"d15": 1}, "q2": {"e1": 1}}))
+        ranked = {"q1": [f"d{i}" for i in range(1, 31)], "q2": ["e1"] + [f"e{i}" for i in range(2, 31)]}
+        expected = rag_eval.evaluate(json.loads(open(qrels).read()), ranked, 5, measures=["recall", "ndcg@20"])["mean"]
+        self.assertAlmostEqual(expected["ndcg@20"], (1 / math.log2(16) + 1) / 2, places=12)
+        files = {"run.json": json.dumps(ranked),
+                 "run.trec": "".join(f"{q} Q0 {d} {i} {100 - i} t\n" for q, ds in ranked.items() for i, d in enumerate(ds, 1)),
+                 "run.jsonl": "".join(json.dumps({"query_id": q, "doc_id": d, "score": 100 - i}) + "\n"
+                                      for q, ds in ranked.items() for i, d in enumerate(ds, 1))}
+        for name, text in files.items():
+            with self.subTest(run=name):
+                code, out, err = run_main([qrels, self.write(name, text), "--k", "5", "--measures", "recall,ndcg@20"])
+                self.assertEqual(code, rag_eval.EXIT_OK, err)
+                self.assertEqual(json.loads(out)["mean"], expected)
+
     def test_an_unknown_name_is_still_refused(self):
         code, out, err = run_main([self.qrels, self.run, "--measures", "ndcg@5,ndgc@5"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))

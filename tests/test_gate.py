@@ -674,6 +674,15 @@ class TestTolerances(GateCase, unittest.TestCase):
         self.gate(["--baseline", fifth, "--max-drop", "20%"], 0)
         self.gate(["--baseline", fifth, "--max-drop", "19.9%"], 1)
 
+    def test_a_floor_on_a_metric_with_no_value_fails_in_the_library(self):
+        # the command line refuses a floor on a metric it does not compute; a library caller gets a failure,
+        # never a pass, for a floor with nothing to meet it
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        report = rag_eval.gate(result, None, rag_eval.GateSettings(floors={"ndcg@10": 0.5, "recall@5": 0.5}))
+        self.assertEqual(report["floors"]["ndcg@10"], {"min": 0.5, "now": None, "verdict": "below floor"})
+        self.assertEqual(report["floors"]["recall@5"]["verdict"], "pass")
+        self.assertEqual((report["verdict"], report["passed"]), ("regression", False))
+
     def test_floors(self):
         # no baseline needed; recall@5 is 2/3 < 0.8
         gate, lines = self.gate(["--min", "recall@5=0.8"], 1)
@@ -880,6 +889,32 @@ class TestPairedGate(unittest.TestCase):
             other = reports["2"]["gate"]["metrics"][metric]
             for key in ("baseline", "now", "delta", "mean_delta", "improved", "worse", "same", "hit_to_miss"):
                 self.assertEqual(entry[key], other[key], (metric, key))
+
+    def test_ci_intervals_follow_the_seed(self):
+        # the means' bootstrap intervals (--ci) are drawn from --seed: same seed, same bytes; another, another draw
+        intervals = {}
+        for seed in ("1", "2", "1"):
+            code, out, err = run_main([self.qrels, self.strong, "--resamples", "200", "--seed", seed, "--ci"])
+            self.assertEqual(code, 0, err)
+            intervals.setdefault(seed, []).append(json.loads(out)["intervals"])
+        self.assertEqual(intervals["1"][0], intervals["1"][1])
+        bootstrapped = [metric for metric in ("recall@5", "mrr@5", "ndcg@5")]  # success@5: Clopper-Pearson, no draw
+        self.assertNotEqual([intervals["1"][0][m] for m in bootstrapped], [intervals["2"][0][m] for m in bootstrapped])
+        self.assertEqual(intervals["1"][0]["success@5"], intervals["2"][0]["success@5"])
+
+    def test_significant_refuses_a_baseline_of_queries_the_run_no_longer_has(self):
+        # New judgments drop queries the baseline scored (--allow-qrels-change): a paired test on the shared
+        # queries would not test the drop of the means, so --gate significant refuses; --gate drop gates the means.
+        with open(self.qrels) as handle:
+            qrels = json.load(handle)
+        kept = self.write("fewer.json", {qid: grades for qid, grades in list(qrels.items())[:150]})
+        run = self.write("fewer-run.json", {qid: ranking for qid, ranking in self.base_run.items() if qid in
+                                            json.loads(open(kept).read())})
+        argv = [kept, run, "--baseline", self.saved, "--allow-qrels-change", "--resamples", R]
+        code, out, err = run_main(argv + ["--gate", "significant"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""), err)
+        self.assertIn("--gate significant cannot test", err)
+        self.assertEqual(run_main(argv)[0] in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION), True)
 
     def test_significant_needs_per_query_scores(self):
         flat = self.write("flat.json", rag_eval.read_baseline(self.saved).means)
