@@ -26,7 +26,7 @@ Public functions
 ``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
 ``compare_runs(results)``       several runs against a reference, one adjusted family
 ``evaluate_spans(...)``         evidence spans: measures of the covered evidence
-``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned...
+``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
@@ -1232,7 +1232,7 @@ class SpanMeasure(NamedTuple):
     compute: Callable[[Evidence, int], float]
     definition: str
     binary: bool = False  # every per-query value is 0 or 1
-    gate: bool = True  # gated by default; else reported, and gated when --measures names it
+    gate: bool = True  # else reported, gated when --measures names it
 
 
 SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
@@ -1406,15 +1406,12 @@ def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
 def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> LabelCheck:
     """Check every span against its document's text.
 
-    Valid: it quotes ``text``, equal to the document's characters at
-    ``[start, end)``.  Moved: the quoted text is elsewhere, exactly once, in
-    the same document; the fixed qrels hold it there.  Unchecked: it quotes
-    no text and lies inside its document, which is all that can be said of
-    it (never valid: text added before it moves it unseen).  Orphaned: its
-    document is not in the corpus, it lies past the document's end without
-    quoting text, or its text is found nowhere or more than once (an
-    ambiguous place is no place), or it would move onto a place judged with
-    another grade.
+    Valid: the ``text`` it quotes is the document's at ``[start, end)``.
+    Moved: that text is elsewhere, exactly once, in the same document; the
+    fixed qrels hold it there.  Unchecked: it quotes no text (never valid).
+    Orphaned: its document is not in the corpus, it lies past the document's
+    end, or its text is found nowhere or more than once (an ambiguous place
+    is no place), or it would move onto a place judged with another grade.
     """
     rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
@@ -1515,8 +1512,7 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
 
 def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
-    with its grade (a chunk the map lacks is an error; two at the same offsets must agree).  With the
-    ``corpus``, each span quotes its text, so that check_labels can tell where it went when documents change."""
+    with its grade (a chunk the map lacks is an error; two at the same offsets must agree); with ``corpus``, its text."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
@@ -2137,7 +2133,7 @@ GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
-UNGATED = "ungated"  # the verdict of a report with nothing to gate against (no baseline, no floor): never a pass
+UNGATED = "ungated"  # nothing to gate against (no baseline, no floor): never a pass
 
 
 class Baseline(NamedTuple):
@@ -2273,13 +2269,12 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
                    raised: Optional[Iterable[str]] = None, extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
-    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not gate (not scored,
-    or not gated on purpose: ``result["not_gated"]``) stays as it was: an update drops no metric.  With
-    ``raised`` too (``--ratchet``) a metric takes the new mean only when it rose significantly (see
-    significant_gains); otherwise it keeps the older mean with its per-query scores, so that a mean always
-    matches its scores and noise alone cannot lift it (keeping the better of two noisy means drifts upward:
-    the winner's curse).  A flat older baseline has no scores to test against: the better mean is kept,
-    with no per-query scores.  Metrics reported only (span precision and iou) are not written.
+    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
+    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric takes the new
+    mean only when it rose significantly (see significant_gains); otherwise it keeps the older mean with
+    its per-query scores, so that noise alone cannot lift it (the winner's curse).  A flat older baseline
+    has no scores to test against: the better mean is kept, without scores.  ``reported_only`` metrics
+    (span precision and iou) are left out.
     """
     import time
 
@@ -2540,13 +2535,11 @@ def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], sl
 
 
 def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, slices: Optional[Slices]) -> List[_Target]:
-    """What a baseline gates: every metric it holds, whatever the call asked for (one this run lacks is
-    missing, a regression), but those ``settings.not_gated``; and every slice that a tolerance names."""
+    """What a baseline gates: every metric it holds (one this run lacks is missing, a regression) but
+    ``settings.not_gated``, and every slice that a tolerance names."""
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
-    for key in keys:
-        if ":" in key and key.rpartition(":")[0] not in slice_members(slices or {}):
-            raise RagEvalError(f"cannot gate {_clipped_repr(key)}, which the baseline holds: no slice named "
-                               f"{_clipped_repr(key.rpartition(':')[0])} (see --slices, or --not-gated)")
+    for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
+        raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
     targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
     for target in targets:
         if target.was is None:
@@ -4154,15 +4147,14 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks distinct
-    positive integers with 1 among them, 1 to n once it ended in the head, in any line order (MS MARCO's own
-    evaluation places each line by its rank).
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks in any
+    line order (its evaluation places each line by its rank) distinct, with 1, and 1 to n if it ended.
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice, where ranks differ.  One judgment
-    per query, grade 1 (as MS MARCO's judgments), is a ranking of depth 1 too:
-    the file is a run only if some query of its head has more than one line.
-    Grades 1, 2 in a first query still read as ranks.
+    third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
+    (as MS MARCO's judgments), is a ranking of depth 1 too: the file is a run
+    only if some query of its head has more than one line.  Grades 1, 2 in a
+    first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
     first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
@@ -4634,8 +4626,8 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
                  slices: Optional[Slices] = None, per_query: bool = False,
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
-    """The report of a run: mean, unscored and the counts, plus what the options asked for; its ``verdict``
-    is the gate's, or "ungated" when nothing was gated (no baseline, no floor): never "pass"."""
+    """The report of a run: mean, unscored and the counts, the verdict (UNGATED without a gate), and what
+    the options asked for."""
     report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
                                            "unscored")}
     report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
@@ -5380,7 +5372,7 @@ with --check-labels: an orphaned label
   {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)
   {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way
        (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1);
-       with --check-labels: a label quoting no text, so unchecked (and none orphaned)
+       with --check-labels: a label quoting no text, unchecked
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
   {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
@@ -5437,9 +5429,8 @@ def _build_parser():
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
     gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
-                        help="baseline metrics this call does not gate, on purpose: every metric a baseline holds is "
-                             "gated (and scored), whatever --k and --measures say; every report lists them, and "
-                             "--update-baseline keeps their old values")
+                        help="baseline metrics left out of the gate on purpose (a baseline gates every metric it "
+                             "holds, whatever --k and --measures say); listed in every report")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
@@ -5508,12 +5499,12 @@ def _build_parser():
                             "a gate refuses orphaned labels")
     spans.add_argument("--check-labels", action="store_true",
                        help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit "
-                            "(1 when any label is orphaned, else 3 when any quotes no text, so was not checked)")
+                            "(1 when any is orphaned, else 3 when any quotes no text)")
     spans.add_argument("--fix-labels", metavar="OUT",
                        help="with --corpus: write the qrels with moved spans re-anchored, then exit")
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets; with --corpus, quoting its text, which --check-labels needs), then exit")
+                            "offsets; with --corpus, its text), then exit")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -5884,8 +5875,8 @@ def _asked_measures(args, qrels: Qrels) -> List[str]:
 
 
 def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[str]:
-    """The baseline's metrics that --k and --measures leave out (another cutoff, another measure), but those
-    --not-gated: the committed baseline decides what is gated, so the call scores them too."""
+    """The baseline's metrics (but --not-gated) that --k and --measures leave out: the baseline decides what
+    is gated, so the call scores them too."""
     table = _ALL_MEASURES if isinstance(qrels, SpanQrels) else _BY_NAME
     scored = {format_metric(*pair) for pair in _check_measures(_asked_measures(args, qrels), args.k, table)}
     needs = []
@@ -5908,7 +5899,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
-    measures = args.measures + args.needed  # the baseline's metrics too: the run is read as deep as they need
+    measures = args.measures + args.needed  # the run read as deep as the baseline's metrics need
     used = sorted({cutoff for _, cutoff in _check_measures(measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
@@ -6068,9 +6059,8 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """Why the run's ids meet no judged one, as advice: the --doc-id-sep that makes them meet while the run's
-    documents stay apart (most of its queries keep more than one: 'kb-0263_1' against 'kb-0263#1' meet at
-    '-' only as 'kb', every id one document, every score 1), else one id of each side and where they part."""
+    """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
+    document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
     sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
     for sep in _SEPARATORS:
         several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
@@ -6216,8 +6206,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
             raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
                                f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
                                args.qrels)
-        statuses = Counter(row[2] for row in check.rows)
-        qrels, labels = check.fixed, {"moved": statuses["moved"], "unchecked": statuses["unchecked"], "spans": len(check.rows)}
+        qrels, labels = check.fixed, dict(Counter(row[2] for row in check.rows), spans=len(check.rows))
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
@@ -6231,9 +6220,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
-    if args.measures == list(DEFAULT_MEASURES):  # precision and iou: reported, gated when asked (see _baseline_text)
-        result["reported_only"] = [metric for metric in result["mean"]
-                                   if not _measure_named(parse_metric(metric)[0]).gate]
+    if args.measures == list(DEFAULT_MEASURES):  # precision and iou: reported, gated when asked
+        result["reported_only"] = [m for m in result["mean"] if not _measure_named(parse_metric(m)[0]).gate]
     if labels is not None:
         result["labels"] = labels
     if repeated.documents or repeated.at_least:

@@ -462,7 +462,7 @@ class TestMetricPairs(TempDirMixin, unittest.TestCase):
         # that is cut while read (the reader keeps one more than the deepest cutoff)
         qrels = self.write("deep-q.json", json.dumps({"q1": {"d15": 1}, "q2": {"e1": 1}}))
         ranked = {"q1": [f"d{i}" for i in range(1, 31)], "q2": ["e1"] + [f"e{i}" for i in range(2, 31)]}
-        expected = rag_eval.evaluate(json.loads(open(qrels).read()), ranked, 5, measures=["recall", "ndcg@20"])["mean"]
+        expected = rag_eval.evaluate(rag_eval.read_qrels(qrels), ranked, 5, measures=["recall", "ndcg@20"])["mean"]
         self.assertAlmostEqual(expected["ndcg@20"], (1 / math.log2(16) + 1) / 2, places=12)
         files = {"run.json": json.dumps(ranked),
                  "run.trec": "".join(f"{q} Q0 {d} {i} {100 - i} t\n" for q, ds in ranked.items() for i, d in enumerate(ds, 1)),

@@ -907,9 +907,9 @@ class TestPairedGate(unittest.TestCase):
         # queries would not test the drop of the means, so --gate significant refuses; --gate drop gates the means.
         with open(self.qrels) as handle:
             qrels = json.load(handle)
-        kept = self.write("fewer.json", {qid: grades for qid, grades in list(qrels.items())[:150]})
-        run = self.write("fewer-run.json", {qid: ranking for qid, ranking in self.base_run.items() if qid in
-                                            json.loads(open(kept).read())})
+        fewer = dict(list(qrels.items())[:150])
+        kept = self.write("fewer.json", fewer)
+        run = self.write("fewer-run.json", {qid: ranking for qid, ranking in self.base_run.items() if qid in fewer})
         argv = [kept, run, "--baseline", self.saved, "--allow-qrels-change", "--resamples", R]
         code, out, err = run_main(argv + ["--gate", "significant"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""), err)
