@@ -143,7 +143,8 @@ def gate_case(rng, names):
     options = {**conventions(rng, None, scored), "drop_unknown_queries": True}
     metrics = [f"{name}@{cutoff}" for name in ("recall", "mrr", "ndcg") for cutoff in ([k] if isinstance(k, int) else k)]
     paired = rng.random() < 0.7  # a flat baseline: rule significant refuses it (rarely drawn, to compare the error)
-    settings = {"rule": rng.choice(("drop", "significant")) if paired or rng.random() < 0.1 else "drop", "default": [rng.choice((0.0, 0.02, 0.1)), rng.random() < 0.3],
+    settings = {"rule": rng.choice(("drop", "significant")) if paired or rng.random() < 0.1 else "drop",
+                "default": [rng.choice((0.0, 0.02, 0.1)), rng.random() < 0.3],
                 "tolerances": {rng.choice(metrics): [rng.choice((0.0, 0.05)), False]} if rng.random() < 0.3 else {},
                 "floors": {rng.choice(metrics): rng.choice((0.1, 0.5, 0.9))} if rng.random() < 0.3 else {},
                 "alpha": rng.choice((0.05, 0.1)), "resamples": rng.choice((50, 200)), "seed": rng.randint(0, 9),
