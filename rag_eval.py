@@ -304,11 +304,7 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
 
 
 def _dcg(placed: Iterable[Tuple[int, float]], k: int) -> float:
-    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k.
-
-    fsum, not sum: exactly rounded, so the same bits on every Python (sum()
-    changed in 3.12) and in any order of the terms.  Zero gains add nothing.
-    """
+    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k, by fsum (see Statistics)."""
     return math.fsum(gain / math.log2(rank + 1) for rank, gain in placed if rank <= k and gain)
 
 
@@ -4992,20 +4988,10 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
-# GitHub's runner reads every line a step prints, stdout and stderr alike, and
-# src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
-# parsers of src/Runner.Common/ActionCommand.cs in turn: TryParseV2, a line
-# that after TrimStart() starts with "::" and holds a second "::"
-# ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
-# line, the name and "key=value;" properties up to the next "]", the data after
-# it.  Either is a command when the name is registered (error, warning, notice,
-# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
-# turns every later command of the step off.  Lines split at "\n", "\r" and
-# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
-# keys, slice names) may print a "#" before "[", nor a line that opens, after
-# white space, with "::".  Each output escapes them in its own syntax, so that
-# its reader still gets the exact text where the format allows: JSON "\u0023",
-# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
+# GitHub's runner obeys "::name::data" at a line's start (after white space) and "##[name]data" anywhere in
+# a line, lines split at "\n", "\r" and "\r\n" (docs/ci.md, "Workflow commands cannot be forged", cites the
+# runner's source).  So no text an input controls may print "#[" or open a line with "::": each output escapes
+# them in its own syntax, so that its reader still gets the exact text where the format allows.
 _COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
     "text": ("#\\[", "\\:"),
     "json": ("\\u0023[", "\\u003a"),
