@@ -1628,7 +1628,7 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
-PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the processor's cache
+PACK_WIDTH = 2_047  # positions: up to this, packed lookups beat masks; from COARSE_FROM masks with bounds win
 PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
 FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
 COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
@@ -1659,8 +1659,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     width = len(layouts[0]) if layouts else 0
     halves: Dict[int, _Halves] = {}
     if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        packed = len(layouts) > 1 and width <= PACK_WIDTH  # several columns whose lookups share one table
-        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or packed)
+        lookups_pay = len(draws) >= PACK_DRAWS and width < COARSE_FROM
         for index, (scale, whole) in enumerate(grids):
             terms = _mask_terms(whole)
             if not lookups_pay or len(terms) <= FEW_MASKS:
