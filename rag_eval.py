@@ -1537,6 +1537,7 @@ DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
 DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
+MIN_PAIRED = 6  # queries: below, --gate significant decides nothing (inconclusive)
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
@@ -2027,44 +2028,110 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _z_sum(alpha: float, power: float) -> float:
-    """z(1 - alpha/2) + z(power), the normal quantiles of a two-sided test's power estimates."""
+def _quantile(p: float, df: int) -> float:
+    """Student's t quantile of probability ``p`` with ``df`` degrees of freedom: the Cornish-Fisher expansion
+    about the normal quantile z (Abramowitz & Stegun 26.7.5), within 0.1% of the exact value from 5 degrees
+    of freedom up (the gate decides nothing below MIN_PAIRED queries)."""
     from statistics import NormalDist
 
-    if not (0 < alpha < 1 and 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
-        raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
-                           f"{_clipped_repr(power)}")
-    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    if not 0.5 <= p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
+        raise RagEvalError(f"alpha / tests must lie in [1e-15, 0.5], got {_clipped_repr(1 - p)}")
+    z = NormalDist().inv_cdf(p)
+    terms = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(term / df ** order for order, term in enumerate(terms, 1)) if df else z
 
 
-def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
-    """The mean drop a paired test on ``queries`` detects with ``power``.
+def bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
+    """How far a one-sided bound of a mean delta lies from the observed mean: a score-type bound,
+    w = a + sqrt(a**2 + (q s)**2 / n), a = q**2 reach / (2 n).
 
-    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n), ``spread`` the standard
-    deviation of the per-query deltas; None when there is no spread to estimate from.
+    ``spread`` is the deltas' standard deviation s, ``quantile`` q (Student's t, n - 1 degrees of
+    freedom), ``reach`` the largest change one query can show (1 for measures in [0, 1]).  It is the
+    t bound q s / sqrt(n) widened as Wilson's interval widens Wald's: the variance is taken at the
+    bound, where a mean farther from the observed one needs changes not yet seen (s**2 + w reach).
+    So "no query changed" is evidence in proportion to n: the bound is then q**2 reach / n from the
+    mean (the rule of three's 3 / n at alpha 0.05), and a drop made of a few queries losing everything,
+    the skew that makes a t bound too narrow at small n, keeps the bound's level (docs/gate.md).
 
-    >>> round(detectable_drop(0.2, 100), 4)  # (1.96 + 0.8416) * 0.2 / 10
-    0.056
+    >>> round(bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
+    0.0306
     """
-    if not spread or queries < 2:
-        return None
-    return _z_sum(alpha, power) * spread / math.sqrt(queries)
+    a = quantile * quantile * reach / (2 * queries)
+    return a + math.sqrt(a * a + (quantile * (spread or 0.0)) ** 2 / queries)
 
 
-def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
-    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``; None without a spread,
-    or for a drop so small (below some 1e-150) that the count is past what a float holds.
+def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float) -> Tuple[float, float]:
+    """(the smallest tolerance these deltas resolve, the drop beyond the tolerance flagged with ``power``):
+    the gate's own rule (_gated_metric) over a family of ``tests`` (see resolution)."""
+    from statistics import NormalDist
 
-    >>> queries_needed(0.2, 0.056)  # the inverse of the example above
-    101
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise RagEvalError(f"alpha and power must lie in (0, 1), got {_clipped_repr(alpha)} and {_clipped_repr(power)}")
+    df, s = queries - 1, (spread or 0.0) / math.sqrt(queries)
+    beyond = NormalDist().inv_cdf(power) * s + bound_width(spread, queries, _quantile(1 - alpha / tests, df), reach)
+    passing = (_quantile(1 - (1 - power) / tests, 0) * s + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+    return max(passing, beyond), beyond
+
+
+def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+               tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The smallest tolerance a gate of ``tests`` resolves on ``queries`` whose deltas spread by ``spread``:
+    two equally good runs pass with ``power`` (every test passes, each with 1 - (1 - power) / tests) and a
+    run worse by twice the tolerance fails with ``power`` (normal approximations of _gated_metric's rule).
+    None below 2 queries.
+
+    >>> round(resolution(0.3, 200, tests=8), 4)
+    0.0895
     """
-    if not spread or drop <= 0:
-        return None
-    try:
-        needed = (_z_sum(alpha, power) * spread / drop) ** 2
-        return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
-    except OverflowError:
-        return None
+    return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
+
+
+def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                    tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The true mean drop that a gate of ``tests`` with this ``tolerance`` flags as a regression with ``power``:
+    the tolerance, plus the regression bound's width, plus z(power) standard errors.  None below 2 queries.
+
+    >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
+    0.0866
+    """
+    return tolerance + _sizing(spread, queries, alpha, power, tests, reach)[1] if queries >= 2 else None
+
+
+def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                   tests: int = 1, reach: float = 1.0) -> Optional[int]:
+    """The fewest queries whose resolution (as above, the deltas' spread unchanged) is within ``tolerance``;
+    None for a tolerance of 0, or one so fine that no count below 2**62 resolves it.
+
+    >>> queries_needed(0.3, 0.0896, tests=8)  # the inverse of resolution's example
+    200
+    """
+    fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731
+    low, high = 1, 2
+    while not fits(high):
+        if high > 2 ** 62 or tolerance <= 0:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:  # fits(high), not fits(low): the resolution falls as n grows
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle) else (middle, high)
+    return high
+
+
+def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
+    """Per metric of a baseline's scores, the smallest tolerance its queries resolve under ``--gate significant``
+    (see resolution), the family being every metric given, for a rerun that may change every query: its
+    deltas spread by sqrt(2) times the scores' standard deviation, as a random other query's would (the
+    most two independent runs of equal quality spread).  The recommended --max-drop of docs/gate.md."""
+    family = len(per_query)
+    found = {}
+    for metric, scores in per_query.items():
+        values = list(scores.values())
+        spread = _standard_deviation(values)
+        found[metric] = resolution(spread and spread * math.sqrt(2), len(values), alpha, POWER, family,
+                                   max(1.0, max(values) - min(values)))
+    return found
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
@@ -2254,26 +2321,31 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
 
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
+                   raised: Mapping[str, float] = MappingProxyType({}), extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
-    With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
-    (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
-    that a mean always matches its scores and noise alone cannot lift it (keeping the better of two noisy
-    means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
-    better mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
+    With ``keep_from`` (``--ratchet``) a metric rises only when the gate showed a rise (``raised``, the rise
+    shown, see significant_gains), and only by that much, the low bound of the rise, not the observed one:
+    raised to an observed mean that was selected for being high (the winner's curse), a baseline fails honest
+    runs after it (15% of them instead of 1% in an audit).  Its per-query scores move from the old towards
+    the new ones by the same share, so that they still average to its mean.  Otherwise a metric keeps the
+    older mean with its per-query scores.  A flat older baseline has no scores to test against: the better
+    mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
-    raised = set(raised)
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
         if metric not in means or (scores is not None and metric not in raised):  # the older mean (and scores) stay
             means[metric] = old
             if scores is not None:
                 per_query[metric] = scores
-        elif scores is None and old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
+        elif scores is not None:  # raised by the rise shown: each score that share of the way to the new one
+            share = min(1.0, raised[metric] / (means[metric] - old))
+            per_query[metric] = {qid: was + share * (per_query[metric][qid] - was) for qid, was in scores.items()}
+            means[metric] = _mean(per_query[metric].values())
+        elif old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
             means[metric] = old
             del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
@@ -2292,14 +2364,13 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
 
 
-def significant_gains(gate_report: Optional[dict]) -> List[str]:
-    """The gated metrics (not slices) that rose significantly, what ``--ratchet`` raises:
-    adjusted p below alpha and the interval of the delta above 0."""
+def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
+    """The gated metrics (not slices) shown to have risen, what ``--ratchet`` raises, each with the rise
+    shown: the low bound of the delta at the regression's adjusted level, when above 0 (``gain_shown``)."""
     if not gate_report:
-        return []
-    return sorted(key for key, entry in gate_report["metrics"].items()
-                  if ":" not in key and entry.get("p_adjusted") is not None
-                  and entry["p_adjusted"] < gate_report["alpha"] and entry["interval"][0] > 0)
+        return {}
+    return {key: entry["gain_shown"] for key, entry in sorted(gate_report["metrics"].items())
+            if ":" not in key and entry.get("gain_shown")}
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -2478,6 +2549,7 @@ class GateSettings(NamedTuple):
     seed: int = DEFAULT_SEED
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
+    runs: int = 1  # runs gated with one baseline: the regression bound is adjusted over all of their tests
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2545,8 +2617,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))
-               for t in targets}
+    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key),
+                                    len(paired)) for t in targets}
     report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics,
               "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
@@ -2587,15 +2659,17 @@ def _paired_family(targets: List[_Target], settings: GateSettings
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
+                  p_holm: Optional[float], p_adjusted: Optional[float], tests: int = 1) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``, a non-inferiority
-    test with the tolerance as its margin: a regression when the mean fell beyond the tolerance and the
-    fall is significant (adjusted p < alpha, the interval of the delta below 0); a pass when the
-    interval's low end is within the tolerance; otherwise inconclusive.  The pass reads the metric's own
-    interval, unadjusted: the gate passes only when every metric does, an intersection-union test (Berger
-    1982) that keeps a false pass at 2.5% unadjusted; a regression needs one metric, so its p is adjusted.
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant`` reads two one-sided
+    bounds of the mean delta (now - baseline; bound_width): a regression when the high bound, at alpha
+    adjusted over the family's ``tests`` (Bonferroni; times the runs gated with one baseline), lies below
+    minus the tolerance: the fall is shown to exceed it.  A pass when the low bound, at alpha, lies at or
+    above minus the tolerance: the fall is shown to be within it.  The pass is unadjusted: the gate passes
+    only when every metric does, an intersection-union test (Berger 1982), so a false pass needs the metric
+    that fell too far to pass its own test.  Otherwise, or below MIN_PAIRED queries, inconclusive.  The
+    p-values (against no change, adjusted as ``settings.adjust`` says) are information the rule does not read.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2603,20 +2677,33 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
+        n, spread, alpha = comparison.queries, comparison.spread, settings.alpha
+        scores = list(target.before.values()) + list(target.after.values())
+        reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
+        # now - baseline on the paired queries: a raised baseline's mean may lie below its scores' (--ratchet)
+        shown = comparison.mean_delta - (target.was - _mean(target.before.values()))
+        tests = tests * settings.runs
+        wide = bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
+        low = shown - bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
         as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
         entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
-                     effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
-                     interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
-                     min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
-                     queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
+                     effect_size=comparison.mean_delta / spread if spread else None, tests=tests,
+                     interval=[low and max(low, -reach), wide and min(shown + wide, reach)],
+                     gain_shown=max(0.0, shown - (wide or math.inf)),
+                     largest_drops=[list(drop) for drop in comparison.largest_drops],
+                     resolution=resolution(spread, n, alpha, POWER, tests, reach),
+                     min_detectable_drop=detectable_drop(spread, n, alpha, POWER, allowed, tests, reach),
+                     queries_needed=queries_needed(spread, allowed, alpha, POWER, tests, reach))
     fell = target.now is not None and _fell(target.was, target.now, allowed)
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
         verdict = "regression" if fell else "pass"
-    elif fell and p_adjusted < settings.alpha and comparison.interval.high < 0:
+    elif comparison.queries < MIN_PAIRED:
+        verdict = "inconclusive"
+    elif fell and _fell(0.0, entry["interval"][1], allowed):  # the whole bound beyond the tolerance
         verdict = "regression"
-    elif not _fell(0.0, comparison.interval.low, allowed):  # the whole interval within the tolerance
+    elif not _fell(0.0, entry["interval"][0], allowed):  # the low bound within the tolerance
         verdict = "pass"
     else:
         verdict = "inconclusive"
@@ -2893,32 +2980,29 @@ PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
 
 
 def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
-              keys: Optional[Iterable[str]] = None) -> dict:
+              keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
-    Each simulation resamples the baseline's per-query scores against
-    themselves: every query is paired with a random query (with
-    replacement), and a fair coin says which of the two score vectors is
-    "before" and which "after".  Every query's delta is then symmetric about
-    0 with the real spread, ties at 0 and 1 and the real correlation of the
-    metrics, so a fail is a false fail (A/A); each query changes, the worst
-    case for noise.  A planted drop of f tolerances then sets a random share
-    of the "after" queries to 0 (lost evidence, the same queries for every
-    metric) so that each metric's mean falls by f times its tolerance in
-    expectation.  The gate runs as configured (rule, tolerances, alpha,
-    adjustment) with CALIBRATION_RESAMPLES resamples.  Rates are shares of
-    ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
-    Seeded by ``settings.seed``.
+    A/A pairs each query as a rerun does: its baseline scores with its scores ``now`` (metric -> qid ->
+    value, this run's), a fair coin saying which is "before", so every delta is symmetric about 0 with
+    this change's own churn, spread, ties and correlation of the metrics, and a fail is a false fail.
+    Without ``now``, each query is paired with a random query (with replacement): every query changes,
+    the worst case.  A planted drop of f tolerances then sets a random share of the "after" queries to 0
+    (lost evidence, the same queries for every metric) so that each metric's mean falls by f times its
+    tolerance in expectation.  The gate runs as configured with CALIBRATION_RESAMPLES resamples.  Rates
+    are shares of ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
     """
     scores = {key: values for key, values in (baseline.per_query or {}).items()
-              if ":" not in key and (keys is None or key in keys)}
+              if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
     if not scores:
         raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
-    queries = sorted(set.intersection(*(set(values) for values in scores.values())))
+    queries = sorted(set.intersection(*(set(values) for values in list(scores.values()) + [
+        set(now[key]) for key in (scores if now is not None else ())])))
     if len(queries) < 2:
         raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
     metrics = sorted(scores, key=_metric_order)
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
+    rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     scenarios = {}
@@ -2927,8 +3011,8 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
             pairs = []
-            for row in rows:
-                other = rows[rng.randrange(len(rows))]
+            for index, row in enumerate(rows):
+                other = rerun[index] if rerun else rows[rng.randrange(len(rows))]
                 pairs.append((row, other) if rng.random() < 0.5 else (other, row))
             before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
             after = [list(column) for column in zip(*(second for _, second in pairs))]
@@ -2946,13 +3030,13 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
                        for metric, was, now in zip(metrics, before, after)]
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
-                                                  p_adjusted.get(t.key))["verdict"] for t in targets)] += 1
+                                                  p_adjusted.get(t.key), len(paired))["verdict"] for t in targets)] += 1
         name = "a/a" if not factor else f"drop {factor:g}x tolerance"
         scenarios[name] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
-            "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
+            "pairs": "rerun" if rerun else "random", "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
 
 
 # === Reading inputs ===
@@ -4795,13 +4879,26 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
+def _gate_caption(gate_report: Optional[dict]) -> str:
+    """What the paired columns are, and whether the rule reads them (a verdict table must not invite a challenge)."""
+    paired = [entry for entry in ((gate_report or {}).get("metrics") or {}).values() if "tests" in entry]
+    if not paired:
+        return ""
+    p_family = f"p (adj.; against no change, {gate_report['adjust']} over {_plural(len(paired), 'test', 'tests')})"
+    if gate_report["rule"] == "drop":
+        return f"rule 'drop' reads the means alone: delta low/high and {p_family} are information it does not use"
+    return (f"delta low: the {1 - gate_report['alpha']:.0%} bound a pass reads; delta high: the bound a regression "
+            f"reads, adjusted over {_plural(paired[0]['tests'], 'test', 'tests')}; {p_family} is not read by the rule")
+
+
 def _calibration_text(report: dict, markdown: bool) -> str:
     """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
         return ""
-    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled "
-            f"against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    paired = "its score now, as a rerun" if found["pairs"] == "rerun" else "a random query"
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries, each paired with "
+            f"{paired}, rule '{found['rule']}', alpha {found['alpha']:g}")
     lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
@@ -4821,7 +4918,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
-             table(_metric_rows(report, digits), {0: _markdown_metric})]
+             table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate"))]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -5728,6 +5825,12 @@ def _run_one(args, argv: List[str]) -> int:
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
+    if args.save_baseline:
+        resolved = resolved_tolerances(per_query_by_metric(result), args.alpha)
+        messages.append(_Message("note", f"the smallest tolerance these {result['queries']} "
+                                 f"queries resolve ({len(resolved)} tests, a rerun that may change every query): "
+                                 + ", ".join(f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v is not None)
+                                 + " (--max-drop METRIC=VALUE; docs/gate.md)"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
@@ -5884,12 +5987,13 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Optional[_EarlierJudgments]) -> Optional[dict]:
-    """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
+                 qrels: Qrels, earlier: Optional[_EarlierJudgments], runs: int = 1) -> Optional[dict]:
+    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` gated with
+    one baseline share alpha (the regression bound is adjusted over all of their tests)."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
-    settings = _gate_settings(args, result, slices, baseline)
+    settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
     if settings.rule == "significant" and baseline is not None:
@@ -5905,7 +6009,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         if earlier.old_on_old is not None:
             gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
     if args.calibrate:
-        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
+        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"],
+                                               per_query_by_metric(result))
     return gate_report
 
 
@@ -6075,40 +6180,36 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
-    if gate_report is not None:
-        found += _gate_warnings(gate_report)
+    if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
+        first, rest = _gate_warnings(gate_report)
+        found = first + found + rest
     return found
 
 
-def _gate_warnings(gate_report: dict) -> List[_Message]:
-    """Say when a paired comparison cannot tell a drop from noise: warnings under
-    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
+    """A tolerance finer than the comparison resolves (said first), and what is inconclusive: warnings
+    under ``--gate significant``, where the test decides; a note in the report under ``drop``."""
     in_force = gate_report["rule"] == "significant"
-    kind = "warning" if in_force else "note"
     entries = gate_report["metrics"].items()
-    fell = [metric for metric, entry in entries
-            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    coarse = [f"{metric} resolves {entry['resolution']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("resolution") is not None
+              and entry["allowed_drop"] < entry["resolution"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
                  for metric, entry in entries if entry["verdict"] == "inconclusive"]
-    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
-              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
-                 if entry["queries_needed"] else "")
-              for metric, entry in entries if entry.get("min_detectable_drop") is not None
-              and entry["allowed_drop"] < entry["min_detectable_drop"]]
-    found = []
-    if fell:
-        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
-                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    first, found = [], []
+    if coarse:
+        first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
+                              f"resolves for {_plural(len(coarse), 'metric', 'metrics')} (two equal runs pass and "
+                              f"a fall of twice it fails {POWER:.0%} of the time only from there)",
+                              "; ".join(coarse), printed=in_force))
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
                               "; ".join(undecided)))
-    if coarse:
-        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
-                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
-                              "; ".join(coarse), printed=in_force))
-    return found
+    return first, found
 
 
 # --- Evidence spans on the command line ---
@@ -6276,7 +6377,8 @@ def _run_candidates(args, argv: List[str]) -> int:
             baseline = _baseline_from_run(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline, qrels)
     gated = scored[1:] if args.baseline_run else scored
-    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier, len(gated))
+             for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
     runs = []
