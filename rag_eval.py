@@ -1567,7 +1567,6 @@ class PairedComparison(NamedTuple):
     same: int
     p_value: float  # two-sided paired randomization (sign-flip) test
     exact: bool  # p_value enumerated every sign pattern (else sampled)
-    unresolvable: bool  # no outcome of so few differing queries could reach alpha
     interval: Interval  # bootstrap CONFIDENCE interval of mean_delta
     hit_to_miss: List[str]  # queries that scored above 0 before and 0 after
     largest_drops: List[Tuple[str, float]]  # (qid, delta), the worst first
@@ -2029,9 +2028,7 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
 
 
 def _quantile(p: float, df: int) -> float:
-    """Student's t quantile of probability ``p`` with ``df`` degrees of freedom: the Cornish-Fisher expansion
-    about the normal quantile z (Abramowitz & Stegun 26.7.5), within 0.1% of the exact value from 5 degrees
-    of freedom up (the gate decides nothing below MIN_PAIRED queries)."""
+    """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
     from statistics import NormalDist
 
     if not 0.5 <= p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
@@ -2044,16 +2041,9 @@ def _quantile(p: float, df: int) -> float:
 
 
 def bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
-    """How far a one-sided bound of a mean delta lies from the observed mean: a score-type bound,
-    w = a + sqrt(a**2 + (q s)**2 / n), a = q**2 reach / (2 n).
-
-    ``spread`` is the deltas' standard deviation s, ``quantile`` q (Student's t, n - 1 degrees of
-    freedom), ``reach`` the largest change one query can show (1 for measures in [0, 1]).  It is the
-    t bound q s / sqrt(n) widened as Wilson's interval widens Wald's: the variance is taken at the
-    bound, where a mean farther from the observed one needs changes not yet seen (s**2 + w reach).
-    So "no query changed" is evidence in proportion to n: the bound is then q**2 reach / n from the
-    mean (the rule of three's 3 / n at alpha 0.05), and a drop made of a few queries losing everything,
-    the skew that makes a t bound too narrow at small n, keeps the bound's level (docs/gate.md).
+    """How far a one-sided bound of a mean delta lies from the mean: a + sqrt(a**2 + (q s)**2 / n), a = q**2
+    reach / (2 n), s the deltas' deviation, q a t quantile, reach the most one query can change: the t bound
+    with the variance taken at the bound, as Wilson's (docs/gate.md, "The rule").
 
     >>> round(bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
     0.0306
@@ -2063,8 +2053,7 @@ def bound_width(spread: Optional[float], queries: int, quantile: float, reach: f
 
 
 def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float) -> Tuple[float, float]:
-    """(the smallest tolerance these deltas resolve, the drop beyond the tolerance flagged with ``power``):
-    the gate's own rule (_gated_metric) over a family of ``tests`` (see resolution)."""
+    """(resolution, detectable drop beyond the tolerance) of _gated_metric's rule over ``tests``."""
     from statistics import NormalDist
 
     if not (0 < alpha < 1 and 0 < power < 1):
@@ -2077,10 +2066,8 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
 
 def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
                tests: int = 1, reach: float = 1.0) -> Optional[float]:
-    """The smallest tolerance a gate of ``tests`` resolves on ``queries`` whose deltas spread by ``spread``:
-    two equally good runs pass with ``power`` (every test passes, each with 1 - (1 - power) / tests) and a
-    run worse by twice the tolerance fails with ``power`` (normal approximations of _gated_metric's rule).
-    None below 2 queries.
+    """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
+    1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
     >>> round(resolution(0.3, 200, tests=8), 4)
     0.0895
@@ -2090,8 +2077,7 @@ def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALP
 
 def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
                     tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
-    """The true mean drop that a gate of ``tests`` with this ``tolerance`` flags as a regression with ``power``:
-    the tolerance, plus the regression bound's width, plus z(power) standard errors.  None below 2 queries.
+    """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
     >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
     0.0866
@@ -2101,8 +2087,7 @@ def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAUL
 
 def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
                    tests: int = 1, reach: float = 1.0) -> Optional[int]:
-    """The fewest queries whose resolution (as above, the deltas' spread unchanged) is within ``tolerance``;
-    None for a tolerance of 0, or one so fine that no count below 2**62 resolves it.
+    """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
 
     >>> queries_needed(0.3, 0.0896, tests=8)  # the inverse of resolution's example
     200
@@ -2120,10 +2105,8 @@ def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEF
 
 
 def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
-    """Per metric of a baseline's scores, the smallest tolerance its queries resolve under ``--gate significant``
-    (see resolution), the family being every metric given, for a rerun that may change every query: its
-    deltas spread by sqrt(2) times the scores' standard deviation, as a random other query's would (the
-    most two independent runs of equal quality spread).  The recommended --max-drop of docs/gate.md."""
+    """Per metric, the resolution of a family of every metric for a rerun that may change every query (deltas
+    spread by sqrt(2) x the scores' deviation): the recommended --max-drop of docs/gate.md."""
     family = len(per_query)
     found = {}
     for metric, scores in per_query.items():
@@ -2135,8 +2118,8 @@ def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: flo
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
-                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, alpha: float = DEFAULT_ALPHA,
-                   show: int = 5, halves: Optional[_Halves] = None) -> PairedComparison:
+                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, show: int = 5,
+                   halves: Optional[_Halves] = None) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
     ``halves``: the deltas' resampling in query order, drawn already (the gate draws one for its
@@ -2161,8 +2144,6 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
         metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
         improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
         p_value=p_value, exact=exact,
-        # the smallest p there could be: 2 of the 2**n patterns, or 1 in drawn + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + drawn)) > alpha,
         interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
@@ -2324,13 +2305,9 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
                    raised: Mapping[str, float] = MappingProxyType({}), extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
-    With ``keep_from`` (``--ratchet``) a metric rises only when the gate showed a rise (``raised``, the rise
-    shown, see significant_gains), and only by that much, the low bound of the rise, not the observed one:
-    raised to an observed mean that was selected for being high (the winner's curse), a baseline fails honest
-    runs after it (15% of them instead of 1% in an audit).  Its per-query scores move from the old towards
-    the new ones by the same share, so that they still average to its mean.  Otherwise a metric keeps the
-    older mean with its per-query scores.  A flat older baseline has no scores to test against: the better
-    mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
+    With ``keep_from`` (``--ratchet``) a metric rises only by the rise shown (``raised``, significant_gains),
+    its scores moved that share of the way to the new ones; otherwise it keeps its mean and scores.  A flat
+    older baseline keeps the better mean, without scores.  A metric this result did not score stays.
     """
     import time
 
@@ -2365,8 +2342,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
 
 
 def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
-    """The gated metrics (not slices) shown to have risen, what ``--ratchet`` raises, each with the rise
-    shown: the low bound of the delta at the regression's adjusted level, when above 0 (``gain_shown``)."""
+    """What ``--ratchet`` raises: metric (not slice) -> the rise shown, the adjusted low bound when above 0."""
     if not gate_report:
         return {}
     return {key: entry["gain_shown"] for key, entry in sorted(gate_report["metrics"].items())
@@ -2549,7 +2525,7 @@ class GateSettings(NamedTuple):
     seed: int = DEFAULT_SEED
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
-    runs: int = 1  # runs gated with one baseline: the regression bound is adjusted over all of their tests
+    runs: int = 1  # runs gated with one baseline (their tests share alpha)
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2652,7 +2628,7 @@ def _paired_family(targets: List[_Target], settings: GateSettings
         t = tests[key]
         halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
         paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
-                                     alpha=settings.alpha, show=settings.show, halves=halves)
+                                     show=settings.show, halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
@@ -2662,14 +2638,9 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
                   p_holm: Optional[float], p_adjusted: Optional[float], tests: int = 1) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant`` reads two one-sided
-    bounds of the mean delta (now - baseline; bound_width): a regression when the high bound, at alpha
-    adjusted over the family's ``tests`` (Bonferroni; times the runs gated with one baseline), lies below
-    minus the tolerance: the fall is shown to exceed it.  A pass when the low bound, at alpha, lies at or
-    above minus the tolerance: the fall is shown to be within it.  The pass is unadjusted: the gate passes
-    only when every metric does, an intersection-union test (Berger 1982), so a false pass needs the metric
-    that fell too far to pass its own test.  Otherwise, or below MIN_PAIRED queries, inconclusive.  The
-    p-values (against no change, adjusted as ``settings.adjust`` says) are information the rule does not read.
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``: a regression when the
+    high bound of the delta (alpha / ``tests``, Bonferroni) is below minus the tolerance; a pass when the low
+    bound (alpha; an intersection-union test) is not; else inconclusive (docs/gate.md).  The p is information.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2680,13 +2651,13 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
         n, spread, alpha = comparison.queries, comparison.spread, settings.alpha
         scores = list(target.before.values()) + list(target.after.values())
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
-        # now - baseline on the paired queries: a raised baseline's mean may lie below its scores' (--ratchet)
-        shown = comparison.mean_delta - (target.was - _mean(target.before.values()))
+        shown = comparison.mean_delta
         tests = tests * settings.runs
         wide = bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
         low = shown - bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
-        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
-        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
+        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
+                     p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it
                      effect_size=comparison.mean_delta / spread if spread else None, tests=tests,
                      interval=[low and max(low, -reach), wide and min(shown + wide, reach)],
                      gain_shown=max(0.0, shown - (wide or math.inf)),
@@ -2722,10 +2693,10 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
 
     ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
     For each metric and candidate: the mean, the delta to the reference with its bootstrap interval, the
-    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted by Holm over
-    the family of candidates x metrics, so that the chance of any false "better" or "worse" stays at
-    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R and B - R is a
-    relabelling of three, so MaxT's joint null fails.
+    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted as the gate
+    adjusts it (``_paired_family``: MaxT over the metrics of one pair), times the candidates (Bonferroni:
+    no sign flip of both A - R and B - R relabels three systems, so MaxT's joint null fails across pairs).
+    The gate of a run against the same reference, metrics and runs gives the same adjusted p.
 
     The best run of a metric has the highest mean (the first given, of equal means; the reference
     competes too).  A run is ``indistinguishable`` from the best when their paired p, adjusted by Holm
@@ -2747,20 +2718,23 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     reference, candidates = names[0], names[1:]
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
-    with_reference, against_best = {}, {}
-    for metric in metrics:
-        # each candidate against the reference, and each run against the best
+    with_reference, adjusted, against_best = {}, {}, {}
+    for name in candidates:  # the pair's family, as the gate has it
+        paired, _, p_family = _paired_family([_Target(m, means[reference][m], means[name][m], scores[reference][m],
+                                                      scores[name][m]) for m in metrics],
+                                             GateSettings(resamples=resamples, seed=seed, show=show))
+        for metric in metrics:
+            with_reference[name, metric] = paired[metric]
+            adjusted[name, metric] = min(1.0, p_family[metric] * len(candidates))
+    for metric in metrics:  # each run against the best, of a pair with the reference: the same p
         top = best[metric]
         others = [(top, name) for name in candidates if reference != top and name != top]
-        compared = _compare_pairs(metric, scores, [(reference, name) for name in candidates] + others,
-                                  resamples=resamples, seed=seed, alpha=alpha, show=show)
+        compared = _compare_pairs(metric, scores, others, resamples=resamples, seed=seed, show=show)
         for name in names:
-            if name != reference:
-                with_reference[name, metric] = compared[reference, name]
-            if name != top:  # (reference, top) was compared already; the p is the same either way round
-                pair = (reference, top) if name == reference else (top, name)
-                against_best[name, metric] = compared[pair].p_value
-    adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
+            if name != top:
+                compared_pair = with_reference.get((top if name == reference else name, metric)) \
+                    if reference in (name, top) else compared[top, name]
+                against_best[name, metric] = compared_pair.p_value
     best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
@@ -2781,13 +2755,12 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             entries[name] = entry
         table[metric] = {"best": best[metric], "runs": entries,
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
-    return {"reference": reference, "order": names, "adjustment": "holm", "alpha": alpha,
+    return {"reference": reference, "order": names, "adjustment": "maxt", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
 def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
-                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, alpha: float,
-                   show: int) -> Dict[Tuple[str, str], PairedComparison]:
+                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, show: int) -> Dict[Tuple[str, str], PairedComparison]:
     """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
     each test of a metric is seeded by the metric's name alone, so all draw the same random halves
     (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
@@ -2804,7 +2777,7 @@ def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, floa
         rng = _random(f"rag_eval:{seed}:{metric}")
         halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
     return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
-                                            resamples=resamples, seed=seed, alpha=alpha, show=show,
+                                            resamples=resamples, seed=seed, show=show,
                                             halves=halves.get((before, after)))  # none: no delta, nothing to draw
             for before, after in pairs}
 
@@ -2983,14 +2956,9 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
               keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
-    A/A pairs each query as a rerun does: its baseline scores with its scores ``now`` (metric -> qid ->
-    value, this run's), a fair coin saying which is "before", so every delta is symmetric about 0 with
-    this change's own churn, spread, ties and correlation of the metrics, and a fail is a false fail.
-    Without ``now``, each query is paired with a random query (with replacement): every query changes,
-    the worst case.  A planted drop of f tolerances then sets a random share of the "after" queries to 0
-    (lost evidence, the same queries for every metric) so that each metric's mean falls by f times its
-    tolerance in expectation.  The gate runs as configured with CALIBRATION_RESAMPLES resamples.  Rates
-    are shares of ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
+    A/A pairs each query's baseline scores with its scores ``now`` (metric -> qid -> value), as a rerun does,
+    or without ``now`` with a random query's (the worst case), a coin saying which is "before"; a planted drop
+    of f tolerances sets a share of the "after" queries to 0.  Rates with Monte Carlo errors (docs/gate.md).
     """
     scores = {key: values for key, values in (baseline.per_query or {}).items()
               if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
@@ -5267,11 +5235,11 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         verdict = f"{_verdict_word(failed, undecided)}, rule '{gated['rule']}', {verdict}"
     context = _gate_context_text(gated, digits, quoted).lstrip("\n")
     method = (context + ("\n" if context else "")
-              + f"p adjusted by {comparison['adjustment']} over "
-              f"{_plural(comparison['family'], 'comparison', 'comparisons')} "
-              f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
-              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')}); best: highest mean; ~best: not distinguishable from "
-              f"the best (adjusted p >= {comparison['alpha']:g})")
+              + f"p adjusted over {_plural(comparison['family'], 'comparison', 'comparisons')}: maxt over the "
+              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')} of each candidate, times the "
+              f"{_plural(len(comparison['order']) - 1, 'candidate', 'candidates')}; intervals 95%, each alone; best: highest "
+              f"mean; ~best: not distinguishable from the best (its p, Holm over every run and metric, at least "
+              f"{comparison['alpha']:g}; an interval, not adjusted, may exclude 0 all the same)")
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
@@ -5988,8 +5956,7 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
                  qrels: Qrels, earlier: Optional[_EarlierJudgments], runs: int = 1) -> Optional[dict]:
-    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` gated with
-    one baseline share alpha (the regression bound is adjusted over all of their tests)."""
+    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
@@ -6187,8 +6154,7 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
 
 
 def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
-    """A tolerance finer than the comparison resolves (said first), and what is inconclusive: warnings
-    under ``--gate significant``, where the test decides; a note in the report under ``drop``."""
+    """(A tolerance finer than the comparison resolves, what is inconclusive): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
     entries = gate_report["metrics"].items()
     coarse = [f"{metric} resolves {entry['resolution']:.4f}"
