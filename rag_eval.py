@@ -2318,9 +2318,8 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
             means[metric] = old
             if scores is not None:
                 per_query[metric] = scores
-        elif scores is not None:  # raised by the rise shown: each score that share of the way to the new one
-            share = min(1.0, raised[metric] / (means[metric] - old))
-            per_query[metric] = {qid: was + share * (per_query[metric][qid] - was) for qid, was in scores.items()}
+        elif scores is not None:
+            per_query[metric] = raised_scores(scores, per_query[metric], raised[metric])
             means[metric] = _mean(per_query[metric].values())
         elif old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
             means[metric] = old
@@ -2339,6 +2338,14 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
         "unscored": result["unscored"],
     }
     return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
+
+
+def raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
+    """A baseline's scores raised by ``rise`` (``--ratchet``): each old score moved the same share of the way
+    to its new one, so that they average to the old mean + rise, the low bound of the rise and not the
+    observed one: raised to an observed mean that was selected for being high, a baseline fails honest runs."""
+    share = min(1.0, rise / (_mean(new[qid] for qid in old) - _mean(old.values())))
+    return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
 
 
 def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
