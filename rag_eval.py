@@ -2052,16 +2052,30 @@ def bound_width(spread: Optional[float], queries: int, quantile: float, reach: f
     return a + math.sqrt(a * a + (quantile * (spread or 0.0)) ** 2 / queries)
 
 
-def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float) -> Tuple[float, float]:
-    """(resolution, detectable drop beyond the tolerance) of _gated_metric's rule over ``tests``."""
+def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float,
+            tolerance: float = 0.0) -> Tuple[float, float]:
+    """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
+    approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
     from statistics import NormalDist
 
     if not (0 < alpha < 1 and 0 < power < 1):
         raise RagEvalError(f"alpha and power must lie in (0, 1), got {_clipped_repr(alpha)} and {_clipped_repr(power)}")
-    df, s = queries - 1, (spread or 0.0) / math.sqrt(queries)
-    beyond = NormalDist().inv_cdf(power) * s + bound_width(spread, queries, _quantile(1 - alpha / tests, df), reach)
-    passing = (_quantile(1 - (1 - power) / tests, 0) * s + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
-    return max(passing, beyond), beyond
+    df, variance = queries - 1, (spread or 0.0) ** 2
+    q = _quantile(1 - alpha / tests, df)
+    c, g = (NormalDist().inv_cdf(power) + q) ** 2 / queries, q * q * reach / queries
+    b = g + c * reach  # (t - g)**2 >= c (variance + 2 t reach - 4 t**2): a fall of 2 t flagged with power
+    passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
+               + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+    found = (b + math.sqrt(max(0.0, b * b - (1 + 4 * c) * (g * g - c * variance)))) / (1 + 4 * c)
+    e = tolerance + g  # the fall D = e + u: u**2 = c (variance + D reach - D**2)
+    h = c * (2 * e - reach)
+    beyond = e + (math.sqrt(max(0.0, h * h + 4 * (1 + c) * c * (variance + e * reach - e * e))) - h) / (2 * (1 + c))
+    z = NormalDist().inv_cdf(power)
+    for _ in range(4):  # with w itself, down from these bounds (which take w <= q s / sqrt(n) + 2 a)
+        spreads = [math.sqrt(variance + max(0.0, fall * (reach - fall))) for fall in (2 * found, beyond)]
+        found, beyond = (z * spread / math.sqrt(queries) + bound_width(spread, queries, q, reach) + extra
+                         for spread, extra in zip(spreads, (0.0, tolerance)))
+    return max(passing, found), beyond
 
 
 def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
@@ -2070,7 +2084,7 @@ def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALP
     1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
     >>> round(resolution(0.3, 200, tests=8), 4)
-    0.0895
+    0.1468
     """
     return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
@@ -2080,16 +2094,16 @@ def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAUL
     """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
     >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
-    0.0866
+    0.1341
     """
-    return tolerance + _sizing(spread, queries, alpha, power, tests, reach)[1] if queries >= 2 else None
+    return _sizing(spread, queries, alpha, power, tests, reach, tolerance)[1] if queries >= 2 else None
 
 
 def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
                    tests: int = 1, reach: float = 1.0) -> Optional[int]:
     """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
 
-    >>> queries_needed(0.3, 0.0896, tests=8)  # the inverse of resolution's example
+    >>> queries_needed(0.3, 0.1469, tests=8)  # the inverse of resolution's example
     200
     """
     fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731

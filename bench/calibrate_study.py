@@ -9,17 +9,18 @@ ties at 0 and 1.  The family: recall, success, mrr, ndcg at 5 and 10 (8 tests), 
 on two slices of half the queries each too (24 tests).  The tolerance of each test is the one
 ``--save-baseline`` recommends (``rag_eval.resolved_tolerances`` of the baseline run's scores).
 
-Scenarios, each a fresh pair of runs of the same queries: A/A, the second run redraws 30% of the queries
+Scenarios, each a fresh pair of runs of the same queries.  A/A: the second run redraws 30% of the queries
 from the same distribution (the churn of an equally good change), so every fail is a false fail and
-every pass is right.  Drops: in the second run a random share of the queries also loses its relevant
-documents, the share set from each metric's tolerance t and mean: "tol, at most": the smallest share,
-so no metric falls by more than its tolerance (a fail is a false fail); "tol, at least": the largest,
-so every metric falls by at least its tolerance (a pass is a false pass); "2 tol": twice the largest,
-so every metric falls by twice its tolerance or more (a fail is power).  Then the gate at the tolerance
-that one A/A comparison reports it resolves (``resolution``, from the deltas' own spread: the churn
-teams learn from their gates): A/A and "2 tol" again.  The last column gates with a tolerance of 0.02
-everywhere (the README's example) and plants "0.02, at least": a pass is a false pass, at every size.
-Rates are shares of the simulations, +- one Monte Carlo standard error.
+every pass is right.  "fall = tol" and "fall = 2 tol": besides, each metric's mean falls by its
+tolerance (or twice it) in expectation, a share of the queries scoring 0 on it (nested shares, as
+``--calibrate`` plants them; a slice falls in proportion): at "tol" a fail and a pass are both wrong
+(each at most alpha), at "2 tol" a fail is power.  First at the recommended tolerances, then at the
+tolerances one A/A comparison reports it resolves (``resolution`` of the deltas' own spread: what
+teams learn from their gates), with ``--calibrate`` (``rag_eval.calibrate``, 100 simulations, on one
+A/A pair; without slices) beside: its A/A pass and 2x fail rates should match the study's within
+Monte Carlo error.  The last column gates at 0.02 everywhere (the README's example) with every
+metric falling by 0.02: a pass is a false pass, at every size.  Rates are shares of the simulations,
++- one Monte Carlo standard error.
 
 A second table, at a tolerance of 0 (the hardest case) and 200 queries (``--chains``): five equally good
 candidates gated with one baseline (``runs``: the exit code fails when any candidate fails), and the
@@ -75,18 +76,17 @@ def by_metric(table):
     return {m: {q: table[q][m] for q in table} for m in table[next(iter(table))]}
 
 
-def pair(queries, rng, lose=0.0):
-    """Two runs of one system, (before, after): metric -> qid -> score; ``lose``: the share of queries
-    that lose every relevant document in the second run."""
+def pair(queries, rng, lose=None):
+    """Two runs of one system, (before, after): metric -> qid -> score; ``lose``: metric -> the share of
+    queries that score 0 on it in the second run (nested: a query below a smaller share loses more metrics)."""
     before, after = {}, {}
     for qid, (difficulty, relevant) in queries.items():
         first = draw_ranks(difficulty, relevant, rng)
         second = draw_ranks(difficulty, relevant, rng) if rng.random() < CHURN else first
-        if rng.random() < lose:
-            second = [100 + r for r in second]
         before[qid], after[qid] = scores(first, relevant), scores(second, relevant)
-    metrics = sorted(before[next(iter(before))])
-    return ({m: {q: before[q][m] for q in before} for m in metrics}, {m: {q: after[q][m] for q in after} for m in metrics})
+        lost = rng.random()
+        after[qid] = {m: 0.0 if lose and lost < lose[m] else v for m, v in after[qid].items()}
+    return by_metric(before), by_metric(after)
 
 
 def with_slices(table, slices):
@@ -150,6 +150,14 @@ def chains_table(args):
           f"{share(*after_rise) if after_rise[1] else '-'} ({after_rise[1]} runs) | {share(*fixed)} ({fixed[1]} runs) |")
 
 
+def calibrated(before, after, tolerances):
+    settings = rag_eval.GateSettings(rule="significant", tolerances={k: rag_eval.Tolerance(t) for k, t in tolerances.items()})
+    found = rag_eval.calibrate(rag_eval.Baseline({m: rag_eval._mean(v.values()) for m, v in before.items()}, before),
+                               settings, 100, now=after)["scenarios"]
+    return (f"{found['a/a']['pass']['rate']:.1%} ± {found['a/a']['pass']['se']:.1%}, "
+            f"{found['drop 2x tolerance']['regression']['rate']:.1%} ± {found['drop 2x tolerance']['regression']['se']:.1%}")
+
+
 def share(count, total):
     rate = count / total
     return f"{rate:.1%} ± {math.sqrt(rate * (1 - rate) / total):.1%}"
@@ -166,9 +174,9 @@ def main():
     print(f"{sims} simulations per cell, alpha 0.05, churn {CHURN:.0%}, seed {args.seed}; "
           "rates ± one Monte Carlo standard error\n")
     print("| queries | tests | recommended tolerance (recall@5, success@5, ndcg@10) | A/A: pass / inconclusive / fail "
-          "| tol, at most: fail | tol, at least: pass | 2 tol: fail | resolution seen (recall@5) | A/A: pass / fail "
-          "| 2 tol: fail | 0.02, at least: pass |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---|---:|---:|")
+          "| fall = tol: fail / pass | fall = 2 tol: fail | resolution seen (recall@5) | A/A: pass / fail "
+          "| fall = tol: fail / pass | fall = 2 tol: fail | --calibrate: A/A pass, 2x fail | 0.02, fall = 0.02: pass / fail |")
+    print("|---:|---:|---|---|---|---:|---:|---|---|---:|---|---|")
     for n in (int(x) for x in args.queries.split(",")):
         for sliced in (False, True):
             rng = random.Random(f"study:{args.seed}:{n}:{sliced}")
@@ -176,33 +184,29 @@ def main():
             qids = sorted(queries)
             slices = {"a": qids[::2], "b": qids[1::2]} if sliced else None
             saved = with_slices(pair(queries, rng)[0], slices)  # the baseline run: its recommended tolerances
-            tolerances = {k: t for k, t in rag_eval.resolved_tolerances(saved).items()}
             means = {m: rag_eval._mean(v.values()) for m, v in saved.items() if ":" not in m}
-            shares = [tolerances[m] / means[m] for m in means if means[m] > 0]
-            cells = [f"{n:,}", str(len(tolerances)),
-                     ", ".join(f"{tolerances[m]:.3f}" for m in ("recall@5", "success@5", "ndcg@10"))]
-            flat = dict.fromkeys(tolerances, 0.02)
-            seen = verdict(*(with_slices(table, slices) for table in pair(queries, rng)), tolerances, "resolution")
-            twice_seen = 2 * max(seen[m] / means[m] for m in means if means[m] > 0)
-            for scenario, lose, tol, wanted in (("a/a", 0.0, tolerances, None),
-                                                ("at most", min(shares), tolerances, "regression"),
-                                                ("at least", max(shares), tolerances, "pass"),
-                                                ("twice", 2 * max(shares), tolerances, "regression"),
-                                                ("seen a/a", 0.0, seen, "seen"),
-                                                ("seen twice", twice_seen, seen, "regression"),
-                                                ("flat", max(0.02 / m for m in means.values() if m), flat, "pass")):
-                if scenario == "seen a/a":
-                    cells.append(f"{seen['recall@5']:.3f}")
+            recommended = rag_eval.resolved_tolerances(saved)
+            seen = verdict(*(with_slices(table, slices) for table in pair(queries, rng)), recommended, "resolution")
+            cells = [f"{n:,}", str(len(recommended)),
+                     ", ".join(f"{recommended[m]:.3f}" for m in ("recall@5", "success@5", "ndcg@10"))]
+
+            def rates(tolerances, factor, shown):
+                lose = {m: min(1.0, factor * tolerances[m] / means[m]) if means[m] else 0.0 for m in means}
                 counts = {"pass": 0, "inconclusive": 0, "regression": 0}
-                for s in range(sims):
-                    before, after = (with_slices(table, slices) for table in pair(queries, rng, min(1.0, lose)))
-                    counts[verdict(before, after, tol)] += 1
-                if wanted is None:
-                    cells.append(" / ".join(share(counts[v], sims) for v in ("pass", "inconclusive", "regression")))
-                elif wanted == "seen":
-                    cells.append(" / ".join(share(counts[v], sims) for v in ("pass", "regression")))
-                else:
-                    cells.append(share(counts[wanted], sims))
+                for _ in range(sims):
+                    before, after = (with_slices(table, slices) for table in pair(queries, rng, lose))
+                    counts[verdict(before, after, tolerances)] += 1
+                return " / ".join(share(counts[v], sims) for v in shown)
+
+            for tolerances in (recommended, seen):
+                if tolerances is seen:
+                    cells.append(f"{seen['recall@5']:.3f}")
+                cells.append(rates(tolerances, 0.0, ("pass", "inconclusive", "regression") if tolerances is recommended
+                                   else ("pass", "regression")))
+                cells.append(rates(tolerances, 1.0, ("regression", "pass")))
+                cells.append(rates(tolerances, 2.0, ("regression",)))
+            cells.append(calibrated(*pair(queries, rng), seen) if not sliced else "-")
+            cells.append(rates(dict.fromkeys(recommended, 0.02), 1.0, ("pass", "regression")))
             print("| " + " | ".join(cells) + " |", flush=True)
     chains_table(args)
 
