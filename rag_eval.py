@@ -2027,13 +2027,18 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _quantile(p: float, df: int) -> float:
-    """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
+@lru_cache(maxsize=64)
+def _normal_quantile(p: float) -> float:
     from statistics import NormalDist
 
-    if not 0.5 <= p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
-        raise RagEvalError(f"alpha / tests must lie in [1e-15, 0.5], got {_clipped_repr(1 - p)}")
-    z = NormalDist().inv_cdf(p)
+    if not 0 < p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
+        raise RagEvalError(f"alpha and power must lie in [1e-15, 1) and (0, 1), got a probability {_clipped_repr(p)}")
+    return NormalDist().inv_cdf(p)
+
+
+def _quantile(p: float, df: int) -> float:
+    """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
+    z = _normal_quantile(p)
     terms = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
              (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
              (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
@@ -2056,13 +2061,10 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
             tolerance: float = 0.0) -> Tuple[float, float]:
     """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
     approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
-    from statistics import NormalDist
-
-    if not (0 < alpha < 1 and 0 < power < 1):
-        raise RagEvalError(f"alpha and power must lie in (0, 1), got {_clipped_repr(alpha)} and {_clipped_repr(power)}")
     df, variance = queries - 1, (spread or 0.0) ** 2
     q = _quantile(1 - alpha / tests, df)
-    c, g = (NormalDist().inv_cdf(power) + q) ** 2 / queries, q * q * reach / queries
+    z = _normal_quantile(power)
+    c, g = (z + q) ** 2 / queries, q * q * reach / queries
     b = g + c * reach  # (t - g)**2 >= c (variance + 2 t reach - 4 t**2): a fall of 2 t flagged with power
     passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
                + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
@@ -2070,7 +2072,6 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     e = tolerance + g  # the fall D = e + u: u**2 = c (variance + D reach - D**2)
     h = c * (2 * e - reach)
     beyond = e + (math.sqrt(max(0.0, h * h + 4 * (1 + c) * c * (variance + e * reach - e * e))) - h) / (2 * (1 + c))
-    z = NormalDist().inv_cdf(power)
     for _ in range(4):  # with w itself, down from these bounds (which take w <= q s / sqrt(n) + 2 a)
         spreads = [math.sqrt(variance + max(0.0, fall * (reach - fall))) for fall in (2 * found, beyond)]
         found, beyond = (z * spread / math.sqrt(queries) + bound_width(spread, queries, q, reach) + extra
