@@ -2065,15 +2065,15 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     q = _quantile(1 - alpha / tests, df)
     z = _normal_quantile(power)
     c, g = (z + q) ** 2 / queries, q * q * reach / queries
-    b = g + c * reach  # (t - g)**2 >= c (variance + 2 t reach - 4 t**2): a fall of 2 t flagged with power
+    b = g + c * reach  # bounds first, a fall D adding D reach: (t - g)**2 >= c (variance + 2 t reach)
+    found = b + math.sqrt(b * b - g * g + c * variance)
+    e = tolerance + g  # D = e + u, u**2 = c (variance + D reach)
+    beyond = e + (c * reach + math.sqrt((c * reach) ** 2 + 4 * c * (variance + e * reach))) / 2
     passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
                + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
-    found = (b + math.sqrt(max(0.0, b * b - (1 + 4 * c) * (g * g - c * variance)))) / (1 + 4 * c)
-    e = tolerance + g  # the fall D = e + u: u**2 = c (variance + D reach - D**2)
-    h = c * (2 * e - reach)
-    beyond = e + (math.sqrt(max(0.0, h * h + 4 * (1 + c) * c * (variance + e * reach - e * e))) - h) / (2 * (1 + c))
-    for _ in range(4):  # with w itself, down from these bounds (which take w <= q s / sqrt(n) + 2 a)
-        spreads = [math.sqrt(variance + max(0.0, fall * (reach - fall))) for fall in (2 * found, beyond)]
+    for _ in range(4):  # then down towards the fixed points with w itself and D (reach - D) (up to reach / 2)
+        spreads = [math.sqrt(variance + min(fall, reach / 2) * (reach - min(fall, reach / 2)))
+                   for fall in (2 * found, beyond)]
         found, beyond = (z * spread / math.sqrt(queries) + bound_width(spread, queries, q, reach) + extra
                          for spread, extra in zip(spreads, (0.0, tolerance)))
     return max(passing, found), beyond
@@ -2084,8 +2084,8 @@ def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALP
     """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
     1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
-    >>> round(resolution(0.3, 200, tests=8), 4)
-    0.1468
+    >>> round(resolution(0.3, 200, tests=8), 3)
+    0.147
     """
     return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
@@ -2104,7 +2104,7 @@ def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEF
                    tests: int = 1, reach: float = 1.0) -> Optional[int]:
     """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
 
-    >>> queries_needed(0.3, 0.1469, tests=8)  # the inverse of resolution's example
+    >>> queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
     200
     """
     fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731
@@ -5817,10 +5817,10 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.save_baseline:
         resolved = resolved_tolerances(per_query_by_metric(result), args.alpha)
-        messages.append(_Message("note", f"the smallest tolerance these {result['queries']} "
-                                 f"queries resolve ({len(resolved)} tests, a rerun that may change every query): "
-                                 + ", ".join(f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v is not None)
-                                 + " (--max-drop METRIC=VALUE; docs/gate.md)"))
+        shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
+        messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
+                                 f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
+                                 + (", ".join(shown) + " (--max-drop METRIC=VALUE)" if shown else "none below 1")))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
