@@ -2032,7 +2032,7 @@ def _normal_quantile(p: float) -> float:
     from statistics import NormalDist
 
     if not 0 < p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
-        raise RagEvalError(f"alpha and power must lie in [1e-15, 1) and (0, 1), got a probability {_clipped_repr(p)}")
+        raise RagEvalError(f"alpha / tests must lie in [1e-16, 1), got {_clipped_repr(1 - p)}")
     return NormalDist().inv_cdf(p)
 
 
@@ -2061,6 +2061,9 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
             tolerance: float = 0.0) -> Tuple[float, float]:
     """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
     approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
+    if not (1e-15 <= alpha < 1 and 0 < power < 1):
+        raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
+                           f"{_clipped_repr(power)}")
     df, variance = queries - 1, (spread or 0.0) ** 2
     q = _quantile(1 - alpha / tests, df)
     z = _normal_quantile(power)
@@ -2359,7 +2362,8 @@ def raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: floa
     """A baseline's scores raised by ``rise`` (``--ratchet``): each old score moved the same share of the way
     to its new one, so that they average to the old mean + rise, the low bound of the rise and not the
     observed one: raised to an observed mean that was selected for being high, a baseline fails honest runs."""
-    share = min(1.0, rise / (_mean(new[qid] for qid in old) - _mean(old.values())))
+    gain = _mean(new[qid] for qid in old) - _mean(old.values())
+    share = min(1.0, rise / gain) if gain > 0 else 0.0
     return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
 
 
