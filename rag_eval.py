@@ -6194,9 +6194,8 @@ def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
     first, found = [], []
     if coarse:
         first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
-                              f"resolves for {_plural(len(coarse), 'metric', 'metrics')} (two equal runs pass and "
-                              f"a fall of twice it fails {POWER:.0%} of the time only from there)",
-                              "; ".join(coarse), printed=in_force))
+                              f"resolves ({POWER:.0%} power: two equal runs pass, a fall of twice it fails) for "
+                              f"{_plural(len(coarse), 'metric', 'metrics')}", "; ".join(coarse), printed=in_force))
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
