@@ -63,6 +63,7 @@ __all__ = [
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
+    "resolution", "resolved_tolerances",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
     "unjudged_documents", "write_atomically",
 ]
@@ -2045,12 +2046,12 @@ def _quantile(p: float, df: int) -> float:
     return z + sum(term / df ** order for order, term in enumerate(terms, 1)) if df else z
 
 
-def bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
+def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
     """How far a one-sided bound of a mean delta lies from the mean: a + sqrt(a**2 + (q s)**2 / n), a = q**2
     reach / (2 n), s the deltas' deviation, q a t quantile, reach the most one query can change: the t bound
     with the variance taken at the bound, as Wilson's (docs/gate.md, "The rule").
 
-    >>> round(bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
+    >>> round(_bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
     0.0306
     """
     a = quantile * quantile * reach / (2 * queries)
@@ -2073,11 +2074,11 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     e = tolerance + g  # D = e + u, u**2 = c (variance + D reach)
     beyond = e + (c * reach + math.sqrt((c * reach) ** 2 + 4 * c * (variance + e * reach))) / 2
     passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
-               + bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+               + _bound_width(spread, queries, _quantile(1 - alpha, df), reach))
     for _ in range(4):  # then down towards the fixed points with w itself and D (reach - D) (up to reach / 2)
         spreads = [math.sqrt(variance + min(fall, reach / 2) * (reach - min(fall, reach / 2)))
                    for fall in (2 * found, beyond)]
-        found, beyond = (z * spread / math.sqrt(queries) + bound_width(spread, queries, q, reach) + extra
+        found, beyond = (z * spread / math.sqrt(queries) + _bound_width(spread, queries, q, reach) + extra
                          for spread, extra in zip(spreads, (0.0, tolerance)))
     return max(passing, found), beyond
 
@@ -2337,7 +2338,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
             if scores is not None:
                 per_query[metric] = scores
         elif scores is not None:
-            per_query[metric] = raised_scores(scores, per_query[metric], raised[metric])
+            per_query[metric] = _raised_scores(scores, per_query[metric], raised[metric])
             means[metric] = _mean(per_query[metric].values())
         elif old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
             means[metric] = old
@@ -2358,7 +2359,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
 
 
-def raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
+def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
     """A baseline's scores raised by ``rise`` (``--ratchet``): each old score moved the same share of the way
     to its new one, so that they average to the old mean + rise, the low bound of the rise and not the
     observed one: raised to an observed mean that was selected for being high, a baseline fails honest runs."""
@@ -2679,8 +2680,8 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
         shown = comparison.mean_delta
         tests = tests * settings.runs
-        wide = bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
-        low = shown - bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
+        wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
+        low = shown - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
         as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
         entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
                      p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it

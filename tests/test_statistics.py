@@ -380,10 +380,10 @@ class TestPower(unittest.TestCase):
         for spread, n, q, reach in [(0.2, 100, 1.66, 1.0), (0.35, 50, 2.6, 1.0), (0.0, 10, 1.83, 1.0), (0.5, 7, 3.0, 4.0)]:
             with self.subTest(spread=spread, n=n):
                 a = q * q * reach / (2 * n)
-                self.assertAlmostEqual(rag_eval.bound_width(spread, n, q, reach),
+                self.assertAlmostEqual(rag_eval._bound_width(spread, n, q, reach),
                                        a + math.sqrt(a * a + q * q * spread * spread / n), places=14)
         # no query changed: q**2 reach / n, never 0 (the rule of three's 3 / n at q**2 = 3)
-        self.assertAlmostEqual(rag_eval.bound_width(None, 100, math.sqrt(3)), 0.03, places=14)
+        self.assertAlmostEqual(rag_eval._bound_width(None, 100, math.sqrt(3)), 0.03, places=14)
 
     def test_student_quantiles(self):
         # Student's t quantiles from a table (scipy.stats.t.ppf), within 0.1% from 5 degrees of freedom

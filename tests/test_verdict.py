@@ -78,7 +78,7 @@ class TestSignificantGate(unittest.TestCase):
     def bounds(deltas):
         n, mean = len(deltas), math.fsum(deltas) / len(deltas)
         spread = rag_eval._standard_deviation(deltas)
-        width = [rag_eval.bound_width(spread, n, rag_eval._quantile(0.95, n - 1)) for _ in "lh"]
+        width = [rag_eval._bound_width(spread, n, rag_eval._quantile(0.95, n - 1)) for _ in "lh"]
         return [mean - width[0], mean + width[1]]
 
     def test_the_bounds_by_hand(self):
@@ -502,7 +502,7 @@ class TestHonestRatchet(unittest.TestCase):
         self.assertEqual(list(gains), ["recall@5"])
         self.assertAlmostEqual(gains["recall@5"], rise, places=12)
         # the ratchet's scores: each moved that share of the way, so they average to the old mean + the rise
-        raised = rag_eval.raised_scores(before["recall@5"], after["recall@5"], gains["recall@5"])
+        raised = rag_eval._raised_scores(before["recall@5"], after["recall@5"], gains["recall@5"])
         self.assertAlmostEqual(math.fsum(raised.values()) / 30, 0.5 + rise, places=12)
         self.assertTrue(all(0.5 < value < 1.0 for value in raised.values()))
         after = {"recall@5": dict(before["recall@5"], q00=1.0)}  # one query: no evidence
@@ -708,8 +708,8 @@ class TestFamilyResamplingEdges(unittest.TestCase):
                 deltas = [after["recall@5"][qid] - before["recall@5"][qid] for qid in members]
                 n, mean, spread = len(deltas), math.fsum(deltas) / len(deltas), rag_eval._standard_deviation(deltas)
                 self.assertEqual((entry["queries"], entry["mean_delta"], entry["tests"]), (n, mean, 2))
-                low = mean - rag_eval.bound_width(spread, n, rag_eval._quantile(0.95, n - 1))
-                high = mean + rag_eval.bound_width(spread, n, rag_eval._quantile(1 - 0.05 / 2, n - 1))
+                low = mean - rag_eval._bound_width(spread, n, rag_eval._quantile(0.95, n - 1))
+                high = mean + rag_eval._bound_width(spread, n, rag_eval._quantile(1 - 0.05 / 2, n - 1))
                 self.assertEqual(entry["interval"], [low, high])
 
 

@@ -25,7 +25,7 @@ metric falling by 0.02: a pass is a false pass, at every size.  Rates are shares
 A second table, at a tolerance of 0 (the hardest case) and 200 queries (``--chains``): five equally good
 candidates gated with one baseline (``runs``: the exit code fails when any candidate fails), and the
 ratchet: chains of 15 honest reruns of one system, each gated against the baseline, which rises by
-the rise shown (``significant_gains``, ``raised_scores``) as ``--ratchet`` does.  Are honest runs after
+the rise shown (``significant_gains``, ``_raised_scores``) as ``--ratchet`` does.  Are honest runs after
 a rise failed more often than on the fixed baseline of the chain's start?
 """
 
@@ -139,7 +139,7 @@ def chains_table(args):
             (after_rise if rose else fixed)[1] += 1
             gains = rag_eval.significant_gains(report)
             if gains:
-                baseline = dict(baseline, **{m: rag_eval.raised_scores(baseline[m], now[m], g) for m, g in gains.items()})
+                baseline = dict(baseline, **{m: rag_eval._raised_scores(baseline[m], now[m], g) for m, g in gains.items()})
                 rose = True
         rises += rose
     print(f"\n{args.chains} chains, 200 queries, tolerance 0, 8 tests\n")
