@@ -62,8 +62,8 @@ __all__ = [
     "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
-    "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
-    "resolution", "resolved_tolerances",
+    "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
+    "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
     "unjudged_documents", "write_atomically",
 ]
