@@ -2055,9 +2055,7 @@ def _quantile(p: float, df: int) -> float:
 
 
 def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
-    """How far a one-sided bound of a mean delta lies from the mean: a + sqrt(a**2 + (q s)**2 / n), a = q**2
-    reach / (2 n), s the deltas' deviation, q a t quantile, reach the most one query can change: the t bound
-    with the variance taken at the bound, as Wilson's (docs/gate.md, "The rule").
+    """How far a one-sided bound of a mean delta lies from the mean (docs/gate.md, "The rule").
 
     >>> round(_bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
     0.0306
@@ -2132,16 +2130,11 @@ def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEF
 
 
 def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
-    """Per metric, the resolution of a family of every metric for a rerun that may change every query (deltas
-    spread by sqrt(2) x the scores' deviation): the recommended --max-drop of docs/gate.md."""
-    family = len(per_query)
-    found = {}
-    for metric, scores in per_query.items():
-        values = list(scores.values())
-        spread = _standard_deviation(values)
-        found[metric] = resolution(spread and spread * math.sqrt(2), len(values), alpha, POWER, family,
-                                   max(1.0, max(values) - min(values)))
-    return found
+    """Per metric, the recommended --max-drop: the resolution of a family of every metric for a rerun that may
+    change every query (deltas spread by sqrt(2) x the scores' deviation)."""
+    return {metric: resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
+                               POWER, len(per_query), max(1.0, max(values.values()) - min(values.values())))
+            for metric, values in per_query.items()}
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
@@ -2378,9 +2371,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
 
 
 def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
-    """A baseline's scores raised by ``rise`` (``--ratchet``): each old score moved the same share of the way
-    to its new one, so that they average to the old mean + rise, the low bound of the rise and not the
-    observed one: raised to an observed mean that was selected for being high, a baseline fails honest runs."""
+    """The old scores, each moved the same share of the way to its new one, averaging to the old mean + rise."""
     gain = _mean(new[qid] for qid in old) - _mean(old.values())
     share = min(1.0, rise / gain) if gain > 0 else 0.0
     return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
@@ -2740,15 +2731,9 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     """Compare every run with the first, the reference, on every metric of the reference.
 
     ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
-    For each metric and candidate: the mean, the delta to the reference with its bootstrap interval, the
-    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted as the gate
-    adjusts it (``_paired_family``: MaxT over the metrics of one pair), times the candidates (Bonferroni:
-    no sign flip of both A - R and B - R relabels three systems, so MaxT's joint null fails across pairs).
-    The gate of a run against the same reference, metrics and runs gives the same adjusted p.
-
-    The best run of a metric has the highest mean (the first given, of equal means; the reference
-    competes too).  A run is ``indistinguishable`` from the best when their paired p, adjusted by Holm
-    over every (run, metric) that is not the best, is at least ``alpha``.
+    Per metric and candidate, ``compare_paired``'s numbers, the p adjusted as the gate adjusts it (MaxT over
+    the pair's metrics) times the candidates; the best (highest mean, the first of equal ones) and the runs
+    ``indistinguishable`` from it (p against it, Holm over every run and metric, >= ``alpha``): docs/compare.md.
     """
     if len(results) < 2:
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
@@ -2774,15 +2759,13 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
         for metric in metrics:
             with_reference[name, metric] = paired[metric]
             adjusted[name, metric] = min(1.0, p_family[metric] * len(candidates))
-    for metric in metrics:  # each run against the best, of a pair with the reference: the same p
+    for metric in metrics:  # each run against the best: of a pair with the reference, the table's own p
         top = best[metric]
-        others = [(top, name) for name in candidates if reference != top and name != top]
-        compared = _compare_pairs(metric, scores, others, resamples=resamples, seed=seed, show=show)
         for name in names:
             if name != top:
-                compared_pair = with_reference.get((top if name == reference else name, metric)) \
-                    if reference in (name, top) else compared[top, name]
-                against_best[name, metric] = compared_pair.p_value
+                against_best[name, metric] = (with_reference[top if name == reference else name, metric]
+                                              if reference in (name, top) else compare_paired(
+                    metric, scores[top][metric], scores[name][metric], resamples=resamples, seed=seed)).p_value
     best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
@@ -2805,29 +2788,6 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
     return {"reference": reference, "order": names, "adjustment": "maxt", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
-
-
-def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
-                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, show: int) -> Dict[Tuple[str, str], PairedComparison]:
-    """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
-    each test of a metric is seeded by the metric's name alone, so all draw the same random halves
-    (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
-    deltas = {}
-    for before, after in pairs:
-        common = sorted(set(scores[before][metric]) & set(scores[after][metric]))
-        deltas[before, after] = [scores[after][metric][qid] - scores[before][metric][qid] for qid in common]
-    by_width: Dict[int, list] = {}  # one draw per number of common queries
-    for pair, values in deltas.items():
-        if any(values):
-            by_width.setdefault(len(values), []).append(pair)
-    halves = {}
-    for group in by_width.values():
-        rng = _random(f"rag_eval:{seed}:{metric}")
-        halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
-    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
-                                            resamples=resamples, seed=seed, show=show,
-                                            halves=halves.get((before, after)))  # none: no delta, nothing to draw
-            for before, after in pairs}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -3004,9 +2964,8 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
               keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
-    A/A pairs each query's baseline scores with its scores ``now`` (metric -> qid -> value), as a rerun does,
-    or without ``now`` with a random query's (the worst case), a coin saying which is "before"; a planted drop
-    of f tolerances sets a share of the "after" queries to 0.  Rates with Monte Carlo errors (docs/gate.md).
+    A/A pairs each query's baseline scores with its scores ``now`` (metric -> qid -> value), or without ``now``
+    with a random query's; planted drops set a share of "after" to 0 (docs/gate.md).
     """
     scores = {key: values for key, values in (baseline.per_query or {}).items()
               if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
@@ -3052,7 +3011,8 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
-            "pairs": "rerun" if rerun else "random", "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
+            "pairs": "rerun" if rerun else "random", "rule": settings.rule, "adjust": settings.adjust,
+            "alpha": settings.alpha, "scenarios": scenarios}
 
 
 # === Reading inputs ===
@@ -4899,7 +4859,7 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
 
 
 def _gate_caption(gate_report: Optional[dict]) -> str:
-    """What the paired columns are, and whether the rule reads them (a verdict table must not invite a challenge)."""
+    """What the paired columns are, and whether the rule reads them."""
     paired = [entry for entry in ((gate_report or {}).get("metrics") or {}).values() if "tests" in entry]
     if not paired:
         return ""
@@ -5292,9 +5252,9 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     method = (context + ("\n" if context else "")
               + f"p adjusted over {_plural(comparison['family'], 'comparison', 'comparisons')}: maxt over the "
               f"{_plural(len(comparison['metrics']), 'metric', 'metrics')} of each candidate, times the "
-              f"{_plural(len(comparison['order']) - 1, 'candidate', 'candidates')}; intervals 95%, each alone; best: highest "
-              f"mean; ~best: not distinguishable from the best (its p, Holm over every run and metric, at least "
-              f"{comparison['alpha']:g}; an interval, not adjusted, may exclude 0 all the same)")
+              f"{_plural(len(comparison['order']) - 1, 'candidate', 'candidates')}; intervals 95%, not adjusted; "
+              f"best: highest mean; ~best: p against the best (Holm over every run and metric) at least "
+              f"{comparison['alpha']:g}")
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
@@ -6256,7 +6216,7 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
 
 
 def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
-    """(A tolerance finer than the comparison resolves, what is inconclusive): warnings under significant."""
+    """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
     entries = gate_report["metrics"].items()
     coarse = [f"{metric} resolves {entry['resolution']:.4f}"
