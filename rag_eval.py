@@ -2687,19 +2687,18 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
-        n, spread, alpha = comparison.queries, comparison.spread, settings.alpha
+        n, spread, alpha, mean = comparison.queries, comparison.spread, settings.alpha, comparison.mean_delta
         scores = list(target.before.values()) + list(target.after.values())
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
-        shown = comparison.mean_delta
         tests = tests * settings.runs
         wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
-        low = shown - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
+        low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
         as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
         entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
                      p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it
-                     effect_size=comparison.mean_delta / spread if spread else None, tests=tests,
-                     interval=[low and max(low, -reach), wide and min(shown + wide, reach)],
-                     gain_shown=max(0.0, shown - (wide or math.inf)),
+                     effect_size=mean / spread if spread else None, tests=tests,
+                     interval=[low and max(low, -reach), wide and min(mean + wide, reach)],
+                     gain_shown=max(0.0, mean - (wide or math.inf)),
                      largest_drops=[list(drop) for drop in comparison.largest_drops],
                      resolution=resolution(spread, n, alpha, POWER, tests, reach),
                      min_detectable_drop=detectable_drop(spread, n, alpha, POWER, allowed, tests, reach),
