@@ -343,7 +343,7 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
         code, _, err = run_main([qrels, better, "--save-baseline", base])
         self.assertEqual(code, 0, err)
         (resolved,) = [line for line in tagged_lines(err, "note") if "tolerance" in line]
-        self.assertRegex(resolved, r" 30 .* 4 tests.*: recall@5=0\.4516, success@5=0\.4050, mrr@5=0\.4573, ndcg@5=0\.4545 ")
+        self.assertRegex(resolved, r" 30 .*\b4 tests.*: recall@5=0\.4516, success@5=0\.4050, mrr@5=0\.4573, ndcg@5=0\.4545 ")
         code, _, err = run_main([qrels, ref, "--baseline", base, "--gate", "significant", "--max-drop", "0.2",
                                  "--resamples", "200"])
         self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE, err)
