@@ -348,7 +348,7 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
                                  "--resamples", "200"])
         self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE, err)
         warnings = tagged_lines(err, "warning")
-        self.assertRegex(err.splitlines()[0], r"^rag_eval: warning: .* 80% .* 4 metrics$")  # said first
+        self.assertRegex(err.splitlines()[0], r"^rag_eval: warning: .*\b80% .* 4 metrics$")  # said first
         (undecided,) = [line for line in warnings if "(~" in line]
         self.assertRegex(undecided, r"\bmrr@5 \(~127 .*\bndcg@5 \(~110 .*\brecall@5 \(~108 [^@]* more$")
         self.assertNotIn("success@5", undecided)
