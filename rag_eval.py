@@ -4881,8 +4881,9 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
-        role = "false fails" if not outcome["planted_drop"] else "power"
-        lines.append(f"{name} ({role} = regression): {shown}")
+        role = {0.0: "false fails = regression", 1.0: "regression and pass both wrong"}.get(outcome["planted_drop"],
+                                                                                         "power = regression")
+        lines.append(f"{name} ({role}): {shown}")
     if markdown:
         return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])

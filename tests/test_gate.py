@@ -1250,6 +1250,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertIn(f"\n\ncalibration: {first}\n  a/a (false fails = regression): regression ", table)
         self.assertIn(f"\n\nCalibration: {first}:\n\n- a/a (false fails = regression): regression ", markdown)
         self.assertIn("\n- drop 2x tolerance (power = regression): ", markdown)
+        self.assertIn("\n- drop 1x tolerance (regression and pass both wrong): ", markdown)  # not power
 
 
 class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
