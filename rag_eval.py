@@ -450,7 +450,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _ascii_int(cutoff)
     if name is None or not k or cutoff != str(k):
-        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint()}")
+        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint(text)}")
     return level + name, k
 
 
@@ -467,8 +467,20 @@ def _measure_place(name: str) -> int:
     return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
 
 
-def _metric_hint() -> str:  # every measure: those of the table below and those of evidence spans (iou)
-    return f"(expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+def _metric_hint(text: str = "") -> str:  # every measure: those of the table below and those of evidence spans (iou)
+    return f"({_did_you_mean(text, _ALL_MEASURES, '@k')}expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+
+
+def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> str:
+    """``"did you mean 'ndcg@10'? "`` for a mistyped name (``ndgc@10``: the closest of ``names`` by difflib's
+    ratio, 0.6 at least, with the cutoff the text gave, or else ``cutoff``), or "" when none is close."""
+    import difflib  # errors only
+
+    text = str(text)
+    stem = text.rstrip("0123456789")
+    close = difflib.get_close_matches(stem.rstrip("@_.").lower(), list(names), n=1)
+    number = f"@{text[len(stem):]}" if _ascii_int(text[len(stem):]) else cutoff or ""
+    return f"did you mean {close[0] + number!r}? " if close else ""
 
 
 def canonical_metric(text: str) -> str:
@@ -600,7 +612,8 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional
             unknown.append(text)
     if unknown:
         listed = ", ".join(_clipped_repr(name) for name in unknown)
-        raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(table)})")
+        close = next(filter(None, (_did_you_mean(name, table) for name in unknown)), "")
+        raise RagEvalError(f"unknown measure {listed} ({close}choose from {', '.join(table)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
@@ -697,6 +710,7 @@ def evaluate(
     _check_qrels(qrels)
     prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
     if not prepared:
+        run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
@@ -834,8 +848,9 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
     """One query's judgments: an object of document id -> grade."""
     query = "" if qid is None else f"query {_clipped_repr(qid)}"
     if not isinstance(docs, _MAPPINGS):
-        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}",
-                           source)
+        swapped = "; is this a run? the order is QRELS RUN" if isinstance(docs, list) else ""
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}"
+                           f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= MAX_GRADE:
         return  # the common case, checked in C; the loop below finds what is wrong otherwise
@@ -843,12 +858,28 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}", source)
+                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_grade_advice(grade)}", source)
+
+
+def _write_string(value) -> str:
+    """What to write instead of an id that is not a string: a number as its decimal string."""
+    return f" (write {str(value)!r})" if _is_int(value) else ""
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
     """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
     return set(map(type, values)) <= set(types)
+
+
+def _library_run(run: Run) -> Run:
+    """A run as the library takes it: a query's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``,
+    a tuple of ids as a list; anything else as it is, for ``_check_run`` to say what is wrong."""
+    if not isinstance(run, _MAPPINGS) or all(type(entry) in (list, dict) and not (
+            entry and type(entry) is list and type(entry[0]) is not str) for entry in run.values()):
+        return run  # the common case
+    return {qid: _scored_pairs(qid, entry, "run") if isinstance(entry, (list, tuple)) and entry
+            and isinstance(entry[0], (list, tuple)) else list(entry) if isinstance(entry, tuple) else entry
+            for qid, entry in run.items()}
 
 
 def _check_run(run, source: str = "run") -> None:
@@ -867,14 +898,16 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found {_json_kind(docid)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
+                                       f"{_json_kind(docid)}{_write_string(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a finite number, got {_clipped_repr(score)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
+                                       f"finite number, got {_clipped_repr(score)}{_score_advice(score)}", source)
         else:
             raise RagEvalError(
                 f"query {_clipped_repr(qid)}: expected a list of document ids or an object of document -> score, got {_json_kind(entry)}",
@@ -2151,12 +2184,19 @@ class Tolerance(NamedTuple):
         return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
 
 
+_NOT_A_BASELINE = "this is not a baseline (metric -> mean) but a run or qrels; write one with --save-baseline FILE"
+
+
 def read_baseline(path: str) -> Baseline:
     """Read a baseline: a flat JSON object of metric -> mean, or the extended one of ``--save-baseline``."""
     with _opened(path) as inp:
+        if _detect_format(inp) != "json":  # JSONL rows or TREC lines
+            raise RagEvalError(_NOT_A_BASELINE, inp.source)
         data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
+    if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
+        raise RagEvalError(_NOT_A_BASELINE, inp.source)
     if "format" not in data:
         return Baseline(_check_means(data, inp.source, metrics=True))
     return _extended_baseline(data, inp.source)
@@ -2986,7 +3026,7 @@ _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
 # found first: PyTerrier's docid is its index's number for the docno, which comes first.
-_ROW_DOC = ("docno",) + _JSONL_DOC
+_ROW_DOC = ("docno",) + _JSONL_DOC + ("chunk_id",)  # chunk_id last: a row that also names its doc_id is that document's
 _HEADER_DOC = _ROW_DOC + ("pid",)
 _HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
@@ -3293,7 +3333,9 @@ def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno
 
 
 def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
+    """A row's id: a string, or an integer read as its decimal string (pandas writes numeric ids so)."""
+    value = _row_field(row, names, what, source, lineno)
+    return str(value) if _is_int(value) else _string_id(value, what, source, lineno)
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
@@ -3357,7 +3399,7 @@ def _clipped_repr(value) -> str:
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}", source, lineno)
+        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_write_string(value)}", source, lineno)
     return value
 
 
@@ -3424,6 +3466,9 @@ def _header(inp: _Input) -> Optional[_Header]:
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
+    if delimiter is None and _first_column(text.lower().split(";"), _JSONL_QUERY) is not None:
+        raise RagEvalError("fields separated by ';' (a CSV saved by Excel in a European locale?): save it with "
+                           "commas or tabs as the separator", inp.source, lineno)
     try:
         names = [name.lower() for name in _split_row(line.rstrip("\r") if delimiter else text, delimiter)]
     except ValueError:
@@ -3558,9 +3603,29 @@ def _grades_look_like_ranks(qrels: Qrels) -> bool:
     return longest >= 5
 
 
+def _whole(grade):
+    """A float grade that is whole (``1.0``: pandas writes an integer column with a gap so) as that integer."""
+    return int(grade) if type(grade) is float and grade.is_integer() else grade
+
+
+def _score_advice(score) -> str:
+    """What to write instead of a score that is a number in quotes."""
+    return f" (write {_clip(score.strip())}, a number, without quotes)" if isinstance(score, str) and _finite_number(
+        score.strip()) is not None else ""
+
+
+def _grade_advice(grade) -> str:
+    """What to write instead of a JSON grade that is not an integer: a fraction says the files were swapped."""
+    if isinstance(grade, str) and _is_int(_whole(_finite_number(grade))):
+        return f" (write {_whole(_finite_number(grade))}, a number, without quotes)"
+    return "; is this a run? the order is QRELS RUN" if isinstance(grade, float) else ""
+
+
 def _grade(text: str, source: str, lineno: int) -> int:
-    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
+    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE; ``1.0`` is 1 (see _whole)."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    whole, dot, zeros = digits.partition(".")
+    digits = whole if dot and zeros and not zeros.strip("0") else digits
     if not (digits.isascii() and digits.isdigit()):
         raise RagEvalError(f"grade must be an integer, got {_clipped_repr(text)}", source, lineno)
     value = _ascii_int(digits, digits=10)
@@ -3581,9 +3646,10 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
             return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        grade = _row_field(row, _HEADER_GRADE, "grade", inp.source, lineno)
+        grade = _whole(_row_field(row, _HEADER_GRADE, "grade", inp.source, lineno))
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}{_grade_advice(grade)}",
+                               inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -3603,6 +3669,9 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
+                for docs in qrels.values() if isinstance(qrels, dict) else ():
+                    if isinstance(docs, dict) and float in set(map(type, docs.values())):
+                        docs.update((docid, _whole(grade)) for docid, grade in docs.items())
                 _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
@@ -4253,8 +4322,8 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
-                               lineno)
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}"
+                               f"{_score_advice(row['score'])}", inp.source, lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
@@ -4293,7 +4362,9 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
     """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
-        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0]):
+            pair = (str(pair[0]), pair[1])  # an integer id, as its decimal string
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
             raise RagEvalError(f"query {_clipped_repr(qid)}: expected [document id, score] pairs, got "
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
@@ -4416,9 +4487,13 @@ _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
 def _json_strings(stream: _JsonStream) -> Iterator[str]:
-    """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
+    """The ids of the JSON list at the stream's position, one at a time (an integer as its decimal string);
+    anything else: ``_ReadAgain``."""
     for _ in stream.items("]"):
-        yield stream.parse(string=True)
+        value = stream.parse(string=stream.text[stream.pos:stream.pos + 1] not in "-0123456789")
+        if not (isinstance(value, str) or _is_int(value)):
+            raise _ReadAgain()  # a fraction: the plain reader says what is wrong
+        yield value if isinstance(value, str) else str(value)  # an integer id, as its decimal string
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4445,8 +4520,9 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
     else:
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
-            if isinstance(document, dict):
-                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list)
+            if isinstance(document, dict):  # integer ids read as their decimal strings
+                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list) else
+                            [str(doc) if _is_int(doc) else doc for doc in entry] if isinstance(entry, list)
                             else entry for qid, entry in document.items()}
             _check_run(document, inp.source)
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
@@ -5365,6 +5441,19 @@ def _build_parser():
         def _print_message(self, message, file=None):  # --help, --version: argparse would exit 0 on a failed stdout
             _deliver(message)
 
+        def _check_value(self, action, value):  # argparse's own check of choices, with a did-you-mean
+            if action.choices is not None and value not in action.choices:
+                raise argparse.ArgumentError(action, f"invalid choice: {_clipped_repr(value)} ("
+                                             f"{_did_you_mean(value, action.choices)}choose from {', '.join(action.choices)})")
+
+        def parse_args(self, args=None, namespace=None):  # argparse's, naming the option a misspelt one means
+            args, extras = self.parse_known_args(args, namespace)
+            if extras:
+                options = [option for option in self._option_string_actions if option.startswith("--")]
+                close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("--") else ""
+                self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
+            return args
+
     def typed(parse):
         """argparse shows an ArgumentTypeError's own words after the option's name."""
         def convert(text):
@@ -5520,7 +5609,8 @@ def _warn(message: str, command: bool = False) -> None:
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
-        raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+        raise RagEvalError(f"the following argument is required: RUN (QRELS is {_file_name(args.qrels)})"
+                           if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
                                 args.chunks, args.corpus) if path]
@@ -5616,7 +5706,8 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
     problems = [problem for problem in problems if problem]
     if problems:
-        hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
+        unknown = [key.rpartition(":")[2] for key, _ in max_drop + minimum if key and not _is_metric_key(key)]
+        hint = f" {_metric_hint(unknown[0])}" if unknown else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
@@ -5648,8 +5739,13 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
 def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: str) -> bool:
     """Refuse a baseline made otherwise; True when only the qrels changed and that is allowed."""
     if not set(baseline.means) & set(result["mean"]):
+        names = [parse_metric(key.rpartition(":")[2]) for key in baseline.means]
+        measures = sorted({name for name, _ in names} - set(args.measures), key=_measure_place)
+        use = f"; use --k {','.join(map(str, sorted({k for _, k in names})))}" + (
+            f" --measures {','.join(sorted({name for name, _ in names}, key=_measure_place))}" if measures else "") \
+            if names else ""
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
-                           f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
+                           f"{', '.join(sorted(baseline.means)) or 'nothing'}{use})", args.baseline)
     differences = _differences(baseline, result, fingerprint)
     qrels_changed = any(d.startswith("qrels:") for d in differences)
     if qrels_changed and args.allow_qrels_change:
