@@ -679,12 +679,14 @@ def evaluate(
 ) -> dict:
     """Score every judged query and average over the scored ones.
 
+    Keys: ``mean["ndcg@5"]`` always; ``per_query[qid]["ndcg"]`` when ``k`` is one integer (``k=5``), but
+    ``per_query[qid]["ndcg@5"]`` when ``k`` is a list (``k=[5]``, ``k=[5, 10]``) or a measure names its own
+    cutoff (``measures=["ndcg@10"]``).  ``measures`` is a name (``"ndcg"``) or a list of names.
+
     Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
 
-    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries;
-      ``per_query[qid]`` maps each measure to its value: by name when ``k`` is one cutoff, else (``k`` a
-      list, or a measure asked with its own cutoff, ``ndcg@10``) by ``measure@k``, and ``k`` in the
-      result is then the sorted list of cutoffs scored;
+    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries; ``per_query`` as above, and
+      ``k`` in the result is the sorted list of cutoffs scored when the keys are ``measure@k``;
     - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
       ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
       for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
@@ -699,7 +701,7 @@ def evaluate(
     its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = list(DEFAULT_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -1349,7 +1351,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -2571,8 +2573,12 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
 
 
 def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
-         slices: Optional[Slices] = None) -> dict:
+         slices: Optional[Slices] = None, **fields) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
+
+    ``baseline`` may be a plain ``{metric: mean}``, ``settings`` a rule name, and ``fields`` set those of
+    ``settings`` by name (``max_drop`` is ``default``, a number a tolerance):
+    ``gate(result, {"ndcg@5": 0.52}, rule="significant", max_drop=0.01)``.
 
     A flat baseline gates every one of its metrics, an extended one those scored now (see _baseline_targets),
     and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
@@ -2580,6 +2586,20 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
     says.
     """
+    if isinstance(baseline, _MAPPINGS):
+        baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
+    if isinstance(settings, str):
+        settings, fields = GateSettings(), dict(fields, rule=settings)
+    fields = {"default" if name == "max_drop" else name: value for name, value in fields.items()}
+    unknown = sorted(set(fields) - set(GateSettings._fields))
+    if not isinstance(settings, GateSettings) or unknown:
+        raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
+                        f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
+    settings = settings._replace(**{name: Tolerance(value) if name == "default" and _is_finite(value) else value
+                                    for name, value in fields.items()})
+    if settings.rule not in GATE_RULES:
+        raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
+                           f"choose from {', '.join(GATE_RULES)})")
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
