@@ -1500,17 +1500,30 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def labels_table(check: LabelCheck) -> str:
-    """Valid, moved and orphaned spans per query, then one line per span that is not valid; ids on one line
-    each, and nothing a CI runner would take for a workflow command."""
+def labels_table(check: LabelCheck, fmt: str = "table") -> str:
+    """Valid, moved and orphaned spans per query, then each span that is not valid, as ``fmt`` (a name of
+    FORMATTERS; JSON and CSV list every span); nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
+    spans = [[qid, span.doc_id, str(span.start), str(span.end), status, found] for qid, span, status, found in check.rows]
+    if fmt == "json":
+        return _format_json({"queries": counts, "spans": [dict(zip(("query_id", "doc_id", "start", "end", "status",
+                                                                     "found"), (*row[:2], *map(int, row[2:4]), *row[4:])))
+                                                           for row in spans]}, DEFAULT_DIGITS)
+    if fmt == "csv":
+        return _csv_text([["query_id", "doc_id", "start", "end", "status", "found"]] + spans)
     rows = [["query", "valid", "moved", "orphaned"]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
     rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
-    details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
-               for qid, span, status, found in check.rows if status != "valid"]
+    if fmt == "markdown":
+        problems = [["status", "query", "document", "span", "found"]] + [
+            [status, qid, doc, f"[{start}, {end})", found] for qid, doc, start, end, status, found in spans
+            if status != "valid"]
+        return _markdown_table(rows, {0: _markdown_input}) + "\n" + (
+            "\n" + _markdown_table(problems, {1: _markdown_input, 2: _markdown_input}) + "\n" if problems[1:] else "")
+    details = [f"{status} {_one_line(qid)} {_one_line(doc)} [{start}, {end}): {found}"
+               for qid, doc, start, end, status, found in spans if status != "valid"]
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
@@ -6309,7 +6322,7 @@ def _label_job(args) -> int:
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check), fixed)
+    _publish(labels_table(check, args.format), fixed)
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 
