@@ -5594,8 +5594,8 @@ def _build_parser():
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets), then exit")
     reports = parser.add_argument_group("reports")
-    reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
-                         help="stdout: json (default), table, markdown or csv")
+    reports.add_argument("--format", choices=tuple(FORMATTERS),
+                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
     reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
     reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
                          help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
@@ -5818,6 +5818,7 @@ def _run(args, argv: List[str]) -> int:
     _split_runs(args)
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
+    args.format = args.format or "json"
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.meta = dict(args.meta)
@@ -6322,7 +6323,7 @@ def _label_job(args) -> int:
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check, args.format), fixed)
+    _publish(labels_table(check, args.format or "table"), fixed)
     orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
     return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
 
