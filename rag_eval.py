@@ -4720,6 +4720,7 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
                                            "unscored")}
     report["mean"] = dict(result["mean"])
+    report["gain"] = result["conventions"]["gain"]
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
@@ -4922,6 +4923,14 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
+def _gain_line(report: dict) -> str:
+    """Which nDCG a report shows, when it shows one: other tools' default differs from ours."""
+    if not any(key.rpartition(":")[2].split("@")[0] in ("ndcg", "doc.ndcg") for key in report["mean"]):
+        return ""
+    return ("nDCG gain: exp, 2**grade - 1 (BEIR, MTEB, ir_measures and ranx report linear: --gain linear)"
+            if report.get("gain", "exp") == "exp" else "nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)")
+
+
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
     def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
@@ -4930,7 +4939,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
-             table(_metric_rows(report, digits), {0: _markdown_metric})]
+             table(_metric_rows(report, digits), {0: _markdown_metric}), _gain_line(report)]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -5292,9 +5301,9 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     rows = _comparison_rows(report, digits)
     if markdown:
         parts = ["### rag_eval: " + verdict, method, _markdown_table(rows, {0: _markdown_metric, 1: _markdown_input}),
-                 "\n".join(f"- {line}" for line in notes)]
+                 _gain_line(runs[0]), "\n".join(f"- {line}" for line in notes)]
     else:
-        parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
+        parts = [verdict + "\n" + method, _aligned(rows), _gain_line(runs[0]), "\n".join(notes)]
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
