@@ -2167,7 +2167,7 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 
 # === Baseline and gate ===
 
-BASELINE_FORMAT = "rag_eval-baseline/1"
+BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as metric -> {query: value}
 TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
@@ -2219,14 +2219,18 @@ def read_baseline(path: str) -> Baseline:
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
-    if data["format"] != BASELINE_FORMAT:
+    if data["format"] not in (BASELINE_FORMAT, "rag_eval-baseline/1"):
         raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
-    per_query = data["per_query"]
+    per_query, by_query = data["per_query"], data["format"] == BASELINE_FORMAT
     if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
-        raise RagEvalError("per_query must map metric -> {query: value}", path)
+        raise RagEvalError("per_query must map " + ("query -> {metric: value}" if by_query else
+                                                    "metric -> {query: value}"), path)
+    if by_query:  # one line per query in the file; metric -> {query: value} from here on
+        per_query = {metric: {qid: values[metric] for qid, values in per_query.items() if metric in values}
+                     for metric in dict.fromkeys(chain.from_iterable(per_query.values()))}
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
     names = _check_means(dict.fromkeys(per_query, 0.0), path, metrics=True)  # its names, checked
@@ -2310,7 +2314,10 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
                    raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
-    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
+    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
+    the means first, then how they were made, then one line per query (its scores, its judgments), so that
+    a pull request's diff shows the queries that changed; nothing in it changes when nothing changed (no
+    time, no Python version; keys in a fixed order).
 
     With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
     (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
@@ -2318,8 +2325,6 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
     better mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
     """
-    import time
-
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     raised = set(raised)
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
@@ -2331,20 +2336,32 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
         elif scores is None and old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
             means[metric] = old
             del per_query[metric]
-    # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
-    created = time.gmtime(time.time() if pinned is None else pinned)
-    record = {
-        "format": BASELINE_FORMAT,
-        "tool": f"rag_eval {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
-        "qrels_sha256": qrels_sha256,
-        "conventions": _conventions_record(result),
-        "mean": means,
-        "per_query": per_query,
-        "unscored": result["unscored"],
-    }
-    return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
+    by_query: Dict[str, Dict[str, float]] = {}
+    for metric, scores in sorted(per_query.items()):
+        for qid, value in scores.items():
+            by_query.setdefault(qid, {})[metric] = value
+    extra = dict(extra or {})
+    if "meta" in extra:  # the Python version changes with the machine, not the system: --output records it
+        extra["meta"] = {key: value for key, value in extra["meta"].items() if key != "python"}
+    record = {"mean": means, "format": BASELINE_FORMAT, "tool": f"rag_eval {__version__}",
+              "qrels_sha256": qrels_sha256, "conventions": _conventions_record(result), "unscored": result["unscored"],
+              **{key: value for key, value in extra.items() if key != "judgments"}, "per_query": by_query,
+              **{key: value for key, value in extra.items() if key == "judgments"}}
+    return _expanded(record, {"per_query": 1, "judgments": 2}) + "\n"
+
+
+def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
+    """JSON with keys sorted, a member per line to ``levels`` deep (``depths`` names other depths for some
+    keys), deeper values on the line of their key: a per-query record is one line."""
+    if not levels or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, sort_keys=True)
+    inner = indent + "  "
+    items = value.items() if isinstance(value, dict) else None
+    lines = [f"{json.dumps(key)}: {_expanded(item, {}, depths.get(key, levels - 1), inner)}" for key, item in
+             (sorted(items) if indent else items)] if items is not None else [_expanded(item, {}, levels - 1, inner)
+                                                                             for item in value]
+    brackets = "{}" if items is not None else "[]"
+    return brackets[0] + "\n" + ",\n".join(inner + line for line in lines) + "\n" + indent + brackets[1]
 
 
 def significant_gains(gate_report: Optional[dict]) -> List[str]:
@@ -4720,7 +4737,8 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
                                            "unscored")}
     report["mean"] = dict(result["mean"])
-    report["gain"] = result["conventions"]["gain"]
+    if "conventions" in result:
+        report["gain"] = result["conventions"]["gain"]
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
