@@ -2171,6 +2171,7 @@ BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as met
 TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
+ACKNOWLEDGEABLE = ("few-judged",)  # warnings that repeat on every run until the data change: --acknowledge
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 
@@ -2184,6 +2185,7 @@ class Baseline(NamedTuple):
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
+    acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
 
 
 class Tolerance(NamedTuple):
@@ -2244,9 +2246,13 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                                                              rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
+    acknowledged = data.get("acknowledged", [])
+    if not isinstance(acknowledged, list) or not set(acknowledged) <= set(ACKNOWLEDGEABLE):
+        raise RagEvalError(f"acknowledged must be a list of {', '.join(ACKNOWLEDGEABLE)}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
-                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
+                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
+                    tuple(acknowledged))
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -5556,6 +5562,9 @@ def _build_parser():
     gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
                         help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
+    gating.add_argument("--acknowledge", choices=ACKNOWLEDGEABLE, action="append", default=[],
+                        help="make a warning that repeats until the data change a note (few-judged: few documents "
+                             "of the top k judged); saved in the baseline by --save-baseline and --update-baseline")
     gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
     gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
@@ -5873,8 +5882,8 @@ def _run_one(args, argv: List[str]) -> int:
             earlier = _earlier_labels(args, baseline, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
-                                                                if reference.get("repeated") else [])
+        messages = _notes_and_warnings(result, gate_report, _acknowledged(args, baseline)) + (
+            [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
@@ -5923,6 +5932,11 @@ def _fingerprint(args, qrels: Qrels) -> str:
 def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+
+
+def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
+    """The warnings acknowledged by --acknowledge and by the baseline, each once."""
+    return sorted(set(args.acknowledge) | set(baseline.acknowledged if baseline else ()))
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -6087,6 +6101,8 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
+    if extra and _acknowledged(args, baseline):
+        extra["acknowledged"] = _acknowledged(args, baseline)
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6201,8 +6217,9 @@ def _repeated_message(repeated: dict) -> _Message:
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Message]:
-    """What a reader should know beside the numbers, most consequential first."""
+def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged: Iterable[str] = ()) -> List[_Message]:
+    """What a reader should know beside the numbers, most consequential first; a warning ``acknowledged``
+    (--acknowledge, or in the baseline) is a note."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -6223,9 +6240,11 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
     low = {metric: value for metric, value in result["judged"].items() if value < LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
-        found.append(_Message("warning", f"few documents judged ({shares}{', ...' if len(low) > 2 else ''}): "
-                              "a real gain can look like a loss; label them (--unjudged) or use --judged-only",
-                              "unjudged documents count as non-relevant; "
+        seen = "few-judged" in acknowledged
+        found.append(_Message("note" if seen else "warning", f"few documents judged ({shares}"
+                              f"{', ...' if len(low) > 2 else ''})" + (", acknowledged" if seen else
+                              ": a real gain can look like a loss; label them (--unjudged), use --judged-only, "
+                              "or --acknowledge few-judged"), "unjudged documents count as non-relevant; "
                               + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:
@@ -6445,8 +6464,14 @@ def _run_candidates(args, argv: List[str]) -> int:
     verdicts = [g["passed"] for g in gates.values() if g is not None]
     if verdicts:
         report["passed"] = all(verdicts)
-    messages = [m._replace(line=f"{s.name}: {m.line}")
-                for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
+    # Each message once, naming its runs; the judged share is the test set's: the lowest of any run.
+    judged = {key: min(s.result["judged"][key] for s in scored) for key in scored[0].result["judged"]}
+    by_line: Dict[_Message, List[str]] = {}
+    for s in scored:
+        for m in _notes_and_warnings(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
+            by_line.setdefault(m, []).append(s.name)
+    messages = [m._replace(line=f"{', '.join(names) if len(names) < len(scored) else 'every run'}: {m.line}")
+                for m, names in by_line.items()]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:
