@@ -6243,8 +6243,8 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
         seen = "few-judged" in acknowledged
         found.append(_Message("note" if seen else "warning", f"few documents judged ({shares}"
                               f"{', ...' if len(low) > 2 else ''})" + (", acknowledged" if seen else
-                              ": a real gain can look like a loss; label them (--unjudged), use --judged-only, "
-                              "or --acknowledge few-judged"), "unjudged documents count as non-relevant; "
+                              ": gains can look like losses (--unjudged, --judged-only, --acknowledge few-judged)"),
+                              "unjudged documents count as non-relevant; "
                               + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
     if tied:

@@ -649,7 +649,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
             ("-Infinity score", "run", b'{"q1": {"a": -Infinity}}'),
             ("grade true", "qrels", b'{"q1": {"a": true}}'),
             ("grade 1.5", "qrels", b'{"q1": {"a": 1.5}}'),
-            ("grade 1.0", "qrels", b'{"q1": {"a": 1.0}}'),
+            ("grade 0.5", "qrels", b'{"q1": {"a": 0.5}}'),  # 1.0 reads as 1 (issue 33)
             ('grade "2"', "qrels", b'{"q1": {"a": "2"}}'),
             ("grade -1", "qrels", b'{"q1": {"a": -1}}'),
             ("grade null", "qrels", b'{"q1": {"a": null}}'),

@@ -287,13 +287,19 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
                                   f"got {kind}", rag_eval.ndcg_at_k, ranking, {"a": 1}, 1)
 
     def test_ids_must_be_strings(self):
-        self.assert_error("run: query id must be a string, got a number", rag_eval.evaluate, {"q": {"a": 1}}, {1: ["a"]})
-        self.assert_error("qrels: document id must be a string, got a number",
+        # An integer id says what to write instead (issue 33); the files read it as that string.
+        self.assert_error("run: query id must be a string, got a number (write '1')", rag_eval.evaluate,
+                          {"q": {"a": 1}}, {1: ["a"]})
+        self.assert_error("qrels: document id must be a string, got a number (write '1')",
                           rag_eval.evaluate, {"q": {1: 1}}, {"q": ["a"]})
-        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1: {"a": 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number (write '1')", rag_eval.evaluate,
+                          {1: {"a": 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1.5: {"a": 1}},
+                          {"q": ["a"]})
         # a bad ranking after a good one (lists and scores mixed, so the check goes query by query)
-        self.assert_error("run: query 'c': ranking must be a list of strings, found a number", rag_eval.evaluate,
-                          {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]}, drop_unknown_queries=True)
+        self.assert_error("run: query 'c': ranking must be a list of strings, found a number (write '1')",
+                          rag_eval.evaluate, {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]},
+                          drop_unknown_queries=True)
 
     def test_a_bad_grade_names_its_query_when_there_is_one(self):
         self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "

@@ -50,8 +50,8 @@ class TestSpellings(unittest.TestCase):
         self.assertIn("iou", names)
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.parse_metric("iuo@5")
-        self.assertTrue(str(caught.exception).endswith(f"(expected measure@k with a measure from {', '.join(names)})"),
-                        caught.exception)
+        self.assertTrue(str(caught.exception).endswith(f"(did you mean 'iou@5'? expected measure@k with a measure "
+                                                       f"from {', '.join(names)})"), caught.exception)
         for name in names:
             self.assertEqual(rag_eval.parse_metric(f"{name}@5"), (name, 5))
         # the document level of evidence spans is reported, never asked for: doc.ndcg@5 is refused with the
@@ -59,7 +59,7 @@ class TestSpellings(unittest.TestCase):
         code, out, err = run_main(["missing.json", "missing_run.json", "--measures", "doc.ndcg@5"])
         self.assertEqual((code, out), (2, ""))
         self.assertEqual(err, "rag_eval: error: argument --measures: unknown measure 'doc.ndcg@5' "
-                              f"(choose from {', '.join(names)})\n")
+                              f"(did you mean 'ndcg@5'? choose from {', '.join(names)})\n")
 
     def test_ours_round_trip(self):
         for m in rag_eval.MEASURES:

@@ -1366,9 +1366,10 @@ class TestExplain(ReportCase, unittest.TestCase):
         self.assertEqual((code, out, err), (0, rag_eval.explain(), ""))
 
     def test_inputs_required_otherwise(self):
-        for argv in ([], [QRELS], ["--format", "table"]):
+        for argv, names in (([], ["QRELS RUN"]), ([QRELS], ["required: RUN (QRELS is "]),
+                            (["--format", "table"], ["QRELS RUN"])):
             with self.subTest(argv=argv):
-                self.assert_error(argv, names=["QRELS RUN"])
+                self.assert_error(argv, names=names)
 
     def test_unknown_format(self):
         self.assert_error([QRELS, RUN, "--format", "xml"], names=["--format"])

@@ -769,7 +769,7 @@ class TestSpanInputChecks(CommandLineCase):
                     rag_eval.evaluate_spans(qrels, run, chunks, 1)
                 self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
         # the judgments are checked first, before the run (here not even a mapping)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: query id must be a string, got a number$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: query id must be a string, got a number \\(write '1'\\)$"):
             rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
         # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
         result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,
