@@ -421,3 +421,28 @@ class TestConstantsAsDocumented(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestShapesTheLibraryTakes(unittest.TestCase):
+    """What a notebook passes (issue 33): (id, score) pairs and tuples, a tuple ranking, one measure's name.
+    Before, a tuple pair was "found a number", [["doc", 0.9]] "found a list", measures="ndcg" the measures
+    'n', 'd', 'c', 'g'."""
+
+    def test_pairs_and_tuples_are_the_scored_run(self):
+        qrels = {"q": {"a": 2, "b": 1}}
+        scored = rag_eval.evaluate(qrels, {"q": {"a": 0.2, "b": 0.9}}, 2)
+        for run in ({"q": [("a", 0.2), ("b", 0.9)]}, {"q": [["a", 0.2], ["b", 0.9]]}, {"q": (("b", 0.9), ("a", 0.2))}):
+            with self.subTest(run=run):
+                self.assertEqual(rag_eval.evaluate(qrels, run, 2), scored)
+        self.assertEqual(rag_eval.evaluate(qrels, {"q": ("b", "a")}, 2), rag_eval.evaluate(qrels, {"q": ["b", "a"]}, 2))
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"^run: query 'q': expected \[document id, score\] pairs"):
+            rag_eval.evaluate(qrels, {"q": [("a",)]}, 2)
+
+    def test_one_measure_by_name_and_the_key_rule(self):
+        qrels, run = load_fixtures()
+        self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures="ndcg"),
+                         rag_eval.evaluate(qrels, run, 5, measures=["ndcg"]))
+        # per_query keys: bare for one integer k, measure@k for a list, even of one cutoff
+        self.assertEqual(set(rag_eval.evaluate(qrels, run, 5, measures="ndcg")["per_query"]["q1"]), {"ndcg"})
+        self.assertEqual(set(rag_eval.evaluate(qrels, run, [5], measures="ndcg")["per_query"]["q1"]), {"ndcg@5"})
+        self.assertIn("``per_query[qid][\"ndcg@5\"]`` when ``k`` is a list", rag_eval.evaluate.__doc__)

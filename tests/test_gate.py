@@ -1550,3 +1550,75 @@ class TestBaselineAndGate(GateCase, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestGateTakesWhatPeopleWrite(unittest.TestCase):
+    """gate(result, baseline, rule="significant") was a TypeError (issue 33): the settings come by name, a
+    plain {metric: mean} is a baseline, a rule name is settings; anything else names what to pass."""
+
+    def setUp(self):
+        with open(QRELS, encoding="utf-8") as f, open(RUN, encoding="utf-8") as g:
+            self.result = rag_eval.evaluate(json.load(f), json.load(g), 5)
+
+    def test_fields_by_name(self):
+        flat = rag_eval.Baseline({"ndcg@5": 0.52})
+        self.assertEqual(rag_eval.gate(self.result, {"ndcg@5": 0.52}), rag_eval.gate(self.result, flat))
+        # ndcg@5 0.5095 is 0.0105 below 0.52: within the default 0.02, beyond a tolerance of 0.01
+        self.assertEqual(rag_eval.gate(self.result, flat, max_drop=0.01)["verdict"], "regression")
+        self.assertEqual(rag_eval.gate(self.result, flat, default=rag_eval.Tolerance(0.01)),
+                         rag_eval.gate(self.result, flat, max_drop=0.01))
+        self.assertEqual(rag_eval.gate(self.result, flat, "drop"), rag_eval.gate(self.result, flat))
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^--gate significant needs per-query scores"):
+            rag_eval.gate(self.result, flat, rule="significant")  # the rule is taken, and says what it needs
+
+    def test_what_is_not_a_setting(self):
+        with self.assertRaisesRegex(TypeError, r"^gate\(\) takes settings=GateSettings\(\.\.\.\), a rule name, or "
+                                               r"these by name: max_drop, rule, .*; got maxdrop$"):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, maxdrop=0.1)
+        with self.assertRaisesRegex(TypeError, "; got dict$"):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, {"rule": "drop"})
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"^unknown rule 'signifcant' \(did you mean 'significant'\? "):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, rule="signifcant")
+
+
+class TestAcknowledgedWarnings(GateCase, unittest.TestCase):
+    """Issue 33: a warning that repeats until the data change (few documents judged, on positives-only qrels)
+    is acknowledged once, in the baseline, and is a note from then on; before, --quiet was the only way out."""
+
+    def test_the_baseline_keeps_the_acknowledgement(self):
+        saved = self.path("b.json")
+        code, _, err = run_main([QRELS, RUN, "--save-baseline", saved, "--acknowledge", "few-judged"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("rag_eval: note: few documents judged (judged@5 0.33), acknowledged", err.splitlines())
+        with open(saved, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["acknowledged"], ["few-judged"])
+        self.assertEqual(rag_eval.read_baseline(saved).acknowledged, ("few-judged",))
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved])
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("warning", err)
+        self.assertIn("rag_eval: note: few documents judged (judged@5 0.33), acknowledged", err.splitlines())
+        # an update keeps it; a baseline without it warns
+        self.assertEqual(run_main([QRELS, RUN, "--baseline", saved, "--update-baseline"])[0], 0)
+        self.assertEqual(rag_eval.read_baseline(saved).acknowledged, ("few-judged",))
+        plain = self.path("plain.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", plain])[0], 0)
+        with open(plain, encoding="utf-8") as f:
+            self.assertNotIn("acknowledged", json.load(f))
+        self.assertIn("rag_eval: warning: few documents judged", run_main([QRELS, RUN, "--baseline", plain])[2])
+
+    def test_a_bad_acknowledgement_is_refused(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved, encoding="utf-8") as f:
+            record = json.load(f)
+        path = self.write("bad.json", dict(record, acknowledged=["few-judgd"]))
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_baseline(path)
+        self.assertEqual(caught.exception.detail, "acknowledged must be a list of few-judged")
+
+    def test_a_comparison_says_each_warning_once(self):
+        code, _, err = run_main([QRELS, f"a={RUN}", f"b={RUN}", f"c={RUN}"])
+        self.assertEqual(code, 0, err)
+        lines = [line for line in err.splitlines() if "few documents judged" in line]
+        self.assertEqual(len(lines), 1, err)  # was one per run
+        self.assertTrue(lines[0].startswith("rag_eval: warning: every run: few documents judged (judged@5 0.33)"))

@@ -1843,3 +1843,47 @@ class TestUnknownQueryComingBack(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestShapesPeopleBring(TempDirMixin, unittest.TestCase):
+    """Issue 33: what pandas and a RAG pipeline write is read when it is unambiguous: an integer id as its
+    decimal string, a whole grade written 1.0 as 1, a run's ids in a chunk_id field.  Each was refused."""
+
+    def test_integer_ids_and_whole_grades(self):
+        rows = [("1", "10", 2), ("1", "11", 1), ("2", "20", 1)]
+        qrels = {"1": {"10": 2, "11": 1}, "2": {"20": 1}}
+        text = "".join(json.dumps({"query_id": int(q), "doc_id": int(d), "relevance": float(g)}) + "\n"
+                       for q, d, g in rows)
+        self.assertEqual(rag_eval.read_qrels(self.write("q.jsonl", text)), qrels)
+        self.assertEqual(rag_eval.read_qrels(self.write("q.json", '{"1": {"10": 2.0, "11": 1.0}, "2": {"20": 1}}')),
+                         qrels)
+        self.assertEqual(rag_eval.read_qrels(self.write("q.trec", "1 0 10 2.0\n1 0 11 1.00\n2 0 20 1\n")), qrels)
+        run = {"1": {"11": 0.9, "10": 0.5}, "2": {"20": 0.4}}
+        text = "".join(json.dumps({"query_id": int(q), "chunk_id": int(d), "score": s}) + "\n"
+                       for q, docs in run.items() for d, s in docs.items())
+        self.assertEqual(rag_eval.read_run(self.write("r.jsonl", text)), run)
+        self.assertEqual(rag_eval.read_run(self.write("r.json", '{"1": [11, 10], "2": [20]}')),
+                         {"1": ["11", "10"], "2": ["20"]})
+        self.assertEqual(rag_eval.read_run(self.write("p.json", '{"1": [[11, 0.9], [10, 0.5]], "2": [[20, 0.4]]}')),
+                         run)
+        # streamed from a file, a ranking of integers is read as it is, in bounded memory: no second, whole read
+        big = self.write("big.json", '{"1": [%s]}' % ", ".join(map(str, range(1, 20_000))))
+        with mock.patch.object(rag_eval, "_check_run", side_effect=AssertionError("read whole")):
+            self.assertEqual(len(rag_eval.read_run(big, depth=5)["1"]), 5)
+
+    def test_a_row_with_doc_id_and_chunk_id_is_the_documents(self):
+        path = self.write("r.jsonl", '{"query_id": "q", "doc_id": "guide", "chunk_id": "guide#3", "score": 1}\n')
+        self.assertEqual(rag_eval.read_run(path), {"q": {"guide": 1}})
+
+    def test_what_stays_refused_says_what_to_write(self):
+        for name, text, words in (
+                ("q.jsonl", '{"query_id": "q", "doc_id": "d", "relevance": 1.5}\n',
+                 "grade must be an integer, got 1.5; is this a run? the order is QRELS RUN"),
+                ("q.trec", "q 0 d 1.5\n", "grade must be an integer, got '1.5'"),
+                ("q.jsonl", '{"query_id": "q", "doc_id": "d", "relevance": "2"}\n',
+                 "grade must be an integer, got '2' (write 2, a number, without quotes)"),
+                ("q.jsonl", '{"query_id": 1.5, "doc_id": "d", "relevance": 1}\n', "query id must be a string, got a number")):
+            with self.subTest(text=text):
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.read_qrels(self.write(name, text))
+                self.assertEqual(caught.exception.detail, words)

@@ -1619,3 +1619,22 @@ class TestReportText(ReportCase, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestGainIsNamed(ReportCase, unittest.TestCase):
+    """Issue 33: nDCG's default gain (exp) differs from BEIR's, MTEB's, ir_measures' and ranx's (linear): every
+    human report names it under the metric table, and the JSON report has it."""
+
+    EXP = "nDCG gain: exp, 2**grade - 1 (BEIR, MTEB, ir_measures and ranx report linear: --gain linear)"
+
+    def test_every_human_report_names_it(self):
+        for fmt in ("table", "markdown"):
+            with self.subTest(fmt=fmt):
+                self.assertIn(self.EXP, self.ok([QRELS, RUN, "--format", fmt])[0].splitlines())
+                linear = self.ok([QRELS, RUN, "--format", fmt, "--gain", "linear"])[0].splitlines()
+                self.assertIn("nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)", linear)
+                compared = self.ok([QRELS, f"a={RUN}", f"b={RUN}", "--format", fmt])[0]
+                self.assertIn(self.EXP, compared.splitlines())
+                self.assertNotIn("nDCG gain", self.ok([QRELS, RUN, "--format", fmt, "--measures", "recall"])[0])
+        self.assertEqual(json.loads(self.ok([QRELS, RUN])[0])["gain"], "exp")
+        self.assertEqual(json.loads(self.ok([QRELS, RUN, "--gain", "linear"])[0])["gain"], "linear")

@@ -442,6 +442,28 @@ class TestLabels(CommandLineCase):
         self.assertIn("1 evidence labels are orphaned", self.error([orphan, run, "--chunks", chunks, "--corpus", corpus]))
         self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]))
 
+    def test_check_labels_honours_format(self):
+        # Issue 33: --check-labels --format json printed the text table.  d [0, 10) moved to [2, 12), e's span
+        # has no quoted text (valid), q2's d [20, 30) is valid.
+        qrels, _, _ = self.files()
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        argv = [qrels, "--corpus", corpus, "--check-labels", "--format"]
+        code, out, err = run_main(argv + ["json"])
+        self.assertEqual((code, err), (0, ""))
+        report = json.loads(out)
+        self.assertEqual(report["queries"], {"q1": {"valid": 1, "moved": 1, "orphaned": 0},
+                                             "q2": {"valid": 1, "moved": 0, "orphaned": 0}})
+        self.assertEqual(report["spans"][0], {"query_id": "q1", "doc_id": "d", "start": 0, "end": 10,
+                                              "status": "moved", "found": "now [2, 12)"})
+        self.assertEqual(len(report["spans"]), 3)
+        out = run_main(argv + ["csv"])[1]
+        self.assertEqual(out.splitlines()[:2], ["query_id,doc_id,start,end,status,found", "q1,d,0,10,moved,"
+                                                                                        "\"now [2, 12)\""])
+        out = run_main(argv + ["markdown"])[1]
+        self.assertIn("| `q1` | 1 | 1 | 0 |", out.splitlines())
+        self.assertIn("| moved | `q1` | `d` | [0, 10) | now [2, 12) |", out.splitlines())
+        self.assertEqual(run_main(argv + ["table"])[1], run_main(argv[:-1])[1])  # the table stays the default
+
     def test_to_spans(self):
         _, _, chunks = self.files()
         ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2},
