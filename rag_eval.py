@@ -5531,6 +5531,8 @@ def _build_parser():
         return convert
 
     parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                    usage="%(prog)s QRELS RUN [RUN ...] [--k K] [--baseline FILE] [--save-baseline FILE]\n"
+                          "                [--max-drop X] [--format FORMAT] [option ...]",
                     description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.")
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
@@ -5539,19 +5541,22 @@ def _build_parser():
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
                              "with a header (PyTerrier), maybe gzipped; - for stdin. "
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
-    parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
+    first = parser.add_argument_group("a first gate (more in docs/gate.md)")
+    first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
-    parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_ALL_MEASURES))
-    gating = parser.add_argument_group("gate")
-    gating.add_argument("--baseline", metavar="FILE",
+    first.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
-    gating.add_argument("--baseline-run", metavar="RUN",
-                        help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
+    first.add_argument("--save-baseline", metavar="FILE",
+                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
+    first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    first.add_argument("--format", choices=tuple(FORMATTERS),
+                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
+    gating = parser.add_argument_group("gate")
+    gating.add_argument("--baseline-run", metavar="RUN",
+                        help="gate against this older run, scored here with the same qrels and conventions")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
@@ -5585,32 +5590,60 @@ def _build_parser():
     gating.add_argument("--baseline-qrels", metavar="QRELS",
                         help="with --baseline-run: the judgments the old run was scored on; each delta is split "
                              "into the part due to the labels and the part due to the system")
-    gating.add_argument("--save-baseline", metavar="FILE",
-                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
                         help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
                              "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
-    parser.add_argument("--gain", choices=GAINS, default="exp",
+    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
+                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
+    scoring = parser.add_argument_group("scoring")
+    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+                        help="measures to report: " + ", ".join(_ALL_MEASURES))
+    scoring.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    parser.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
+    scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
-    parser.add_argument("--judged-only", action="store_true",
+    scoring.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
-    parser.add_argument("--allow-partial-run", action="store_true",
+    scoring.add_argument("--allow-partial-run", action="store_true",
                         help=f"score a run that has results for fewer than {round(MIN_COVERAGE * 100)}%% of the scored queries "
                              "(default: an input error, as a truncated run would be)")
-    parser.add_argument("--drop-unknown-queries", action="store_true",
+    scoring.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
-    parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+    scoring.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
+    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
                         help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
-    parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+    scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
+    scoring.add_argument("--no-symlinks", action="store_true",
+                        help="refuse an input whose path, as written, passes through a symbolic link "
+                             "(a pull request can commit one that points at any readable file)")
+    reports = parser.add_argument_group("reports")
+    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
+    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
+                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
+    reports.add_argument("--slices", metavar="FILE",
+                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
+                              "--max-drop SLICE:METRIC=X gates one")
+    reports.add_argument("--output", metavar="FILE",
+                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
+    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    reports.add_argument("--metrics-file", metavar="FILE",
+                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
+    reports.add_argument("--unjudged", metavar="FILE",
+                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+    reports.add_argument("--quiet", action="store_true",
+                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
+                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
+    reports.add_argument("--explain", action="store_true",
+                         help="print every measure's definition and its names in other tools, then exit")
+    reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
     spans.add_argument("--chunks", metavar="FILE",
                        help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
@@ -5629,35 +5662,6 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets), then exit")
-    reports = parser.add_argument_group("reports")
-    reports.add_argument("--format", choices=tuple(FORMATTERS),
-                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
-    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
-    reports.add_argument("--slices", metavar="FILE",
-                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
-                              "--max-drop SLICE:METRIC=X gates one")
-    reports.add_argument("--output", metavar="FILE",
-                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
-    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
-    reports.add_argument("--metrics-file", metavar="FILE",
-                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
-    reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
-    reports.add_argument("--quiet", action="store_true",
-                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
-                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
-    parser.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path, as written, passes through a symbolic link "
-                             "(a pull request can commit one that points at any readable file)")
-    reports.add_argument("--explain", action="store_true",
-                         help="print every measure's definition and its names in other tools, then exit")
-    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
-                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
-    parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
 
