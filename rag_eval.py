@@ -5183,6 +5183,10 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     return [_annotation(kind, message) for message in messages]
 
 
+SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
+                  "(--gate significant: and a paired test says so; inconclusive: too few queries to tell)")
+
+
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
                   markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
@@ -5193,6 +5197,13 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
 
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading, listed(failures), rest.rstrip("\n")]
+    if "gate" in report:  # one run gated: the columns read first, a legend, the rest a click away
+        rows = _metric_rows(report, digits)
+        keep = [place for place, name in enumerate(rows[0]) if name in ("metric", "mean", "baseline", "delta",
+                                                                         "allowed drop", "verdict")]
+        parts[2:] = [SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
+                         [[row[place] for place in keep] for row in rows], {0: _markdown_metric})), _gain_line(report),
+                     f"<details><summary>Every column, the largest drops</summary>\n\n{parts[2]}\n\n</details>"]
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
                      f"{listed(warnings)}\n\n</details>")
@@ -6142,7 +6153,8 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     if os.environ.get("GITHUB_ACTIONS") == "true":
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            text = _step_summary(report, args.digits, shown, failures, markdown, _provenance(args))
+            text = _step_summary(report, args.digits, [line for line in shown if not line.startswith(
+                "rag_eval: note: wrote ")], failures, markdown, _provenance(args))
             try:
                 with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
                     out.write(text + "\n")

@@ -675,6 +675,13 @@ class TestCsvFormat(ReportCase, unittest.TestCase):
 
 
 class TestGitHub(ReportCase, unittest.TestCase):
+    def test_the_summary_names_no_path_of_the_runner(self):
+        # The Action's --output went to the runner's temporary folder, and "wrote /tmp/..." to the summary.
+        summary, output = self.write("summary.md", ""), self.path("report.json")
+        _, err = self.ok([QRELS, RUN, "--output", output], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertIn(f"rag_eval: note: wrote {output}", err.splitlines())  # the log keeps it
+        self.assertNotIn(self.path(""), self.read(summary).decode("utf-8"))
+
     def test_summary_appended_and_annotations(self):
         summary = self.write("summary.md", "")
         env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary}
@@ -685,9 +692,18 @@ class TestGitHub(ReportCase, unittest.TestCase):
         failing = ("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`\n"  # the log's lines, as code spans
                    "- `REGRESSION recall@5: baseline 0.7000, now 0.6667`")
         written = self.read(summary).decode("utf-8")
-        self.assertTrue(written.startswith(heading + "\n\n" + failing + "\n\n" + tables.rstrip("\n") + "\n\n"
-                                           "<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few documents judged (judged@5"),
-                        written)
+        # read in ten seconds (issue 33): a legend, the columns that decide, the gain; every column a click away
+        compact = ("| metric | mean | baseline | delta | allowed drop | verdict |\n|---|---|---|---|---|---|\n"
+                   "| recall@5 | 0.6667 | 0.7000 | -0.0333 | 0.0200 | regression |\n"
+                   "| success@5 | 0.6667 | 0.6667 | 0.0000 | 0.0200 | pass |\n"
+                   "| mrr@5 | 0.5000 | 0.5500 | -0.0500 | 0.0200 | regression |\n"
+                   "| ndcg@5 | 0.5095 | 0.5200 | -0.0105 | 0.0200 | pass |\n\n")
+        self.assertTrue(written.startswith(
+            heading + "\n\n" + failing + "\n\n" + rag_eval.SUMMARY_LEGEND + "\n\n" + compact + TestGainIsNamed.EXP
+            + "\n\n<details><summary>Every column, the largest drops</summary>\n\n" + tables.rstrip("\n")
+            + "\n\n</details>\n\n<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few "
+              "documents judged (judged@5"), written)
+        self.assertEqual(len(rag_eval.SUMMARY_LEGEND.splitlines()), 1)
         self.assertTrue(written.endswith("\n\n</details>\n\n"), written)
         second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
         self.assertEqual(self.read(summary).decode("utf-8"), written * 2)  # appended, not replaced
