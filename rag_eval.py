@@ -1419,17 +1419,19 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``; the limits are ``read_chunks``'s."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
+    """The documents' text: JSONL rows ``doc_id, text`` (BEIR's ``_id`` too); with ``what`` "query", the
+    queries' (``query_id``, ``text`` or ``query``: BEIR's queries.jsonl).  The limits are ``read_chunks``'s."""
     corpus: Dict[str, str] = {}
+    ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            doc = _short_id(row, _JSONL_DOC, "document id", inp.source, lineno)
-            text = _row_field(row, ("text",), "text", inp.source, lineno)
+            doc = _short_id(row, ids, f"{what} id", inp.source, lineno)
+            text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
             if doc in corpus:
-                raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
+                raise RagEvalError(f"{what} {_clipped_repr(doc)} appears twice", inp.source, lineno)
             corpus[doc] = text
     return corpus
 
@@ -5646,7 +5648,10 @@ def _build_parser():
     reports.add_argument("--metrics-file", metavar="FILE",
                          help="write the means (and deltas to the baseline) in OpenMetrics text format")
     reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
+                         help="write the unjudged documents of each top k as JSONL to label (most consequential "
+                              "first), with their texts from --queries, --corpus and --chunks when given")
+    reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
+                                                           "(or _id) and text (BEIR's queries.jsonl)")
     reports.add_argument("--quiet", action="store_true",
                          help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
     reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
@@ -5697,7 +5702,7 @@ def _check_options(args) -> None:
                            if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus) if path]
+                                args.chunks, args.corpus, args.queries) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5708,6 +5713,8 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.queries and not args.unjudged:
+        raise RagEvalError("--queries goes with --unjudged: it gives the worklist its queries' text")
     if args.calibrate and not (args.baseline or args.baseline_run):
         raise RagEvalError("--calibrate needs per-query scores to resample: --baseline FILE (extended) or --baseline-run")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
@@ -5909,6 +5916,9 @@ def _run_one(args, argv: List[str]) -> int:
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
+    if args.unjudged:
+        messages.append(_Message("note", f"to label: set each relevance in {_file_name(args.unjudged)}, then "
+                                         f"{_appending(args)} {_file_name(args.qrels)}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
@@ -6021,7 +6031,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
     --unjudged lists from the same single read what --judged-only filtered out: a FIFO is read once.
     """
-    if isinstance(qrels, SpanQrels) or args.chunks or args.corpus or args.min_overlap is not None:
+    if isinstance(qrels, SpanQrels) or (args.chunks or args.corpus) and not args.unjudged \
+            or args.min_overlap is not None:  # with --unjudged, chunk-id qrels take them as the worklist's texts
         return _score_spans_file(args, qrels, path)
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
@@ -6110,9 +6121,7 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
-        # a worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels
-        files.append((args.unjudged, "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank,
-                                                         "relevance": -1}) + "\n" for qid, docid, rank in rows)))
+        files.append((args.unjudged, _worklist(args, rows)))
     # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
@@ -6124,6 +6133,32 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None,
                                                      significant_gains(report.get("gate")), extra)))
     return files
+
+
+def _appending(args) -> str:
+    """How the worklist's rows join the qrels, in the qrels' own format."""
+    fmt = args.qrels_format
+    if fmt == "auto" and not _read_once(args.qrels):
+        with _opened(args.qrels) as inp:
+            fmt = "header" if _detect_format(inp) == "trec" and _header(inp) else _detect_format(inp)
+    return {"jsonl": "append its rows to", "json": "add each as [query_id][doc_id] = relevance to",
+            "trec": "add each as a line 'query_id 0 doc_id relevance' to"}.get(fmt, "add each as a row (query, document, relevance) to")
+
+
+def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
+    """--unjudged: JSONL rows to label (relevance -1: unjudged until set), with the query's text (--queries) and
+    the document's or chunk's (--corpus, --chunks) when the inputs have them."""
+    queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
+    corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
+    chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
+
+    def text(docid: str) -> Optional[str]:
+        doc, start, end = chunks.get(docid, (docid, None, None))
+        return corpus[doc][start:end] if doc in corpus else None
+
+    return "".join(json.dumps({key: value for key, value in (
+        ("query_id", qid), ("query", queries.get(qid)), ("doc_id", docid), ("text", text(docid)), ("rank", rank),
+        ("relevance", -1)) if value is not None}) + "\n" for qid, docid, rank in rows)
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:

@@ -1312,6 +1312,30 @@ class TestUnjudged(ReportCase, unittest.TestCase):
         rows = self.worklist([QRELS, RUN, "--doc-id-sep", "#"])
         self.assertEqual([(r["query_id"], r["doc_id"], r["rank"]) for r in rows], FIXTURE_UNJUDGED_DOCS)
 
+    def test_rows_carry_the_texts_and_say_how_they_join(self):
+        # Issue 33: the rows had no query or chunk text (a labeller needed another join), and "append to JSONL
+        # qrels" did not apply to TREC qrels.  BEIR's files: queries.jsonl and corpus.jsonl name ids "_id".
+        queries = self.write("queries.jsonl", '{"_id": "q1", "text": "how do refunds work?"}\n')
+        corpus = self.write("corpus.jsonl", '{"_id": "shipping#1", "title": "", "text": "We ship in 2 days."}\n')
+        rows = self.worklist([QRELS, RUN, "--queries", queries, "--corpus", corpus])
+        self.assertEqual(rows[0], {"query_id": "q1", "query": "how do refunds work?", "doc_id": "shipping#1",
+                                   "text": "We ship in 2 days.", "rank": 1, "relevance": -1})
+        self.assertEqual(rows[1], {"query_id": "q2", "doc_id": "pricing#3", "rank": 1, "relevance": -1})
+        # with a chunk map, a chunk's text is its document's characters
+        chunks = self.write("chunks.jsonl", '{"chunk_id": "shipping#1", "doc_id": "ship", "start": 3, "end": 7}\n')
+        corpus = self.write("docs.jsonl", '{"doc_id": "ship", "text": "We ship in 2 days."}\n')
+        self.assertEqual(self.worklist([QRELS, RUN, "--corpus", corpus, "--chunks", chunks])[0]["text"], "ship")
+        trec = self.write("qrels.trec", "".join(f"{q} 0 {d} {g}\n" for q, docs in rag_eval.read_qrels(QRELS).items()
+                                                for d, g in docs.items()))
+        for qrels, how in ((QRELS, "add each as [query_id][doc_id] = relevance to"),
+                           (trec, "add each as a line 'query_id 0 doc_id relevance' to")):
+            with self.subTest(how=how):
+                _, err = self.ok([qrels, RUN, "--unjudged", self.path("todo.jsonl")])
+                self.assertIn(f"rag_eval: note: to label: set each relevance in {self.path('todo.jsonl')}, then {how} "
+                              f"{qrels}", err.splitlines())
+        self.assertEqual(run_main([QRELS, RUN, "--queries", queries])[2],
+                         "rag_eval: error: --queries goes with --unjudged: it gives the worklist its queries' text\n")
+
     def test_labels_merge_back_into_jsonl_qrels(self):
         rows = self.worklist([QRELS, RUN])
         fixture = rag_eval.read_qrels(QRELS)
