@@ -472,8 +472,7 @@ def _metric_hint(text: str = "") -> str:  # every measure: those of the table be
 
 
 def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> str:
-    """``"did you mean 'ndcg@10'? "`` for a mistyped name (``ndgc@10``: the closest of ``names`` by difflib's
-    ratio, 0.6 at least, with the cutoff the text gave, or else ``cutoff``), or "" when none is close."""
+    """``"did you mean 'ndcg@10'? "`` for ``ndgc@10`` (difflib's closest of ``names``, keeping the cutoff), or ""."""
     import difflib  # errors only
 
     text = str(text)
@@ -860,12 +859,17 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_grade_advice(grade)}", source)
+                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
 
 
-def _write_string(value) -> str:
-    """What to write instead of an id that is not a string: a number as its decimal string."""
-    return f" (write {str(value)!r})" if _is_int(value) else ""
+def _instead(value, grade: bool = False) -> str:
+    """What to write instead: an integer id as a string, a number without quotes; a fraction for a ``grade``
+    (a score) says the files were swapped."""
+    if _is_int(value) and not grade:
+        return f" (write {str(value)!r})"
+    number = _finite_number(value.strip()) if isinstance(value, str) else None
+    return f" (write {_whole(number)}, a number, without quotes)" if number is not None else \
+        "; is this a run? the order is QRELS RUN" if grade and _is_finite(value) and not _is_int(value) else ""
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
@@ -874,8 +878,7 @@ def _all_of(values: Iterable, *types: type) -> bool:
 
 
 def _library_run(run: Run) -> Run:
-    """A run as the library takes it: a query's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``,
-    a tuple of ids as a list; anything else as it is, for ``_check_run`` to say what is wrong."""
+    """A run's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``, a tuple ranking as a list."""
     if not isinstance(run, _MAPPINGS) or all(type(entry) in (list, dict) and not (
             entry and type(entry) is list and type(entry[0]) is not str) for entry in run.values()):
         return run  # the common case
@@ -901,7 +904,7 @@ def _check_run(run, source: str = "run") -> None:
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
-                                       f"{_json_kind(docid)}{_write_string(docid)}", source)
+                                       f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
@@ -909,7 +912,7 @@ def _check_run(run, source: str = "run") -> None:
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
                     raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
-                                       f"finite number, got {_clipped_repr(score)}{_score_advice(score)}", source)
+                                       f"finite number, got {_clipped_repr(score)}{_instead(score)}", source)
         else:
             raise RagEvalError(
                 f"query {_clipped_repr(qid)}: expected a list of document ids or an object of document -> score, got {_json_kind(entry)}",
@@ -1424,8 +1427,7 @@ def evaluate_spans(
 
 
 def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text`` (BEIR's ``_id`` too); with ``what`` "query", the
-    queries' (``query_id``, ``text`` or ``query``: BEIR's queries.jsonl).  The limits are ``read_chunks``'s."""
+    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``."""
     corpus: Dict[str, str] = {}
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
@@ -2373,8 +2375,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
 
 
 def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
-    """JSON with keys sorted, a member per line to ``levels`` deep (``depths`` names other depths for some
-    keys), deeper values on the line of their key: a per-query record is one line."""
+    """JSON, a member per line to ``levels`` deep (``depths``: per key), deeper ones on their key's line."""
     if not levels or not isinstance(value, (dict, list)) or not value:
         return json.dumps(value, sort_keys=True)
     inner = indent + "  "
@@ -3408,7 +3409,6 @@ def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno
 
 
 def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    """A row's id: a string, or an integer read as its decimal string (pandas writes numeric ids so)."""
     value = _row_field(row, names, what, source, lineno)
     return str(value) if _is_int(value) else _string_id(value, what, source, lineno)
 
@@ -3474,7 +3474,7 @@ def _clipped_repr(value) -> str:
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_write_string(value)}", source, lineno)
+        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_instead(value)}", source, lineno)
     return value
 
 
@@ -3683,19 +3683,6 @@ def _whole(grade):
     return int(grade) if type(grade) is float and grade.is_integer() else grade
 
 
-def _score_advice(score) -> str:
-    """What to write instead of a score that is a number in quotes."""
-    return f" (write {_clip(score.strip())}, a number, without quotes)" if isinstance(score, str) and _finite_number(
-        score.strip()) is not None else ""
-
-
-def _grade_advice(grade) -> str:
-    """What to write instead of a JSON grade that is not an integer: a fraction says the files were swapped."""
-    if isinstance(grade, str) and _is_int(_whole(_finite_number(grade))):
-        return f" (write {_whole(_finite_number(grade))}, a number, without quotes)"
-    return "; is this a run? the order is QRELS RUN" if isinstance(grade, float) else ""
-
-
 def _grade(text: str, source: str, lineno: int) -> int:
     """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE; ``1.0`` is 1 (see _whole)."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
@@ -3723,7 +3710,7 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
         docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
         grade = _whole(_row_field(row, _HEADER_GRADE, "grade", inp.source, lineno))
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}{_grade_advice(grade)}",
+            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}{_instead(grade, True)}",
                                inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
@@ -4398,7 +4385,7 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if scored and not _is_finite(row["score"]):
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}"
-                               f"{_score_advice(row['score'])}", inp.source, lineno)
+                               f"{_instead(row['score'])}", inp.source, lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
@@ -5992,7 +5979,6 @@ def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
 
 
 def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
-    """The warnings acknowledged by --acknowledge and by the baseline, each once."""
     return sorted(set(args.acknowledge) | set(baseline.acknowledged if baseline else ()))
 
 
@@ -6190,7 +6176,6 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
 
 
 def _appending(args) -> str:
-    """How the worklist's rows join the qrels, in the qrels' own format."""
     fmt = args.qrels_format
     if fmt == "auto" and not _read_once(args.qrels):
         with _opened(args.qrels) as inp:
@@ -6200,8 +6185,7 @@ def _appending(args) -> str:
 
 
 def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
-    """--unjudged: JSONL rows to label (relevance -1: unjudged until set), with the query's text (--queries) and
-    the document's or chunk's (--corpus, --chunks) when the inputs have them."""
+    """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
     queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
     corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
     chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
@@ -6329,8 +6313,7 @@ def _repeated_message(repeated: dict) -> _Message:
 
 
 def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged: Iterable[str] = ()) -> List[_Message]:
-    """What a reader should know beside the numbers, most consequential first; a warning ``acknowledged``
-    (--acknowledge, or in the baseline) is a note."""
+    """What a reader should know beside the numbers, most consequential first; ``acknowledged`` ones as notes."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
