@@ -2259,7 +2259,7 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
     found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
              for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
-    # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
+    # Cutoffs are not conventions: the call scores the baseline's own too (see _baseline_needs).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
@@ -5650,7 +5650,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, option, result, slices, baseline)
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
-    problems += [f"--not-gated: {key} is not in the baseline, so it would not be gated anyway"
+    problems += [f"--not-gated: {key} is not in the baseline"
                  for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
