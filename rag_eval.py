@@ -2540,7 +2540,8 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
     for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
         raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
-    targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
+    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key and key not in keys),
+                       slices)
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
