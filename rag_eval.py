@@ -2414,9 +2414,15 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+            # Not through a link, and a regular file: a lock the repository planted (a committed symlink, a
+            # FIFO) would otherwise create or open whatever it points at.
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             _file_mode(os.path.join(folder, name)))
         except OSError as exc:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise RagEvalError("cannot lock: not a regular file", lock_path)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
             if _identity(lock_path) == _identity(handle):
