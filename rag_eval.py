@@ -4915,15 +4915,15 @@ _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _csv_text(rows: List[List[str]]) -> str:
-    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text."""
+    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text;
+    a cell on one line, as the table shows it; lines end in CRLF (RFC 4180)."""
     import csv
 
     out = io.StringIO()
-    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    csv.writer(out, lineterminator="\r\n").writerows(
-        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell for cell in row]
-        for row in rows)
-    return _neutralise_workflow_commands(out.getvalue())
+    csv.writer(out, lineterminator="\n").writerows(
+        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell
+         for cell in map(_one_line, row)] for row in rows)
+    return _neutralise_workflow_commands(out.getvalue()).replace("\n", "\r\n")
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -4979,64 +4979,71 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
-# GitHub's runner reads every line a step prints, stdout and stderr alike, and
-# src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
-# parsers of src/Runner.Common/ActionCommand.cs in turn: TryParseV2, a line
-# that after TrimStart() starts with "::" and holds a second "::"
-# ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
-# line, the name and "key=value;" properties up to the next "]", the data after
-# it.  Either is a command when the name is registered (error, warning, notice,
-# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
-# turns every later command of the step off.  Lines split at "\n", "\r" and
-# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
-# keys, slice names) may print a "#" before "[", nor a line that opens, after
-# white space, with "::".  Each output escapes them in its own syntax, so that
-# its reader still gets the exact text where the format allows: JSON "\u0023",
-# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
-_COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
-    "text": ("#\\[", "\\:"),
-    "json": ("\\u0023[", "\\u003a"),
-    "xml": ("&#35;[", "&#58;"),
+# Every runner the docs name (docs/ci.md) reads each line a step prints, stdout
+# and stderr alike, and obeys some of them.  One table says what each obeys, as a
+# pattern whose LAST character rag_eval escapes.  Once control characters are
+# escaped, a line opens only after a "\n" the tool wrote itself.
+_RUNNER_COMMANDS = (
+    # actions/runner src/Runner.Common/ActionCommand.cs: TryParse, "##[name]data" anywhere in a line, and
+    # TryParseV2, a line that opens (after TrimStart: any white space) with "::" and holds another "::";
+    # "##[stop-commands]token" mid-line turns every later command of the step off.
+    ("GitHub Actions", r"#\[|\n[^\S\x00-\x1f\x7f-\x9f\u2028\u2029]*:(?=:)"),
+    # azure-pipelines-agent: a logging command "##vso[area.action ...]" anywhere in a line (task.setvariable,
+    # task.prependpath, ...); the log viewer's "##[group]", "##[section]", "##[error]", ... (the "#[" above).
+    ("Azure Pipelines", r"##vso\["),
+    ("TeamCity", r"##teamcity\["),  # service messages, "##teamcity[name ...]"
+    # Buildkite: a line "--- title", "+++ title" or "~~~ title" opens a group, "^^^ +++" expands the last one.
+    ("Buildkite", r"\n *(?:-(?=--(?: |$))|\+(?=\+\+(?: |$))|~(?=~~(?: |$))|\^(?=\^\^ \+\+\+))"),
+    # Terminals and every log viewer: a control character (ESC opens GitLab's "ESC[0Ksection_start:" markers,
+    # Jenkins's "ESC[8mha:" console notes, Buildkite's "ESC_bk;t=" stamps and any cursor movement that erases
+    # lines above; CR, NEL, U+2028 and U+2029 break lines) or a bidi control (text shown in another order).
+    ("any log", r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"),
+)
+# Two passes, as the regex engine skips fast only to a pattern whose every branch opens with a literal ("#", "\n").
+_COMMAND, _CONTROL = (re.compile("|".join(pattern for _, pattern in _RUNNER_COMMANDS[:-1]), re.M),
+                      re.compile(_RUNNER_COMMANDS[-1][1]))
+_ESCAPES: Dict[str, Callable[[str], str]] = {  # style of the output: a character as it writes it escaped
+    "text": lambda c: "\\" + c if c.isprintable() else c.encode("unicode_escape").decode("ascii"),
+    "json": lambda c: f"\\u{ord(c):04x}",  # decodes to the very same text
+    "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 has no C0 but tab and breaks
 }
-_LINE_START_COLON = re.compile(r"(^|[\r\n])(\s*):(?=:)")  # \s holds .NET's white space, and more
 MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
 MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
 def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
-    r"""``text`` with nothing that a CI runner would take for a workflow command.
+    r"""``text`` with nothing that a CI runner of _RUNNER_COMMANDS would obey and no raw control character.
 
     ``style`` is the syntax of the output: ``json`` (valid JSON stays valid and
-    decodes to the same values), ``xml`` (the same), or ``text``, where a
-    backslash goes before the ``[`` of ``#[`` and before a line's leading ``::``.
+    decodes to the same values), ``xml`` (the same but for C0 controls, which
+    XML cannot hold), or ``text``, where a backslash goes before the escaped
+    character and a control character is written as Python writes it (``\x1b``).
 
-    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz"))
-    b##\[stop-commands]zz
-    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged"))
+    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz ##vso[task.setvariable]x"))
+    b##\[stop-commands]zz ##vso\[task.setvariable]x
+    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged\n--- group\x1b[2K"))
     ok
       \::error::forged
+    \--- group\x1b[2K
     >>> print(_neutralise_workflow_commands('{"id": "a##[notice]x"}', "json"))
-    {"id": "a#\u0023[notice]x"}
+    {"id": "a##\u005bnotice]x"}
     """
-    hash_escape, colon_escape = _COMMAND_ESCAPES[style]
-    if "#[" in text:
-        text = text.replace("#[", hash_escape)
-    if "::" in text:
-        text = _LINE_START_COLON.sub(lambda m: m.group(1) + m.group(2) + colon_escape, text)
-    return text
+    def escaped(match) -> str:
+        return match.group()[:-1] + _ESCAPES[style](match.group()[-1])
+
+    return _CONTROL.sub(escaped, _COMMAND.sub(escaped, "\n" + text)[1:])
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
-    (the runner's UnescapeProperty)."""
+    (the runner's UnescapeProperty); both are then neutralised, on one line."""
     def escaped(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return _neutralise_workflow_commands(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
-                     for key, value in fields)
-    return f"::{kind} {shown}::" + escaped(_neutralise_workflow_commands(message))
+    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C") for key, value in fields)
+    return f"::{kind} {shown}::" + escaped(message)
 
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
@@ -5085,11 +5092,12 @@ def _openmetrics_text(report: dict) -> str:
     """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
 
     GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
-    A gated slice is a ``slice`` label; label values escape backslash, quote and newline.
+    A gated slice is a ``slice`` label; label values escape backslash, quote and newline, and show any other
+    control character as the table does (``\\x1b``).
     """
     def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
-        shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-                         for key, text in labels)
+        shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
+            "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
         return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
 
     def family(name: str, what: str, samples: List[str]) -> List[str]:
