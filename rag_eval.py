@@ -4911,7 +4911,7 @@ def _format_csv(report: dict, digits: int) -> str:
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@")  # a tab or CR is escaped first (_one_line)
 
 
 def _csv_text(rows: List[List[str]]) -> str:

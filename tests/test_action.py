@@ -620,6 +620,91 @@ class TestNoForgedCommands(TempDir):
         self.assertEqual(rag_eval._cut_markdown("short\n", 100), "short\n")
 
 
+
+# What the other runners docs/ci.md names obey, read independently of rag_eval's table.
+OTHER_RUNNERS = re.compile(r"##vso\[|##\[|##teamcity\[|^ *(?:---|\+\+\+|~~~)(?: |$)|^\^\^\^ \+\+\+", re.M)
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]|\r(?!\n)")
+OTHER_HOSTILE = ["##vso[task.setvariable variable=RAG_GATE]passed", "p##vso[task.prependpath]/tmp",
+                 "##teamcity[buildStatus status='SUCCESS']", "--- group", "+++ open", "~~~ x", "^^^ +++",
+                 "e\x1b[2K\x1b[1A", "n\x00u\x07l", "nel\x85::error::x", "ls\u2028::error::y", "bidi\u202eRTL\u2066",
+                 "\x1b[0Ksection_start:1:s\r\x1b[0KS", "\x1b[8mha:note"]
+
+
+class TestEveryRunnersCommands(TempDir):
+    """No text from the inputs forms a command of a runner docs/ci.md names, nor carries a raw control or bidi
+    character, in any output: Azure's ##vso[ passed intact, and csv wrote ESC, NUL, BEL, NEL and bidi raw."""
+
+    def setUp(self):
+        super().setUp()
+        self.qrels = self.write("qrels.json", {q: {"d": 1, "e": 1} for q in OTHER_HOSTILE})
+        run = {q: ["e", "x"] for q in OTHER_HOSTILE}
+        run["##vso[task.setvariable variable=DROPPED]1"] = ["e"]
+        self.run_file = self.write("##vso[task.setvariable variable=RUN]x.json", run)
+        self.other = self.write("--- other.json", run)
+        self.slices = self.write("slices.json", {OTHER_HOSTILE[0]: "s##vso[x]", OTHER_HOSTILE[4]: "--- sl"})
+        self.baseline = self.write("baseline.json", {"recall@5": 1.01, "s##vso[x]:recall@5": 1.01})
+
+    def assertClean(self, text, where, line_breaks="\n", commands=True):
+        """No raw control character; with ``commands``, no runner's command (rag_eval's own annotations aside)."""
+        self.assertEqual(RAW_CONTROL.findall(text.replace(line_breaks, "\n")), [], where)
+        if commands:
+            self.assertEqual(OTHER_RUNNERS.findall(text), [], f"{where}: {text[:3000]!r}")
+            self.assertEqual([c for c in runner_commands(text) if c[2].get("title") != "rag_eval"], [], where)
+
+    def argv(self, *more):
+        return [self.qrels, self.run_file, "--drop-unknown-queries", "--slices", self.slices, "--baseline",
+                self.baseline, "--max-drop", "s##vso[x]:recall@5=0", "--meta", "k=v##vso[task.setvariable variable=M]x", *more]
+
+    def test_every_format_stderr_and_file(self):
+        junit, metrics = os.path.join(self.tmp, "j.xml"), os.path.join(self.tmp, "m.txt")
+        summary = self.write("summary.md", "")
+        for several in ((), (self.other,)):
+            for fmt in rag_eval.FORMATTERS:
+                with self.subTest(format=fmt, runs=1 + len(several)):
+                    one = () if several else ("--per-query", "--junit", junit, "--metrics-file", metrics)
+                    argv = self.argv("--format", fmt, *one)
+                    code, out, err = run_main(argv[:2] + list(several) + argv[2:], {"GITHUB_STEP_SUMMARY": summary})
+                    self.assertEqual(code, 1, err)
+                    self.assertClean(out, "stdout", "\r\n" if fmt == "csv" else "\n")
+                    self.assertIn("REGRESSION", err)
+                    self.assertClean(err, "stderr")
+                    for path in (junit, summary):
+                        self.assertClean(self.read(path), path)
+                    self.assertClean(self.read(metrics), metrics, commands=False)  # GitLab's parser reads it, no log
+                    if fmt == "json":
+                        report = json.loads(out)
+                        runs = report.get("runs", [report])
+                        self.assertIn("##vso[task.setvariable variable=DROPPED]1", runs[0]["dropped"])  # exactly
+                        self.assertIn(OTHER_HOSTILE[7], report.get("per_query", [OTHER_HOSTILE[7]]))
+        self.assertIn("s##vso[x]:recall@5", [case.get("name") for case in ElementTree.parse(junit).iter("testcase")])
+
+    def test_annotations_and_error_lines(self):
+        summary = self.write("summary.md", "")
+        code, _, err = run_main(self.argv(), {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, 1)
+        self.assertClean(err, "annotations")
+        for argv in ([self.qrels, os.path.join(self.tmp, "##vso[x]\x1b[2K.json")],
+                     [self.qrels, self.run_file, "--max-drop", "##vso[task.setvariable]\x85=0.1"]):
+            with self.subTest(argv=argv[-1]):
+                code, _, err = run_main(argv)
+                self.assertEqual((code, len(err.splitlines())), (2, 1), err)
+                self.assertClean(err, "error line")
+
+    def test_neutraliser_of_each_style(self):
+        for text in OTHER_HOSTILE + ["\n--- a", "\n  +++ b\n", "a --- b", "\t::x::"]:
+            with self.subTest(text=text):
+                once = rag_eval._neutralise_workflow_commands(text)
+                self.assertEqual(rag_eval._neutralise_workflow_commands(once), once)
+                self.assertClean(once, "text")
+                encoded = rag_eval._neutralise_workflow_commands(json.dumps({text: [text]}, indent=2), "json")
+                self.assertEqual(json.loads(encoded), {text: [text]})
+                self.assertClean(encoded, "json")
+                xml = rag_eval._neutralise_workflow_commands(ElementTree.tostring(
+                    ElementTree.Element("c", name=text), encoding="unicode"), "xml")
+                self.assertClean(xml, "xml")
+                ElementTree.fromstring(xml)  # still XML
+
+
 _SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)')
 
 
