@@ -150,10 +150,21 @@ def gate_verdict(report: dict) -> Optional[str]:
     return rag_eval._overall_verdict(gate["verdict"] for gate in gates) if gates else None
 
 
+def file_stamp(path: str) -> Optional[Tuple[int, int, int, int]]:
+    """What tells one file at ``path`` from another: rag_eval renames a new file into place (a new inode)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
+
+
 def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
     """The step's outputs: ``passed`` from the exit code, ``verdict`` the gate's (from the report) unless rag_eval
-    stopped on an error."""
+    stopped on an error.  ``report`` is the file this run wrote, or ""; after an error it is never read."""
     means, verdict = {}, None
+    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE):
+        report = ""
     if report and os.path.isfile(report):
         try:
             with open(report, encoding="utf-8") as handle:
@@ -290,9 +301,11 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
     try:
         argv = action_argv(env, os.path.join(folder, "report.json"))
     except ValueError as exc:
-        argv, message, code = [], str(exc), rag_eval.EXIT_ERROR
+        argv, message, code, report = [], str(exc), rag_eval.EXIT_ERROR, ""
         sys.stderr.write(f"rag_eval: error: {message}\n")
     else:
+        report = report_path(argv)
+        before = file_stamp(report) if report else None  # an earlier step's file, or none
         code, err = run_rag_eval(argv, summary)
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
         message = errors[-1] if errors else f"rag_eval exited {code}"
@@ -307,7 +320,8 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
         except OSError as exc:
             warning(f"cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
     if env.get("GITHUB_OUTPUT"):
-        write_outputs(env["GITHUB_OUTPUT"], outputs_of(code, report_path(argv), summary))
+        written = report if report and file_stamp(report) not in (None, before) else ""  # a file this run wrote
+        write_outputs(env["GITHUB_OUTPUT"], outputs_of(code, written, summary))
     if env.get("RAG_EVAL_COMMENT", "").strip().lower() == "true":
         post_comment(summary_text, env)
     return code

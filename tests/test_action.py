@@ -27,6 +27,7 @@ import tempfile
 import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Tuple
 from xml.etree import ElementTree
 
 import rag_eval
@@ -407,6 +408,34 @@ class TestActionStep(ActionRun):
                 qrels=QRELS, run=RUN)
             self.assertEqual(code, 0, err)
             self.assertEqual(outputs["verdict"], "pass")
+
+
+class TestOutputsOfThisRun(TempDir):
+    """After an error, ``report`` is empty and ``means`` is ``{}``; a file this run did not write is never read.
+    An --output file left by an earlier passing step (means all 1.0) gave both after an exit 2."""
+
+    def action_main(self, args: str, run: str = RUN) -> Tuple[int, dict]:
+        import action
+
+        output = self.write("github_output", "")
+        env = {"RAG_EVAL_QRELS": QRELS, "RAG_EVAL_RUN": run, "RAG_EVAL_ARGS": args, "GITHUB_OUTPUT": output,
+               "RUNNER_TEMP": self.tmp}
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = action.main(env)
+        return code, read_github_output(output)
+
+    def test_a_stale_report_is_never_read(self):
+        stale = self.write("report.json", {"mean": {"recall@5": 1.0}, "gate": {"verdict": "pass"}})
+        empty = self.write("empty.json", "")
+        for args, run, code in ((f"--output {stale}", empty, 2),  # an input error
+                                (f"--explain --output {stale}", RUN, 0)):  # exit 0, nothing written
+            with self.subTest(args=args):
+                got, outputs = self.action_main(args, run)
+                self.assertEqual((got, outputs["report"], outputs["means"]), (code, "", "{}"))
+                self.assertEqual(json.loads(self.read(stale))["mean"], {"recall@5": 1.0})  # left alone
+        got, outputs = self.action_main(f"--output {stale}")  # this run writes it: read
+        self.assertEqual((got, outputs["report"]), (0, stale))
+        self.assertAlmostEqual(json.loads(outputs["means"])["recall@5"], 2 / 3)  # (1 + 0 + 1) / 3
 
 
 class FakeGitHub:
