@@ -439,9 +439,12 @@ class TestOutputsOfThisRun(TempDir):
 
 
 class FakeGitHub:
-    """A local stand-in for the issue-comments API: records each request, answers at most ``limit``."""
+    """A local stand-in for the issue-comments API: records each request, answers at most ``limit``.
 
-    def __init__(self, status: int = 200, limit: int = 10):
+    GET /user answers ``user`` (a user token's login) or 403, as it does to the GITHUB_TOKEN, whose comments are
+    by ``github-actions[bot]``; a PATCH answers ``patch_status``; every request ``status`` when it is not 200."""
+
+    def __init__(self, status: int = 200, limit: int = 10, user: str = "", patch_status: int = 200):
         self.requests, self.comments, self.status = [], [], status
         fake = self
 
@@ -463,13 +466,19 @@ class FakeGitHub:
                 fake.requests.append((self.command, self.path, self.headers.get("Authorization"), body))
                 if fake.status != 200:
                     return self.answer(fake.status, {"message": "Resource not accessible by integration"})
+                if self.path == "/user":
+                    return self.answer(200, {"login": user}) if user else self.answer(403, {"message": "no"})
                 if self.command == "GET":
                     return self.answer(200, fake.comments)
                 if self.command == "POST":
-                    fake.comments.append({"id": 7, "body": body["body"]})
+                    fake.comments.append({"id": 7 + len(fake.comments), "body": body["body"],
+                                          "user": {"login": user or "github-actions[bot]"}})
                     return self.answer(201, fake.comments[-1])
-                fake.comments[0]["body"] = body["body"]
-                return self.answer(200, fake.comments[0])
+                if patch_status != 200:
+                    return self.answer(patch_status, {"message": "Resource not accessible by integration"})
+                (comment,) = [c for c in fake.comments if self.path.endswith(f"/comments/{c['id']}")]
+                comment["body"] = body["body"]
+                return self.answer(200, comment)
 
             do_GET = do_POST = do_PATCH = handle_any
 
@@ -506,8 +515,10 @@ class TestComment(ActionRun):
         self.assertEqual((first[0], second[0]), (1, 1))
         methods = [(method, path) for method, path, _, _ in api.requests]
         self.assertEqual(methods, [
+            ("GET", "/user"),
             ("GET", "/repos/owner/repo/issues/42/comments?per_page=100&page=1"),
             ("POST", "/repos/owner/repo/issues/42/comments"),
+            ("GET", "/user"),
             ("GET", "/repos/owner/repo/issues/42/comments?per_page=100&page=1"),
             ("PATCH", "/repos/owner/repo/issues/comments/7"),
         ])
@@ -528,7 +539,39 @@ class TestComment(ActionRun):
         notices = [c for c in runner_commands(out) if c[1] == "notice"]
         self.assertEqual(len(notices), 1, out)
         self.assertIn("HTTP 403", notices[0][3])
-        self.assertEqual(len(api.requests), 1)
+        self.assertEqual([path for _, path, _, _ in api.requests], ["/user", "/repos/owner/repo/issues/42/comments"
+                                                                   "?per_page=100&page=1"])
+
+    def test_only_its_own_comment_is_updated(self):
+        # A pull request's author posts the marker with a forged PASS before the gate runs: it was edited, or,
+        # when the edit was refused (HTTP 403), nothing was posted and the forgery stayed the sticky comment.
+        import action
+
+        forged = {"id": 3, "body": "<!-- rag_eval -->\n### rag_eval: PASS", "user": {"login": "author"}}
+        mine = {"id": 5, "body": "<!-- rag_eval -->\nold", "user": {"login": "github-actions[bot]"}}
+        # (token's login, PATCH answer, comments, posted a new one): the step summary says why whenever it posts
+        for user, patch_status, comments, posted in (
+                ("", 200, [forged], True),  # the GITHUB_TOKEN (GET /user refused): github-actions[bot]'s only
+                ("", 200, [mine, forged], True),  # its own, but a forgery came after: a new comment is the last
+                ("", 403, [mine], True),  # its own, the edit refused: a new comment
+                ("", 200, [forged, mine], False),  # its own is the last marked: updated in place
+                ("me", 200, [forged, dict(mine, user={"login": "ME"})], False),  # a user token: GET /user's login
+                ("me", 200, [mine], True)):  # a user token does not edit github-actions[bot]'s
+            with self.subTest(user=user, patch=patch_status, ids=[c["id"] for c in comments]):
+                api = FakeGitHub(user=user, patch_status=patch_status)
+                self.addCleanup(api.close)
+                api.comments = [dict(c) for c in comments]
+                summary = self.write("summary.md", "")
+                env = dict(self.comment_env(api), RAG_EVAL_TOKEN="t", GITHUB_STEP_SUMMARY=summary)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    said = action.post_comment("### rag_eval: FAIL (1: mrr@5)\n", env)
+                self.assertEqual((said, len(api.comments)), ("created", len(comments) + 1) if posted
+                                 else ("updated", len(comments)))
+                self.assertEqual(api.comments[-1]["body"], "<!-- rag_eval -->\n### rag_eval: FAIL (1: mrr@5)\n")
+                for before in comments:  # another's comment is left as it was
+                    if before["user"]["login"].lower() != (user or "github-actions[bot]").lower():
+                        self.assertIn(before, api.comments)
+                self.assertEqual("posted as a new comment" in self.read(summary), posted, self.read(summary))
 
     def test_no_pull_request_no_request(self):
         bash = (bashes() or [None])[0] or self.skipTest("no bash here")
