@@ -1410,9 +1410,14 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     more than once (an ambiguous place is no place), or it would move onto
     a place judged with another grade.
     """
-    rows, fixed, moved = [], SpanQrels(), {}
+    rows, fixed, moved, wanted = [], SpanQrels(), {}, {}
+    for span in chain.from_iterable(qrels.values()):  # the quoted texts not at their place, by document
+        text = corpus.get(span.doc_id)
+        if text is not None and span.text is not None and text[span.start:span.end] != span.text:
+            wanted.setdefault(span.doc_id, set()).add(span.text)
+    places = {(doc, quote): where for doc, quotes in wanted.items() for quote, where in _find_all(corpus[doc], quotes)}
     for qid in sorted(qrels):
-        checked = [(span, *_label_status(span, corpus.get(span.doc_id))) for span in qrels[qid]]
+        checked = [(span, *_label_status(span, corpus.get(span.doc_id), places)) for span in qrels[qid]]
         clashed = _clashing_moves([(span, span_now) for span, _, _, span_now in checked])
         kept = {}
         for index, (span, status, found, span_now) in enumerate(checked):
@@ -1448,7 +1453,38 @@ def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
         back |= clash
 
 
-def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
+def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
+    """(quote, (its first offset in ``text`` or -1, how often it is there, up to 2)) for each of ``quotes``.
+
+    Many quotes of 16 characters or more are found in one pass over ``text``, whatever their number: it reads
+    a ``width``-character window every ``step`` characters; an occurrence of a quote (``step + width - 1``
+    characters or more) holds exactly one such window, looked up among the windows each quote holds at its
+    first ``step`` offsets.  The cost grows with the text plus the quotes, not text x quotes.  A few quotes,
+    or short ones, are a str.find each."""
+    scanned = {quote for quote in quotes if len(quote) >= 16} if len(quotes) > 8 else set()
+    for quote in quotes - scanned:
+        first = text.find(quote)
+        yield quote, (first, 0 if first < 0 else 1 + (text.find(quote, first + 1) >= 0))
+    if not scanned:
+        return
+    shortest = min(map(len, scanned))
+    width = min(32, (shortest + 1) // 2)  # half a quote: a window common in the text is rare among the quotes
+    step = min(64, shortest - width + 1)
+    windows: Dict[str, List[Tuple[str, int]]] = {}
+    for quote in scanned:
+        for offset in range(step):
+            windows.setdefault(quote[offset:offset + width], []).append((quote, offset))
+    where: Dict[str, set] = {quote: set() for quote in scanned}
+    for at in range(0, len(text) - width + 1, step):
+        for quote, offset in windows.get(text[at:at + width], ()):
+            if len(where[quote]) < 2 and at >= offset and text.startswith(quote, at - offset):
+                where[quote].add(at - offset)
+    for quote, places in where.items():
+        yield quote, (min(places, default=-1), len(places))
+
+
+def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, str], Tuple[int, int]]
+                  ) -> Tuple[str, str, Span]:
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
@@ -1456,10 +1492,10 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
         return ("valid", "", span) if inside else ("orphaned", f"past the end ({len(text)} characters)", span)
     if text[span.start:span.end] == span.text:
         return "valid", "", span
-    first = text.find(span.text)
-    if first < 0:
+    first, count = places[span.doc_id, span.text]
+    if count == 0:
         return "orphaned", "quoted text not found", span
-    if text.find(span.text, first + 1) >= 0:
+    if count > 1:
         return "orphaned", "quoted text found more than once", span
     moved = span._replace(start=first, end=first + len(span.text))
     return "moved", f"now [{moved.start}, {moved.end})", moved
@@ -1541,6 +1577,19 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
+# Work bounded up front: a resampling estimates its cost from its sizes, in values resampled (one query's value
+# of one metric in one resample, NS_PER_VALUE ns on the reference machine: tools/bench/bench_budget.py), and
+# refuses to start past WORK_BUDGET seconds (docs/reliability.md).
+WORK_BUDGET, NS_PER_VALUE = 300, 6
+
+
+def _within_budget(what: str, values: float, option: str, count: int) -> None:
+    """Refuse ``what`` (exit 2) when ``values`` would take more than WORK_BUDGET s; say what ``option`` would fit."""
+    seconds = values * NS_PER_VALUE / 1e9
+    if seconds > WORK_BUDGET:
+        raise RagEvalError(f"{what} would take about {seconds:,.0f} s ({values:.2g} values resampled), over the "
+                           f"budget of {WORK_BUDGET} s: {option} {int(count * WORK_BUDGET / seconds)} fits, or fewer "
+                           "metrics or queries")
 
 
 def _random(seed: Union[int, str]):
@@ -2106,8 +2155,10 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
 def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
     [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
-    intervals = {}
-    for metric, scores in sorted(per_query_by_metric(result).items()):
+    intervals, table = {}, per_query_by_metric(result)
+    _within_budget(f"--ci with --resamples {resamples}", resamples * sum(map(len, table.values())), "--resamples",
+                   resamples)
+    for metric, scores in sorted(table.items()):
         values = [scores[qid] for qid in sorted(scores)]
         if _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
@@ -2580,6 +2631,8 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     tests = {t.key: t for t in targets if t.before is not None and set(t.before) & set(t.after)}
     deltas = {key: {qid: t.after[qid] - t.before[qid] for qid in set(t.before) & set(t.after)}
               for key, t in tests.items()}
+    _within_budget(f"--resamples {settings.resamples} on {len(deltas)} paired tests",
+                   settings.resamples * sum(map(len, deltas.values())), "--resamples", settings.resamples)
     family = _family(deltas, settings.resamples, settings.seed)
     paired = {}
     for index, key in enumerate(family.keys):
@@ -2664,6 +2717,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
         scores[name] = {metric: table[metric] for metric in metrics}
     reference, candidates = names[0], names[1:]
+    _within_budget(f"--resamples {resamples} on {len(candidates)} candidate runs", 2 * resamples * len(candidates) *
+                   sum(map(len, scores[reference].values())), "--resamples", resamples)
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
     with_reference, against_best = {}, {}
@@ -2927,6 +2982,9 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
+    _within_budget(f"--calibrate {simulations} on {len(queries)} queries x {len(metrics)} metrics", simulations *
+                   (1 + len(PLANTED_DROPS)) * len(rows) * len(metrics) * (2 * quick.resamples if paired_rule else 50),
+                   "--calibrate", simulations)
     scenarios = {}
     for factor in (0.0,) + PLANTED_DROPS:
         rng = _random(f"rag_eval:{settings.seed}:calibrate:{factor}")
