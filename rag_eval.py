@@ -956,13 +956,16 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Location]:
-    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end).
+def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of the chunks
+    in ``keep`` when given (those a run ranks: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            _locate_chunk(row, chunks, inp.source, lineno)
+            chunk = _locate_chunk(row, chunks, inp.source, lineno)
+            if keep is not None and chunk not in keep:
+                del chunks[chunk]
     return chunks
 
 
@@ -1384,18 +1387,22 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``; the limits are ``read_chunks``'s."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, str]:
+    """The documents' text: JSONL rows ``doc_id, text``, of the documents in ``keep`` when given (those the
+    labels name: memory follows the labels, not the corpus); the limits are ``read_chunks``'s."""
     corpus: Dict[str, str] = {}
+    seen = set()
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
             doc = _short_id(row, _JSONL_DOC, "document id", inp.source, lineno)
             text = _row_field(row, ("text",), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
-            if doc in corpus:
+            if doc in seen:
                 raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
-            corpus[doc] = text
+            seen.add(doc)
+            if keep is None or doc in keep:
+                corpus[doc] = text
     return corpus
 
 
@@ -3111,6 +3118,45 @@ def _opened(path: str) -> Iterator[_Input]:
             raw.close()
 
 
+_TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its stream, the file its bytes are kept in)
+
+
+@contextmanager
+def _teed(path: str) -> Iterator[None]:
+    """While a run that can be read only once (standard input, a FIFO) is read, its bytes are kept in a temporary
+    file as they are read: the streamed JSON reader reads it as a file, and can leave it to the plain one."""
+    import tempfile
+
+    stream = _open_binary(path, _source_name(path))
+    with tempfile.TemporaryFile(prefix="rag_eval-") as kept:
+        _TEES[path] = (stream, kept)
+        try:
+            yield
+        finally:
+            del _TEES[path]
+            if path != "-":
+                stream.close()
+
+
+class _Teed(io.RawIOBase):
+    """An input read once, read (again) from its start: the bytes kept so far, then the stream's, kept too."""
+
+    def __init__(self, stream, kept):
+        super().__init__()
+        self.stream, self.kept = stream, kept
+        kept.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.kept.readinto(buffer)
+        if not count:
+            count = self.stream.readinto(buffer)
+            self.kept.write(memoryview(buffer)[:count])
+        return count
+
+
 class _Hashing(io.RawIOBase):
     """A raw stream that feeds every byte it reads to a sha256."""
 
@@ -3137,7 +3183,9 @@ class _Hashing(io.RawIOBase):
 
 def _open_binary(path: str, source: str, hashed: bool = False):
     try:
-        if path == "-":
+        if path in _TEES:
+            stream = io.BufferedReader(_Teed(*_TEES[path]), READ_BLOCK)
+        elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
             stream = sys.stdin.buffer
@@ -4576,7 +4624,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row objects), JSONL, TREC, MS MARCO's
     ``qid pid rank`` or a TSV or CSV with a header (PyTerrier's ``qid docno score rank``), detected from the
     content.  With ``depth`` only the best ``depth`` documents of each query are kept (without scores, its
-    first ``depth`` unique ones); runs are streamed (JSON one query at a time, unless on standard input), so
+    first ``depth`` unique ones); runs are streamed (JSON one query at a time, on standard input too), so
     memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
     run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
     that cut (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids become document ids
@@ -4595,7 +4643,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
     it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
     run whose queries' lines come apart is read again plainly; an input that can be read only once
-    (standard input, a FIFO) is not reduced.
+    (standard input, a FIFO) is not reduced, and its bytes are kept in a temporary file while it is read.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
@@ -4603,13 +4651,15 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or once):
         cutoffs = None
     options = _ReadOptions(depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    try:
-        return _read_run_once(path, fmt, options, not once, evidence)
-    except _ReadAgain:
-        return _read_run_once(path, fmt, options._replace(cutoffs=None), False, evidence)
+    with _teed(path) if once else suppress():
+        try:
+            return _read_run_once(path, fmt, options, evidence)
+        except _ReadAgain:
+            return _read_run_once(path, fmt, options._replace(cutoffs=None), evidence, plain=True)
 
 
-def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool, evidence: bool = False) -> _RunRead:
+def _read_run_once(path: str, fmt: str, options: _ReadOptions, evidence: bool = False, plain: bool = False
+                   ) -> _RunRead:
     """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4622,7 +4672,7 @@ def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool
             return _header_run(inp, header, options)
         if fmt == "trec":
             return _trec_run(inp, options)
-        document = None if stream_json else _parse_json(inp, "run")
+        document = _parse_json(inp, "run") if plain else None
         return _json_run(inp, options, document)
 
 
@@ -6199,7 +6249,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+        check = check_labels(qrels, _labelled_corpus(args, qrels))
         orphaned = [row for row in check.rows if row[2] == "orphaned"]
         if orphaned:
             qid, span, _, found = orphaned[0]
@@ -6209,7 +6259,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
         qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
-    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
+    chunk_map = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(run.values()))) if args.chunks \
+        else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     # The default measures, on spans, add the character-level ones that show what large chunks cost.
     measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
@@ -6226,6 +6277,10 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run=source)
     return result, run
+
+
+def _labelled_corpus(args, qrels: SpanQrels) -> Dict[str, str]:
+    return read_corpus(args.corpus, args.max_input_bytes, {span.doc_id for span in chain.from_iterable(qrels.values())})
 
 
 def _label_job(args) -> int:
@@ -6253,7 +6308,7 @@ def _label_job(args) -> int:
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
-        chunks = read_chunks(args.chunks, args.max_input_bytes)
+        chunks = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(qrels.values())))
         with _naming_files(qrels=args.qrels, chunks=args.chunks):
             spans = to_spans(qrels, chunks)
         write_atomically(args.to_spans, spans_text(spans))
@@ -6261,7 +6316,7 @@ def _label_job(args) -> int:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
-    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    check = check_labels(qrels, _labelled_corpus(args, qrels))
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
