@@ -960,8 +960,8 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
 
 
 def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
-    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of the chunks
-    in ``keep`` when given (those a run ranks: memory follows the run, not the map).
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
+    ``keep`` when given (a run's: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
@@ -1392,8 +1392,8 @@ def evaluate_spans(
 
 
 def read_corpus(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``, of the documents in ``keep`` when given (those the
-    labels name: memory follows the labels, not the corpus); the limits are ``read_chunks``'s."""
+    """The documents' text: JSONL rows ``doc_id, text``, of those in ``keep`` when given (the labels' documents);
+    the limits are ``read_chunks``'s."""
     corpus: Dict[str, str] = {}
     seen = set()
     with _opened(path) as inp:
@@ -1465,27 +1465,21 @@ def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
 
 def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
     """(quote, (its first offset in ``text`` or -1, how often it is there, up to 2)) for each of ``quotes``.
-
-    Many quotes of 16 characters or more are found in one pass over ``text``, whatever their number: it reads
-    a ``width``-character window every ``step`` characters; an occurrence of a quote (``step + width - 1``
-    characters or more) holds exactly one such window, looked up among the windows each quote holds at its
-    first ``step`` offsets.  The cost grows with the text plus the quotes, not text x quotes.  A few quotes,
-    or short ones, are a str.find each."""
-    scanned = {quote for quote in quotes if len(quote) >= 16} if len(quotes) > 8 else set()
+    Quotes of 16 characters or more in one pass, whatever their number: a window read every ``step``
+    characters lies in each occurrence at one of its quote's first ``step`` offsets."""
+    scanned = {quote for quote in quotes if len(quote) >= 16}
     for quote in quotes - scanned:
         first = text.find(quote)
         yield quote, (first, 0 if first < 0 else 1 + (text.find(quote, first + 1) >= 0))
-    if not scanned:
-        return
-    shortest = min(map(len, scanned))
+    shortest = min(map(len, scanned), default=16)
     width = min(32, (shortest + 1) // 2)  # half a quote: a window common in the text is rare among the quotes
     step = min(64, shortest - width + 1)
-    windows: Dict[str, List[Tuple[str, int]]] = {}
+    windows: Dict[str, list] = {}
     for quote in scanned:
         for offset in range(step):
             windows.setdefault(quote[offset:offset + width], []).append((quote, offset))
     where: Dict[str, set] = {quote: set() for quote in scanned}
-    for at in range(0, len(text) - width + 1, step):
+    for at in range(0, len(text) - width + 1, step) if scanned else ():
         for quote, offset in windows.get(text[at:at + width], ()):
             if len(where[quote]) < 2 and at >= offset and text.startswith(quote, at - offset):
                 where[quote].add(at - offset)
@@ -1592,14 +1586,13 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
-# Work bounded up front: a resampling estimates its cost from its sizes, in values resampled (one query's value
-# of one metric in one resample, NS_PER_VALUE ns on the reference machine: tools/bench/bench_budget.py), and
-# refuses to start past WORK_BUDGET seconds (docs/reliability.md).
+# Work bounded up front (docs/reliability.md): seconds a resampling may take, at the ns per value resampled
+# measured by tools/bench/bench_budget.py.
 WORK_BUDGET, NS_PER_VALUE = 300, 6
 
 
 def _within_budget(what: str, values: float, option: str, count: int) -> None:
-    """Refuse ``what`` (exit 2) when ``values`` would take more than WORK_BUDGET s; say what ``option`` would fit."""
+    """Refuse ``what`` before it starts when its ``values`` resampled would take over WORK_BUDGET s."""
     seconds = values * NS_PER_VALUE / 1e9
     if seconds > WORK_BUDGET:
         raise RagEvalError(f"{what} would take about {seconds:,.0f} s ({values:.2g} values resampled), over the "
@@ -2488,8 +2481,7 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            # Not through a link, and a regular file: a lock the repository planted (a committed symlink, a
-            # FIFO) would otherwise create or open whatever it points at.
+            # Not through a link, and a regular file: a lock the repository planted (a symlink, a FIFO) is refused.
             handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
                              _file_mode(os.path.join(folder, name)))
         except OSError as exc:
@@ -3142,8 +3134,8 @@ _TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its strea
 
 @contextmanager
 def _teed(path: str) -> Iterator[None]:
-    """While a run that can be read only once (standard input, a FIFO) is read, its bytes are kept in a temporary
-    file as they are read: the streamed JSON reader reads it as a file, and can leave it to the plain one."""
+    """A run read only once (standard input, a FIFO) keeps its bytes in a temporary file as they are read: it is
+    streamed as a file is, and can be read again (by the plain JSON reader)."""
     import tempfile
 
     stream = _open_binary(path, _source_name(path))
@@ -3158,7 +3150,7 @@ def _teed(path: str) -> Iterator[None]:
 
 
 class _Teed(io.RawIOBase):
-    """An input read once, read (again) from its start: the bytes kept so far, then the stream's, kept too."""
+    """An input read once, from its start: the bytes kept so far, then the stream's, kept too."""
 
     def __init__(self, stream, kept):
         super().__init__()
@@ -4662,7 +4654,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
     it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
     run whose queries' lines come apart is read again plainly; an input that can be read only once
-    (standard input, a FIFO) is not reduced, and its bytes are kept in a temporary file while it is read.
+    (standard input, a FIFO) is not reduced.
     """
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
@@ -5046,7 +5038,7 @@ _FORMULA_START = ("=", "+", "-", "@")  # a tab or CR is escaped first (_one_line
 
 def _csv_text(rows: List[List[str]]) -> str:
     """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text;
-    a cell on one line, as the table shows it; lines end in CRLF (RFC 4180)."""
+    cells as the table shows them, CRLF line ends (RFC 4180)."""
     import csv
 
     out = io.StringIO()
@@ -5111,45 +5103,32 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
-# Every runner the docs name (docs/ci.md) reads each line a step prints, stdout
-# and stderr alike, and obeys some of them.  One table says what each obeys, as a
-# pattern whose LAST character rag_eval escapes.  Once control characters are
-# escaped, a line opens only after a "\n" the tool wrote itself.
+# What each runner docs/ci.md names obeys in a line a step prints (docs/ci.md cites the sources), as a pattern
+# whose LAST character is escaped.  With control characters escaped, a line opens only after the tool's "\n".
 _RUNNER_COMMANDS = (
-    # actions/runner src/Runner.Common/ActionCommand.cs: TryParse, "##[name]data" anywhere in a line, and
-    # TryParseV2, a line that opens (after TrimStart: any white space) with "::" and holds another "::";
-    # "##[stop-commands]token" mid-line turns every later command of the step off.
-    ("GitHub Actions", r"#\[|\n[^\S\x00-\x1f\x7f-\x9f\u2028\u2029]*:(?=:)"),
-    # azure-pipelines-agent: a logging command "##vso[area.action ...]" anywhere in a line (task.setvariable,
-    # task.prependpath, ...); the log viewer's "##[group]", "##[section]", "##[error]", ... (the "#[" above).
-    ("Azure Pipelines", r"##vso\["),
-    ("TeamCity", r"##teamcity\["),  # service messages, "##teamcity[name ...]"
-    # Buildkite: a line "--- title", "+++ title" or "~~~ title" opens a group, "^^^ +++" expands the last one.
-    ("Buildkite", r"\n *(?:-(?=--(?: |$))|\+(?=\+\+(?: |$))|~(?=~~(?: |$))|\^(?=\^\^ \+\+\+))"),
-    # Terminals and every log viewer: a control character (ESC opens GitLab's "ESC[0Ksection_start:" markers,
-    # Jenkins's "ESC[8mha:" console notes, Buildkite's "ESC_bk;t=" stamps and any cursor movement that erases
-    # lines above; CR, NEL, U+2028 and U+2029 break lines) or a bidi control (text shown in another order).
+    ("GitHub Actions", r"#\[|\n[^\S\x00-\x1f\x7f-\x9f\u2028\u2029]*:(?=:)"),  # "##[" anywhere; "::" opening a line
+    ("Azure Pipelines", r"##vso\["),  # anywhere; its "##[group]" ... as GitHub's
+    ("TeamCity", r"##teamcity\["),
+    ("Buildkite", r"\n *(?:-(?=--(?: |$))|\+(?=\+\+(?: |$))|~(?=~~(?: |$))|\^(?=\^\^ \+\+\+))"),  # group lines
+    # any log: control characters (GitLab's ESC[0K sections, Jenkins's ESC[8m notes, erasing lines), bidi controls
     ("any log", r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"),
 )
-# Two passes, as the regex engine skips fast only to a pattern whose every branch opens with a literal ("#", "\n").
+# Two passes: the regex engine skips fast only to a pattern whose every branch opens with a literal.
 _COMMAND, _CONTROL = (re.compile("|".join(pattern for _, pattern in _RUNNER_COMMANDS[:-1]), re.M),
                       re.compile(_RUNNER_COMMANDS[-1][1]))
-_ESCAPES: Dict[str, Callable[[str], str]] = {  # style of the output: a character as it writes it escaped
+_ESCAPES: Dict[str, Callable[[str], str]] = {  # output style: a character escaped
     "text": lambda c: "\\" + c if c.isprintable() else c.encode("unicode_escape").decode("ascii"),
-    "json": lambda c: f"\\u{ord(c):04x}",  # decodes to the very same text
-    "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 has no C0 but tab and breaks
+    "json": lambda c: f"\\u{ord(c):04x}",
+    "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 holds no C0 control
 }
 MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
 MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
 def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
-    r"""``text`` with nothing that a CI runner of _RUNNER_COMMANDS would obey and no raw control character.
-
-    ``style`` is the syntax of the output: ``json`` (valid JSON stays valid and
-    decodes to the same values), ``xml`` (the same but for C0 controls, which
-    XML cannot hold), or ``text``, where a backslash goes before the escaped
-    character and a control character is written as Python writes it (``\x1b``).
+    r"""``text`` with no command of _RUNNER_COMMANDS and no raw control character, escaped in ``style``: ``json``
+    and ``xml`` decode to the same text (but XML's C0 controls); ``text`` puts a backslash before the character
+    or writes a control character as Python does (``\x1b``).
 
     >>> print(_neutralise_workflow_commands("b##[stop-commands]zz ##vso[task.setvariable]x"))
     b##\[stop-commands]zz ##vso\[task.setvariable]x
