@@ -56,6 +56,30 @@ def run_main(argv, env=None, cwd=None):
     return code, out.getvalue(), err.getvalue()
 
 
+def assert_error_line(test, err, file=None, line=None, quoted=(), names=(), prefix=ERROR_PREFIX):
+    """The contract of an error, not its words: ``err`` (stderr, or ``str()`` of a RagEvalError with
+    ``prefix=""``) is one line: the prefix, then ``FILE:LINE: `` (``FILE: `` without a line), holding
+    each value of ``quoted`` as the error quotes it (its repr: ``'x'``) and each text of ``names`` (an
+    option, a number) as it is.  Exit code and stdout are the caller's to check.  Returns the line.
+    The exact words of error lines live in the golden file fixtures/bad/cases.json."""
+    text = err[:-1] if err.endswith("\n") else err
+    test.assertNotIn("\n", text, f"expected one line: {err!r}")
+    test.assertTrue(text.startswith(prefix), f"expected {prefix!r} first: {err!r}")
+    if file is not None:
+        where = f"{file}:{line}: " if line is not None else f"{file}: "
+        test.assertTrue(text[len(prefix):].startswith(where), f"expected {where!r} after {prefix!r}: {err!r}")
+    for value in quoted:
+        test.assertIn(repr(value), text)
+    for name in names:
+        test.assertIn(str(name), text)
+    return text
+
+
+def tagged_lines(err, tag):
+    """The lines of ``err`` that start ``rag_eval: TAG: `` (``note``, ``warning``, ``error``)."""
+    return [line for line in err.splitlines() if line.startswith(f"rag_eval: {tag}: ")]
+
+
 class TempDirMixin:
     """A temporary folder per test, removed after it."""
 
@@ -146,3 +170,13 @@ def run_process(argv, env=None, **options):
     done = subprocess.run([sys.executable, "-m", "rag_eval"] + [str(arg) for arg in argv],
                           env=child_env(**{"PYTHONPATH": REPO, **(env or {})}), **options)
     return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+
+
+def scores_by_metric(saved):
+    """A saved baseline's ``per_query`` (one line per query: query -> {metric: value}) as the gate reads
+    it, metric -> {query: value}."""
+    found = {}
+    for qid, values in saved["per_query"].items():
+        for metric, value in values.items():
+            found.setdefault(metric, {})[qid] = value
+    return found
