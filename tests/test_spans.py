@@ -419,6 +419,32 @@ class TestGate(CommandLineCase):
         self.assertIn("precision@5", err)
 
 
+class TestLabelSearch(unittest.TestCase):
+    """--check-labels looks each quoted text up once per document: 6,000 labels on a 4 MB document cost 8-18x
+    the CPU of 200, a search of the whole document per label.  The answers are a brute-force search's."""
+
+    def test_one_search_per_document_with_the_brute_force_answers(self):
+        rng = random.Random(7)
+        corpus = {doc: "".join(rng.choice("ab c") for _ in range(3000)) for doc in ("d", "e")}
+        qrels = {}
+        for i in range(400):  # quotes of 1 to 40 characters, most moved, some missing or ambiguous
+            doc = rng.choice("de")
+            start = rng.randrange(2900)
+            quote = corpus[doc][start:start + rng.randrange(1, 41)] + ("z" if i % 50 == 0 else "")
+            qrels[f"q{i}"] = (Span(doc, max(0, start - 3), max(0, start - 3) + len(quote), 1, quote),)
+        with mock.patch.object(rag_eval, "_find_all", wraps=rag_eval._find_all) as spy:
+            check = rag_eval.check_labels(qrels, corpus)
+        self.assertEqual(sorted(call.args[0] is corpus["d"] for call in spy.call_args_list), [False, True])
+        for qid, span, status, _ in check.rows:
+            text = corpus[span.doc_id]
+            places = [at for at in range(len(text)) if text.startswith(span.text, at)]
+            expected = ("valid" if text[span.start:span.end] == span.text else "moved" if len(places) == 1
+                        else "orphaned")
+            self.assertEqual(status, expected, (qid, span))
+            if status == "moved":
+                self.assertEqual(check.fixed[qid][0].start, places[0])
+
+
 class TestLabels(CommandLineCase):
     CORPUS = [{"doc_id": "d", "text": "xx0123456789" + "y" * 30}, {"doc_id": "e", "text": "short text"}]
 
@@ -448,6 +474,28 @@ class TestLabels(CommandLineCase):
         assert_error_line(self, self.error([orphan, run, "--chunks", chunks, "--corpus", corpus]), file=orphan,
                           names=[" 1 ", "'q2', 'e' [0, 3)", "--check-labels"])
         assert_error_line(self, self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]), file=qrels)
+
+    def test_check_labels_honours_format(self):
+        # Issue 33: --check-labels --format json printed the text table.  d [0, 10) moved to [2, 12); e's span
+        # and q2's quote no text: unchecked (exit 3).
+        qrels, _, _ = self.files()
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        argv = [qrels, "--corpus", corpus, "--check-labels", "--format"]
+        code, out, err = run_main(argv + ["json"])
+        self.assertEqual((code, err), (3, ""))
+        report = json.loads(out)
+        self.assertEqual(report["queries"], {"q1": {"valid": 0, "moved": 1, "unchecked": 1, "orphaned": 0},
+                                             "q2": {"valid": 0, "moved": 0, "unchecked": 1, "orphaned": 0}})
+        self.assertEqual(report["spans"][0], {"query_id": "q1", "doc_id": "d", "start": 0, "end": 10,
+                                              "status": "moved", "found": "now [2, 12)"})
+        self.assertEqual(len(report["spans"]), 3)
+        out = run_main(argv + ["csv"])[1]
+        self.assertEqual(out.splitlines()[:2], ["query_id,doc_id,start,end,status,found",
+                                                'q1,d,0,10,moved,"now [2, 12)"'])
+        out = run_main(argv + ["markdown"])[1]
+        self.assertIn("| `q1` | 0 | 1 | 1 | 0 |", out.splitlines())
+        self.assertIn("| moved | `q1` | `d` | [0, 10) | now [2, 12) |", out.splitlines())
+        self.assertEqual(run_main(argv + ["table"])[1], run_main(argv[:-1])[1])  # the table stays the default
 
     def test_to_spans(self):
         _, _, chunks = self.files()
@@ -659,6 +707,43 @@ class TestReadingLimits(CommandLineCase):
                 self.assertIn(code, (0, 1, rag_eval.EXIT_INCONCLUSIVE), err)
 
 
+class TestSideInputsKeepWhatIsNamed(CommandLineCase):
+    """--corpus keeps the texts of the documents the labels name, --chunks the chunks the run ranks (or, for
+    --to-spans, the judged ones): 367 KB of gzipped corpus (astral characters: 4 bytes a character) peaked at
+    1.75 GB, 20 MB of chunk map at 908 MB.  tools/bench/bench_memory.py measures the memory."""
+
+    UNNAMED = [{"doc_id": f"z{i}", "text": "\U0001F600" * 50} for i in range(30)]
+    MORE_CHUNKS = [{"chunk_id": f"z#{i}", "doc_id": f"z{i}", "start": 0, "end": 9} for i in range(30)]
+
+    def kept(self, function: str, argv) -> list:
+        """What each call of ``function`` returned, the command's exit code checked."""
+        returned = []
+        real = getattr(rag_eval, function)
+
+        def spy(*args, **kwargs):
+            returned.append(real(*args, **kwargs))
+            return returned[-1]
+
+        with mock.patch.object(rag_eval, function, spy):
+            code, _, err = run_main(argv)
+        self.assertIn(code, (0, 1, 3), err)  # 3: --check-labels found spans without quoted text
+        return returned
+
+    def test_corpus_and_chunk_map(self):
+        qrels, run, chunks = self.files(chunks=self.CHUNKS + self.MORE_CHUNKS)
+        corpus = self.jsonl("corpus.jsonl", TestLabels.CORPUS + self.UNNAMED)
+        for argv in ([qrels, "--corpus", corpus, "--check-labels"], [qrels, run, "--corpus", corpus, "--chunks", chunks]):
+            with self.subTest(argv=argv[2:]):
+                (kept,) = self.kept("read_corpus", argv)
+                self.assertEqual(sorted(kept), ["d", "e"])
+        (kept,) = self.kept("read_chunks", [qrels, run, "--chunks", chunks])
+        self.assertEqual(sorted(kept), ["d#1", "d#2", "e#1"])
+        self.assertEqual(len(rag_eval.read_chunks(chunks)), 33)  # the library reads the whole map unless told
+        chunk_qrels = self.jsonl("chunk_qrels.jsonl", [{"query_id": "q1", "doc_id": "d#2", "relevance": 1}])
+        (kept,) = self.kept("read_chunks", [chunk_qrels, "--chunks", chunks, "--to-spans", self.path("s.jsonl")])
+        self.assertEqual(list(kept), ["d#2"])
+
+
 class TestLabelJobs(CommandLineCase):
     CORPUS = TestLabels.CORPUS
 
@@ -838,7 +923,7 @@ class TestSpanInputChecks(CommandLineCase):
                     rag_eval.evaluate_spans(qrels, run, chunks, 1)
                 self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
         # the judgments are checked first, before the run (here not even a mapping)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: .* a number$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: .* a number \\(write '1'\\)$"):
             rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
         # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
         result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,
