@@ -478,7 +478,7 @@ def canonical_metric(text: str) -> str:
     ('ndcg@10', 'pricing:precision@5')
     """
     tag, sep, metric = text.rpartition(":")
-    return tag + sep + format_metric(*parse_metric(metric))
+    return text if _is_judged_metric(metric) else tag + sep + format_metric(*parse_metric(metric))
 
 
 def format_metric(name: str, k: int) -> str:
@@ -2109,11 +2109,14 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
     intervals = {}
     for metric, scores in sorted(per_query_by_metric(result).items()):
         values = [scores[qid] for qid in sorted(scores)]
-        if _measure_named(parse_metric(metric)[0]).binary:
+        judged = result.get("judge", {}).get("metrics", {}).get(metric)
+        if judged is None and _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
-        else:
+        else:  # a judged metric's own range (negated when lower is better), if its tool documents one
             low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
-            intervals[metric] = Interval(max(low, 0.0), min(high, 1.0))
+            span = sorted(x * (-1 if metric.startswith(JUDGE + "-") else 1) for x in (judged or {}).get("range") or (0.0, 1.0)) \
+                if judged is None or judged["range"] else (low, high)
+            intervals[metric] = Interval(max(low, span[0]), min(high, span[1]))
     return intervals
 
 
@@ -2178,7 +2181,8 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     means = _check_means(data["mean"], path, metrics=True)
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
-    if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
+    if not isinstance(cutoffs, list) or not (cutoffs or all(map(_is_judged_metric, means))) or not all(
+            _is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
     for metric, values in scores.items():  # within float noise (1e-9, relative)
         if metric in means and not (values and math.isclose(math.fsum(values.values()) / len(values), means[metric],
@@ -2215,7 +2219,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
 def _is_metric_key(key: str) -> bool:
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return False
     return tag.isprintable()
@@ -2308,7 +2312,7 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            table.setdefault(format_metric(key, result["k"]) if single else key, {})[qid] = value
+            table.setdefault(format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key, {})[qid] = value
     return table
 
 
@@ -4599,6 +4603,421 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
     return dict(sorted(members.items()))
 
 
+# === Judged generation scores ===
+# The second tier: per-question scores that an LLM judge wrote elsewhere (Ragas, DeepEval, promptfoo,
+# Inspect, LangSmith, TruLens, OpenAI evals, or the neutral JSONL), read into the per-query columns
+# that evaluate() makes, under the names ``judge.<metric>``: the same means, gate, baselines and reports.
+# Questions join by a stable id, never by position; a judge error is missing, never 0; repeats are
+# folded per question (their mean) before any statistic.  See docs/judged.md.
+
+JUDGE = "judge."  # the prefix of a judged metric's key: judge.faithfulness; judge.-hallucination (lower is better)
+MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
+MIN_HUMAN_LABELS = 30  # human labels below this: the labels alone, no prediction-powered estimate
+MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
+_JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity".split())
+# Metrics whose tools document them as higher-is-better scores in [0, 1] (Ragas, DeepEval, TruLens, Inspect's
+# model-graded scorers); any other name needs --judged-direction.  Readers add their tool's own (DeepEval:
+# every metric of its export).
+_JUDGE_HIGHER = frozenset(
+    "faithfulness answer_relevancy response_relevancy answer_relevance context_precision context_recall "
+    "context_entity_recall context_relevance context_relevancy contextual_precision contextual_recall "
+    "contextual_relevancy answer_correctness answer_similarity semantic_similarity factual_correctness "
+    "response_groundedness groundedness answer_accuracy llm_context_precision_with_reference "
+    "llm_context_precision_without_reference llm_context_recall non_llm_context_recall summarization "
+    "correctness model_graded_fact model_graded_qa match includes exact f1 pass score".split())
+
+
+class JudgedScore(NamedTuple):
+    """One judge's score of one question on one metric; ``score`` None when the judge failed."""
+
+    id: str
+    metric: str
+    score: Optional[float]
+    repeat: Optional[str] = None
+    answer_sha256: Optional[str] = None
+    contexts_sha256: Optional[str] = None
+    line: Optional[int] = None
+
+
+class JudgedRead(NamedTuple):
+    """What a reader found: the scores, the judge's configuration it records, and metric -> (direction, range)
+    for the metrics its tool documents."""
+
+    scores: List[JudgedScore]
+    judge: Dict[str, str]
+    known: Dict[str, Tuple[str, Optional[Tuple[float, float]]]]
+    source: str
+
+
+def _judge_name(raw) -> str:
+    """A metric's name as the key spells it: lower case, other runs of characters as one ``_``
+    (DeepEval's "Answer Relevancy" is answer_relevancy)."""
+    name = re.sub(r"[^a-z0-9_.]+", "_", str(raw).lower()).strip("_.")
+    if not name:
+        raise RagEvalError(f"metric name {_clipped_repr(raw)} has no letter or digit")
+    return name
+
+
+def _digest(value) -> Optional[str]:
+    """sha256 of an answer or contexts as an export holds them (text as UTF-8, else canonical JSON)."""
+    import hashlib
+
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional[float]:
+    """A score as a float; None (missing) for null, NaN, an empty cell; Inspect's letters C/P/I/N as 1/0.5/0/0."""
+    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        if value in ("C", "P", "I", "N"):
+            return {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}[value]
+        if value.strip().lower() in ("nan", "none", "null"):
+            return None
+        number = _finite_number(value.strip())
+        if number is None:
+            raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a number", source, line)
+        return number
+    if not _is_finite(value):
+        raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a finite number", source, line)
+    return float(value)
+
+
+def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str) -> str:
+    """The question id of a row: the field the format documents, or the one the user named (--judged-id)."""
+    if field is None:
+        raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
+                           "--judged-id FIELD", source)
+    value = row
+    for part in ([field] if field in row else field.split(".")):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or isinstance(value, (dict, list, bool)):
+        raise RagEvalError(f"no id in field {_clipped_repr(field)}", source, line)
+    return str(value)
+
+
+def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """The neutral JSONL: ``{"id", "metric", "score", "repeat"?, "answer_sha256"?, "contexts_sha256"?, "error"?}``."""
+    found = []
+    for line, row in rows:
+        qid, metric = _row_field(row, ("id",), "id", source, line), _row_field(row, ("metric",), "metric", source, line)
+        _string_id(qid, "id", source, line), _string_id(metric, "metric", source, line)
+        repeat, error = row.get("repeat"), row.get("error")
+        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, (int, str))):
+            raise RagEvalError(f"repeat must be an integer or a string, got {_json_kind(repeat)}", source, line)
+        digests = [row.get(name) for name in ("answer_sha256", "contexts_sha256")]
+        if not all(d is None or isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests):
+            raise RagEvalError("answer_sha256 and contexts_sha256 must be 64 lower-case hex digits", source, line)
+        score = None if error not in (None, "", False) else _score_value(row.get("score"), metric, source, line)
+        found.append(JudgedScore(qid, metric, score, None if repeat is None else str(repeat), *digests, line))
+    return JudgedRead(found, {}, {}, source)
+
+
+def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """DeepEval's test run (``test_run_*.json``): ``testCases[].metricsData[]``, keyed by the case ``name``;
+    every DeepEval metric scores in [0, 1], higher is better (its bias, toxicity and hallucination: lower)."""
+    found, models = [], set()
+    for case in data["testCases"]:
+        qid = _judged_key(case, field or "name", source, None, "")
+        answer, contexts = _digest(case.get("actualOutput")), _digest(case.get("retrievalContext"))
+        for metric in case.get("metricsData") or []:
+            models.add(str(metric.get("evaluationModel")))
+            score = None if metric.get("error") else _score_value(metric.get("score"), str(metric.get("name")), source, None)
+            found.append(JudgedScore(qid, metric.get("name"), score, None, answer, contexts))
+    known = {_judge_name(s.metric): ("lower" if _judge_name(s.metric) in _JUDGE_LOWER else "higher", (0.0, 1.0))
+             for s in found}
+    return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
+
+
+def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: List[str], why: str,
+                answer: Tuple[str, ...] = (), contexts: Tuple[str, ...] = (), rename=lambda name: name) -> JudgedRead:
+    """Rows with one column per metric (Ragas, LangSmith, TruLens): the id from ``field``."""
+    found = []
+    for line, row in rows:
+        qid = _judged_key(row, field, source, line, why)
+        sha = [_digest(next((row[name] for name in names if name in row), None)) for names in (answer, contexts)]
+        found += [JudgedScore(qid, rename(metric), _score_value(row.get(metric), metric, source, line), None, *sha, line)
+                  for metric in metrics]
+    return JudgedRead(found, {"tool": tool}, {}, source)
+
+
+_RAGAS_TEXT = ("user_input", "question", "retrieved_contexts", "contexts", "response", "answer", "reference",
+               "ground_truth", "ground_truths", "reference_contexts", "rubrics", "multi_responses")
+
+
+def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """Ragas ``EvaluationResult.to_pandas()`` as CSV or JSON records: its sample's columns, one column per
+    metric (NaN where the judge failed), no id: --judged-id names the column that holds one."""
+    names = [name for name in rows[0][1] if name not in _RAGAS_TEXT and name != field]
+    return _table_rows(rows, source, field, "ragas", names, "Ragas writes none", ("response", "answer"),
+                       ("retrieved_contexts", "contexts"))
+
+
+def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """LangSmith's test results (``get_test_results``, as CSV or JSON records): ``example_id``, one column
+    ``feedback.<key>`` per feedback key."""
+    names = [name for name in rows[0][1] if name.startswith("feedback.")]
+    found = _table_rows(rows, source, field or "example_id", "langsmith", names, "", tuple(
+        name for name in rows[0][1] if name.startswith("outputs.")), (), lambda name: name[len("feedback."):])
+    return found
+
+
+def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """TruLens records (``get_records_and_feedback()``): one column per feedback, the mean of its calls,
+    beside ``<feedback>_calls``; record ids differ every run, so --judged-id names a stable column (input)."""
+    names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
+    found = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", ("output",))
+    return found._replace(known={_judge_name(name): ("higher", (0.0, 1.0)) for name in names})
+
+
+def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """promptfoo's ``results.json``: rows keyed by test and prompt index, with ``score``, ``success``,
+    ``namedScores`` and ``gradingResult``; positions are no key, so --judged-id names a test variable."""
+    table = data["results"]
+    rows = table["results"] if isinstance(table, dict) else table
+    prompts = {row.get("promptIdx") for row in rows}
+    if len(prompts) > 1:
+        raise RagEvalError(f"holds {len(prompts)} prompts or providers: gate one per file", source)
+    found = []
+    for row in rows:
+        qid = _judged_key(row.get("vars") or row.get("testCase", {}).get("vars") or {}, field, source, None,
+                          "rows are positions")
+        sha = _digest((row.get("response") or {}).get("output")), None
+        failed = bool(row.get("error"))
+        scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
+        found += [JudgedScore(qid, name, None if failed else _score_value(value, name, source, None), None, *sha)
+                  for name, value in scores.items()]
+    known = {"score": ("higher", (0.0, 1.0)), "pass": ("higher", (0.0, 1.0))}
+    return JudgedRead(found, {"tool": "promptfoo"}, known, source)
+
+
+def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
+    """Inspect's log (``.json``, or ``.eval``: a zip of JSON, one ``samples/*.json`` per sample and epoch):
+    ``samples[].scores`` (scorer -> {value}), keyed by ``id``; the ``epoch`` is a repeat."""
+    found = []
+    for sample in samples:
+        qid = _judged_key(sample, field or "id", source, None, "")
+        output = (sample.get("output") or {}).get("completion")
+        for scorer, score in (sample.get("scores") or {}).items():
+            value = score.get("value") if isinstance(score, dict) else None
+            values = value if isinstance(value, dict) else {scorer: value}
+            found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
+                                  str(sample.get("epoch", 1)), _digest(output)) for name, v in values.items()]
+    ev = header.get("eval") or {}
+    judge = {"tool": "inspect", "task": str(ev.get("task")), "model": str(ev.get("model"))}
+    return JudgedRead(found, judge, {}, source)
+
+
+def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """OpenAI evals' record JSONL (``--record_path``): a ``spec`` line, then events keyed by ``sample_id``:
+    ``match`` events (``data.correct``) and ``metrics`` events (one score per key)."""
+    found, spec = [], {}
+    for line, row in rows:
+        spec = row.get("spec", spec)
+        data = row.get("data") if isinstance(row.get("data"), dict) else {}
+        scores = {"match": data.get("correct")} if row.get("type") == "match" else \
+            data if row.get("type") == "metrics" else {}
+        found += [JudgedScore(_judged_key(row, field or "sample_id", source, line, ""), name,
+                              _score_value(value, name, source, line), None, None, None, line)
+                  for name, value in scores.items()]
+    completion = spec.get("completion_fns") if isinstance(spec, dict) else None
+    judge = {"tool": "openai-evals", "model": ", ".join(map(str, completion or []))}
+    return JudgedRead(found, judge, {"match": ("higher", (0.0, 1.0))}, source)
+
+
+def _first_keys(content) -> set:
+    return set(content[0][1]) if isinstance(content, list) and content and isinstance(content[0], tuple) else set()
+
+
+# Every export this tier reads, detected from its content (kind: jsonl rows, a json document, csv rows, or a zip's
+# JSON members), with its join key.  The first whose test fits reads the file.
+_JUDGE_FORMATS = (
+    ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
+    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "run_id", "sample_id"} & _first_keys(c)),
+     _openai_evals_rows),
+    ("DeepEval test run", "testCases[].name", "json", lambda c: isinstance(c, dict) and isinstance(
+        c.get("testCases"), list), _deepeval_rows),
+    ("promptfoo results", "a test variable (--judged-id)", "json", lambda c: isinstance(c, dict) and (
+        "evalId" in c or isinstance(c.get("results"), dict) and "results" in c["results"]), _promptfoo_rows),
+    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: isinstance(c, dict) and "eval" in c
+     and isinstance(c.get("samples"), list), lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
+    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: "header.json" in c,
+     lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
+                                   c["header.json"])),
+    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c) and any(
+        name.startswith("feedback.") for name in _first_keys(c)), _langsmith_rows),
+    ("TruLens records", "a stable column (--judged-id)", "rows", lambda c: "record_id" in _first_keys(c),
+     _trulens_rows),
+    ("Ragas to_pandas()", "a column (--judged-id)", "rows", lambda c: bool(
+        {"user_input", "question", "response", "answer"} & _first_keys(c)), _ragas_rows),
+)
+
+
+def _judged_content(path: str) -> Tuple[str, str, object]:
+    """(source, kind, content) of an export: zip members parsed, a JSON document, JSONL rows, or CSV rows with
+    their line numbers (``kind`` "rows" for JSON records and CSV rows alike)."""
+    with _opened(path) as inp:
+        data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
+        source = inp.source
+    if len(data) > MAX_JSON:
+        raise _too_large(source, MAX_JSON)
+    if data[:4] == b"PK\x03\x04":  # Inspect's .eval: a zip of JSON
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = [n for n in archive.namelist() if n.endswith(".json")]
+                if sum(archive.getinfo(n).file_size for n in names) > MAX_JSON:
+                    raise _too_large(source, MAX_JSON)
+                return source, "zip", {n: _decode_json(archive.read(n).decode("utf-8"), source, 1, n) for n in names}
+        except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as exc:
+            raise RagEvalError(f"cannot read the zip: {exc}", source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RagEvalError("bytes that are not UTF-8", source) from None
+    body = text.strip()
+    if not body:
+        raise RagEvalError("file is empty", source)
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip())
+    if body[0] == "{" and lines[first].strip().endswith("}") and len(body.splitlines()) > 1 or \
+            body[0] == "{" and '"metric"' in body and "\n" not in body:
+        try:
+            rows = [(i, _decode_json(line, source, i)) for i, line in enumerate(lines, 1) if line.strip()]
+        except RagEvalError:
+            rows = None
+        if rows is not None and all(isinstance(row, dict) for _, row in rows):
+            return source, "jsonl", rows
+    if body[0] in "{[":
+        document = _decode_json(text, source, 1, "judged scores")
+        if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
+            return source, "rows", [(None, row) for row in document]
+        return source, "json", document
+    import csv
+
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader)
+    if len(set(header)) < len(header):
+        raise RagEvalError("a column name is repeated in the header", source, 1)
+    return source, "rows", [(reader.line_num, dict(zip(header, row))) for row in reader if row]
+
+
+def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
+    """Judged scores from any export of ``_JUDGE_FORMATS`` (detected from the content) or the neutral JSONL.
+
+    ``id_field`` names the field that holds a question's id where the format has none (Ragas, TruLens,
+    promptfoo's variables) or overrides the documented one.  An unknown shape is refused, naming those known.
+    """
+    source, kind, content = _judged_content(path)
+    for name, _, kinds, fits, read in _JUDGE_FORMATS:
+        if kinds == kind and fits(content):
+            try:
+                found = read(content, source, id_field)
+            except (AttributeError, KeyError, TypeError, IndexError) as exc:
+                raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__}: {_clip(str(exc))})", source) from None
+            if not found.scores:
+                raise RagEvalError(f"a {name} with no score in it", source)
+            return found
+    known = "; ".join(f"{name} (key {key})" for name, key, *_ in _JUDGE_FORMATS)
+    raise RagEvalError(f"not a judged-scores file this tool knows; expected one of: {known}", source)
+
+
+def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
+                  max_missing: float = MAX_JUDGE_MISSING) -> dict:
+    """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
+    (``judge.-<metric>`` when lower is better: the gate sees its negative, so a rise fails), and ``judge``:
+    per metric its direction, range, questions, missing ones and repeats' flip rate, the answers' and
+    contexts' digests, and the judge's configuration.
+
+    A question is in a metric's mean once, as the mean of its repeats; with no score in any repeat (a judge
+    error, NaN, no row) it is left out of that metric and counted; past ``max_missing`` of the questions
+    the input is refused.  Two rows of one question, metric and repeat are refused.
+    """
+    directions = {_judge_name(name): way for name, way in (directions or {}).items()}
+    cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
+    digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
+    known, judge, questions, sources = {}, {}, set(), []
+    names: Dict[str, str] = {}
+    for read in reads:
+        sources.append(read.source)
+        known.update(read.known)
+        judge.update(read.judge)
+        for s in read.scores:
+            metric = _judge_name(s.metric)
+            if names.setdefault(metric, s.metric) != s.metric and not read.known:
+                raise RagEvalError(f"metrics {_clipped_repr(names[metric])} and {_clipped_repr(s.metric)} are both "
+                                   f"spelled {metric}", read.source, s.line)
+            questions.add(s.id)
+            slot = cells.setdefault(metric, {}).setdefault(s.id, {})
+            if s.repeat in slot:
+                raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {metric}"
+                                   + (f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else
+                                      " (a duplicate id; repeats need a repeat number)"), read.source, s.line)
+            slot[s.repeat] = s.score
+            for kind, value in (("answers", s.answer_sha256), ("contexts", s.contexts_sha256)):
+                if value is not None and digests[kind].setdefault(s.id, value) != value:
+                    raise RagEvalError(f"question {_clipped_repr(s.id)} has two {kind[:-1]} digests", read.source, s.line)
+    source = ", ".join(sources)
+    per_query: Dict[str, Dict[str, float]] = {}
+    metrics = {}
+    for metric, by_question in sorted(cells.items()):
+        way, span = directions.get(metric) or (known.get(metric) or (None, None))[0], (known.get(metric) or (0, None))[1]
+        if way is None and metric in _JUDGE_HIGHER | _JUDGE_LOWER:
+            way, span = ("lower" if metric in _JUDGE_LOWER else "higher"), (0.0, 1.0)
+        if way not in ("higher", "lower"):
+            raise RagEvalError(f"which way is better for judged metric {metric} is not known: say "
+                               f"--judged-direction {metric}=higher (or =lower)", source)
+        values = [v for slot in by_question.values() for v in slot.values() if v is not None]
+        if span and any(not span[0] <= v <= span[1] for v in values):
+            bad = next(v for v in values if not span[0] <= v <= span[1])
+            raise RagEvalError(f"{metric}: score {bad!r} outside its range [{span[0]:g}, {span[1]:g}]", source)
+        key = JUDGE + ("-" if way == "lower" else "") + metric
+        sign = -1.0 if way == "lower" else 1.0
+        folded = {qid: math.fsum(v for v in slot.values() if v is not None) / sum(v is not None for v in slot.values())
+                  for qid, slot in by_question.items() if any(v is not None for v in slot.values())}
+        lost = sorted(questions - set(folded), key=_natural_order)
+        if len(lost) > max_missing * len(questions):
+            raise RagEvalError(f"{metric} has no score for {len(lost)} of {len(questions)} questions (judge errors, "
+                               f"NaN or no row; first: {_clipped_repr(lost[0])}), past the share of {max_missing:g} "
+                               "allowed (--max-judge-missing)", source)
+        repeated = [[v for v in slot.values() if v is not None] for slot in by_question.values()]
+        repeated = [vs for vs in repeated if len(vs) > 1]
+        binary = all(v in (0.0, 1.0) for v in values)
+        errors = sum(v is None for slot in by_question.values() for v in slot.values())
+        metrics[key] = {"direction": way, "range": list(span) if span else None, "questions": len(folded),
+                        "missing": len(lost), "missing_ids": lost[:20], "judge_errors": errors,
+                        "repeats": max(map(len, by_question.values())), "binary": binary,
+                        "flip_rate": sum(len(set(vs)) > 1 for vs in repeated) / len(repeated)
+                        if binary and repeated else None}
+        for qid, value in folded.items():
+            per_query.setdefault(qid, {})[key] = sign * value + 0.0
+    means = {key: math.fsum(values[key] for values in per_query.values() if key in values) / entry["questions"]
+             for key, entry in metrics.items()}
+    return {"k": [], "queries": len(questions), "unscored": [], "skipped": [], "missing": [], "dropped": [],
+            "mean": means, "per_query": per_query, "ties": {}, "judged": {},
+            "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": Conventions()._asdict(),
+            "judge": {"metrics": metrics, **digests, "provenance": judge}}
+
+
+def with_judged(result: dict, judged: dict) -> dict:
+    """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
+    merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"])
+    merged["per_query"] = {qid: dict(values) for qid, values in result["per_query"].items()}
+    for qid, values in judged["per_query"].items():
+        merged["per_query"].setdefault(qid, {}).update(values)
+    return merged
+
+
+def _is_judged_metric(key: str) -> bool:
+    return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
+
+
 # === Reporting ===
 # One report (a dict, the JSON format itself) is built once; each format in
 # FORMATTERS renders it.
@@ -4623,12 +5042,14 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
         report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
     if slices is not None:
         report["slices"] = slice_report(result, slices)
+    if "judge" in result:  # per judged metric: direction, range, questions, missing ones, repeats; the judge
+        report["judge"] = {key: result["judge"][key] for key in ("metrics", "provenance")}
     return report
 
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
     k = result["k"]
-    return {qid: dict(sorted((key if isinstance(k, list) else format_metric(key, k), value)
+    return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(JUDGE) else format_metric(key, k), value)
                              for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
@@ -5304,6 +5725,16 @@ _min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
 
 
+def _direction_arg(text: str) -> Tuple[str, str]:
+    metric, _, way = text.rpartition("=")
+    if way not in ("higher", "lower") or not metric:
+        raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
+    return _judge_name(metric[len(JUDGE):] if metric.startswith(JUDGE) else metric), way
+
+
+_fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
+
+
 def _separator_arg(text: str) -> str:
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
@@ -5471,6 +5902,28 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets), then exit")
+    judged = parser.add_argument_group("judged generation scores (an LLM judge's, read from its export; "
+                                       "see docs/judged.md)")
+    judged.add_argument("--judged", metavar="FILE", action="append", default=[],
+                        help="scores to gate beside (or, with no QRELS RUN, without) retrieval: the neutral JSONL or "
+                             "an export of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens or OpenAI evals; "
+                             "repeatable")
+    judged.add_argument("--judged-id", metavar="FIELD",
+                        help="the field that holds a question's stable id where the export has none (Ragas, TruLens, "
+                             "a promptfoo variable)")
+    judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
+                        metavar="METRIC=higher|lower", help="which way is better, for a metric its tool does not document")
+    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=MAX_JUDGE_MISSING, metavar="X",
+                        help="largest share of a metric's questions without a score (judge errors, NaN) before the "
+                             f"input is refused (default {MAX_JUDGE_MISSING})")
+    judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                        help="the judge's configuration (model, version, temperature, prompt_sha256...), stored in "
+                             "the baseline; a change refuses the comparison")
+    judged.add_argument("--allow-judge-change", action="store_true",
+                        help="compare with a baseline graded by another judge (listed beside the verdict)")
+    judged.add_argument("--human-labels", metavar="FILE",
+                        help="JSONL {id, metric, label, baseline_label?} of a random subset: prediction-powered "
+                             "means and delta (PPI++)")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -5519,11 +5972,13 @@ def _warn(message: str, command: bool = False) -> None:
 
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
-    if args.qrels is None or args.run is None:
-        raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+    if (args.qrels is None) != (args.run is None) or args.qrels is None and not args.judged:
+        raise RagEvalError("the following arguments are required: QRELS RUN (or --judged FILE, or --explain)")
+    if args.qrels is None and (args.baseline_run or args.unjudged or args.chunks or args.corpus):
+        raise RagEvalError("--baseline-run, --unjudged, --chunks and --corpus need QRELS RUN")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus) if path]
+                                args.chunks, args.corpus, *args.judged, args.human_labels) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5628,7 +6083,7 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     """What is wrong with a metric (or slice:metric) that a tolerance or floor names, or None."""
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return f"{option}: unknown metric {_clipped_repr(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
@@ -5691,7 +6146,7 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
-    args.meta = dict(args.meta)
+    args.meta, args.judge = dict(args.meta), dict(args.judge)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
         raise RagEvalError("standard output is closed: the report would go nowhere")
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
@@ -5708,7 +6163,9 @@ def _run_one(args, argv: List[str]) -> int:
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
             baseline, slices, qrels = _read_judgments(args)
-            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
+            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged)) \
+                if args.run else (None, {})
+            result = _judged_scores(args, result)
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
@@ -5753,7 +6210,17 @@ def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
     """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
     baseline = read_baseline(args.baseline) if args.baseline else None
     slices = read_slices(args.slices) if args.slices else None
-    return baseline, slices, read_qrels(args.qrels, args.qrels_format)
+    return baseline, slices, read_qrels(args.qrels, args.qrels_format) if args.qrels else {}
+
+
+def _judged_scores(args, result: Optional[dict]) -> dict:
+    """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
+    if not args.judged:
+        return result
+    judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
+                           args.max_judge_missing)
+    judged["judge"]["provenance"].update(args.judge)
+    return judged if result is None else with_judged(result, judged)
 
 
 def _fingerprint(args, qrels: Qrels) -> str:
@@ -6058,6 +6525,14 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if result.get("repeated"):
         found.append(_repeated_message(result["repeated"]))
+    for key, entry in result.get("judge", {}).get("metrics", {}).items():
+        if entry["missing"]:
+            found.append(_Message("warning", f"{key}: no score for {entry['missing']} of {result['queries']} questions "
+                                  "(judge errors, NaN or no row), left out of its mean and test",
+                                  "first: " + ", ".join(map(_one_line, entry["missing_ids"]))))
+        if entry["flip_rate"]:
+            found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
+                                  "questions judged more than once; each question counts once, as its repeats' mean"))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):
@@ -6208,7 +6683,7 @@ MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
 _ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
                     ("update_baseline", "--update-baseline"), ("junit", "--junit"),
-                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"))
+                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"), ("judged", "--judged"))
 
 
 class _Scored(NamedTuple):
