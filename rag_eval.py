@@ -2139,6 +2139,7 @@ class Baseline(NamedTuple):
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
+    judge: Optional[dict] = None  # judged scores: the judge's configuration and the answers' digests (judged_result)
 
 
 class Tolerance(NamedTuple):
@@ -2191,7 +2192,17 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                                f"{means[metric]!r}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
-                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
+                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
+                    _check_judge_record(data["judge"], path) if "judge" in data else None)
+
+
+def _check_judge_record(record, path: str) -> dict:
+    """A baseline's ``judge``: the configuration (name -> text) and the answers' and contexts' digests (id -> text)."""
+    if not isinstance(record, dict) or not all(
+            isinstance(record.get(key), dict) and all(isinstance(v, str) for v in record[key].values())
+            for key in ("provenance", "answers", "contexts")):
+        raise RagEvalError("judge must hold provenance, answers and contexts, objects of strings", path)
+    return record
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -5014,6 +5025,57 @@ def with_judged(result: dict, judged: dict) -> dict:
     return merged
 
 
+def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings = GateSettings(),
+                allow_change: bool = False, source: Optional[str] = None) -> dict:
+    """What the judge did between the baseline and now, into ``gate_report``; returns it.
+
+    - A changed configuration (model, version, temperature, prompt...) refuses the comparison unless
+      ``allow_change``; then ``judge_changes`` lists it.
+    - Drift: the anchors are the questions whose answer (and contexts, where both sides give their digests)
+      are byte-identical on both sides, a committed frozen set among them.  On each gated judged metric the
+      anchors' deltas are tested (the sign test for pass/fail scores, else the sign-flip test), Holm-adjusted
+      over the judged metrics; a shift with adjusted p < alpha makes that metric inconclusive, reason
+      "judge drift", and ``judge_drift`` says how much of the metric's delta the anchors' shift accounts for.
+    - ``contexts_changed``: questions whose contexts differ (the generation deltas then mix in retrieval).
+    """
+    old, now = baseline.judge or {}, result["judge"]
+    if old:
+        before, after = old["provenance"], now["provenance"]
+        changes = [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
+                   for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+        if changes and not allow_change:
+            raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
+                               + " (save a new baseline, or accept the change with --allow-judge-change)", source)
+        if changes:
+            gate_report["judge_changes"] = changes
+    answers, contexts = old.get("answers", {}), old.get("contexts", {})
+    anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
+               and (qid not in contexts or contexts[qid] == now["contexts"].get(qid, contexts[qid]))}
+    gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
+                                              if contexts.get(qid, sha) != sha), key=_natural_order)
+    tests = {}
+    for key, entry in gate_report["metrics"].items():
+        before, after = (baseline.per_query or {}).get(key), per_query_by_metric(result).get(key)
+        if not _is_judged_metric(key) or not before or not after:
+            continue
+        deltas = [after[qid] - before[qid] for qid in sorted(anchors & set(before) & set(after))]
+        if deltas:
+            p, _ = sign_flip_test(deltas, settings.resamples, _random(f"rag_eval:{settings.seed}:drift:{key}"))
+            shift = math.fsum(deltas) / len(deltas)
+            tests[key] = {"anchors": len(deltas), "shift": shift, "p_value": p,
+                          "share_of_delta": shift / entry["delta"] if entry.get("delta") else None}
+    for key, p in holm({key: t["p_value"] for key, t in tests.items()}).items():
+        tests[key].update(p_holm=p, drifted=p < settings.alpha)
+        entry = gate_report["metrics"][key]
+        if p < settings.alpha and entry["verdict"] in ("pass", "regression", "inconclusive"):
+            entry.update(verdict="inconclusive", reason="judge drift")
+    gate_report["judge_drift"] = tests
+    gate_report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
+                                              for entry in gate_report[part].values())
+    gate_report["passed"] = gate_report["verdict"] == "pass"
+    return gate_report
+
+
 def _is_judged_metric(key: str) -> bool:
     return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
 
@@ -5104,8 +5166,8 @@ def _natural_order(text: str) -> tuple:
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
     """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
     verdicts = [entry.get("verdict")] if entry else []
-    if entry and entry.get("verdict") == "inconclusive" and entry.get("queries_needed"):
-        verdicts = [f"inconclusive (~{entry['queries_needed']} queries would resolve it)"]
+    if entry and entry.get("verdict") == "inconclusive" and (entry.get("reason") or entry.get("queries_needed")):
+        verdicts = [f"inconclusive ({entry.get('reason') or '~%d queries would resolve it' % entry['queries_needed']})"]
     if floor is not None:
         verdicts.append("floor met" if floor["verdict"] == "pass" else f"below floor {floor['min']:g}")
     failing = [v for v in verdicts if v in ("missing", "regression") or (v or "").startswith("below floor")]
@@ -5213,7 +5275,8 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
                        key=_metric_order)
     scored = _plural(report["queries"], "query", "queries")
     named = ([_metric_name(key, quoted) for key in keys] for keys in (failed, undecided))
-    return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
+    drift = ", judge drift" if any(t["drifted"] for t in gate_report.get("judge_drift", {}).values()) else ""
+    return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
 def _calibration_text(report: dict, markdown: bool) -> str:
@@ -6363,6 +6426,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
+    if baseline is not None and "judge" in result:
+        judge_check(gate_report, result, baseline, settings, args.allow_judge_change, args.baseline)
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
@@ -6397,6 +6462,8 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
+    if extra and "judge" in result:
+        extra["judge"] = {key: result["judge"][key] for key in ("provenance", "answers", "contexts")}
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6409,9 +6476,10 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
     """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
     judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
     share (a drop of 0.83 then passed as "not significant")."""
-    now = set(result["per_query"])
+    scores = per_query_by_metric(result)  # a judged metric's questions the judge failed on are out of both (see judged_result)
     for metric, before in sorted((baseline.per_query or {}).items()):
-        if metric in baseline.means and metric in result["mean"] and set(before) != now:
+        now = set(scores.get(metric, ()))
+        if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(metric):
             shared = len(now & set(before))
             raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
                                f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
@@ -6533,6 +6601,19 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         if entry["flip_rate"]:
             found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
                                   "questions judged more than once; each question counts once, as its repeats' mean"))
+    for key, test in (gate_report or {}).get("judge_drift", {}).items():
+        if test["drifted"]:
+            share = "" if test["share_of_delta"] is None else f", {test['share_of_delta']:.0%} of its delta"
+            found.append(_Message("warning", f"judge drift: {key} moved {test['shift']:+.4f} on {test['anchors']} "
+                                  f"unchanged answers (p {test['p_holm']:.2g}{share}); its verdict is inconclusive"))
+    if (gate_report or {}).get("judge_changes"):
+        found.append(_Message("warning", "graded by another judge (--allow-judge-change): "
+                              + "; ".join(map(_one_line, gate_report["judge_changes"]))))
+    if (gate_report or {}).get("contexts_changed"):
+        changed = gate_report["contexts_changed"]
+        found.append(_Message("note", f"the contexts of {_plural(len(changed), 'question', 'questions')} differ from "
+                              "the baseline's: their judged deltas mix in retrieval changes",
+                              "first: " + ", ".join(map(_one_line, changed[:20]))))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("new"):
@@ -6565,7 +6646,7 @@ def _gate_warnings(gate_report: dict) -> List[_Message]:
             if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
-                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+                 for metric, entry in entries if entry["verdict"] == "inconclusive" and not entry.get("reason")]
     coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
               + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
                  if entry["queries_needed"] else "")
