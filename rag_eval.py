@@ -4803,7 +4803,7 @@ def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
         found += [JudgedScore(qid, name, None if failed else _score_value(value, name, source, None), None, *sha)
                   for name, value in scores.items()]
-    known = {"score": ("higher", (0.0, 1.0)), "pass": ("higher", (0.0, 1.0))}
+    known = {"score": ("higher", None), "pass": ("higher", (0.0, 1.0))}  # its score is "typically" in [0, 1]
     return JudgedRead(found, {"tool": "promptfoo"}, known, source)
 
 
@@ -4857,9 +4857,9 @@ _JUDGE_FORMATS = (
         "evalId" in c or isinstance(c.get("results"), dict) and "results" in c["results"]), _promptfoo_rows),
     ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: isinstance(c, dict) and "eval" in c
      and isinstance(c.get("samples"), list), lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
-    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: "header.json" in c,
+    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: any(name.startswith("samples/") for name in c),
      lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
-                                   c["header.json"])),
+                                   c.get("header.json") or c.get("_journal/start.json") or c.get("start.json") or {})),
     ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c) and any(
         name.startswith("feedback.") for name in _first_keys(c)), _langsmith_rows),
     ("TruLens records", "a stable column (--judged-id)", "rows", lambda c: "record_id" in _first_keys(c),
