@@ -1,0 +1,1529 @@
+"""Baselines and the gate: flat and extended baselines, tolerances, provenance,
+atomic and concurrent updates, the ratchet, the paired gate and ``--ci``.
+
+Expected values are written as arithmetic, with the grades or the deltas in a
+comment (STYLE.md, point 11): gain ``2**grade - 1``, discount ``log2(1 + rank)``.
+Where two random procedures are compared, the tolerance is several Monte Carlo
+standard errors and the seeds are fixed, so that the test is deterministic.
+"""
+
+import errno
+import gzip
+import hashlib
+import io
+import itertools
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+from unittest import mock
+
+import rag_eval
+from tests import helpers
+from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, child_env, run_main
+
+
+def synthetic_runs(seed, queries=30):
+    """qrels and three runs of different quality, so that the best run differs between metrics."""
+    rng = random.Random(seed)
+    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
+    for grades in qrels.values():
+        grades[next(iter(grades))] = 2  # every query scored
+    runs = {}
+    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
+        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
+                      for qid, grades in qrels.items()}
+        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
+    return qrels, runs
+
+
+class TestGateEntries(unittest.TestCase):
+    def test_a_paired_entry_holds_the_comparison_and_its_verdict(self):
+        qrels, runs = synthetic_runs(7)
+        before = rag_eval.evaluate(qrels, runs["ref"], 5)
+        after = rag_eval.evaluate(qrels, runs["x"], 5)
+        baseline = rag_eval.Baseline(before["mean"], rag_eval.per_query_by_metric(before), {"k": [5]}, "x")
+        settings = rag_eval.GateSettings(rule="significant", resamples=300)
+        entry = rag_eval.gate(after, baseline, settings)["metrics"]["ndcg@5"]
+        comparison = rag_eval.compare_paired("ndcg@5", baseline.per_query["ndcg@5"],
+                                             rag_eval.per_query_by_metric(after)["ndcg@5"], resamples=300)
+        self.assertEqual(sorted(entry), sorted([
+            "baseline", "now", "delta", "allowed_drop", "tolerance", "queries", "improved", "worse", "same",
+            "mean_delta", "effect_size", "p_value", "p_holm", "p_adjusted", "exact", "unresolvable", "interval",
+            "hit_to_miss", "largest_drops", "min_detectable_drop", "queries_needed", "verdict"]))
+        self.assertEqual(list(entry)[-1], "verdict")
+        self.assertEqual((entry["queries"], entry["improved"], entry["worse"], entry["same"]),
+                         (comparison.queries, comparison.improved, comparison.worse, comparison.same))
+        self.assertEqual(entry["effect_size"], comparison.mean_delta / comparison.spread)
+        self.assertEqual(entry["largest_drops"], [list(drop) for drop in comparison.largest_drops])
+        self.assertIsInstance(entry["interval"], list)  # its draws are the family's: not compare_paired's own
+
+
+# Fixture means at k = 5, worked by hand: recall 2/3, success 2/3, mrr 0.5, ndcg 0.5095.
+FIXTURE_NDCG5 = (0.63991 + 0.0 + 0.88850) / 3
+
+
+class TestSpellingsInTheGate(TempDirMixin, unittest.TestCase):
+    def test_flat_baseline_in_other_spellings(self):
+        # The shipped baseline (recall@5 0.70, success@5 0.6667, mrr@5 0.55, ndcg@5 0.52), spelled by other tools.
+        baseline = self.write("b.json", json.dumps({"R@5": 0.70, "success_5": 0.6667, "RR@5": 0.55, "NDCG@5": 0.52}))
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual([line.split(":")[0] for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION mrr@5", "REGRESSION recall@5"])
+        self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
+
+    def test_tolerances_and_floors_in_other_spellings(self):
+        # mrr@5 fell 0.05: allowed with RR@5=0.1; recall@5 fell 0.0333: allowed with recall_5=0.05.
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
+                                   "--max-drop", "RR@5=0.1", "--max-drop", "recall_5=0.05", "--min", "nDCG@5=0.6"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["metrics"]["mrr@5"]["allowed_drop"], 0.1)
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")
+        self.assertEqual(list(gate["floors"]), ["ndcg@5"])
+        self.assertEqual(gate["floors"]["ndcg@5"]["verdict"], "below floor")
+        self.assertAlmostEqual(gate["floors"]["ndcg@5"]["now"], FIXTURE_NDCG5, places=4)
+        self.assertIn("REGRESSION ndcg@5: floor 0.6000", err)
+
+    def test_one_metric_spelled_twice_is_refused(self):
+        baseline = self.write("b.json", json.dumps({"ndcg@5": 0.5, "ndcg_cut_5": 0.5}))
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("baseline names ndcg@5 twice", err)
+
+
+class TestPartOfABaseline(TempDirMixin, unittest.TestCase):
+    """An extended baseline is gated at what is asked now; a flat one needs all of its metrics."""
+
+    def setUp(self):
+        super().setUp()
+        self.saved = self.path("saved.json")
+        code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "3,5", "--save-baseline",
+                                 self.saved], env={"SOURCE_DATE_EPOCH": "0"})
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+
+    def gate(self, *argv, code=rag_eval.EXIT_OK):
+        got, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved, *argv])
+        self.assertEqual(got, code, err)
+        return json.loads(out)["gate"], err
+
+    def test_one_cutoff_of_two(self):
+        gate, err = self.gate("--k", "5")
+        self.assertEqual(sorted(gate["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
+        self.assertEqual(gate["new"], [])
+        self.assertTrue(all(entry["verdict"] == "pass" for entry in gate["metrics"].values()))
+
+    def test_one_measure(self):
+        # not six "missing" regressions for the measures not asked for
+        gate, err = self.gate("--measures", "ndcg", "--k", "3,5")
+        self.assertEqual(sorted(gate["metrics"]), ["ndcg@3", "ndcg@5"])
+        self.assertNotIn("REGRESSION", err)
+
+    def test_what_the_baseline_lacks_is_new_and_not_gated(self):
+        gate, err = self.gate("--k", "5,10")
+        self.assertEqual(gate["new"], ["mrr@10", "ndcg@10", "recall@10", "success@10"])
+        self.assertNotIn("ndcg@10", gate["metrics"])
+        self.assertIn("rag_eval: note: not in the baseline, so not gated: mrr@10, ndcg@10, recall@10, success@10", err)
+
+    def test_conventions_still_refuse(self):
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved,
+                                   "--k", "5", "--gain", "linear"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        self.assertIn("gain", err)
+
+    def test_a_flat_baseline_needs_all_of_its_metrics(self):
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
+                                   "--measures", "ndcg,mrr", "--max-drop", "0.1"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertIn("REGRESSION recall@5: baseline 0.7000, now missing", err)
+
+
+
+
+QRELS = os.path.join(REPO, "fixtures", "qrels.json")
+
+
+RUN = os.path.join(REPO, "fixtures", "run.json")
+
+
+BASELINE = os.path.join(REPO, "baseline.json")
+
+
+R = 500  # resamples for command-line runs: small, so the suite stays fast
+
+
+# The fixtures, worked by hand at k = 5.
+# q1 grades: refund-policy#2 = 2 (rank 2), refund-policy#3 = 1 (rank 4)
+# q2 grades: sla-uptime#1 = 2, never retrieved
+# q3 grades: sso-setup#5 = 2 (rank 1), okta-guide#1 = 1 (rank 2), sso-setup#4 = 2 (rank 5)
+# q4 grades: pricing#3 = 0 only -> unscored
+Q1_NDCG5 = (3 / math.log2(3) + 1 / math.log2(5)) / (3 + 1 / math.log2(3))
+
+
+Q3_NDCG5 = (3 + 1 / math.log2(3) + 3 / math.log2(6)) / (3 + 3 / math.log2(3) + 1 / math.log2(4))
+
+
+FIXTURE_PER_QUERY = {
+    "recall@5": {"q1": 2 / 2, "q2": 0 / 1, "q3": 3 / 3},
+    "success@5": {"q1": 1.0, "q2": 0.0, "q3": 1.0},
+    "mrr@5": {"q1": 1 / 2, "q2": 0.0, "q3": 1 / 1},
+    "ndcg@5": {"q1": Q1_NDCG5, "q2": 0.0, "q3": Q3_NDCG5},
+}
+
+
+FIXTURE_MEANS = {metric: sum(values.values()) / 3 for metric, values in FIXTURE_PER_QUERY.items()}
+
+
+# The shipped baseline: {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}
+# Falls: recall 0.70 - 2/3 = 0.0333, mrr 0.55 - 1/2 = 0.05, ndcg 0.52 - 0.5095 = 0.0105,
+# success 0.6667 - 2/3 = 0.00003.
+MANY = 250  # queries: above it, rag_eval once switched to a second bootstrap; sizes around it stay tested
+
+
+def regression_lines(err):
+    return [line for line in err.splitlines() if line.startswith("REGRESSION")]
+
+
+def is_hit(ranking, k=5):
+    return any(doc.endswith(("-a", "-b")) for doc in ranking[:k])
+
+
+def reciprocal_rank(ranking, k=5):
+    for rank, doc in enumerate(ranking[:k], 1):
+        if doc.endswith(("-a", "-b")):
+            return 1 / rank
+    return 0.0
+
+
+def synthetic(n, seed=20240501):
+    """A seeded collection of ``n`` queries: qrels and a base run.
+
+    Every query q has q-a (grade 2), q-b (grade 1) and six judged non-relevant
+    fillers q-n0..q-n5 (grade 0), so judged@5 is 1 and no warning is printed.
+    The run ranks the fillers and inserts each relevant document, with chance
+    3/4, at a random rank from 1 to 6.
+    """
+    rng = random.Random(seed)
+    qrels, run = {}, {}
+    for i in range(n):
+        q = f"q{i:03d}"
+        fillers = [f"{q}-n{j}" for j in range(6)]
+        qrels[q] = {f"{q}-a": 2, f"{q}-b": 1, **{doc: 0 for doc in fillers}}
+        ranking = list(fillers)
+        for doc in (f"{q}-a", f"{q}-b"):
+            if rng.random() < 0.75:
+                ranking.insert(rng.randrange(0, 6), doc)
+        run[q] = ranking
+    return qrels, run
+
+
+def missed(ranking):
+    """The same documents with the relevant ones moved to ranks 7 and 8: a miss at k = 5."""
+    return [doc for doc in ranking if not is_hit([doc])] + [doc for doc in ranking if is_hit([doc])]
+
+
+def found_at_5(q, ranking):
+    """q-b (grade 1) at rank 5, the rest as before: a hit with RR 1/5."""
+    rest = [doc for doc in ranking if doc != f"{q}-b"]
+    return rest[:4] + [f"{q}-b"] + rest[4:]
+
+
+class GateCase(helpers.TempDirMixin):
+    def gate_report(self, argv, expected_code):
+        code, out, err = run_main(argv)
+        self.assertEqual(code, expected_code, err)
+        for line in err.splitlines():
+            self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:")), line)
+        return json.loads(out), err
+
+
+class TestBaselines(GateCase, unittest.TestCase):
+    def test_save_baseline_writes_an_extended_baseline(self):
+        path = self.path("saved.json")
+        code, out, err = run_main([QRELS, RUN, "--save-baseline", path], env={"SOURCE_DATE_EPOCH": "86400"})
+        self.assertEqual(code, 0, err)
+        self.assertEqual(out, run_main([QRELS, RUN])[1])  # the report is the same as without it
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+        self.assertEqual(saved["format"], "rag_eval-baseline/1")
+        self.assertEqual(saved["format"], rag_eval.BASELINE_FORMAT)
+        self.assertEqual(saved["tool"], f"rag_eval {rag_eval.__version__}")
+        self.assertEqual(saved["created"], "1970-01-02T00:00:00Z")  # SOURCE_DATE_EPOCH = 86400 = one day
+        self.assertEqual(saved["qrels_sha256"], rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertRegex(saved["qrels_sha256"], "^[0-9a-f]{64}$")
+        expected = {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False, "ties": rag_eval.TIE_RULE}
+        self.assertEqual({key: saved["conventions"].get(key) for key in expected}, expected)  # more may be added
+        self.assertEqual(set(saved["mean"]), set(FIXTURE_MEANS))
+        for metric, value in FIXTURE_MEANS.items():
+            self.assertAlmostEqual(saved["mean"][metric], value, places=15)  # full precision, not rounded
+        self.assertEqual(set(saved["per_query"]), set(FIXTURE_PER_QUERY))
+        for metric, values in FIXTURE_PER_QUERY.items():
+            self.assertEqual(set(saved["per_query"][metric]), {"q1", "q2", "q3"})  # q4 is unscored
+            for qid, value in values.items():
+                self.assertAlmostEqual(saved["per_query"][metric][qid], value, places=15)
+
+    def test_read_baseline_gives_a_baseline(self):
+        path = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", path])[0], 0)
+        baseline = rag_eval.read_baseline(path)
+        self.assertIsInstance(baseline, rag_eval.Baseline)
+        self.assertIsInstance(baseline, tuple)
+        self.assertLessEqual({"means", "per_query", "conventions", "qrels_sha256"}, set(baseline._fields))
+        self.assertEqual(baseline.means.keys(), FIXTURE_MEANS.keys())
+        self.assertEqual(baseline.per_query["mrr@5"], {"q1": 0.5, "q2": 0.0, "q3": 1.0})
+        self.assertEqual(baseline.conventions["k"], [5])
+        self.assertEqual(baseline.qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        flat = rag_eval.read_baseline(BASELINE)
+        self.assertEqual(flat, rag_eval.Baseline({"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}))
+        self.assertIsNone(flat.per_query)
+
+    def test_same_run_against_its_own_baseline_passes(self):
+        path = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", path])[0], 0)
+        report, err = self.gate_report([QRELS, RUN, "--baseline", path, "--resamples", R], 0)
+        self.assertEqual(regression_lines(err), [])
+        self.assertTrue(report["gate"]["passed"])
+        self.assertFalse(report["gate"]["qrels_changed"])
+        for metric, entry in report["gate"]["metrics"].items():
+            with self.subTest(metric):
+                self.assertEqual(entry["verdict"], "pass")
+                self.assertEqual((entry["improved"], entry["worse"], entry["same"]), (0, 0, 3))
+                self.assertEqual(entry["p_value"], 1.0)
+                self.assertEqual(entry["delta"], 0.0)
+
+    def test_flat_baseline_of_the_spec(self):
+        code, out, err = run_main([QRELS, RUN, "--baseline", BASELINE])
+        self.assertEqual(code, 1, err)
+        self.assertEqual(regression_lines(err), [
+            "REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+            "REGRESSION recall@5: baseline 0.7000, now 0.6667",
+        ])
+        gate = json.loads(out)["gate"]
+        self.assertEqual({m: e["verdict"] for m, e in gate["metrics"].items()},
+                         {"mrr@5": "regression", "recall@5": "regression", "ndcg@5": "pass", "success@5": "pass"})
+        self.assertNotIn("p_value", gate["metrics"]["mrr@5"])  # no per-query scores in a flat baseline
+
+    def test_save_baseline_refuses_to_overwrite_an_input(self):
+        baseline = self.write("baseline.json", self.read(BASELINE))
+        qrels = self.write("qrels.json", self.read(QRELS))
+        run = self.write("run.json", self.read(RUN))
+        old_run = self.write("old-run.json", self.read(RUN))
+        for label, argv, target in [
+            ("qrels", [qrels, run, "--save-baseline", qrels], qrels),
+            ("run", [qrels, run, "--save-baseline", run], run),
+            ("baseline", [qrels, run, "--baseline", baseline, "--save-baseline", baseline], baseline),
+            ("baseline, other spelling", [qrels, run, "--baseline", baseline,
+                                          "--save-baseline", os.path.join(self.tmp, ".", "x", "..", "baseline.json")],
+             baseline),
+            ("baseline run", [qrels, run, "--baseline-run", old_run, "--save-baseline", old_run], old_run),
+        ]:
+            with self.subTest(label):
+                before = self.read(target)
+                self.assert_error(argv, ["--save-baseline"])
+                self.assertEqual(self.read(target), before)
+
+    def test_save_baseline_into_a_missing_folder(self):
+        # the folders are made, and the file named in a note
+        target = self.path("no/such/dir/b.json")
+        code, out, err = run_main([QRELS, RUN, "--save-baseline", target])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        self.assertEqual(rag_eval.read_baseline(target).means.keys(), json.loads(out)["mean"].keys())
+        self.assertIn(f"rag_eval: note: wrote {target}", err)
+        # a folder that cannot be made (a file is in the way) is an error line
+        blocked = self.path("no/such/dir/b.json/c.json")
+        code, out, err = run_main([QRELS, RUN, "--save-baseline", blocked])
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertTrue(err.splitlines()[-1].startswith(ERROR_PREFIX + blocked), err)
+        self.assertNotIn("Traceback", err)
+
+    def in_tmp(self, argv, stdin=b""):
+        """run_main from the temporary folder, with ``stdin`` on standard input."""
+        old = os.getcwd()
+        os.chdir(self.tmp)
+        try:
+            with mock.patch.object(sys, "stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(stdin)))):
+                return run_main(argv)
+        finally:
+            os.chdir(old)
+
+    def test_save_baseline_dash_is_refused(self):
+        code, out, err = self.in_tmp([QRELS, RUN, "--save-baseline", "-"])
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        self.assertTrue(err.startswith(ERROR_PREFIX), err)
+        self.assertEqual(os.listdir(self.tmp), [])
+
+    def test_update_baseline_read_from_stdin(self):
+        # Regression: ``--baseline - --update-baseline`` reads the baseline from standard
+        # input, then "updates" it by writing a new file literally named "-" in
+        # the working directory (stderr: "rag_eval: note: updated -").  It should
+        # be refused (exit 2), as ``--save-baseline -`` is.
+        code, out, err = self.in_tmp([QRELS, RUN, "--baseline", "-", "--update-baseline", "--max-drop", "0.1"],
+                                     stdin=self.read(BASELINE))
+        self.assertEqual(os.listdir(self.tmp), [], "a file named '-' was written")
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+
+
+class TestProvenance(GateCase, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.saved = self.path("saved.json")
+        code, _, err = run_main([QRELS, RUN, "--save-baseline", self.saved])
+        self.assertEqual(code, 0, err)
+        with open(QRELS, encoding="utf-8") as f:
+            self.qrels = json.load(f)
+
+    def test_changed_grade_is_refused(self):
+        changed = json.loads(json.dumps(self.qrels))
+        changed["q1"]["refund-policy#3"] = 2  # was 1
+        path = self.write("changed.json", changed)
+        line = self.assert_error([path, RUN, "--baseline", self.saved], [self.saved, "qrels"])
+        self.assertTrue(line.startswith(f"{ERROR_PREFIX}{self.saved}: "), line)
+
+    def test_allow_qrels_change(self):
+        changed = json.loads(json.dumps(self.qrels))
+        changed["q1"]["refund-policy#3"] = 2  # q1's nDCG rises: grades 2 @2, 2 @4; ideal 2, 2
+        path = self.write("changed.json", changed)
+        report, err = self.gate_report([path, RUN, "--baseline", self.saved, "--allow-qrels-change",
+                                        "--resamples", R], 0)
+        self.assertTrue(report["gate"]["qrels_changed"])
+        self.assertIn("qrels", " ".join(line for line in err.splitlines() if line.startswith("rag_eval: note:")))
+        ndcg = report["gate"]["metrics"]["ndcg@5"]
+        new_q1 = (3 / math.log2(3) + 3 / math.log2(5)) / (3 + 3 / math.log2(3))
+        self.assertAlmostEqual(ndcg["delta"], (new_q1 - Q1_NDCG5) / 3, places=12)
+        report, _ = self.gate_report([QRELS, RUN, "--baseline", self.saved, "--resamples", R], 0)
+        self.assertFalse(report["gate"]["qrels_changed"])
+
+    def test_other_conventions_are_refused(self):
+        for option, names in [
+            (["--gain", "linear"], ["gain"]),
+            (["--min-grade", "2"], ["min_grade"]),
+            (["--judged-only"], ["judged_only"]),
+            (["--k", "3"], []),  # no metric in common: refused as well
+        ]:
+            with self.subTest(option):
+                self.assert_error([QRELS, RUN, "--baseline", self.saved, *option], [self.saved, *names])
+
+    def test_more_cutoffs_than_the_baseline_are_comparable(self):
+        # every @5 metric of the baseline is computed again, with the same conventions
+        code, out, err = run_main([QRELS, RUN, "--baseline", self.saved, "--k", "3,5"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
+
+    def test_allow_qrels_change_does_not_allow_other_conventions(self):
+        self.assert_error([QRELS, RUN, "--baseline", self.saved, "--gain", "linear", "--allow-qrels-change"],
+                          ["gain"])
+
+    def test_reformatting_the_qrels_keeps_the_fingerprint(self):
+        trec = "".join(f"{qid} 0 {docid} {grade}\n" for qid, docs in self.qrels.items() for docid, grade in docs.items())
+        jsonl = "".join(json.dumps({"query_id": qid, "doc_id": docid, "relevance": grade}) + "\n"
+                        for qid, docs in reversed(list(self.qrels.items())) for docid, grade in docs.items())
+        with open(QRELS, "rb") as f:
+            original = f.read()
+        fingerprint = rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS))
+        self.assertEqual(fingerprint, rag_eval.qrels_fingerprint(self.qrels))
+        for label, name, data in [
+            ("TREC", "qrels.txt", trec.encode()),
+            ("TREC, gzipped", "qrels.txt.gz", gzip.compress(trec.encode())),
+            ("JSON, gzipped", "qrels.json.gz", gzip.compress(original)),
+            ("JSON, reindented", "qrels2.json", json.dumps(self.qrels, indent=4, sort_keys=True).encode()),
+            ("JSONL, other order", "qrels.jsonl", jsonl.encode()),
+        ]:
+            with self.subTest(label):
+                path = self.write(name, data)
+                self.assertEqual(rag_eval.qrels_fingerprint(rag_eval.read_qrels(path)), fingerprint)
+                report, _ = self.gate_report([path, RUN, "--baseline", self.saved, "--resamples", R], 0)
+                self.assertFalse(report["gate"]["qrels_changed"])
+
+    def test_fingerprint_changes_with_any_judgment(self):
+        fingerprint = rag_eval.qrels_fingerprint(self.qrels)
+        for label, edit in [
+            ("grade", lambda q: q["q1"].__setitem__("refund-policy#3", 2)),
+            ("new judgment", lambda q: q["q2"].__setitem__("pricing#3", 0)),
+            ("removed judgment", lambda q: q["q3"].pop("okta-guide#1")),
+            ("renamed query", lambda q: q.__setitem__("q5", q.pop("q4"))),
+        ]:
+            changed = json.loads(json.dumps(self.qrels))
+            edit(changed)
+            with self.subTest(label):
+                self.assertNotEqual(rag_eval.qrels_fingerprint(changed), fingerprint)
+
+    def test_fingerprint_is_unambiguous(self):
+        # Regression: the canonical form joins qid, docid and grade with tabs and
+        # newlines, which JSON ids may contain, so different judgments collide:
+        # {"a\tb": {"c": 1}} and {"a": {"b\tc": 1}} both hash "a\tb\tc\t1\n".
+        self.assertNotEqual(rag_eval.qrels_fingerprint({"a\tb": {"c": 1}}),
+                            rag_eval.qrels_fingerprint({"a": {"b\tc": 1}}))
+
+
+class TestAtomicWrite(GateCase, unittest.TestCase):
+    OLD = '{"recall@5": 0.7}\n'
+
+    def setUp(self):
+        super().setUp()
+        self.target = self.write("baseline.json", self.OLD)
+
+    def assert_untouched(self):
+        with open(self.target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), self.OLD)
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])  # no temporary file left behind
+
+    def test_writes_the_new_text(self):
+        rag_eval.write_atomically(self.target, "new\n" * 1000)
+        with open(self.target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "new\n" * 1000)
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
+
+    def test_failure_leaves_the_old_file(self):
+        for label, patch in [
+            ("fsync fails", mock.patch.object(rag_eval.os, "fsync", side_effect=OSError(errno.EIO, "I/O error"))),
+            ("rename fails", mock.patch.object(rag_eval.os, "replace", side_effect=OSError(errno.EXDEV, "cross-device"))),
+        ]:
+            with self.subTest(label):
+                with patch:
+                    with self.assertRaises(rag_eval.RagEvalError) as ctx:
+                        rag_eval.write_atomically(self.target, "new\n" * 1000)
+                self.assertIn(self.target, str(ctx.exception))
+                self.assert_untouched()
+
+    def test_failing_text_write_leaves_the_old_file(self):
+        # the disk fills up in the middle of the write: an OSError, reported as one located error
+        real_fdopen = os.fdopen
+
+        def failing_fdopen(*args, **kwargs):
+            handle = real_fdopen(*args, **kwargs)
+            handle.write = mock.Mock(side_effect=OSError(28, "No space left on device"))
+            return handle
+
+        with mock.patch.object(rag_eval.os, "fdopen", side_effect=failing_fdopen):
+            with self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.write_atomically(self.target, "new\n" * 1000)
+        self.assertIn("No space left on device", str(caught.exception))
+        self.assert_untouched()
+
+    def test_a_lone_surrogate_is_written_escaped(self):
+        # a JSON "\udfff" escape makes a str that UTF-8 cannot encode; the file is still written
+        rag_eval.write_atomically(self.target, "id \udfff\n")
+        with open(self.target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), "id \\udfff\n")
+
+    def test_interrupt_leaves_the_old_file(self):
+        with mock.patch.object(rag_eval.os, "fsync", side_effect=KeyboardInterrupt):
+            with self.assertRaises(KeyboardInterrupt):
+                rag_eval.write_atomically(self.target, "new\n")
+        self.assert_untouched()
+
+    @unittest.skipIf(os.name == "nt" or not hasattr(signal, "SIGKILL"), "needs POSIX SIGKILL")
+    def test_process_killed_mid_write(self):
+        # The child writes the new text, then stalls in fsync; it is killed there.
+        child = (
+            "import os, sys, time\n"
+            "sys.path.insert(0, sys.argv[1])\n"
+            "import rag_eval\n"
+            "def stall(fd):\n"
+            "    sys.stdout.write('writing\\n'); sys.stdout.flush()\n"
+            "    while True: time.sleep(3600)  # until killed: no clock decides when the kill must come\n"
+            "os.fsync = stall\n"
+            "rag_eval.write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", child, REPO, self.target], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
+        try:
+            line = proc.stdout.readline()
+            self.assertEqual(line.strip(), b"writing", proc.stderr.read() if not line else line)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        self.assertEqual(proc.returncode, -signal.SIGKILL)
+        with open(self.target, encoding="utf-8") as f:
+            self.assertEqual(f.read(), self.OLD)
+        # the new text was written, only elsewhere: the kill came mid-write
+        others = [name for name in os.listdir(self.tmp) if name != "baseline.json"]
+        self.assertTrue(any(self.read(self.path(name)).startswith(b"NEW BASELINE") for name in others), others)
+
+    @unittest.skipIf(os.name == "nt", "POSIX permissions")
+    def test_keeps_the_permissions_of_the_file_it_replaces(self):
+        # Regression: tempfile.mkstemp creates the temporary file with mode 0600 and it
+        # is renamed over the target, so --update-baseline turns a 0644
+        # baseline into 0600, and --save-baseline creates 0600 files whatever
+        # the umask: another user (a CI job under another account) cannot read it.
+        os.chmod(self.target, 0o644)
+        rag_eval.write_atomically(self.target, "new\n")
+        self.assertEqual(os.stat(self.target).st_mode & 0o777, 0o644)
+
+
+class TestTolerances(GateCase, unittest.TestCase):
+    def gate(self, argv, expected_code):
+        report, err = self.gate_report([QRELS, RUN, *argv], expected_code)
+        return report["gate"], regression_lines(err)
+
+    def test_global_max_drop(self):
+        gate, lines = self.gate(["--baseline", BASELINE, "--max-drop", "0.1"], 0)  # largest fall is mrr's 0.05
+        self.assertEqual(lines, [])
+        self.assertEqual({e["allowed_drop"] for e in gate["metrics"].values()}, {0.1})
+
+    def test_per_metric_max_drop_overrides_the_global_one(self):
+        for argv in (["--max-drop", "0.1", "--max-drop", "ndcg@5=0.001"],
+                     ["--max-drop", "ndcg@5=0.001", "--max-drop", "0.1"]):  # order does not matter
+            with self.subTest(argv):
+                # tighter: ndcg fell 0.52 - 0.5095 = 0.0105 > 0.001
+                gate, lines = self.gate(["--baseline", BASELINE, *argv], 1)
+                self.assertEqual(lines, ["REGRESSION ndcg@5: baseline 0.5200, now 0.5095"])
+                self.assertEqual(gate["metrics"]["ndcg@5"]["allowed_drop"], 0.001)
+                self.assertEqual(gate["metrics"]["mrr@5"]["allowed_drop"], 0.1)
+        # looser: recall fell 0.0333 < 0.5; mrr still fails the default 0.02 with 0.05
+        gate, lines = self.gate(["--baseline", BASELINE, "--max-drop", "recall@5=0.5"], 1)
+        self.assertEqual(lines, ["REGRESSION mrr@5: baseline 0.5500, now 0.5000"])
+        self.assertEqual(gate["metrics"]["recall@5"]["verdict"], "pass")
+
+    def test_relative_max_drop(self):
+        # recall@5 is 2/3 now.  A baseline b with b - 2/3 = 5% of b is b = (2/3) / (1 - 0.05).
+        exactly = self.write("exactly.json", {"recall@5": (2 / 3) / (1 - 0.05)})
+        gate, lines = self.gate(["--baseline", exactly, "--max-drop", "recall@5=5%"], 0)
+        entry = gate["metrics"]["recall@5"]
+        self.assertEqual(entry["tolerance"], "5%")
+        self.assertAlmostEqual(entry["allowed_drop"], 0.05 * (2 / 3) / (1 - 0.05), places=15)
+        # a fall of 6% of the baseline, (2/3) / 0.94 - 2/3 = 0.0426: over 5% (0.0355),
+        # though under an absolute 0.05
+        beyond = self.write("beyond.json", {"recall@5": (2 / 3) / (1 - 0.06)})
+        gate, lines = self.gate(["--baseline", beyond, "--max-drop", "recall@5=5%"], 1)
+        self.assertEqual(lines, [f"REGRESSION recall@5: baseline {(2 / 3) / 0.94:.4f}, now 0.6667"])
+        self.gate(["--baseline", beyond, "--max-drop", "recall@5=0.05"], 0)
+        self.gate(["--baseline", beyond, "--max-drop", "5%"], 1)  # global and relative
+        self.gate(["--baseline", beyond, "--max-drop", "7%"], 0)
+
+    def test_drop_equal_to_the_tolerance_passes(self):
+        baseline = self.write("b.json", {"mrr@5": 0.55, "ndcg@5": 0.52})
+        # mrr fell 0.55 - 1/2 = 0.05 (0.050000000000000044 in floats)
+        gate, lines = self.gate(["--baseline", baseline, "--max-drop", "mrr@5=0.05", "--max-drop", "0.1"], 0)
+        self.assertEqual(gate["metrics"]["mrr@5"]["verdict"], "pass")
+        gate, lines = self.gate(["--baseline", baseline, "--max-drop", "mrr@5=0.0499", "--max-drop", "0.1"], 1)
+        self.assertEqual(lines, ["REGRESSION mrr@5: baseline 0.5500, now 0.5000"])
+        # relative: 10% of 0.55 is 0.055 >= 0.05; 9% is 0.0495 < 0.05
+        self.gate(["--baseline", baseline, "--max-drop", "mrr@5=10%", "--max-drop", "0.1"], 0)
+        self.gate(["--baseline", baseline, "--max-drop", "mrr@5=9%", "--max-drop", "0.1"], 1)
+        # success@5 is 2/3; a baseline of 5/6 falls by 1/6, exactly 20% of 5/6
+        fifth = self.write("fifth.json", {"success@5": 5 / 6})
+        self.gate(["--baseline", fifth, "--max-drop", "20%"], 0)
+        self.gate(["--baseline", fifth, "--max-drop", "19.9%"], 1)
+
+    def test_floors(self):
+        # no baseline needed; recall@5 is 2/3 < 0.8
+        gate, lines = self.gate(["--min", "recall@5=0.8"], 1)
+        self.assertEqual(lines, ["REGRESSION recall@5: floor 0.8000, now 0.6667"])
+        self.assertEqual(gate["floors"]["recall@5"]["verdict"], "below floor")
+        self.assertEqual(gate["metrics"], {})
+        self.assertFalse(gate["passed"])
+        gate, lines = self.gate(["--min", "recall@5=0.6", "--min", "mrr@5=0.5"], 0)  # mrr exactly at its floor
+        self.assertEqual({m: e["verdict"] for m, e in gate["floors"].items()}, {"recall@5": "pass", "mrr@5": "pass"})
+        # with a baseline that passes, a floor still fails
+        gate, lines = self.gate(["--baseline", BASELINE, "--max-drop", "0.1", "--min", "ndcg@5=0.6"], 1)
+        self.assertEqual(lines, ["REGRESSION ndcg@5: floor 0.6000, now 0.5095"])
+
+    def test_unknown_metric_names_are_reported_at_once(self):
+        line = self.assert_error([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "ndgc@5=0.1",
+                                  "--min", "recal@5=0.5", "--min", "ndcg@10=0.2", "--max-drop", "mrr=0.1"],
+                                 ["ndgc@5", "recal@5", "ndcg@10", "'mrr'"])
+        self.assertIn("--max-drop", line)
+        self.assertIn("--min", line)
+
+    def test_metric_not_computed(self):
+        self.assert_error([QRELS, RUN, "--min", "ap@5=0.1"], ["ap@5"])
+        self.assert_error([QRELS, RUN, "--baseline", BASELINE, "--max-drop", "ndcg@10=0.01"], ["ndcg@10"])
+        # computed once asked for: ap@5 = mean of q1 (1/2 + 2/4) / 2, q2 0, q3 (1/1 + 2/2 + 3/5) / 3
+        gate, lines = self.gate(["--measures", "recall,ap", "--min", "ap@5=0.1"], 0)
+        self.assertAlmostEqual(gate["floors"]["ap@5"]["now"], ((1 / 2 + 2 / 4) / 2 + 0 + (1 / 1 + 2 / 2 + 3 / 5) / 3) / 3,
+                               places=12)
+
+    def test_baseline_with_no_metric_computed(self):
+        baseline = self.write("b.json", {"ndcg@10": 0.5, "recall@10": 0.5})
+        self.assert_error([QRELS, RUN, "--baseline", baseline], [baseline])
+        # one metric in common is enough; a baseline metric the run no longer reports is a regression
+        partly = self.write("partly.json", {"ndcg@10": 0.5, "ndcg@5": 0.5})
+        gate, lines = self.gate(["--baseline", partly], 1)
+        self.assertEqual(lines, ["REGRESSION ndcg@10: baseline 0.5000, now missing"])
+
+    def test_bad_tolerance_values(self):
+        for argv in (["--max-drop", "-0.1"], ["--max-drop", "recall@5=x"], ["--max-drop", "nan"],
+                     ["--min", "recall@5=1.5"], ["--min", "recall@5"]):
+            with self.subTest(argv):
+                self.assert_error([QRELS, RUN, "--baseline", BASELINE, *argv])
+
+
+class TestPairedGate(unittest.TestCase):
+    """A seeded synthetic collection of 200 queries and three changed runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory()
+        cls.tmp = cls._tmp.name
+        qrels, base = synthetic(200)
+        rng = random.Random(99)
+        hits = sorted(q for q, ranking in base.items() if is_hit(ranking))
+        misses = sorted(q for q, ranking in base.items() if not is_hit(ranking))
+        assert len(hits) >= 110 and len(misses) >= 6, (len(hits), len(misses))
+        # slight: 10 hits become misses, 6 misses become hits at rank 5.  success@5
+        # falls by (10 - 6) / 200 = 0.02, beyond a tolerance of 0.01, but 10 worse
+        # and 6 better out of 16 is no evidence: p = P(|2B - 16| >= 4), B ~ Bin(16, 1/2).
+        cls.slight_worse = sorted(rng.sample(hits, 10))
+        cls.slight_better = sorted(rng.sample(misses, 6))
+        slight = dict(base)
+        for q in cls.slight_worse:
+            slight[q] = missed(base[q])
+        for q in cls.slight_better:
+            slight[q] = found_at_5(q, base[q])
+        # strong: 100 hits become misses
+        cls.strong_worse = sorted(rng.sample(hits, 100))
+        strong = dict(base, **{q: missed(base[q]) for q in cls.strong_worse})
+        cls.base_run, cls.slight_run = base, slight
+        cls.qrels = cls.write("qrels.json", qrels)
+        cls.base = cls.write("base.json", base)
+        cls.slight = cls.write("slight.json", slight)
+        cls.strong = cls.write("strong.json", strong)
+        cls.saved = os.path.join(cls.tmp, "saved.json")
+        code, _, err = run_main([cls.qrels, cls.base, "--save-baseline", cls.saved])
+        assert code == 0, err
+        cls.outputs = {}  # (exit code, stdout, stderr) of gate() runs against the saved baseline, by argv
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    @classmethod
+    def write(cls, name, data):
+        path = os.path.join(cls.tmp, name)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f)
+        return path
+
+    def gate(self, run, expected_code, *options, baseline=None):
+        argv = [self.qrels, run, "--baseline", baseline or self.saved, "--resamples", R, *options]
+        if baseline is None:  # the class's own files, never rewritten: a run several tests read is made once
+            key = tuple(argv)
+            if key not in self.outputs:
+                self.outputs[key] = run_main(argv)
+            code, out, err = self.outputs[key]
+        else:
+            code, out, err = run_main(argv)
+        self.assertEqual(code, expected_code, err)
+        for line in err.splitlines():
+            self.assertTrue(line.startswith(("REGRESSION ", "rag_eval: note:", "rag_eval: warning:")), line)
+        return json.loads(out)["gate"], regression_lines(err)
+
+    def test_strong_degradation_fails_under_both_rules(self):
+        for rule in ("drop", "significant"):
+            with self.subTest(rule):
+                gate, lines = self.gate(self.strong, 1, "--gate", rule)
+                self.assertEqual(gate["rule"], rule)
+                self.assertFalse(gate["passed"])
+                self.assertEqual([line.split(":")[0] for line in lines],
+                                 [f"REGRESSION {m}" for m in ("mrr@5", "ndcg@5", "recall@5", "success@5")])
+                for metric, entry in gate["metrics"].items():
+                    self.assertEqual(entry["verdict"], "regression", metric)
+                    # 100 queries differ: sampled, but a 0/1 measure is the sign test, exact at any count
+                    self.assertEqual(entry["exact"], metric == "success@5")
+                    self.assertEqual(entry["worse"], 100)
+                    self.assertLess(entry["p_holm"], 0.05)
+                    self.assertLess(entry["interval"][1], 0)
+                self.assertEqual(gate["metrics"]["success@5"]["mean_delta"], -100 / 200)
+
+    def test_slight_degradation_fails_drop_but_not_significant(self):
+        gate, lines = self.gate(self.slight, 1, "--max-drop", "0.01")
+        self.assertEqual(gate["rule"], "drop")
+        self.assertEqual(gate["metrics"]["success@5"]["verdict"], "regression")
+        self.assertIn("REGRESSION success@5: baseline", "\n".join(lines))
+        # Holm: no metric's fall is significant, and none is shown to be within 0.01 either:
+        # inconclusive (exit 3), where the two-outcome gate passed them as "not significant".
+        gate, lines = self.gate(self.slight, 3, "--max-drop", "0.01", "--gate", "significant", "--adjust", "holm")
+        self.assertEqual(gate["rule"], "significant")
+        self.assertFalse(gate["passed"])
+        self.assertEqual(gate["verdict"], "inconclusive")
+        self.assertEqual(lines, [])
+        success = gate["metrics"]["success@5"]
+        self.assertEqual(success["verdict"], "inconclusive")
+        self.assertEqual({e["verdict"] for e in gate["metrics"].values()}, {"inconclusive"})
+        # MaxT (the default) shares the 2**16 sign patterns of the 16 differing queries among the four
+        # metrics: ndcg@5 (raw p 0.0136, Holm 0.054) adjusts to 0.0315 and its interval is below 0.
+        gate, lines = self.gate(self.slight, 1, "--max-drop", "0.01", "--gate", "significant")
+        ndcg = gate["metrics"]["ndcg@5"]
+        self.assertEqual(ndcg["verdict"], "regression")
+        self.assertLess(ndcg["p_adjusted"], 0.05)
+        self.assertGreater(ndcg["p_holm"], 0.05)
+        self.assertEqual(gate["metrics"]["success@5"]["verdict"], "inconclusive")
+        self.assertAlmostEqual(success["delta"], (6 - 10) / 200, places=12)
+        self.assertAlmostEqual(success["mean_delta"], (6 - 10) / 200, places=12)
+        self.assertEqual((success["worse"], success["improved"], success["same"]), (10, 6, 200 - 16))
+        # 16 deltas of +-1, observed |sum| 4: |2B - 16| >= 4 when B <= 6 or B >= 10
+        self.assertTrue(success["exact"])
+        self.assertAlmostEqual(success["p_value"], 2 * sum(math.comb(16, i) for i in range(0, 7)) / 2 ** 16, places=15)
+        self.assertFalse(success["unresolvable"])
+
+    def test_paired_numbers(self):
+        gate, _ = self.gate(self.slight, 1, "--max-drop", "0.01")
+        for metric, entry in gate["metrics"].items():
+            with self.subTest(metric):
+                self.assertEqual(entry["queries"], 200)
+                self.assertGreaterEqual(entry["p_holm"], entry["p_value"])
+                self.assertLessEqual(entry["p_holm"], 1.0)
+                low, high = entry["interval"]
+                self.assertLess(low, high)
+                self.assertLessEqual(low, entry["mean_delta"])
+                self.assertGreaterEqual(high, entry["mean_delta"])
+                self.assertAlmostEqual(entry["mean_delta"], entry["delta"], places=12)
+                # the 10 queries moved out of the top 5 score 0 after, above 0 before
+                self.assertEqual(entry["hit_to_miss"], self.slight_worse)
+        self.assertEqual(gate["metrics"]["success@5"]["largest_drops"], [[q, -1.0] for q in self.slight_worse[:5]])
+        # mrr: each worse query loses its reciprocal rank; the largest losses first, ties by query id
+        expected = sorted((-reciprocal_rank(self.base_run[q]), q) for q in self.slight_worse)[:5]
+        self.assertEqual([[q, d] for q, d in gate["metrics"]["mrr@5"]["largest_drops"]],
+                         [[q, delta] for delta, q in expected])
+        gate, _ = self.gate(self.slight, 1, "--max-drop", "0.01", "--largest-drops", "2")
+        self.assertEqual(len(gate["metrics"]["success@5"]["largest_drops"]), 2)
+
+    def test_holm_correction_across_metrics(self):
+        gate, _ = self.gate(self.slight, 1, "--max-drop", "0.01")
+        p_values = {metric: entry["p_value"] for metric, entry in gate["metrics"].items()}
+        for metric, value in rag_eval.holm(p_values).items():
+            self.assertEqual(gate["metrics"][metric]["p_holm"], value)
+
+    def test_baseline_run_gives_the_same_paired_numbers(self):
+        code, out, err = run_main([self.qrels, self.slight, "--baseline-run", self.base, "--resamples", R,
+                                   "--max-drop", "0.01"])
+        self.assertEqual(code, 1, err)
+        from_run = json.loads(out)["gate"]
+        from_file, _ = self.gate(self.slight, 1, "--max-drop", "0.01")
+        self.assertEqual(from_run, from_file)
+
+    def test_same_inputs_and_seed_same_bytes(self):
+        argv = [self.qrels, self.strong, "--baseline", self.saved, "--resamples", R, "--seed", "7", "--ci"]
+        first = run_main(argv)
+        self.assertEqual(first[0], 1, first[2])
+        self.assertEqual(run_main(argv), first)
+
+    def test_other_seed_same_means(self):
+        reports = {}
+        for seed in ("1", "2"):
+            code, out, err = run_main([self.qrels, self.strong, "--baseline", self.saved, "--resamples", "100",
+                                       "--seed", seed])
+            self.assertEqual(code, 1, err)
+            reports[seed] = json.loads(out)
+        self.assertEqual(reports["1"]["mean"], reports["2"]["mean"])
+        for metric, entry in reports["1"]["gate"]["metrics"].items():
+            other = reports["2"]["gate"]["metrics"][metric]
+            for key in ("baseline", "now", "delta", "mean_delta", "improved", "worse", "same", "hit_to_miss"):
+                self.assertEqual(entry[key], other[key], (metric, key))
+
+    def test_significant_needs_per_query_scores(self):
+        flat = self.write("flat.json", rag_eval.read_baseline(self.saved).means)
+        code, out, err = run_main([self.qrels, self.slight, "--baseline", flat, "--gate", "significant"])
+        self.assertEqual(code, 2, err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertTrue(err.startswith(ERROR_PREFIX), err)
+        self.assertIn("--gate significant", err)
+        # the flat baseline still gates under the drop rule
+        gate, _ = self.gate(self.slight, 1, "--max-drop", "0.01", baseline=flat)
+        self.assertNotIn("p_value", gate["metrics"]["success@5"])
+
+    def test_significant_with_a_baseline_lacking_some_per_query_scores(self):
+        # An extended baseline whose "per_query" lacks a metric that its "mean"
+        # has (hand-edited, or written by another tool): with no pairs there is
+        # no test, so a fall beyond the tolerance fails.  (This crashed with
+        # KeyError in gate() at ac02464.)
+        with open(self.saved, encoding="utf-8") as f:
+            data = json.load(f)
+        del data["per_query"]["success@5"]
+        partial = self.write("partial.json", data)
+        gate, lines = self.gate(self.strong, 1, "--gate", "significant", baseline=partial)
+        self.assertEqual(gate["metrics"]["success@5"]["verdict"], "regression")
+        self.assertNotIn("p_value", gate["metrics"]["success@5"])
+        self.assertIn("p_value", gate["metrics"]["recall@5"])
+        self.assertIn("REGRESSION success@5: baseline", "\n".join(lines))
+
+    def test_identical_large_run_against_its_own_baseline(self):
+        # Regression: see TestBootstrapInterval.test_all_zero_data_above_the_ordinary_bootstrap_limit.
+        # More queries than MANY, every delta 0: IndexError.
+        with tempfile.TemporaryDirectory() as tmp:
+            qrels, run = synthetic(MANY + 10)
+            qrels_path, run_path = os.path.join(tmp, "qrels.json"), os.path.join(tmp, "run.json")
+            saved = os.path.join(tmp, "saved.json")
+            for path, data in ((qrels_path, qrels), (run_path, run)):
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump(data, f)
+            self.assertEqual(run_main([qrels_path, run_path, "--save-baseline", saved])[0], 0)
+            code, out, err = run_main([qrels_path, run_path, "--baseline", saved, "--resamples", "100"])
+        self.assertEqual(code, 0, err)
+
+
+class TestUpdateBaseline(GateCase, unittest.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.baseline = self.write("baseline.json", self.read(BASELINE))
+
+    def test_not_rewritten_when_the_gate_fails(self):
+        before = self.read(self.baseline)
+        with mock.patch.object(rag_eval, "write_atomically", wraps=rag_eval.write_atomically) as spy:
+            code, out, err = run_main([QRELS, RUN, "--baseline", self.baseline, "--update-baseline"])
+        self.assertEqual(code, 1, err)
+        self.assertEqual(self.read(self.baseline), before)
+        spy.assert_not_called()
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
+
+    def test_rewritten_atomically_when_the_gate_passes(self):
+        with mock.patch.object(rag_eval, "write_atomically", wraps=rag_eval.write_atomically) as spy:
+            code, out, err = run_main([QRELS, RUN, "--baseline", self.baseline, "--update-baseline",
+                                       "--max-drop", "0.1"])
+        self.assertEqual(code, 0, err)
+        spy.assert_called_once()
+        self.assertEqual(spy.call_args[0][0], self.baseline)
+        self.assertIn(f"rag_eval: note: updated {self.baseline}", err.splitlines())
+        updated = rag_eval.read_baseline(self.baseline)
+        self.assertEqual(updated.means.keys(), FIXTURE_MEANS.keys())
+        for metric, value in FIXTURE_MEANS.items():
+            self.assertAlmostEqual(updated.means[metric], value, places=15)
+        self.assertEqual(updated.qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
+        # and the new baseline passes the same run
+        self.assertEqual(run_main([QRELS, RUN, "--baseline", self.baseline, "--resamples", R])[0], 0)
+
+    def test_ratchet_keeps_the_better_mean(self):
+        old = {"recall@5": 0.6, "mrr@5": 0.51, "ndcg@5": 0.6, "success@5": 0.5}
+        path = self.write("ratchet.json", old)
+        code, out, err = run_main([QRELS, RUN, "--baseline", path, "--update-baseline", "--ratchet",
+                                   "--max-drop", "0.1"])
+        self.assertEqual(code, 0, err)
+        means = rag_eval.read_baseline(path).means
+        # recall max(0.6, 2/3); mrr max(0.51, 1/2); ndcg max(0.6, 0.5095); success max(0.5, 2/3)
+        self.assertAlmostEqual(means["recall@5"], max(0.6, 2 / 3), places=15)
+        self.assertEqual(means["mrr@5"], max(0.51, 1 / 2))
+        self.assertEqual(means["ndcg@5"], max(0.6, FIXTURE_MEANS["ndcg@5"]))
+        self.assertAlmostEqual(means["success@5"], max(0.5, 2 / 3), places=15)
+        # without --ratchet the new means replace the old ones, lower or not
+        path = self.write("plain.json", old)
+        self.assertEqual(run_main([QRELS, RUN, "--baseline", path, "--update-baseline", "--max-drop", "0.1"])[0], 0)
+        self.assertEqual(rag_eval.read_baseline(path).means["mrr@5"], 1 / 2)
+
+    def test_needs_a_baseline(self):
+        self.assert_error([QRELS, RUN, "--update-baseline"], ["--update-baseline"])
+        self.assert_error([QRELS, RUN, "--baseline-run", RUN, "--update-baseline"])
+        self.assert_error([QRELS, RUN, "--baseline", self.baseline, "--ratchet"], ["--ratchet"])
+
+
+class TestIntervals(GateCase, unittest.TestCase):
+    def test_synthetic(self):
+        qrels, run = synthetic(200)
+        qrels_path, run_path = self.write("qrels.json", qrels), self.write("run.json", run)
+        report, _ = self.gate_report([qrels_path, run_path, "--ci", "--resamples", R, "--k", "3,5"], 0)
+        self.assertEqual(set(report["intervals"]), set(report["mean"]))
+        hits = {k: sum(1 for ranking in run.values() if is_hit(ranking, k)) for k in (3, 5)}
+        for metric, (low, high) in report["intervals"].items():
+            with self.subTest(metric):
+                mean = report["mean"][metric]
+                self.assertLessEqual(low, mean)
+                self.assertGreaterEqual(high, mean)
+                self.assertLess(low, high)
+                if metric.startswith("success@"):
+                    k = int(metric.split("@")[1])
+                    self.assertEqual(mean, hits[k] / 200)
+                    self.assertEqual([low, high], list(rag_eval.clopper_pearson(hits[k], 200)))
+
+    def test_fixtures(self):
+        report, _ = self.gate_report([QRELS, RUN, "--ci", "--resamples", R, "--digits", "6"], 0)
+        self.assertEqual(set(report["intervals"]), set(FIXTURE_MEANS))
+        # success@5: 2 of 3 queries
+        self.assertEqual(report["intervals"]["success@5"], list(rag_eval.clopper_pearson(2, 3)))
+        # mrr@5 takes 1/2, 0, 1: a bootstrap mean lies between 0 and 1
+        low, high = report["intervals"]["mrr@5"]
+        self.assertTrue(0 <= low <= 0.5 <= high <= 1, (low, high))
+        # recall@5 takes 1, 0, 1 (mean 2/3): the wild bootstrap's highest resample is 2/3 + (1/3 + 2/3 + 1/3) / 3
+        # = 10/9, and its interval is symmetric; a mean of recall cannot pass 1, so the interval stops there
+        self.assertEqual(report["intervals"]["recall@5"][1], 1.0)
+        self.assertGreater(rag_eval.bootstrap_interval([1.0, 0.0, 1.0], 500).high, 1.0)
+
+    def test_mean_intervals_api(self):
+        qrels, run = synthetic(60)
+        result = rag_eval.evaluate(qrels, run, 5)
+        intervals = rag_eval.mean_intervals(result, 300, seed=1)
+        self.assertEqual(intervals, rag_eval.mean_intervals(result, 300, seed=1))
+        hits = sum(1 for ranking in run.values() if is_hit(ranking))
+        self.assertEqual(intervals["success@5"], rag_eval.clopper_pearson(hits, 60))
+        for metric, (low, high) in intervals.items():
+            self.assertLessEqual(low, result["mean"][metric])
+            self.assertGreaterEqual(high, result["mean"][metric])
+
+
+class TestGateDetails(GateCase, unittest.TestCase):
+    """Each pins a bug a code review found; the comment says what went wrong."""
+
+    def test_a_floor_equal_to_the_mean_passes(self):
+        # recall@5 per query: 0/1, 0/1, 3/5; the mean (0 + 0 + 0.6) / 3 is 0.19999999999999998 in floats
+        qrels = self.write("q.json", {"q1": {"f": 1}, "q2": {"g": 1}, "q3": {"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}})
+        run = self.write("r.json", {"q1": ["a"], "q2": ["b"], "q3": ["a", "b", "c", "x", "y"]})
+        report, _ = self.gate_report([qrels, run, "--measures", "recall", "--min", "recall@5=0.2"], 0)
+        self.assertEqual(report["gate"]["floors"]["recall@5"]["verdict"], "pass")
+
+    def test_ratchet_from_a_flat_baseline_keeps_no_mismatched_scores(self):
+        # The old mean of recall@5 (0.68) beats the new one (2/3): it is kept, without per-query scores,
+        # since a flat baseline has none and the new run's would not average to 0.68.
+        path = self.write("flat.json", {"recall@5": 0.68, "mrr@5": 0.4, "ndcg@5": 0.5, "success@5": 0.6})
+        code, _, err = run_main([QRELS, RUN, "--baseline", path, "--update-baseline", "--ratchet"])
+        self.assertEqual(code, 0, err)
+        saved = rag_eval.read_baseline(path)
+        self.assertEqual(saved.means["recall@5"], 0.68)
+        self.assertNotIn("recall@5", saved.per_query)
+        for metric in ("mrr@5", "ndcg@5", "success@5"):  # new means, with the new run's per-query scores
+            scores = saved.per_query[metric]
+            self.assertAlmostEqual(saved.means[metric], math.fsum(scores.values()) / len(scores), places=12)
+
+    def test_ratchet_refuses_means_made_on_other_judgments(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        qrels = self.write("q.json", {"q1": {"refund-policy#2": 2}, "q2": {"sla-uptime#1": 2},
+                                      "q3": {"sso-setup#4": 2}, "q4": {"pricing#3": 0}})
+        self.assert_error([qrels, RUN, "--baseline", saved, "--allow-qrels-change", "--update-baseline", "--ratchet"],
+                          ["--ratchet"])
+
+    def test_an_update_keeps_or_names_the_metrics_it_did_not_score(self):
+        # Scored now: recall@5 and mrr@5 only.  --ratchet keeps the other two as they were, with their
+        # per-query scores (a flat baseline gates every metric it has, so it cannot get here); a plain
+        # update drops them and says so.
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        before = rag_eval.read_baseline(saved)
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--ratchet",
+                                 "--measures", "recall,mrr"])
+        self.assertEqual(code, 0, err)
+        after = rag_eval.read_baseline(saved)
+        self.assertEqual(after.means, before.means)
+        self.assertEqual(after.per_query, before.per_query)
+        self.assertIn(f"rag_eval: note: updated {saved} (ratchet)", err.splitlines())
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--measures", "recall,mrr"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(set(rag_eval.read_baseline(saved).means), {"recall@5", "mrr@5"})
+        self.assertIn(f"rag_eval: note: updated {saved}; no longer in it (not scored now): success@5, ndcg@5",
+                      err.splitlines())
+
+    def test_regressions_refuses_nan(self):
+        for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
+                                  ({"recall@5": float("nan")}, {"recall@5": 0.5})]:
+            with self.subTest(current=current, baseline=baseline), self.assertRaises(ValueError):
+                rag_eval.regressions(current, baseline, 0.02)
+
+    def test_conventions_k_must_be_a_list(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved) as f:
+            record = json.load(f)
+        for bad in (5, [[5]], [], [0], None):
+            record["conventions"]["k"] = bad
+            path = self.write("bad.json", record)
+            with self.subTest(k=bad):
+                self.assert_error([QRELS, RUN, "--baseline", path], ["conventions.k"])
+
+    def test_unjudged_with_judged_only_reads_stdin_once(self):
+        # Issue 11 (item 6): the run is read once, so standard input works as a file does.
+        from_file = self.path("file.jsonl")
+        self.assertEqual(run_main([QRELS, RUN, "--judged-only", "--unjudged", from_file])[0], 0)
+        stdin = io.TextIOWrapper(io.BufferedReader(io.BytesIO(self.read(RUN))))
+        with mock.patch.object(sys, "stdin", stdin):
+            code, out, err = run_main([QRELS, "-", "--judged-only", "--unjudged", self.path("w.jsonl")])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.read(self.path("w.jsonl")), self.read(from_file))
+        self.assertTrue(self.read(from_file))
+
+    def test_abstain_below_needs_scores(self):
+        # q4 has no relevant document; a ranked list has no score to compare with the threshold
+        self.assert_error([QRELS, RUN, "--abstain-below", "0.5"], [RUN, "--abstain-below"])
+
+
+class TestGateHelpers(GateCase, unittest.TestCase):
+    """Issue 12 (lean core, baseline/gate and reporting): what the rewritten helpers must keep doing."""
+
+    def test_natural_order_of_ids(self):
+        # runs of ASCII digits compare as numbers (q2 before q10); equal keys fall back to the text (q01 < q1);
+        # a digit of another script ("²") is a character like any other, after every ASCII number
+        ids = ["q10", "q\u00b2", "q2", "q1", "a", "q01", "q1a", "q1\n"]
+        self.assertEqual(sorted(ids, key=rag_eval._natural_order),
+                         ["a", "q01", "q1", "q1\n", "q1a", "q2", "q10", "q\u00b2"])
+
+    def test_label_changes_from_digests(self):
+        # beyond MAX_STORED_JUDGMENTS only a digest and a count per query are stored: which queries changed, not how
+        before = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}, "q3": {"d": 1}}
+        with mock.patch.object(rag_eval, "MAX_STORED_JUDGMENTS", 1):
+            stored = rag_eval.stored_judgments(before)
+        self.assertEqual(set(stored), {"digests"})
+        changes = rag_eval.label_changes(stored, {"q1": {"a": 2, "b": 0}, "q2": {"c": 2}, "q4": {"e": 1}})
+        self.assertEqual(changes, {"stored": "digests", "queries": {"q1": {"judged": [2, 2]}},
+                                   "counts": {"queries_added": 1, "queries_changed": 1, "queries_removed": 1},
+                                   "queries_added": ["q4"], "queries_removed": ["q3"]})
+        whole = rag_eval.label_changes(rag_eval.stored_judgments(before), {"q1": {"a": 2}, "q2": {"c": 2, "x": 1}})
+        self.assertEqual(whole["counts"], {"added": 1, "queries_added": 0, "queries_changed": 2, "queries_removed": 1,
+                                           "regraded": 1, "removed": 1})
+        self.assertEqual(whole["queries"], {"q1": {"added": {}, "removed": {"b": 0}, "regraded": {"a": [1, 2]}},
+                                            "q2": {"added": {"x": 1}, "removed": {}, "regraded": {}}})
+
+    def test_an_extended_baseline_keeps_its_meta_and_judgments(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--meta", "embedder=bge"])[0], 0)
+        baseline = rag_eval.read_baseline(saved)
+        self.assertEqual(baseline.meta["embedder"], "bge")
+        self.assertEqual(baseline.judgments, rag_eval.stored_judgments(rag_eval.read_qrels(QRELS)))
+        with open(saved) as f:
+            record = json.load(f)
+        del record["meta"], record["judgments"]
+        older = rag_eval.read_baseline(self.write("older.json", record))
+        self.assertEqual((older.meta, older.judgments), (None, None))
+        self.assertEqual(older.per_query, baseline.per_query)
+        for key, bad in (("meta", {"a=b": "c"}), ("judgments", {"digests": {"q1": {"judged": "3"}}})):
+            with self.subTest(key=key):
+                path = self.write("bad.json", dict(record, **{key: bad}))
+                self.assert_error([QRELS, RUN, "--baseline", path], [path, key])
+
+    def test_openmetrics_text_exactly(self):
+        # label values escape backslash, quote and newline; a family without samples is left out (no delta of mrr)
+        tag = 'a"b\\c'
+        report = {"mean": {"recall@5": 0.5, "mrr@5": 0.25},
+                  "slices": {tag: {"queries": 1, "mean": {"recall@5": 0.125, "mrr@5": None}}},
+                  "gate": {"passed": False, "metrics": {f"{tag}:recall@5": {"baseline": 0.5, "delta": -0.375},
+                                                        "mrr@5": {"baseline": 0.5, "delta": None}}}}
+        self.assertEqual(rag_eval._openmetrics_text(report), "\n".join([
+            "# TYPE rag_eval_mean gauge", "# HELP rag_eval_mean Mean of the measure over the scored queries.",
+            'rag_eval_mean{metric="mrr@5"} 0.25', 'rag_eval_mean{metric="recall@5"} 0.5',
+            "# TYPE rag_eval_slice_mean gauge",
+            "# HELP rag_eval_slice_mean Mean of the measure over the scored queries of a slice.",
+            'rag_eval_slice_mean{slice="a\\"b\\\\c",metric="recall@5"} 0.125',
+            "# TYPE rag_eval_baseline gauge", "# HELP rag_eval_baseline The baseline's mean of the measure.",
+            'rag_eval_baseline{metric="recall@5",slice="a\\"b\\\\c"} 0.5', 'rag_eval_baseline{metric="mrr@5"} 0.5',
+            "# TYPE rag_eval_delta gauge", "# HELP rag_eval_delta Mean now minus the baseline's mean.",
+            'rag_eval_delta{metric="recall@5",slice="a\\"b\\\\c"} -0.375',
+            "# TYPE rag_eval_passed gauge", "# HELP rag_eval_passed 1 when the gate passed, 0 when it did not (a regression, or inconclusive).",
+            "rag_eval_passed 0.0", "# EOF", ""]))
+
+    def test_junit_counts_failures_in_both_elements(self):
+        from xml.etree import ElementTree
+
+        code, _, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--min", "ndcg@5=0.9", "--min", "mrr@5=0.1",
+                                 "--junit", self.path("j.xml")])
+        self.assertEqual(code, 1, err)
+        suites = ElementTree.fromstring(self.read(self.path("j.xml")))
+        suite = suites.find("testsuite")
+        # baseline.json gates 4 metrics (recall@5 and mrr@5 regress); floors: ndcg@5 below, mrr@5 met
+        for element in (suites, suite):
+            self.assertEqual((element.get("tests"), element.get("failures")), ("6", "3"))
+        failed = sorted(case.get("name") for case in suite if case.find("failure") is not None)
+        self.assertEqual(failed, ["floor ndcg@5", "mrr@5", "recall@5"])
+        self.assertEqual(run_main([QRELS, RUN, "--junit", self.path("none.xml")])[0], 0)
+        cases = ElementTree.fromstring(self.read(self.path("none.xml"))).find("testsuite")
+        self.assertEqual([(case.get("name"), case.find("system-out").text) for case in cases],
+                         [("scored", "pass: 3 queries scored, no baseline or floor to gate")])
+
+    def test_write_atomically_without_commit_leaves_the_target_until_renamed(self):
+        target = self.write("target.txt", "old\n")
+        os.symlink("target.txt", self.path("link.txt"))
+        temporary, replaced = rag_eval.write_atomically(self.path("link.txt"), "new\n", commit=False)
+        self.assertEqual(replaced, os.path.realpath(target))  # the link's target, not the link
+        self.assertEqual((self.read(target), self.read(temporary)), (b"old\n", b"new\n"))
+        os.replace(temporary, replaced)
+        self.assertTrue(os.path.islink(self.path("link.txt")))
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["link.txt", "target.txt"])
+        self.assertEqual(self.read(self.path("link.txt")), b"new\n")
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "not a regular file"):
+            rag_eval.write_atomically(self.tmp, "x")
+
+    def test_calibration_in_table_and_markdown(self):
+        base = self.path("base.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", base])[0], 0)
+        argv = [QRELS, RUN, "--baseline", base, "--calibrate", "10", "--resamples", "200"]
+        table, markdown = (run_main(argv + ["--format", fmt])[1] for fmt in ("table", "markdown"))
+        first = "10 simulations per scenario on 3 queries resampled against themselves, rule 'drop', maxt, alpha 0.05"
+        self.assertIn(f"\n\ncalibration: {first}\n  a/a (false fails = regression): regression ", table)
+        self.assertIn(f"\n\nCalibration: {first}:\n\n- a/a (false fails = regression): regression ", markdown)
+        self.assertIn("\n- drop 2x tolerance (power = regression): ", markdown)
+
+
+class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
+    """The refusals and edge cases of baselines, locks, comparisons and calibration, each checked by its words."""
+
+    def extended(self):
+        saved = self.path("saved.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved) as f:
+            return json.load(f)
+
+    def test_malformed_extended_baselines_are_refused_by_name(self):
+        record = self.extended()
+        digests = {"digests": {"q1": {"judged": 2, "sha256": "0" * 16}}}
+        self.assertEqual(rag_eval.read_baseline(self.write("d.json", dict(record, judgments=digests))).judgments,
+                         digests)
+        for change, words in (({"per_query": {"recall@5": [0.5]}}, "per_query must map metric -> {query: value}"),
+                              ({"conventions": []}, "conventions must be an object and qrels_sha256 a string"),
+                              ({"qrels_sha256": 7}, "conventions must be an object and qrels_sha256 a string"),
+                              ({"mean": [0.5]}, "expected an object of name -> number, got a list"),
+                              ({"meta": ["a"]}, "meta must be an object of key -> string, got a list")):
+            with self.subTest(change=change):
+                path = self.write("bad.json", dict(record, **change))
+                with self.assertRaises(rag_eval.RagEvalError) as caught:
+                    rag_eval.read_baseline(path)
+                self.assertEqual(caught.exception.detail, words)
+
+    def test_significant_gains_of_no_gate_is_none(self):
+        self.assertEqual((rag_eval.significant_gains(None), rag_eval.significant_gains({})), ([], []))
+
+    @unittest.skipUnless(os.name == "posix", "fcntl.flock")
+    def test_lock_refusals_and_a_lock_file_removed_by_another(self):
+        import fcntl
+
+        baseline = self.write("b.json", {"recall@5": 0.5})
+        lock_path = self.path(".b.json.lock")
+        with rag_eval._locked(baseline, 0):
+            self.assertTrue(os.path.exists(lock_path))
+            os.unlink(lock_path)  # removed by someone else: letting go is still quiet
+        self.assertEqual(os.listdir(self.tmp), ["b.json"])
+        with mock.patch.dict(sys.modules, fcntl=None):  # no fcntl (Windows): no lock, no lock file
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(os.listdir(self.tmp), ["b.json"])
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No such file or directory"):
+            with rag_eval._locked(self.path("no/such/b.json"), 0):
+                pass
+        with mock.patch.object(fcntl, "flock", side_effect=OSError(errno.ENOLCK, "No locks available")):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No locks available"):
+                with rag_eval._locked(baseline, 0):
+                    pass
+        held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            # held all along: the waiter tries again until its time is up, whatever the machine's speed
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "its lock .* was still held after 0.1 s"):
+                with rag_eval._locked(baseline, 0.1):
+                    pass
+        finally:
+            os.close(held)
+
+    def test_compare_runs_refuses_a_name_twice_and_a_run_lacking_a_metric(self):
+        qrels, run = rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN)
+        five, three = rag_eval.evaluate(qrels, run, 5), rag_eval.evaluate(qrels, run, 3)
+        for results, words in (([("a", five), ("a", five)], "two runs are named 'a'"),
+                               ([("a", five), ("b", three)], "run 'b' has no scores for recall@5")):
+            with self.subTest(words=words), self.assertRaises(rag_eval.RagEvalError) as caught:
+                rag_eval.compare_runs(results, resamples=10)
+            self.assertEqual(caught.exception.detail, words)
+
+    def test_calibrate_needs_per_query_scores_of_two_queries(self):
+        for baseline, words in ((rag_eval.Baseline({"recall@5": 0.5}), "--calibrate needs per-query scores"),
+                                (rag_eval.Baseline({"recall@5": 0.5}, {"recall@5": {"q1": 0.5}}),
+                                 "--calibrate needs at least 2 queries scored on every metric")):
+            with self.subTest(words=words), self.assertRaisesRegex(rag_eval.RagEvalError, "^" + words):
+                rag_eval.calibrate(baseline, simulations=1)
+
+    def test_gate_context_lines_of_digests_and_split_deltas(self):
+        stored = {"digests": {"q2": {"judged": 1, "sha256": "0"}, "q1": {"judged": 3, "sha256": "0"}}}
+        changes = rag_eval.label_changes(stored, {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
+        split = rag_eval.delta_split({"mrr@5": 0.5}, {"mrr@5": 0.625}, {"mrr@5": 0.75})
+        text = rag_eval._gate_context_text({"label_changes": changes, "delta_split": split}, 3)
+        self.assertEqual(text, "\nlabels changed since the baseline: 2 queries changed (stored as digests) "
+                               "(q1 3 -> 1 judged, q2 1 -> 1 judged); queries added 1, removed 0"
+                               # -0.25 = (0.625 - 0.75) + (0.5 - 0.625)
+                               "\ndelta = labels + system: mrr@5 -0.250 = -0.125 + -0.125")
+
+
+class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
+    """A baseline's names and values are checked with their place named; a fall of exactly the allowed
+    drop is no fall; large judgments are stored as 16-character digests; locking and writing leave the
+    process as they found it (its umask, its open files)."""
+
+    def read_error(self, data):
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_baseline(self.write("b.json", data))
+        return str(caught.exception)
+
+    def test_names_are_metrics_spelled_once(self):
+        b = self.path("b.json")
+        self.assertEqual(self.read_error({"recall@5": 0.5, "foo": 0.3}),
+                         f"{b}: baseline names 'foo', which is not a metric (measure@k, or slice:measure@k)")
+        # R@5 is recall@5 in another tool's spelling: two spellings of one metric
+        self.assertEqual(self.read_error({"recall@5": 0.5, "R@5": 0.4}),
+                         f"{b}: baseline names recall@5 twice (in two spellings)")
+        self.assertEqual(rag_eval.read_baseline(self.write("b.json", {"R@5": 0.4})).means, {"recall@5": 0.4})
+
+    def test_a_bad_per_query_value_names_its_metric(self):
+        extended = {"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5},
+                    "per_query": {"recall@5": {"q1": 0.5, "q2": "x"}}, "conventions": {"k": [5]}, "qrels_sha256": "0"}
+        self.assertEqual(self.read_error(extended),
+                         f"{self.path('b.json')}: recall@5: baseline value of 'q2' must be a finite number, got 'x'")
+
+    def test_a_fall_of_exactly_the_allowed_drop_is_no_fall(self):
+        epsilon = rag_eval.DROP_EPSILON
+        self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": epsilon}, 0), {})  # fell by epsilon exactly
+        self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": 2 * epsilon}, 0), {"m": (2 * epsilon, 0.0)})
+        self.assertEqual(rag_eval.regressions({"m": 0.25}, {"m": 0.5, "gone": 0.5}, 0.25),  # 0.5 - 0.25 = 0.25: allowed
+                         {"gone": (0.5, None)})
+        for bad in (-0.01, float("nan"), float("inf")):
+            with self.subTest(max_drop=bad):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, "^max drop must be a non-negative number, got "):
+                    rag_eval.regressions({"m": 0.5}, {"m": 0.5}, bad)
+
+    def test_large_judgments_are_stored_as_digests_of_16_characters(self):
+        per_query = rag_eval.MAX_STORED_JUDGMENTS // 2 + 1  # two queries: one judgment too many to store
+        qrels = {qid: {f"{qid}-d{i}": i % 3 for i in range(per_query)} for qid in ("q1", "q2")}
+        stored = rag_eval.stored_judgments(qrels)
+        self.assertEqual(stored, {"digests": {qid: {"judged": per_query, "sha256": rag_eval.qrels_fingerprint(docs)[:16]}
+                                              for qid, docs in qrels.items()}})
+        self.assertEqual({len(entry["sha256"]) for entry in stored["digests"].values()}, {16})
+        small = {"q1": {"b": 1, "a": 0}}
+        self.assertEqual(rag_eval.stored_judgments(small), {"qrels": {"q1": {"a": 0, "b": 1}}})
+
+    def test_changed_judgments_name_both_digests(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        qrels = json.loads(self.read(QRELS))
+        qrels["q1"]["refund-policy#3"] = 2
+        changed = self.write("changed.json", qrels)
+        old, new = json.loads(self.read(saved))["qrels_sha256"], rag_eval.qrels_fingerprint(qrels)
+        code, out, err = run_main([changed, RUN, "--baseline", saved])
+        self.assertEqual((code, out), (2, ""), err)
+        self.assertEqual(err, f"{ERROR_PREFIX}{saved}: not comparable, made with other conventions or judgments: qrels: "
+                              f"baseline sha256 {old[:12]}..., now {new[:12]}... (save a new baseline in the change that "
+                              "earns it, or accept new judgments with --allow-qrels-change)\n")
+
+    @unittest.skipUnless(os.name == "posix", "POSIX permissions")
+    def test_writing_a_new_file_keeps_the_umask(self):
+        for umask, mode in ((0o027, 0o640), (0o022, 0o644)):  # rw-r----- and rw-r--r--: no execute bit
+            old = os.umask(umask)
+            try:
+                rag_eval.write_atomically(self.path(f"new{umask:o}.txt"), "x\n")
+                self.assertEqual(os.umask(umask), umask)  # still the process's umask
+            finally:
+                os.umask(old)
+            self.assertEqual(os.stat(self.path(f"new{umask:o}.txt")).st_mode & 0o777, mode)
+
+    @unittest.skipUnless(os.name == "posix", "fcntl.flock")
+    def test_a_long_name_and_a_held_lock(self):
+        import fcntl
+
+        # a name over 60 characters: its lock file keeps the first 47, then "~" and 12 hex digits of its sha256
+        name = "b" * 230 + ".json"
+        baseline = self.write(name, {"recall@5": 0.5})
+        lock_path = self.path(f".{'b' * 47}~{hashlib.sha256(name.encode()).hexdigest()[:12]}.lock")
+        with mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
+            with rag_eval._locked(baseline, 0):
+                self.assertEqual(sorted(os.listdir(self.tmp)), sorted([name, os.path.basename(lock_path)]))
+        self.assertEqual((opened.call_count, closed.call_count), (1, 1))  # closing the lock file let the lock go
+        held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
+        self.addCleanup(os.close, held)
+        fcntl.flock(held, fcntl.LOCK_EX)
+        # the clock is simulated: 0.0, 0.04, 0.08, ... so the waiter tries 3 times before 0.1 s is up;
+        # every file it opened is closed
+        ticks = itertools.count(0.0, 0.04)
+        with mock.patch("time.monotonic", lambda: next(ticks)), mock.patch("time.sleep") as slept, \
+                mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "was still held after 0.1 s"):
+                with rag_eval._locked(baseline, 0.1):
+                    pass
+        self.assertEqual((opened.call_count, closed.call_count, slept.call_count), (3, 3, 2))
+
+    def test_an_extended_baseline_lacks_what_it_needs(self):
+        self.assertEqual(self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
+                         f"{self.path('b.json')}: extended baseline lacks per_query, conventions, qrels_sha256")
+
+    def test_new_metrics_of_an_extended_baseline_and_a_metric_it_cannot_gate(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--measures", "recall,mrr"])[0], 0)
+        baseline = rag_eval.read_baseline(saved)
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        report = rag_eval.gate(result, baseline)
+        self.assertEqual(report["new"], ["ndcg@5", "success@5"])  # measured now, not in the baseline
+        self.assertNotIn("new", rag_eval.gate(result, baseline._replace(conventions=None)))  # flat: no conventions
+        # a slice's ndcg@5: the baseline has no slice means and no per-query ndcg@5 to take it from
+        settings = rag_eval.GateSettings(tolerances={"a:ndcg@5": rag_eval.Tolerance(0.0)})
+        with self.assertRaisesRegex(rag_eval.RagEvalError,
+                                    "^cannot gate a:ndcg@5: the baseline has neither that mean nor per-query scores$"):
+            rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})
+        settings = rag_eval.GateSettings(tolerances={"a:mrr@5": rag_eval.Tolerance(0.0)})  # mrr@5: from its scores
+        self.assertEqual(rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})["metrics"]["a:mrr@5"]["baseline"],
+                         (1 / 2 + 1 / 1) / 2)  # q1's first relevant at rank 2, q3's at rank 1
+
+    def test_the_spread_of_two_deltas(self):
+        # deltas +0.5 and -0.5: mean 0, sample standard deviation sqrt((0.25 + 0.25) / (2 - 1))
+        comparison = rag_eval.compare_paired("m", {"q1": 0.5, "q2": 0.5}, {"q1": 1.0, "q2": 0.0})
+        self.assertEqual(comparison.spread, math.sqrt(0.5))
+        self.assertIsNone(rag_eval.compare_paired("m", {"q1": 0.5}, {"q1": 1.0}).spread)
+
+    def test_two_runs_of_one_name_name_the_repeated_one(self):
+        result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^two runs are named 'b'$"):
+            rag_eval.compare_runs([("a", result), ("b", result), ("b", result)], resamples=10)
+
+    def test_a_saved_baseline_is_sorted_json_indented_by_two(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        text = self.read(saved).decode("utf-8")
+        self.assertEqual(text, json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n")
+
+
+POSIX = os.name == "posix"
+
+
+# Children run ``python -m rag_eval`` from the repository root (see tests/helpers.py).
+CHILD_ENV = child_env(PYTHONPATH=REPO)
+
+
+MODULE = ("-m", "rag_eval")
+
+
+@unittest.skipUnless(POSIX and hasattr(os, "fork"), "fcntl.flock")
+class TestConcurrentUpdates(GateCase, unittest.TestCase):
+    """Item 7: two --update-baseline --ratchet runs on one baseline take turns and lose nothing."""
+
+    def hold_lock(self, baseline):
+        import fcntl
+
+        handle = os.open(os.path.join(os.path.dirname(baseline), "." + os.path.basename(baseline) + ".lock"),
+                         os.O_RDWR | os.O_CREAT)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return handle
+
+    def test_two_ratchets_at_once_keep_both_improvements(self):
+        import time
+
+        baseline = self.write("baseline.json", {"recall@5": 0.1, "mrr@5": 0.1})
+        # The ratchet raises a mean only on a significant rise, so each run must beat the other on
+        # one metric on enough queries: 20 queries, two relevant documents each.  A: both in the top 5
+        # at ranks 3 and 4 (recall 1, mrr 1/3).  B: one at rank 1 (recall 1/2, mrr 1).  Whichever
+        # runs second rises on its metric on all 20 queries (sign test p = 2 / 2**20) and keeps the
+        # other's better one: recall 1 and mrr 1.  A lost update keeps one run's means alone.
+        qrels = self.write("qrels_ab.json", {f"q{i}": {f"r{i}a": 1, f"r{i}b": 1} for i in range(20)})
+        run_a = self.write("run_a.json", {f"q{i}": ["n1", "n2", f"r{i}a", f"r{i}b", "n3"] for i in range(20)})
+        run_b = self.write("run_b.json", {f"q{i}": [f"r{i}a", "n1", "n2", "n3", "n4"] for i in range(20)})
+        handle = self.hold_lock(baseline)
+        children = []
+        try:
+            for run in (run_a, run_b):
+                children.append(subprocess.Popen(
+                    [sys.executable, *MODULE, qrels, run, "--baseline", baseline, "--update-baseline", "--ratchet",
+                     "--max-drop", "1", "--lock-timeout", str(TIME_BOX)],
+                    cwd=REPO, env=CHILD_ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE))
+            time.sleep(0.5)  # lets both reach the lock (the test passes either way if the lock works)
+        finally:
+            os.close(handle)
+        for child in children:
+            _, err = child.communicate(timeout=TIME_BOX)
+            self.assertEqual(child.returncode, 0, err)
+        means = rag_eval.read_baseline(baseline).means
+        self.assertAlmostEqual(means["recall@5"], 1.0, places=12)
+        self.assertAlmostEqual(means["mrr@5"], 1.0, places=12)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["baseline.json", "qrels_ab.json", "run_a.json", "run_b.json"])
+
+    def test_a_held_lock_times_out_with_a_clear_message(self):
+        baseline = self.write("baseline.json", self.read(BASELINE))
+        handle = self.hold_lock(baseline)
+        try:
+            line = self.assert_error([QRELS, RUN, "--baseline", baseline, "--update-baseline", "--lock-timeout", "0"])
+        finally:
+            os.close(handle)
+        self.assertIn("another rag_eval is updating this baseline", line)
+        self.assertEqual(self.read(baseline), self.read(BASELINE))
+
+    def test_two_long_names_alike_for_60_characters_keep_two_locks(self):
+        # lock files are named from a name's first characters; a long one's end is replaced by its digest
+        one, two = (self.write("b" * 61 + suffix, self.read(BASELINE)) for suffix in ("_one.json", "_two.json"))
+        with rag_eval._locked(one, 0):  # another run is updating the first baseline
+            code, _, err = run_main([QRELS, RUN, "--baseline", two, "--update-baseline", "--max-drop", "0.5",
+                                     "--lock-timeout", "0"])
+            self.assertEqual(code, 0, err)
+            line = self.assert_error([QRELS, RUN, "--baseline", one, "--update-baseline", "--lock-timeout", "0"])
+            self.assertIn("another rag_eval is updating this baseline", line)
+        self.assertEqual(sorted(os.listdir(self.tmp)), sorted(os.path.basename(p) for p in (one, two)))
+
+    def test_no_lock_without_an_update(self):
+        baseline = self.write("baseline.json", self.read(BASELINE))
+        handle = self.hold_lock(baseline)
+        try:
+            self.assertEqual(run_main([QRELS, RUN, "--baseline", baseline, "--lock-timeout", "0"])[0], 1)
+        finally:
+            os.close(handle)
+
+
+def load_fixtures():
+    with open(QRELS, encoding="utf-8") as f:
+        qrels = json.load(f)
+    with open(RUN, encoding="utf-8") as f:
+        run = json.load(f)
+    return qrels, run
+
+
+class TestBaselineAndGate(GateCase, unittest.TestCase):
+    def test_fixture_gate(self):
+        means = rag_eval.evaluate(*load_fixtures(), k=5)["mean"]
+        with open(BASELINE, encoding="utf-8") as f:
+            baseline = json.load(f)
+        self.assertEqual(baseline, {"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52})
+        found = rag_eval.regressions(means, baseline, 0.02)
+        # mrr: 0.55 - 0.5 = 0.05 > 0.02; recall: 0.70 - 2/3 = 0.0333 > 0.02;
+        # ndcg: 0.52 - 0.5095 = 0.0105; success: 0.6667 - 2/3 = 0.00003
+        self.assertEqual(sorted(found), ["mrr@5", "recall@5"])
+        self.assertEqual(found["mrr@5"], (0.55, 0.5))
+        self.assertEqual(found["recall@5"][0], 0.70)
+        self.assertAlmostEqual(found["recall@5"][1], 2 / 3, places=15)
+
+    def test_missing_metric_is_a_regression(self):
+        self.assertEqual(rag_eval.regressions({"recall@5": 0.9}, {"recall@5": 0.5, "ndcg@10": 0.4}, 0.02),
+                         {"ndcg@10": (0.4, None)})
+
+    def test_drop_at_the_threshold(self):
+        for was, now, max_drop, flagged in [
+            (0.52, 0.50, 0.02, False),  # exactly 0.02 (0.52 - 0.50 is 0.020000000000000018 in floats)
+            (0.70, 0.68, 0.02, False),
+            (0.30, 0.20, 0.10, False),
+            (1.00, 0.90, 0.10, False),
+            (0.5, 0.5, 0.0, False),
+            (0.52, 0.4999, 0.02, True),  # 0.0201
+            (0.5, 0.4999, 0.0, True),
+            (0.5, 0.9, 0.02, False),  # a rise
+        ]:
+            with self.subTest(was=was, now=now, max_drop=max_drop):
+                found = rag_eval.regressions({"m@5": now}, {"m@5": was}, max_drop)
+                self.assertEqual(found, {"m@5": (was, now)} if flagged else {})
+
+    def test_default_max_drop(self):
+        self.assertEqual(rag_eval.regressions({"m@5": 0.48}, {"m@5": 0.5}), {})  # 0.02
+        self.assertEqual(rag_eval.regressions({"m@5": 0.47}, {"m@5": 0.5}), {"m@5": (0.5, 0.47)})
+
+    def test_invalid_max_drop(self):
+        for max_drop in (-1, -0.01, math.nan, math.inf, True, "0.02", None):
+            with self.subTest(max_drop=max_drop):
+                with self.assertRaises(ValueError):
+                    rag_eval.regressions({"m@5": 0.5}, {"m@5": 0.5}, max_drop)
+
+    def test_read_baseline_rejects(self):
+        for label, text in [
+            ("string", '{"recall@5": "0.5"}'),
+            ("boolean", '{"recall@5": true}'),
+            ("null", '{"recall@5": null}'),
+            ("1e999", '{"recall@5": 1e999}'),
+            ("NaN", '{"recall@5": NaN}'),
+            ("-Infinity", '{"recall@5": -Infinity}'),
+            ("a list value", '{"recall@5": [0.5]}'),
+            ("a list", "[0.5]"),
+            ("duplicated key", '{"recall@5": 0.5, "recall@5": 0.6}'),
+            ("empty", ""),
+            ("invalid JSON", '{"recall@5": 0.5'),
+        ]:
+            with self.subTest(label):
+                path = self.write("baseline.json", text)
+                with self.assertRaises(rag_eval.RagEvalError) as ctx:
+                    rag_eval.read_baseline(path)
+                self.assertIn(path, str(ctx.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
