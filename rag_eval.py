@@ -4935,8 +4935,8 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
             if not found.scores:
                 raise RagEvalError(f"a {name} with no score in it", source)
             return found
-    known = "; ".join(f"{name} (key {key})" for name, key, *_ in _JUDGE_FORMATS)
-    raise RagEvalError(f"not a judged-scores file this tool knows; expected one of: {known}", source)
+    known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
+    raise RagEvalError(f"not a judged-scores file this tool knows (expected {known}; see docs/judged.md)", source)
 
 
 def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
