@@ -5076,6 +5076,97 @@ def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: G
     return gate_report
 
 
+def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float], int]]:
+    """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``: a random subset of the questions,
+    labelled on the answer scored now (and on the baseline's, for the delta), on the judge's scale."""
+    with _opened(path) as inp:
+        rows = [(line, row) for line, row in _jsonl_rows(inp)]
+    found, seen = [], set()
+    for line, row in rows:
+        qid, metric = (_string_id(_row_field(row, (name,), name, inp.source, line), name, inp.source, line)
+                       for name in ("id", "metric"))
+        label, old = (_score_value(row.get(name), metric, inp.source, line) for name in ("label", "baseline_label"))
+        if label is None:
+            raise RagEvalError("a human label must be a number", inp.source, line)
+        if (qid, _judge_name(metric)) in seen:
+            raise RagEvalError(f"question {_clipped_repr(qid)} labelled twice on {_judge_name(metric)}", inp.source, line)
+        seen.add((qid, _judge_name(metric)))
+        found.append((qid, metric, label, old, line))
+    return found
+
+
+def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
+    """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what humans would say, from
+    human ``labels`` on a random subset of the questions and the judge's scores of all of them (``judged``).
+
+    With the n labelled questions (Y human, f judge) and the N others (f~ judge only):
+    estimate = lambda mean(f~) + mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n,
+    the power-tuning weight lambda = cov(Y, f) / ((1 + n / N) var(f)) over every judged question, kept in
+    [0, 1] (0: the labels alone; 1: plain PPI); a normal interval.  Under MIN_HUMAN_LABELS labels, or a
+    judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone (lambda 0).  ``effective_labels``:
+    how many labels alone would give the same variance.  Assumes the labelled questions are a random subset.
+    """
+    from statistics import NormalDist, mean, variance
+
+    ids = sorted(qid for qid in labels if qid in judged)
+    y, f = [labels[qid] for qid in ids], [judged[qid] for qid in ids]
+    rest = [value for qid, value in judged.items() if qid not in labels]
+    n, others = len(ids), len(rest)
+    spread = [math.sqrt(variance(v)) if len(v) > 1 else 0.0 for v in (y, f)]
+    correlation = (sum((a - mean(y)) * (b - mean(f)) for a, b in zip(y, f)) / (n - 1) / (spread[0] * spread[1])
+                   if n > 1 and spread[0] and spread[1] else None)
+    entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
+             "estimate": mean(y) if y else None, "interval": None, "effective_labels": None}
+    weak = correlation is None or correlation < MIN_JUDGE_CORRELATION
+    if n < MIN_HUMAN_LABELS or weak or others < 2:
+        entry["method"] = "labels alone (" + (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else
+                                              "the judge is too weakly correlated with the labels" if weak else
+                                              "every question is labelled") + ")"
+    else:
+        everything = f + rest
+        weight = sum((a - mean(y)) * (b - mean(f)) for a, b in zip(y, f)) / (n - 1) / (
+            (1 + n / others) * variance(everything))
+        entry["lambda"] = min(max(weight, 0.0), 1.0)
+    if n < 2:
+        return entry
+    weight = entry["lambda"]
+    residual = [a - weight * b for a, b in zip(y, f)]
+    entry["estimate"] = (weight * mean(rest) if weight else 0.0) + mean(residual)
+    var = (weight ** 2 * variance(rest) / others if weight else 0.0) + variance(residual) / n
+    z = NormalDist().inv_cdf((1 + confidence) / 2)  # Student's t with n - 1 degrees of freedom (Cornish-Fisher):
+    df = n - 1  # the labels' own variance is estimated from n of them, the weight too
+    half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
+    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["effective_labels"] = variance(y) / var if var else None
+    return entry
+
+
+def human_report(labels: List[Tuple[str, str, float, Optional[float], int]], result: dict,
+                 baseline: Optional[Baseline] = None) -> Dict[str, dict]:
+    """Per judged metric with human labels: the prediction-powered mean now and, with a baseline's scores and
+    labels of its answers (``baseline_label``), the paired prediction-powered delta (see ppi_mean)."""
+    keys = {key[len(JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
+    scores = per_query_by_metric(result)
+    found: Dict[str, dict] = {}
+    for qid, metric, label, old, line in labels:
+        key = keys.get(_judge_name(metric))
+        if key is None:
+            raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels", line)
+        sign = -1.0 if key.startswith(JUDGE + "-") else 1.0
+        table = found.setdefault(key, {"now": {}, "delta": {}})
+        table["now"][qid] = sign * label
+        if old is not None:
+            table["delta"][qid] = sign * (label - old)
+    report = {}
+    for key, table in sorted(found.items()):
+        report[key] = {"mean": ppi_mean(table["now"], scores.get(key, {}))}
+        before = (baseline.per_query or {}).get(key) if baseline is not None else None
+        if before and table["delta"]:
+            deltas = {qid: value - before[qid] for qid, value in scores.get(key, {}).items() if qid in before}
+            report[key]["delta"] = ppi_mean(table["delta"], deltas)
+    return report
+
+
 def _is_judged_metric(key: str) -> bool:
     return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
 
@@ -6240,6 +6331,10 @@ def _run_one(args, argv: List[str]) -> int:
                                                                 if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
+        if args.human_labels:  # beside the verdict, never in it: a check of the judge against people
+            with _naming_files(labels=args.human_labels):
+                report["human"] = human_report(read_human_labels(args.human_labels), result, baseline)
+            messages += _human_messages(report["human"])
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
@@ -6633,6 +6728,23 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
                               "ties are broken by docid, descending, as trec_eval does"))
     if gate_report is not None:
         found += _gate_warnings(gate_report)
+    return found
+
+
+def _human_messages(human: Dict[str, dict]) -> List[_Message]:
+    """A note per judged metric with human labels: the prediction-powered mean (and delta), its labels, the
+    judge-human correlation and the effective number of labels; or why the labels alone were used."""
+    found = []
+    for key, entry in human.items():
+        parts = []
+        for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
+            if e and e["interval"]:
+                low, high = e["interval"]
+                r = "-" if e["correlation"] is None else f"{e['correlation']:.2f}"
+                effective = "" if e["effective_labels"] is None else f", worth {e['effective_labels']:.0f} labels"
+                parts.append(f"{what} {e['estimate']:.4f} [{low:.4f}, {high:.4f}] by {e['method']}, {e['labels']} "
+                             f"labels, judge-human r {r}{effective}")
+        found.append(_Message("note", f"human labels, {key}: " + ("; ".join(parts) or "fewer than 2 labels")))
     return found
 
 

@@ -358,5 +358,103 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertIn("contexts of 1 question differ", err)
 
 
+def reference_ppi(human, judge_labelled, judge_others, df_quantile):
+    """PPI++ of a mean written out from the paper (Angelopoulos, Duchi & Zrnic 2023, eq. for the mean, with the
+    power-tuning weight lambda = cov(Y, f) / ((1 + n/N) var(f)) clipped to [0, 1]), independently of rag_eval."""
+    n, big_n = len(human), len(judge_others)
+    mean_y, mean_f = sum(human) / n, sum(judge_labelled) / n
+    cov = sum((y - mean_y) * (f - mean_f) for y, f in zip(human, judge_labelled)) / (n - 1)
+    pooled = judge_labelled + judge_others
+    mean_pooled = sum(pooled) / len(pooled)
+    var_pooled = sum((f - mean_pooled) ** 2 for f in pooled) / (len(pooled) - 1)
+    lam = min(1.0, max(0.0, cov / ((1 + n / big_n) * var_pooled)))
+    mean_others = sum(judge_others) / big_n
+    rectifier = [y - lam * f for y, f in zip(human, judge_labelled)]
+    mean_rect = sum(rectifier) / n
+    estimate = lam * mean_others + mean_rect
+    variance = (lam ** 2 * sum((f - mean_others) ** 2 for f in judge_others) / (big_n - 1) / big_n
+                + sum((r - mean_rect) ** 2 for r in rectifier) / (n - 1) / n)
+    half = df_quantile * variance ** 0.5
+    return estimate, lam, (estimate - half, estimate + half), sum((y - mean_y) ** 2 for y in human) / (n - 1) / variance
+
+
+class HumanLabels(JudgedTempDir, unittest.TestCase):
+    """Prediction-powered means and deltas from a random labelled subset (PPI++), against a reference."""
+
+    T_29 = 2.0452  # Student's t, 0.975 quantile, 29 degrees of freedom (tables: 2.045)
+
+    def data(self, n=30, others=170, seed=3):
+        import random
+
+        rng = random.Random(seed)
+        human = [rng.random() for _ in range(n)]
+        judge = [min(1.0, max(0.0, y + rng.gauss(0.05, 0.1))) for y in human]
+        rest = [rng.random() for _ in range(others)]
+        return human, judge, rest
+
+    def test_matches_the_reference(self):
+        human, judge, rest = self.data()
+        labels = {f"l{i}": y for i, y in enumerate(human)}
+        judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
+        got = rag_eval.ppi_mean(labels, judged)
+        estimate, lam, (low, high), effective = reference_ppi(human, judge, rest, self.T_29)
+        self.assertEqual((got["method"], got["labels"], got["questions"]), ("ppi++", 30, 200))
+        self.assertAlmostEqual(got["estimate"], estimate, places=12)
+        self.assertAlmostEqual(got["lambda"], lam, places=12)
+        self.assertAlmostEqual(got["interval"][0], low, places=4)  # the t quantile: Cornish-Fisher vs the table
+        self.assertAlmostEqual(got["interval"][1], high, places=4)
+        self.assertAlmostEqual(got["effective_labels"], effective, delta=0.01 * effective)
+        self.assertGreater(got["effective_labels"], 30)  # a good judge is worth more labels than were given
+        mean_y, mean_f = sum(human) / 30, sum(judge) / 30
+        r = (sum((y - mean_y) * (f - mean_f) for y, f in zip(human, judge))
+             / (sum((y - mean_y) ** 2 for y in human) * sum((f - mean_f) ** 2 for f in judge)) ** 0.5)
+        self.assertAlmostEqual(got["correlation"], r, places=12)
+
+    def test_under_the_minimum_the_labels_alone(self):
+        human, judge, rest = self.data(n=10)
+        labels = {f"l{i}": y for i, y in enumerate(human)}
+        judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
+        got = rag_eval.ppi_mean(labels, judged)
+        self.assertTrue(got["method"].startswith("labels alone (fewer than 30 labels"))
+        self.assertEqual(got["lambda"], 0.0)
+        self.assertAlmostEqual(got["estimate"], sum(human) / 10)
+        self.assertAlmostEqual(got["effective_labels"], 10)
+
+    def test_a_weak_judge_the_labels_alone(self):
+        human, _, rest = self.data()
+        labels = {f"l{i}": y for i, y in enumerate(human)}
+        judged = {**{f"l{i}": 0.5 + 0.001 * ((-1) ** i) for i in range(30)}, **{f"u{i}": f for i, f in enumerate(rest)}}
+        got = rag_eval.ppi_mean(labels, judged)
+        self.assertIn("weakly correlated", got["method"])
+        self.assertAlmostEqual(got["estimate"], sum(human) / 30)
+
+    def test_every_report_says_labels_correlation_and_effective_size(self):
+        base = os.path.join(self.tmp, "b.json")
+        human, judge, rest = self.data()
+        rows = [{"id": f"l{i}", "metric": "faithfulness", "score": f} for i, f in enumerate(judge)]
+        rows += [{"id": f"u{i}", "metric": "faithfulness", "score": f} for i, f in enumerate(rest)]
+        run_main(["--judged", self.write_rows("b.jsonl", [dict(row, score=min(1.0, row["score"] + 0.1)) for row in rows]),
+                  "--save-baseline", base])
+        labels = self.write_rows("h.jsonl", [{"id": f"l{i}", "metric": "faithfulness", "label": y,
+                                              "baseline_label": min(1.0, y + 0.1)} for i, y in enumerate(human)])
+        code, report, err = report_of(["--judged", self.write_rows("n.jsonl", rows), "--baseline", base,
+                                       "--human-labels", labels, "--max-drop", "0.5"])
+        self.assertEqual(code, 0)
+        for part in ("mean", "delta"):
+            entry = report["human"]["judge.faithfulness"][part]
+            self.assertEqual(entry["labels"], 30)
+            self.assertIsNotNone(entry["correlation"])
+            self.assertIsNotNone(entry["effective_labels"])
+        delta = report["human"]["judge.faithfulness"]["delta"]
+        self.assertLess(delta["interval"][0], delta["estimate"])
+        self.assertIn("human labels, judge.faithfulness: mean", err)
+
+    def test_labels_of_an_unknown_metric_are_refused(self):
+        labels = self.write_rows("h.jsonl", [{"id": "q1", "metric": "tone", "label": 1.0}])
+        code, _, err = run_main(["--judged", BASE, "--human-labels", labels])
+        self.assertEqual(code, 2)
+        self.assertIn(f"{labels}: names metric 'tone', which no judged score has", err)
+
+
 if __name__ == "__main__":
     unittest.main()
