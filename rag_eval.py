@@ -30,6 +30,7 @@ Public functions
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
+``read_judged(path)``           an LLM judge's scores (Ragas, DeepEval, promptfoo, ...); ``judged_result`` gates them
 ``main(argv=None)``             the command line; returns the exit code
 =============================  ================================================
 
@@ -54,17 +55,20 @@ from __future__ import annotations
 
 __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK",
-    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "LabelCheck", "MEASURES",
+    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "JudgedRead", "JudgedScore",
+    "LabelCheck", "MEASURES",
     "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "ap_at_k", "bootstrap_interval",
     "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
-    "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
-    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
+    "human_report", "judge_check", "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
+    "main", "maxt", "mean_intervals", "meta_changes",
+    "ndcg_at_k", "parse_metric", "per_query_by_metric", "ppi_mean", "precision_at_k", "provenance", "qrels_fingerprint",
+    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_human_labels", "read_judged", "read_qrels",
+    "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
-    "unjudged_documents", "write_atomically",
+    "unjudged_documents", "with_judged", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -2114,7 +2118,8 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
         else:  # a judged metric's own range (negated when lower is better), if its tool documents one
             low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
-            span = sorted(x * (-1 if metric.startswith(JUDGE + "-") else 1) for x in (judged or {}).get("range") or (0.0, 1.0)) \
+            sign = -1 if metric.startswith(JUDGE + "-") else 1
+            span = sorted(sign * x for x in (judged or {}).get("range") or (0.0, 1.0)) \
                 if judged is None or judged["range"] else (low, high)
             intervals[metric] = Interval(max(low, span[0]), min(high, span[1]))
     return intervals
@@ -4615,27 +4620,28 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 
 # === Judged generation scores ===
-# The second tier: per-question scores that an LLM judge wrote elsewhere (Ragas, DeepEval, promptfoo,
-# Inspect, LangSmith, TruLens, OpenAI evals, or the neutral JSONL), read into the per-query columns
-# that evaluate() makes, under the names ``judge.<metric>``: the same means, gate, baselines and reports.
-# Questions join by a stable id, never by position; a judge error is missing, never 0; repeats are
-# folded per question (their mean) before any statistic.  See docs/judged.md.
+# The second tier: per-question scores that an LLM judge wrote elsewhere (Ragas, DeepEval, promptfoo, Inspect,
+# LangSmith, TruLens, OpenAI evals, or the neutral JSONL) become per-query columns like evaluate()'s, under the
+# keys ``judge.<metric>``: the same means, gate, baselines and reports.  Questions join by a stable id, never
+# by position; a judge error is missing, never 0; repeats fold per question before any statistic; the judge's
+# configuration is part of the baseline, and answers unchanged since the baseline show whether the judge
+# drifted.  See docs/judged.md.
 
-JUDGE = "judge."  # the prefix of a judged metric's key: judge.faithfulness; judge.-hallucination (lower is better)
+JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
 MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
 MIN_HUMAN_LABELS = 30  # human labels below this: the labels alone, no prediction-powered estimate
 MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
-_JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity".split())
-# Metrics whose tools document them as higher-is-better scores in [0, 1] (Ragas, DeepEval, TruLens, Inspect's
-# model-graded scorers); any other name needs --judged-direction.  Readers add their tool's own (DeepEval:
-# every metric of its export).
+# Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
+# scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
+_JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity harmfulness maliciousness insensitivity "
+                         "controversiality misogyny criminality".split())
 _JUDGE_HIGHER = frozenset(
     "faithfulness answer_relevancy response_relevancy answer_relevance context_precision context_recall "
     "context_entity_recall context_relevance context_relevancy contextual_precision contextual_recall "
     "contextual_relevancy answer_correctness answer_similarity semantic_similarity factual_correctness "
     "response_groundedness groundedness answer_accuracy llm_context_precision_with_reference "
     "llm_context_precision_without_reference llm_context_recall non_llm_context_recall summarization "
-    "correctness model_graded_fact model_graded_qa match includes exact f1 pass score".split())
+    "correctness model_graded_fact model_graded_qa match includes exact f1 pass".split())
 
 
 class JudgedScore(NamedTuple):
@@ -4651,18 +4657,18 @@ class JudgedScore(NamedTuple):
 
 
 class JudgedRead(NamedTuple):
-    """What a reader found: the scores, the judge's configuration it records, and metric -> (direction, range)
-    for the metrics its tool documents."""
+    """A reader's find: the scores, the judge's configuration the export records, and metric -> (direction or
+    None, range or None) for what the tool documents."""
 
     scores: List[JudgedScore]
     judge: Dict[str, str]
-    known: Dict[str, Tuple[str, Optional[Tuple[float, float]]]]
+    known: Dict[str, Tuple[Optional[str], Optional[Tuple[float, float]]]]
     source: str
 
 
 def _judge_name(raw) -> str:
-    """A metric's name as the key spells it: lower case, other runs of characters as one ``_``
-    (DeepEval's "Answer Relevancy" is answer_relevancy)."""
+    """A metric's name in its key: lower case, other runs of characters one ``_`` ("Answer Relevancy" is
+    answer_relevancy)."""
     name = re.sub(r"[^a-z0-9_.]+", "_", str(raw).lower()).strip("_.")
     if not name:
         raise RagEvalError(f"metric name {_clipped_repr(raw)} has no letter or digit")
@@ -4680,27 +4686,24 @@ def _digest(value) -> Optional[str]:
 
 
 def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional[float]:
-    """A score as a float; None (missing) for null, NaN, an empty cell; Inspect's letters C/P/I/N as 1/0.5/0/0."""
-    if value is None or value == "" or (isinstance(value, float) and math.isnan(value)):
-        return None
-    if isinstance(value, bool):
-        return float(value)
+    """A score as a float; None (missing) for null, NaN or an empty cell; Inspect's C/P/I/N are 1/0.5/0/0."""
     if isinstance(value, str):
-        if value in ("C", "P", "I", "N"):
-            return {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}[value]
-        if value.strip().lower() in ("nan", "none", "null"):
+        value = value.strip()
+        if value.lower() in ("", "nan", "none", "null"):
             return None
-        number = _finite_number(value.strip())
+        number = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}.get(value, _finite_number(value))
         if number is None:
             raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a number", source, line)
         return number
-    if not _is_finite(value):
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return None
+    if not _is_finite(value) and not isinstance(value, bool):
         raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a finite number", source, line)
     return float(value)
 
 
-def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str) -> str:
-    """The question id of a row: the field the format documents, or the one the user named (--judged-id)."""
+def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str = "") -> str:
+    """A row's question id: from the field the format documents or the user names (--judged-id; a dotted path)."""
     if field is None:
         raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
                            "--judged-id FIELD", source)
@@ -4716,196 +4719,198 @@ def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
     """The neutral JSONL: ``{"id", "metric", "score", "repeat"?, "answer_sha256"?, "contexts_sha256"?, "error"?}``."""
     found = []
     for line, row in rows:
-        qid, metric = _row_field(row, ("id",), "id", source, line), _row_field(row, ("metric",), "metric", source, line)
-        _string_id(qid, "id", source, line), _string_id(metric, "metric", source, line)
-        repeat, error = row.get("repeat"), row.get("error")
+        qid, metric = (_row_id(row, (name,), name, source, line) for name in ("id", "metric"))
+        repeat = row.get("repeat")
         if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, (int, str))):
             raise RagEvalError(f"repeat must be an integer or a string, got {_json_kind(repeat)}", source, line)
         digests = [row.get(name) for name in ("answer_sha256", "contexts_sha256")]
         if not all(d is None or isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests):
             raise RagEvalError("answer_sha256 and contexts_sha256 must be 64 lower-case hex digits", source, line)
-        score = None if error not in (None, "", False) else _score_value(row.get("score"), metric, source, line)
+        score = None if row.get("error") else _score_value(row.get("score"), metric, source, line)
         found.append(JudgedScore(qid, metric, score, None if repeat is None else str(repeat), *digests, line))
     return JudgedRead(found, {}, {}, source)
 
 
 def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
-    """DeepEval's test run (``test_run_*.json``): ``testCases[].metricsData[]``, keyed by the case ``name``;
-    every DeepEval metric scores in [0, 1], higher is better (its bias, toxicity and hallucination: lower)."""
-    found, models = [], set()
+    """DeepEval's test run (``test_run_*.json``): ``testCases[].metricsData[]``, keyed by the case ``name``.
+    Every score lies in [0, 1]; which way is better the export itself says, where ``success`` follows the score
+    on one side of ``threshold`` (bias, toxicity, hallucination: success below it), else _JUDGE_LOWER says."""
+    found, models, sides = [], set(), {}
     for case in data["testCases"]:
-        qid = _judged_key(case, field or "name", source, None, "")
+        qid = _judged_key(case, field or "name", source, None)
         answer, contexts = _digest(case.get("actualOutput")), _digest(case.get("retrievalContext"))
         for metric in case.get("metricsData") or []:
+            name = str(metric["name"])
             models.add(str(metric.get("evaluationModel")))
-            score = None if metric.get("error") else _score_value(metric.get("score"), str(metric.get("name")), source, None)
-            found.append(JudgedScore(qid, metric.get("name"), score, None, answer, contexts))
+            score = None if metric.get("error") else _score_value(metric.get("score"), name, source, None)
+            threshold = metric.get("threshold")
+            if score is not None and _is_finite(threshold) and score != threshold and "success" in metric:
+                sides.setdefault(_judge_name(name), set()).add("higher" if metric["success"] == (score > threshold)
+                                                               else "lower")
+            found.append(JudgedScore(qid, name, score, None, answer, contexts))
     known = {_judge_name(s.metric): ("lower" if _judge_name(s.metric) in _JUDGE_LOWER else "higher", (0.0, 1.0))
              for s in found}
+    known.update((name, (way.pop(), (0.0, 1.0))) for name, way in sides.items() if len(way) == 1)
     return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
 
 
-def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: List[str], why: str,
-                answer: Tuple[str, ...] = (), contexts: Tuple[str, ...] = (), rename=lambda name: name) -> JudgedRead:
-    """Rows with one column per metric (Ragas, LangSmith, TruLens): the id from ``field``."""
-    found = []
+def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Iterable[str], why: str = "",
+                texts: Tuple[Tuple[str, ...], ...] = ((), ()), rename=lambda name: name) -> JudgedRead:
+    """Rows with one column per metric (Ragas, LangSmith, TruLens); ``texts`` the columns of the answer and of
+    the contexts, whose digests make drift anchors."""
+    found, metrics = [], list(metrics)
     for line, row in rows:
         qid = _judged_key(row, field, source, line, why)
-        sha = [_digest(next((row[name] for name in names if name in row), None)) for names in (answer, contexts)]
-        found += [JudgedScore(qid, rename(metric), _score_value(row.get(metric), metric, source, line), None, *sha, line)
-                  for metric in metrics]
+        sha = [_digest(next((row[name] for name in names if name in row), None)) for names in texts]
+        found += [JudgedScore(qid, rename(name), _score_value(row.get(name), name, source, line), None, *sha, line)
+                  for name in metrics]
     return JudgedRead(found, {"tool": tool}, {}, source)
 
 
-_RAGAS_TEXT = ("user_input", "question", "retrieved_contexts", "contexts", "response", "answer", "reference",
-               "ground_truth", "ground_truths", "reference_contexts", "rubrics", "multi_responses")
-
-
 def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """Ragas ``EvaluationResult.to_pandas()`` as CSV or JSON records: its sample's columns, one column per
-    metric (NaN where the judge failed), no id: --judged-id names the column that holds one."""
-    names = [name for name in rows[0][1] if name not in _RAGAS_TEXT and name != field]
-    return _table_rows(rows, source, field, "ragas", names, "Ragas writes none", ("response", "answer"),
-                       ("retrieved_contexts", "contexts"))
+    """Ragas ``EvaluationResult.to_pandas()`` as CSV or JSON records: the sample's text columns (user_input,
+    retrieved_contexts, response, reference...) and one column per metric, numbers with NaN where the judge
+    failed; no id, so --judged-id names the column that holds one."""
+    def number(value) -> Optional[bool]:  # a metric's cell: True a number, None empty (NaN, null), False text
+        text = value.strip() if isinstance(value, str) else value
+        if text is None or isinstance(text, str) and text.lower() in ("", "nan", "none", "null"):
+            return None
+        return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
+
+    cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
+    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
+                       (("response", "answer"), ("retrieved_contexts", "contexts")))
 
 
 def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """LangSmith's test results (``get_test_results``, as CSV or JSON records): ``example_id``, one column
-    ``feedback.<key>`` per feedback key."""
-    names = [name for name in rows[0][1] if name.startswith("feedback.")]
-    found = _table_rows(rows, source, field or "example_id", "langsmith", names, "", tuple(
-        name for name in rows[0][1] if name.startswith("outputs.")), (), lambda name: name[len("feedback."):])
-    return found
+    """LangSmith's ``Client.get_test_results()`` as CSV or JSON records: ``example_id``, ``feedback.<key>``
+    per feedback key (the mean over the experiment's runs), ``outputs.*``."""
+    columns = rows[0][1]
+    outputs = tuple(name for name in columns if name.startswith("outputs."))
+    return _table_rows(rows, source, field or "example_id", "langsmith", (n for n in columns if n.startswith("feedback.")),
+                       texts=(outputs, ()), rename=lambda name: name[len("feedback."):])
 
 
 def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """TruLens records (``get_records_and_feedback()``): one column per feedback, the mean of its calls,
-    beside ``<feedback>_calls``; record ids differ every run, so --judged-id names a stable column (input)."""
+    """TruLens records (``get_records_and_feedback()[0]``): one column per feedback (the mean of its calls, in
+    [0, 1]) beside ``<feedback>_calls``; record ids change every run, so --judged-id names a stable column."""
     names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
-    found = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", ("output",))
-    return found._replace(known={_judge_name(name): ("higher", (0.0, 1.0)) for name in names})
+    read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
+    return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
 
 
 def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
-    """promptfoo's ``results.json``: rows keyed by test and prompt index, with ``score``, ``success``,
-    ``namedScores`` and ``gradingResult``; positions are no key, so --judged-id names a test variable."""
-    table = data["results"]
-    rows = table["results"] if isinstance(table, dict) else table
-    prompts = {row.get("promptIdx") for row in rows}
-    if len(prompts) > 1:
-        raise RagEvalError(f"holds {len(prompts)} prompts or providers: gate one per file", source)
+    """promptfoo's ``eval -o results.json``: ``results.results[]`` rows of one test and prompt each, with
+    ``score`` ("typically" in [0, 1]), ``success``, ``namedScores``, ``error``; positions are no key, so
+    --judged-id names a test variable.  One prompt and provider per file."""
+    rows = data["results"]["results"] if isinstance(data["results"], dict) else data["results"]
+    if len({row.get("promptIdx") for row in rows}) > 1:
+        raise RagEvalError("holds several prompts or providers: gate one per file", source)
     found = []
     for row in rows:
-        qid = _judged_key(row.get("vars") or row.get("testCase", {}).get("vars") or {}, field, source, None,
-                          "rows are positions")
-        sha = _digest((row.get("response") or {}).get("output")), None
-        failed = bool(row.get("error"))
+        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None, "rows are positions")
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
-        found += [JudgedScore(qid, name, None if failed else _score_value(value, name, source, None), None, *sha)
-                  for name, value in scores.items()]
-    known = {"score": ("higher", None), "pass": ("higher", (0.0, 1.0))}  # its score is "typically" in [0, 1]
-    return JudgedRead(found, {"tool": "promptfoo"}, known, source)
+        found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
+                              _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
+    return JudgedRead(found, {"tool": "promptfoo"}, {"score": ("higher", None)}, source)
 
 
 def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
-    """Inspect's log (``.json``, or ``.eval``: a zip of JSON, one ``samples/*.json`` per sample and epoch):
-    ``samples[].scores`` (scorer -> {value}), keyed by ``id``; the ``epoch`` is a repeat."""
+    """Inspect's log (``.json``; ``.eval`` is a zip of the same JSON, a ``samples/<id>_epoch_<n>.json`` per
+    sample): ``samples[].scores`` (scorer -> {value}; a value that is an object, a metric per key), keyed by
+    ``id``, each ``epoch`` a repeat."""
     found = []
     for sample in samples:
-        qid = _judged_key(sample, field or "id", source, None, "")
-        output = (sample.get("output") or {}).get("completion")
+        qid = _judged_key(sample, field or "id", source, None)
+        answer = _digest((sample.get("output") or {}).get("completion"))
         for scorer, score in (sample.get("scores") or {}).items():
-            value = score.get("value") if isinstance(score, dict) else None
-            values = value if isinstance(value, dict) else {scorer: value}
+            values = score.get("value") if isinstance(score, dict) else None
+            values = values if isinstance(values, dict) else {scorer: values}
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
-                                  str(sample.get("epoch", 1)), _digest(output)) for name, v in values.items()]
-    ev = header.get("eval") or {}
-    judge = {"tool": "inspect", "task": str(ev.get("task")), "model": str(ev.get("model"))}
-    return JudgedRead(found, judge, {}, source)
+                                  str(sample.get("epoch", 1)), answer) for name, v in values.items()]
+    spec = header.get("eval") or {}
+    return JudgedRead(found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {},
+                      source)
 
 
 def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """OpenAI evals' record JSONL (``--record_path``): a ``spec`` line, then events keyed by ``sample_id``:
-    ``match`` events (``data.correct``) and ``metrics`` events (one score per key)."""
-    found, spec = [], {}
+    """OpenAI evals' record (``oaieval --record_path``): a ``spec`` line, then events keyed by ``sample_id``:
+    ``match`` (``data.correct``) and ``metrics`` (a score per key); ``sampling`` events hold the answer."""
+    found, spec, answers = [], {}, {}
     for line, row in rows:
-        spec = row.get("spec", spec)
-        data = row.get("data") if isinstance(row.get("data"), dict) else {}
-        scores = {"match": data.get("correct")} if row.get("type") == "match" else \
-            data if row.get("type") == "metrics" else {}
-        found += [JudgedScore(_judged_key(row, field or "sample_id", source, line, ""), name,
+        spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
+        if kind == "sampling" and isinstance(data, dict):
+            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+        found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
                               _score_value(value, name, source, line), None, None, None, line)
                   for name, value in scores.items()]
-    completion = spec.get("completion_fns") if isinstance(spec, dict) else None
-    judge = {"tool": "openai-evals", "model": ", ".join(map(str, completion or []))}
-    return JudgedRead(found, judge, {"match": ("higher", (0.0, 1.0))}, source)
+    found = [s._replace(answer_sha256=answers.get(s.id)) for s in found]
+    return JudgedRead(found, {"tool": "openai-evals", "model": ", ".join(map(str, spec.get("completion_fns") or []))},
+                      {}, source)
 
 
 def _first_keys(content) -> set:
-    return set(content[0][1]) if isinstance(content, list) and content and isinstance(content[0], tuple) else set()
+    return set(content[0][1]) if isinstance(content, list) and content else set()
 
 
-# Every export this tier reads, detected from its content (kind: jsonl rows, a json document, csv rows, or a zip's
-# JSON members), with its join key.  The first whose test fits reads the file.
+def _is_object(content, *keys) -> bool:
+    return isinstance(content, dict) and all(key in content for key in keys)
+
+
+# Every export this tier reads, detected from its content (its kind: JSONL rows, a JSON document, "rows" of a CSV
+# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file.
 _JUDGE_FORMATS = (
     ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
-    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "run_id", "sample_id"} & _first_keys(c)),
-     _openai_evals_rows),
-    ("DeepEval test run", "testCases[].name", "json", lambda c: isinstance(c, dict) and isinstance(
-        c.get("testCases"), list), _deepeval_rows),
-    ("promptfoo results", "a test variable (--judged-id)", "json", lambda c: isinstance(c, dict) and (
-        "evalId" in c or isinstance(c.get("results"), dict) and "results" in c["results"]), _promptfoo_rows),
-    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: isinstance(c, dict) and "eval" in c
-     and isinstance(c.get("samples"), list), lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
+    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
+    ("DeepEval test run", "testCases[].name", "json", lambda c: _is_object(c, "testCases"), _deepeval_rows),
+    ("promptfoo results", "a test variable", "json", lambda c: _is_object(c, "evalId", "results"), _promptfoo_rows),
+    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: _is_object(c, "eval", "samples"),
+     lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
     ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: any(name.startswith("samples/") for name in c),
      lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
                                    c.get("header.json") or c.get("_journal/start.json") or c.get("start.json") or {})),
-    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c) and any(
-        name.startswith("feedback.") for name in _first_keys(c)), _langsmith_rows),
-    ("TruLens records", "a stable column (--judged-id)", "rows", lambda c: "record_id" in _first_keys(c),
-     _trulens_rows),
-    ("Ragas to_pandas()", "a column (--judged-id)", "rows", lambda c: bool(
-        {"user_input", "question", "response", "answer"} & _first_keys(c)), _ragas_rows),
+    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c), _langsmith_rows),
+    ("TruLens records", "a stable column", "rows", lambda c: "record_id" in _first_keys(c), _trulens_rows),
+    ("Ragas to_pandas()", "a column", "rows", lambda c: bool({"user_input", "question"} & _first_keys(c)), _ragas_rows),
 )
 
 
 def _judged_content(path: str) -> Tuple[str, str, object]:
-    """(source, kind, content) of an export: zip members parsed, a JSON document, JSONL rows, or CSV rows with
-    their line numbers (``kind`` "rows" for JSON records and CSV rows alike)."""
+    """(source, kind, content) of an export: a zip's JSON members, JSONL rows, a JSON document, or "rows" (JSON
+    records, or a CSV's rows by header) with their line numbers."""
     with _opened(path) as inp:
         data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
         source = inp.source
     if len(data) > MAX_JSON:
         raise _too_large(source, MAX_JSON)
-    if data[:4] == b"PK\x03\x04":  # Inspect's .eval: a zip of JSON
+    if data[:4] == b"PK\x03\x04":  # Inspect's .eval
         import zipfile
 
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
-                names = [n for n in archive.namelist() if n.endswith(".json")]
-                if sum(archive.getinfo(n).file_size for n in names) > MAX_JSON:
+                names = [name for name in archive.namelist() if name.endswith(".json")]
+                if sum(archive.getinfo(name).file_size for name in names) > MAX_JSON:
                     raise _too_large(source, MAX_JSON)
-                return source, "zip", {n: _decode_json(archive.read(n).decode("utf-8"), source, 1, n) for n in names}
-        except (zipfile.BadZipFile, UnicodeDecodeError, OSError) as exc:
-            raise RagEvalError(f"cannot read the zip: {exc}", source) from None
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name)
+                                       for name in names}
+        except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
+            raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RagEvalError("bytes that are not UTF-8", source) from None
-    body = text.strip()
-    if not body:
-        raise RagEvalError("file is empty", source)
+    except UnicodeDecodeError as exc:
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source,
+                           1 + data.count(b"\n", 0, exc.start)) from None
     lines = text.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.strip())
-    if body[0] == "{" and lines[first].strip().endswith("}") and len(body.splitlines()) > 1 or \
-            body[0] == "{" and '"metric"' in body and "\n" not in body:
-        try:
-            rows = [(i, _decode_json(line, source, i)) for i, line in enumerate(lines, 1) if line.strip()]
-        except RagEvalError:
-            rows = None
-        if rows is not None and all(isinstance(row, dict) for _, row in rows):
+    filled = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    if not filled:
+        raise RagEvalError("file is empty", source)
+    if filled[0][1].lstrip()[:1] == "{" and filled[0][1].rstrip()[-1:] == "}":  # a JSONL row, or a one-line document
+        rows = [(number, _decode_json(line, source, number)) for number, line in filled]
+        if all(isinstance(row, dict) for _, row in rows) and (len(rows) > 1 or "metric" in rows[0][1]):
             return source, "jsonl", rows
-    if body[0] in "{[":
+    if filled[0][1].lstrip()[:1] in "{[":
         document = _decode_json(text, source, 1, "judged scores")
         if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
             return source, "rows", [(None, row) for row in document]
@@ -4920,10 +4925,10 @@ def _judged_content(path: str) -> Tuple[str, str, object]:
 
 
 def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
-    """Judged scores from any export of ``_JUDGE_FORMATS`` (detected from the content) or the neutral JSONL.
+    """An LLM judge's per-question scores from a file of any shape of _JUDGE_FORMATS, detected from its content.
 
-    ``id_field`` names the field that holds a question's id where the format has none (Ragas, TruLens,
-    promptfoo's variables) or overrides the documented one.  An unknown shape is refused, naming those known.
+    ``id_field`` names the field that holds a question's stable id where the format has none (Ragas, TruLens,
+    promptfoo's variables), or replaces the documented one.  An unknown shape is refused, naming the known.
     """
     source, kind, content = _judged_content(path)
     for name, _, kinds, fits, read in _JUDGE_FORMATS:
@@ -4931,7 +4936,8 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
             try:
                 found = read(content, source, id_field)
             except (AttributeError, KeyError, TypeError, IndexError) as exc:
-                raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__}: {_clip(str(exc))})", source) from None
+                raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
+                    from None
             if not found.scores:
                 raise RagEvalError(f"a {name} with no score in it", source)
             return found
@@ -4942,74 +4948,65 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
 def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
                   max_missing: float = MAX_JUDGE_MISSING) -> dict:
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
-    (``judge.-<metric>`` when lower is better: the gate sees its negative, so a rise fails), and ``judge``:
-    per metric its direction, range, questions, missing ones and repeats' flip rate, the answers' and
-    contexts' digests, and the judge's configuration.
+    (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
+    per metric its direction, range, questions, missing ones and the repeats' flip rate; the answers' and
+    contexts' digests; the judge's configuration (``provenance``).
 
-    A question is in a metric's mean once, as the mean of its repeats; with no score in any repeat (a judge
-    error, NaN, no row) it is left out of that metric and counted; past ``max_missing`` of the questions
-    the input is refused.  Two rows of one question, metric and repeat are refused.
+    A question counts once in a metric, as the mean of its repeats; with no score in any repeat (a judge
+    error, NaN, no row) it is left out of that metric, and counted; past ``max_missing`` of the questions the
+    input is refused.  Two rows of one question, metric and repeat are refused; so is a score outside the
+    metric's documented range, and a metric whose direction neither its tool nor ``directions`` gives.
     """
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
     digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
     known, judge, questions, sources = {}, {}, set(), []
-    names: Dict[str, str] = {}
     for read in reads:
         sources.append(read.source)
         known.update(read.known)
         judge.update(read.judge)
         for s in read.scores:
-            metric = _judge_name(s.metric)
-            if names.setdefault(metric, s.metric) != s.metric and not read.known:
-                raise RagEvalError(f"metrics {_clipped_repr(names[metric])} and {_clipped_repr(s.metric)} are both "
-                                   f"spelled {metric}", read.source, s.line)
-            questions.add(s.id)
-            slot = cells.setdefault(metric, {}).setdefault(s.id, {})
+            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
             if s.repeat in slot:
-                raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {metric}"
-                                   + (f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else
-                                      " (a duplicate id; repeats need a repeat number)"), read.source, s.line)
+                raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
+                    f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),
+                    read.source, s.line)
             slot[s.repeat] = s.score
+            questions.add(s.id)
             for kind, value in (("answers", s.answer_sha256), ("contexts", s.contexts_sha256)):
                 if value is not None and digests[kind].setdefault(s.id, value) != value:
-                    raise RagEvalError(f"question {_clipped_repr(s.id)} has two {kind[:-1]} digests", read.source, s.line)
-    source = ", ".join(sources)
-    per_query: Dict[str, Dict[str, float]] = {}
-    metrics = {}
+                    raise RagEvalError(f"question {_clipped_repr(s.id)} has two {kind[:-1]} digests", read.source,
+                                       s.line)
+    source, per_query, metrics = ", ".join(sources), {}, {}
     for metric, by_question in sorted(cells.items()):
-        way, span = directions.get(metric) or (known.get(metric) or (None, None))[0], (known.get(metric) or (0, None))[1]
-        if way is None and metric in _JUDGE_HIGHER | _JUDGE_LOWER:
-            way, span = ("lower" if metric in _JUDGE_LOWER else "higher"), (0.0, 1.0)
-        if way not in ("higher", "lower"):
+        way, span = known.get(metric, (None, None))
+        if metric in _JUDGE_HIGHER | _JUDGE_LOWER:
+            way, span = way or ("lower" if metric in _JUDGE_LOWER else "higher"), span or (0.0, 1.0)
+        way = directions.get(metric, way)
+        if way is None:
             raise RagEvalError(f"which way is better for judged metric {metric} is not known: say "
                                f"--judged-direction {metric}=higher (or =lower)", source)
         values = [v for slot in by_question.values() for v in slot.values() if v is not None]
-        if span and any(not span[0] <= v <= span[1] for v in values):
-            bad = next(v for v in values if not span[0] <= v <= span[1])
-            raise RagEvalError(f"{metric}: score {bad!r} outside its range [{span[0]:g}, {span[1]:g}]", source)
-        key = JUDGE + ("-" if way == "lower" else "") + metric
-        sign = -1.0 if way == "lower" else 1.0
-        folded = {qid: math.fsum(v for v in slot.values() if v is not None) / sum(v is not None for v in slot.values())
-                  for qid, slot in by_question.items() if any(v is not None for v in slot.values())}
-        lost = sorted(questions - set(folded), key=_natural_order)
+        for value in values if span else ():
+            if not span[0] <= value <= span[1]:
+                raise RagEvalError(f"{metric}: score {value!r} outside its range [{span[0]:g}, {span[1]:g}]", source)
+        scored = {qid: [v for v in slot.values() if v is not None] for qid, slot in by_question.items()}
+        scored = {qid: repeats for qid, repeats in scored.items() if repeats}
+        lost = sorted(questions - set(scored), key=_natural_order)
         if len(lost) > max_missing * len(questions):
             raise RagEvalError(f"{metric} has no score for {len(lost)} of {len(questions)} questions (judge errors, "
                                f"NaN or no row; first: {_clipped_repr(lost[0])}), past the share of {max_missing:g} "
                                "allowed (--max-judge-missing)", source)
-        repeated = [[v for v in slot.values() if v is not None] for slot in by_question.values()]
-        repeated = [vs for vs in repeated if len(vs) > 1]
-        binary = all(v in (0.0, 1.0) for v in values)
-        errors = sum(v is None for slot in by_question.values() for v in slot.values())
-        metrics[key] = {"direction": way, "range": list(span) if span else None, "questions": len(folded),
-                        "missing": len(lost), "missing_ids": lost[:20], "judge_errors": errors,
-                        "repeats": max(map(len, by_question.values())), "binary": binary,
-                        "flip_rate": sum(len(set(vs)) > 1 for vs in repeated) / len(repeated)
-                        if binary and repeated else None}
-        for qid, value in folded.items():
-            per_query.setdefault(qid, {})[key] = sign * value + 0.0
-    means = {key: math.fsum(values[key] for values in per_query.values() if key in values) / entry["questions"]
-             for key, entry in metrics.items()}
+        key, sign = (JUDGE + "-" + metric, -1.0) if way == "lower" else (JUDGE + metric, 1.0)
+        for qid, repeats in scored.items():
+            per_query.setdefault(qid, {})[key] = sign * math.fsum(repeats) / len(repeats) + 0.0  # + 0.0: no -0.0
+        binary, several = all(v in (0.0, 1.0) for v in values), [vs for vs in scored.values() if len(vs) > 1]
+        metrics[key] = {"direction": way, "range": list(span) if span else None, "questions": len(scored),
+                        "missing": len(lost), "missing_ids": lost[:20], "repeats": max(map(len, by_question.values())),
+                        "judge_errors": sum(v is None for slot in by_question.values() for v in slot.values()),
+                        "flip_rate": sum(len(set(vs)) > 1 for vs in several) / len(several) if binary and several
+                        else None}
+    means = {key: _mean(values[key] for values in per_query.values() if key in values) for key in metrics}
     return {"k": [], "queries": len(questions), "unscored": [], "skipped": [], "missing": [], "dropped": [],
             "mean": means, "per_query": per_query, "ties": {}, "judged": {},
             "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": Conventions()._asdict(),
@@ -5018,8 +5015,8 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
 
 def with_judged(result: dict, judged: dict) -> dict:
     """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
-    merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"])
-    merged["per_query"] = {qid: dict(values) for qid, values in result["per_query"].items()}
+    merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"],
+                  per_query={qid: dict(values) for qid, values in result["per_query"].items()})
     for qid, values in judged["per_query"].items():
         merged["per_query"].setdefault(qid, {}).update(values)
     return merged
@@ -5027,48 +5024,44 @@ def with_judged(result: dict, judged: dict) -> dict:
 
 def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings = GateSettings(),
                 allow_change: bool = False, source: Optional[str] = None) -> dict:
-    """What the judge did between the baseline and now, into ``gate_report``; returns it.
+    """What the judge did between the baseline and now, added to ``gate_report``, which it returns.
 
     - A changed configuration (model, version, temperature, prompt...) refuses the comparison unless
       ``allow_change``; then ``judge_changes`` lists it.
     - Drift: the anchors are the questions whose answer (and contexts, where both sides give their digests)
-      are byte-identical on both sides, a committed frozen set among them.  On each gated judged metric the
-      anchors' deltas are tested (the sign test for pass/fail scores, else the sign-flip test), Holm-adjusted
-      over the judged metrics; a shift with adjusted p < alpha makes that metric inconclusive, reason
-      "judge drift", and ``judge_drift`` says how much of the metric's delta the anchors' shift accounts for.
-    - ``contexts_changed``: questions whose contexts differ (the generation deltas then mix in retrieval).
+      is byte-identical on both sides, a committed frozen set among them.  On each gated judged metric the
+      anchors' deltas take the sign-flip test (the exact sign test for pass/fail scores), Holm-adjusted over
+      the judged metrics; a shift with adjusted p < alpha makes that metric inconclusive, reason "judge
+      drift".  ``judge_drift`` gives each test and ``share_of_delta``, the anchors' shift over the delta.
+    - ``contexts_changed``: the questions whose contexts differ (their deltas mix in retrieval changes).
     """
     old, now = baseline.judge or {}, result["judge"]
-    if old:
-        before, after = old["provenance"], now["provenance"]
-        changes = [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
-                   for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
-        if changes and not allow_change:
-            raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
-                               + " (save a new baseline, or accept the change with --allow-judge-change)", source)
-        if changes:
-            gate_report["judge_changes"] = changes
+    before, after = old.get("provenance"), now["provenance"]
+    changes = [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
+               for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)] if old else []
+    if changes and not allow_change:
+        raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
+                           + " (save a new baseline, or accept the change with --allow-judge-change)", source)
+    if changes:
+        gate_report["judge_changes"] = changes
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
     anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
-               and (qid not in contexts or contexts[qid] == now["contexts"].get(qid, contexts[qid]))}
+               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
     gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
                                               if contexts.get(qid, sha) != sha), key=_natural_order)
-    tests = {}
+    tests, scores = {}, per_query_by_metric(result)
     for key, entry in gate_report["metrics"].items():
-        before, after = (baseline.per_query or {}).get(key), per_query_by_metric(result).get(key)
-        if not _is_judged_metric(key) or not before or not after:
-            continue
-        deltas = [after[qid] - before[qid] for qid in sorted(anchors & set(before) & set(after))]
-        if deltas:
+        was, is_now = (baseline.per_query or {}).get(key) or {}, scores.get(key, {})
+        deltas = [is_now[qid] - was[qid] for qid in sorted(anchors & set(was) & set(is_now))]
+        if _is_judged_metric(key) and deltas:
             p, _ = sign_flip_test(deltas, settings.resamples, _random(f"rag_eval:{settings.seed}:drift:{key}"))
             shift = math.fsum(deltas) / len(deltas)
             tests[key] = {"anchors": len(deltas), "shift": shift, "p_value": p,
                           "share_of_delta": shift / entry["delta"] if entry.get("delta") else None}
-    for key, p in holm({key: t["p_value"] for key, t in tests.items()}).items():
+    for key, p in holm({key: test["p_value"] for key, test in tests.items()}).items():
         tests[key].update(p_holm=p, drifted=p < settings.alpha)
-        entry = gate_report["metrics"][key]
-        if p < settings.alpha and entry["verdict"] in ("pass", "regression", "inconclusive"):
-            entry.update(verdict="inconclusive", reason="judge drift")
+        if p < settings.alpha and gate_report["metrics"][key]["verdict"] != "missing":
+            gate_report["metrics"][key].update(verdict="inconclusive", reason="judge drift")
     gate_report["judge_drift"] = tests
     gate_report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                               for entry in gate_report[part].values())
@@ -5076,94 +5069,90 @@ def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: G
     return gate_report
 
 
-def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float], int]]:
-    """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``: a random subset of the questions,
-    labelled on the answer scored now (and on the baseline's, for the delta), on the judge's scale."""
-    with _opened(path) as inp:
-        rows = [(line, row) for line, row in _jsonl_rows(inp)]
+def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
+    """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``, on the judge's scale: a random
+    subset of the questions, labelled on the answer scored now (and on the baseline's, for the delta)."""
     found, seen = [], set()
-    for line, row in rows:
-        qid, metric = (_string_id(_row_field(row, (name,), name, inp.source, line), name, inp.source, line)
-                       for name in ("id", "metric"))
-        label, old = (_score_value(row.get(name), metric, inp.source, line) for name in ("label", "baseline_label"))
-        if label is None:
-            raise RagEvalError("a human label must be a number", inp.source, line)
-        if (qid, _judge_name(metric)) in seen:
-            raise RagEvalError(f"question {_clipped_repr(qid)} labelled twice on {_judge_name(metric)}", inp.source, line)
-        seen.add((qid, _judge_name(metric)))
-        found.append((qid, metric, label, old, line))
+    with _opened(path) as inp:
+        for line, row in _jsonl_rows(inp):
+            qid, metric = (_row_id(row, (name,), name, inp.source, line) for name in ("id", "metric"))
+            label, old = (_score_value(row.get(name), metric, inp.source, line) for name in ("label", "baseline_label"))
+            if label is None or (qid, _judge_name(metric)) in seen:
+                raise RagEvalError(f"question {_clipped_repr(qid)}: " + ("a second label" if label is not None else
+                                   "a label must be a number"), inp.source, line)
+            seen.add((qid, _judge_name(metric)))
+            found.append((qid, metric, label, old))
     return found
 
 
-def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
-    """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what humans would say, from
-    human ``labels`` on a random subset of the questions and the judge's scores of all of them (``judged``).
+def _covariance(a: List[float], b: List[float]) -> float:
+    mean_a, mean_b = _mean(a), _mean(b)
+    return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
 
-    With the n labelled questions (Y human, f judge) and the N others (f~ judge only):
-    estimate = lambda mean(f~) + mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n,
-    the power-tuning weight lambda = cov(Y, f) / ((1 + n / N) var(f)) over every judged question, kept in
-    [0, 1] (0: the labels alone; 1: plain PPI); a normal interval.  Under MIN_HUMAN_LABELS labels, or a
-    judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone (lambda 0).  ``effective_labels``:
-    how many labels alone would give the same variance.  Assumes the labelled questions are a random subset.
+
+def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
+    """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
+
+    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
+    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
+    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
+    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
+    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
+    ``effective_labels``: how many labels alone would give the same variance.
     """
-    from statistics import NormalDist, mean, variance
+    from statistics import NormalDist
 
     ids = sorted(qid for qid in labels if qid in judged)
     y, f = [labels[qid] for qid in ids], [judged[qid] for qid in ids]
     rest = [value for qid, value in judged.items() if qid not in labels]
-    n, others = len(ids), len(rest)
-    spread = [math.sqrt(variance(v)) if len(v) > 1 else 0.0 for v in (y, f)]
-    correlation = (sum((a - mean(y)) * (b - mean(f)) for a, b in zip(y, f)) / (n - 1) / (spread[0] * spread[1])
-                   if n > 1 and spread[0] and spread[1] else None)
+    n, others, spreads = len(y), len(rest), [_standard_deviation(y), _standard_deviation(f)]
+    correlation = _covariance(y, f) / (spreads[0] * spreads[1]) if all(spreads) else None
     entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
-             "estimate": mean(y) if y else None, "interval": None, "effective_labels": None}
-    weak = correlation is None or correlation < MIN_JUDGE_CORRELATION
-    if n < MIN_HUMAN_LABELS or weak or others < 2:
-        entry["method"] = "labels alone (" + (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else
-                                              "the judge is too weakly correlated with the labels" if weak else
-                                              "every question is labelled") + ")"
+             "estimate": _mean(y), "interval": None, "effective_labels": None}
+    why = (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else "the judge is too weakly correlated"
+           if correlation is None or correlation < MIN_JUDGE_CORRELATION else "every question is labelled"
+           if others < 2 else "")
+    if why:
+        entry["method"] = f"labels alone ({why})"
     else:
-        everything = f + rest
-        weight = sum((a - mean(y)) * (b - mean(f)) for a, b in zip(y, f)) / (n - 1) / (
-            (1 + n / others) * variance(everything))
-        entry["lambda"] = min(max(weight, 0.0), 1.0)
+        weight = _covariance(y, f) / ((1 + n / others) * _standard_deviation(f + rest) ** 2)
+        entry["lambda"] = weight = min(max(weight, 0.0), 1.0)
     if n < 2:
         return entry
     weight = entry["lambda"]
     residual = [a - weight * b for a, b in zip(y, f)]
-    entry["estimate"] = (weight * mean(rest) if weight else 0.0) + mean(residual)
-    var = (weight ** 2 * variance(rest) / others if weight else 0.0) + variance(residual) / n
-    z = NormalDist().inv_cdf((1 + confidence) / 2)  # Student's t with n - 1 degrees of freedom (Cornish-Fisher):
-    df = n - 1  # the labels' own variance is estimated from n of them, the weight too
+    entry["estimate"] = (weight * _mean(rest) if weight else 0.0) + _mean(residual)
+    var = (weight ** 2 * _standard_deviation(rest) ** 2 / others if weight else 0.0) + \
+        (_standard_deviation(residual) ** 2) / n
+    z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
     entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
-    entry["effective_labels"] = variance(y) / var if var else None
+    entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 
 
-def human_report(labels: List[Tuple[str, str, float, Optional[float], int]], result: dict,
+def human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
                  baseline: Optional[Baseline] = None) -> Dict[str, dict]:
-    """Per judged metric with human labels: the prediction-powered mean now and, with a baseline's scores and
+    """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
     labels of its answers (``baseline_label``), the paired prediction-powered delta (see ppi_mean)."""
     keys = {key[len(JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
-    scores = per_query_by_metric(result)
-    found: Dict[str, dict] = {}
-    for qid, metric, label, old, line in labels:
+    scores, found = per_query_by_metric(result), {}
+    for qid, metric, label, old in labels:
         key = keys.get(_judge_name(metric))
         if key is None:
-            raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels", line)
+            raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels")
         sign = -1.0 if key.startswith(JUDGE + "-") else 1.0
-        table = found.setdefault(key, {"now": {}, "delta": {}})
-        table["now"][qid] = sign * label
+        table = found.setdefault(key, ({}, {}))
+        table[0][qid] = sign * label
         if old is not None:
-            table["delta"][qid] = sign * (label - old)
+            table[1][qid] = sign * (label - old)
     report = {}
-    for key, table in sorted(found.items()):
-        report[key] = {"mean": ppi_mean(table["now"], scores.get(key, {}))}
+    for key, (now, delta) in sorted(found.items()):
+        report[key] = {"mean": ppi_mean(now, scores.get(key, {}))}
         before = (baseline.per_query or {}).get(key) if baseline is not None else None
-        if before and table["delta"]:
-            deltas = {qid: value - before[qid] for qid, value in scores.get(key, {}).items() if qid in before}
-            report[key]["delta"] = ppi_mean(table["delta"], deltas)
+        if before and delta:
+            report[key]["delta"] = ppi_mean(delta, {qid: v - before[qid] for qid, v in scores[key].items() if qid in before})
     return report
 
 
