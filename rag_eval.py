@@ -6268,12 +6268,16 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
 
     roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
              ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus))
+             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus),
+             ("human_labels", args.human_labels))
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
                 inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
-    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.qrels:
+        full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.judged:
+        full["inputs"]["judged"] = [{"path": path, "sha256": digests.get(path)} for path in args.judged]
     if runs:
         full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"

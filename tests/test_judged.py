@@ -9,6 +9,7 @@ import zipfile
 
 import rag_eval
 from tests.helpers import REPO, TempDirMixin, run_main
+from tests.test_action import ActionRun
 
 JUDGED = os.path.join(REPO, "fixtures", "judged")
 BASE, NOW, REPEATS = (os.path.join(JUDGED, name) for name in ("neutral_base.jsonl", "neutral_now.jsonl",
@@ -356,6 +357,23 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertEqual(report["gate"]["contexts_changed"], ["q1"])
         self.assertEqual(report["gate"]["judge_drift"], {})  # other contexts: no anchor
         self.assertIn("contexts of 1 question differ", err)
+
+
+class JudgedInTheAction(ActionRun):
+    """The Action's judged input: alone (qrels and run empty) or beside the run, one verdict either way."""
+
+    def test_judged_alone_and_beside_the_run(self):
+        bash = next(self.each_bash())
+        base = os.path.join(self.tmp, "b.json")
+        run_main(["--judged", BASE, "--save-baseline", base])
+        code, _, err, outputs, summary = self.run_step(bash, judged=NOW, baseline=base, qrels="", run="",
+                                                       args="--max-judge-missing 0.2")
+        self.assertEqual((code, outputs["verdict"]), (1, "regression"), err)
+        self.assertAlmostEqual(json.loads(outputs["means"])["judge.faithfulness"], 3.4 / 5)
+        self.assertIn("judge.faithfulness", summary)
+        code, _, err, outputs, _ = self.run_step(bash, judged=BASE, qrels=QRELS, run=RUN)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(json.loads(outputs["means"]))[:2], ["judge.-hallucination", "judge.faithfulness"])
 
 
 def reference_ppi(human, judge_labelled, judge_others, df_quantile):
