@@ -180,6 +180,20 @@ class ReadersOfExports(unittest.TestCase):
         self.assertEqual(result["judge"]["provenance"], {"tool": "deepeval", "model": "gpt-4o"})
         self.assertEqual(len(result["judge"]["answers"]), 3)  # digests of actualOutput: anchors need no extra work
 
+    def test_deepeval_direction_from_its_own_success_and_threshold(self):
+        # "Verbosity [GEval]" is no documented metric: its rows pass below the threshold, so lower is better
+        case = lambda name, score, ok: {"name": name, "actualOutput": "a", "metricsData": [
+            {"name": "Verbosity [GEval]", "threshold": 0.5, "success": ok, "score": score, "error": None,
+             "evaluationModel": "gpt-4o"}]}
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "test_run.json")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump({"testCases": [case("c1", 0.2, True), case("c2", 0.9, False)]}, handle)
+            result = rag_eval.judged_result([rag_eval.read_judged(path)])
+        self.assertEqual(result["mean"], {"judge.-verbosity_geval": -(0.2 + 0.9) / 2})
+
     def test_ragas_csv_and_json_records(self):
         # Shape: ragas EvaluationResult.to_pandas(): the sample's columns (user_input, retrieved_contexts,
         # response, reference) and one column per metric, NaN where the judge failed; no id column, so the
@@ -246,6 +260,15 @@ class ReadersOfExports(unittest.TestCase):
 
 class RetrievalAndJudgedTogether(JudgedTempDir, unittest.TestCase):
     """One call, one verdict: retrieval metrics and judged scores in the same gate."""
+
+    def test_several_files_join_by_id(self):
+        first = self.write_rows("a.jsonl", [{"id": "q1", "metric": "faithfulness", "score": 1.0},
+                                            {"id": "q2", "metric": "faithfulness", "score": 0.5}])
+        second = self.write_rows("b.jsonl", [{"id": "q2", "metric": "correctness", "score": 1.0},
+                                             {"id": "q1", "metric": "correctness", "score": 0.0}])
+        code, report, _ = report_of(["--judged", first, "--judged", second, "--per-query"])
+        self.assertEqual(code, 0)
+        self.assertEqual(report["per_query"]["q1"], {"judge.correctness": 0.0, "judge.faithfulness": 1.0})
 
     def test_one_report_one_verdict(self):
         rows = [{"id": q, "metric": "faithfulness", "score": s} for q, s in (("q1", 0.9), ("q2", 0.5), ("q3", 0.7))]
