@@ -55,20 +55,19 @@ from __future__ import annotations
 
 __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK",
-    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "JudgedRead", "JudgedScore",
-    "LabelCheck", "MEASURES",
+    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "LabelCheck", "MEASURES",
     "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "ap_at_k", "bootstrap_interval",
     "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
-    "human_report", "judge_check", "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
+    "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
     "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "parse_metric", "per_query_by_metric", "ppi_mean", "precision_at_k", "provenance", "qrels_fingerprint",
-    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_human_labels", "read_judged", "read_qrels",
+    "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
+    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
     "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
-    "unjudged_documents", "with_judged", "write_atomically",
+    "unjudged_documents", "write_atomically",
 ]
 __version__ = "0.1.0"
 
@@ -2575,6 +2574,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None and baseline.conventions is not None:
         report["new"] = sorted(set(result["mean"]) - set(baseline.means))
+    if baseline is not None and "judge" in result:  # judged scores: the judge's changes and drift
+        _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
@@ -4629,7 +4630,7 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
 MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
-MIN_HUMAN_LABELS = 30  # human labels below this: the labels alone, no prediction-powered estimate
+MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50 the 95% interval covers >= 93%: docs/judged.md)
 MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
 # Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
 # scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
@@ -5022,26 +5023,27 @@ def with_judged(result: dict, judged: dict) -> dict:
     return merged
 
 
-def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings = GateSettings(),
-                allow_change: bool = False, source: Optional[str] = None) -> dict:
-    """What the judge did between the baseline and now, added to ``gate_report``, which it returns.
+def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
+    """How the judge's configuration differs from the baseline's (none when the baseline records no judge)."""
+    before, after = (baseline.judge or {}).get("provenance"), result["judge"]["provenance"]
+    return [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)] if before is not None else []
 
-    - A changed configuration (model, version, temperature, prompt...) refuses the comparison unless
-      ``allow_change``; then ``judge_changes`` lists it.
-    - Drift: the anchors are the questions whose answer (and contexts, where both sides give their digests)
+
+def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings) -> None:
+    """What the judge did between the baseline and now, in the gate's report (the command line refuses a
+    changed judge before, unless --allow-judge-change):
+
+    - ``judge_changes``: how its configuration (model, version, temperature, prompt...) changed;
+    - drift: the anchors are the questions whose answer (and contexts, where both sides give their digests)
       is byte-identical on both sides, a committed frozen set among them.  On each gated judged metric the
       anchors' deltas take the sign-flip test (the exact sign test for pass/fail scores), Holm-adjusted over
       the judged metrics; a shift with adjusted p < alpha makes that metric inconclusive, reason "judge
-      drift".  ``judge_drift`` gives each test and ``share_of_delta``, the anchors' shift over the delta.
+      drift".  ``judge_drift`` gives each test and ``share_of_delta``, the anchors' shift over the delta;
     - ``contexts_changed``: the questions whose contexts differ (their deltas mix in retrieval changes).
     """
     old, now = baseline.judge or {}, result["judge"]
-    before, after = old.get("provenance"), now["provenance"]
-    changes = [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
-               for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)] if old else []
-    if changes and not allow_change:
-        raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
-                           + " (save a new baseline, or accept the change with --allow-judge-change)", source)
+    changes = _judge_changes(baseline, result)
     if changes:
         gate_report["judge_changes"] = changes
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
@@ -5063,10 +5065,6 @@ def judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: G
         if p < settings.alpha and gate_report["metrics"][key]["verdict"] != "missing":
             gate_report["metrics"][key].update(verdict="inconclusive", reason="judge drift")
     gate_report["judge_drift"] = tests
-    gate_report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
-                                              for entry in gate_report[part].values())
-    gate_report["passed"] = gate_report["verdict"] == "pass"
-    return gate_report
 
 
 def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
@@ -6507,6 +6505,10 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
+    changes = _judge_changes(baseline, result) if baseline is not None and "judge" in result else []
+    if changes and not args.allow_judge_change:
+        raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
+                           + " (save a new baseline, or accept the change with --allow-judge-change)", args.baseline)
     settings = _gate_settings(args, result, slices, baseline)
     if baseline is None and not settings.floors:
         return None
@@ -6514,8 +6516,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
-    if baseline is not None and "judge" in result:
-        judge_check(gate_report, result, baseline, settings, args.allow_judge_change, args.baseline)
+
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes

@@ -361,6 +361,15 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertAlmostEqual(drift["share_of_delta"], 1.0)  # the anchors' shift is all of the headline delta
         self.assertIn("judge drift", err)
 
+    def test_the_library_gate_says_what_the_command_line_says(self):
+        base = os.path.join(self.tmp, "b.json")
+        run_main(["--judged", self.write_rows("b.jsonl", self.rows(0, 0)), "--save-baseline", base])
+        now = self.write_rows("n.jsonl", self.rows(0.05, 0.05))
+        _, report, _ = report_of(["--judged", now, "--baseline", base])
+        library = rag_eval.gate(rag_eval.judged_result([rag_eval.read_judged(now)]), rag_eval.read_baseline(base))
+        for part in ("metrics", "judge_drift", "contexts_changed", "verdict"):
+            self.assertEqual(json.loads(json.dumps(library[part])), report["gate"][part], part)
+
     def test_a_steady_judge_leaves_the_verdict_alone(self):
         base = os.path.join(self.tmp, "b.json")
         run_main(["--judged", self.write_rows("b.jsonl", self.rows(0, 0)), "--save-baseline", base])
@@ -422,9 +431,9 @@ def reference_ppi(human, judge_labelled, judge_others, df_quantile):
 class HumanLabels(JudgedTempDir, unittest.TestCase):
     """Prediction-powered means and deltas from a random labelled subset (PPI++), against a reference."""
 
-    T_29 = 2.0452  # Student's t, 0.975 quantile, 29 degrees of freedom (tables: 2.045)
+    T_49 = 2.0096  # Student's t, 0.975 quantile, 49 degrees of freedom (tables: 2.010)
 
-    def data(self, n=30, others=170, seed=3):
+    def data(self, n=50, others=150, seed=3):
         import random
 
         rng = random.Random(seed)
@@ -438,15 +447,15 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         labels = {f"l{i}": y for i, y in enumerate(human)}
         judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
         got = rag_eval.ppi_mean(labels, judged)
-        estimate, lam, (low, high), effective = reference_ppi(human, judge, rest, self.T_29)
-        self.assertEqual((got["method"], got["labels"], got["questions"]), ("ppi++", 30, 200))
+        estimate, lam, (low, high), effective = reference_ppi(human, judge, rest, self.T_49)
+        self.assertEqual((got["method"], got["labels"], got["questions"]), ("ppi++", 50, 200))
         self.assertAlmostEqual(got["estimate"], estimate, places=12)
         self.assertAlmostEqual(got["lambda"], lam, places=12)
         self.assertAlmostEqual(got["interval"][0], low, places=4)  # the t quantile: Cornish-Fisher vs the table
         self.assertAlmostEqual(got["interval"][1], high, places=4)
         self.assertAlmostEqual(got["effective_labels"], effective, delta=0.01 * effective)
-        self.assertGreater(got["effective_labels"], 30)  # a good judge is worth more labels than were given
-        mean_y, mean_f = sum(human) / 30, sum(judge) / 30
+        self.assertGreater(got["effective_labels"], 50)  # a good judge is worth more labels than were given
+        mean_y, mean_f = sum(human) / 50, sum(judge) / 50
         r = (sum((y - mean_y) * (f - mean_f) for y, f in zip(human, judge))
              / (sum((y - mean_y) ** 2 for y in human) * sum((f - mean_f) ** 2 for f in judge)) ** 0.5)
         self.assertAlmostEqual(got["correlation"], r, places=12)
@@ -456,7 +465,7 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         labels = {f"l{i}": y for i, y in enumerate(human)}
         judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
         got = rag_eval.ppi_mean(labels, judged)
-        self.assertTrue(got["method"].startswith("labels alone (fewer than 30 labels"))
+        self.assertTrue(got["method"].startswith("labels alone (fewer than 50 labels"))
         self.assertEqual(got["lambda"], 0.0)
         self.assertAlmostEqual(got["estimate"], sum(human) / 10)
         self.assertAlmostEqual(got["effective_labels"], 10)
@@ -464,10 +473,10 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
     def test_a_weak_judge_the_labels_alone(self):
         human, _, rest = self.data()
         labels = {f"l{i}": y for i, y in enumerate(human)}
-        judged = {**{f"l{i}": 0.5 + 0.001 * ((-1) ** i) for i in range(30)}, **{f"u{i}": f for i, f in enumerate(rest)}}
+        judged = {**{f"l{i}": 0.5 + 0.001 * ((-1) ** i) for i in range(50)}, **{f"u{i}": f for i, f in enumerate(rest)}}
         got = rag_eval.ppi_mean(labels, judged)
         self.assertIn("weakly correlated", got["method"])
-        self.assertAlmostEqual(got["estimate"], sum(human) / 30)
+        self.assertAlmostEqual(got["estimate"], sum(human) / 50)
 
     def test_every_report_says_labels_correlation_and_effective_size(self):
         base = os.path.join(self.tmp, "b.json")
@@ -483,7 +492,7 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         self.assertEqual(code, 0)
         for part in ("mean", "delta"):
             entry = report["human"]["judge.faithfulness"][part]
-            self.assertEqual(entry["labels"], 30)
+            self.assertEqual(entry["labels"], 50)
             self.assertIsNotNone(entry["correlation"])
             self.assertIsNotNone(entry["effective_labels"])
         delta = report["human"]["judge.faithfulness"]["delta"]
