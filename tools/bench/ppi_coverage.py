@@ -7,7 +7,7 @@ Standard library only; prints a markdown table (pasted into docs/judged.md).  Ea
 plus a bias and noise (three judges: good, biased, poor), cut to [0, 1]; for pass/fail scores Y and f are 0/1
 and the judge flips a share of them.  ``--labels`` questions, a random subset, get their human label.  The
 truth is the population mean of Y (the expectation over questions, computed in closed form per scenario from a
-million draws with a fixed seed), so coverage counts how often the nominal 95% interval holds it.  The paired
+million draws with a fixed seed, ``--truth-draws``), so coverage counts how often the nominal 95% interval holds it.  The paired
 delta is the same estimator on per-question differences, so one table covers both.
 """
 
@@ -35,14 +35,14 @@ SCENARIOS = {  # name -> draw(rng) -> (human Y, judge f)
 }
 
 
-def truth(draw, seed):
+def truth(draw, seed, draws):
     rng = random.Random(f"truth:{seed}")
-    return sum(draw(rng)[0] for _ in range(1_000_000)) / 1_000_000
+    return sum(draw(rng)[0] for _ in range(draws)) / draws
 
 
-def coverage(draw, labels, questions, simulations, seed):
+def coverage(draw, labels, questions, simulations, seed, draws):
     rng = random.Random(seed)
-    target = truth(draw, seed)
+    target = truth(draw, seed, draws)
     covered = methods = 0
     width = 0.0
     for _ in range(simulations):
@@ -64,12 +64,13 @@ def main():
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--simulations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--truth-draws", type=int, default=1_000_000, help="draws that make each scenario's truth")
     args = parser.parse_args()
     print(f"{args.labels} labels of {args.questions} questions, {args.simulations} simulations, seed {args.seed}\n")
     print("| scenario | coverage of the 95% interval | PPI++ used | mean width |")
     print("|---|---|---|---|")
     for name, draw in SCENARIOS.items():
-        cover, used, width = coverage(draw, args.labels, args.questions, args.simulations, args.seed)
+        cover, used, width = coverage(draw, args.labels, args.questions, args.simulations, args.seed, args.truth_draws)
         print(f"| {name} | {cover:.3f} | {used:.0%} | {width:.3f} |")
 
 
