@@ -146,33 +146,36 @@ def report_error(message: str, argv: List[str], summary: str) -> None:
 
 
 def gate_verdict(report: dict) -> Optional[str]:
-    """The gate's own verdict in a report: its ``gate``, or the worst of its runs' gates; None when nothing was gated.
-    ``--inconclusive pass|fail`` changes the exit code, never this."""
-    gates = [report["gate"]] if "gate" in report else [run["gate"] for run in report.get("runs", ()) if "gate" in run]
-    return rag_eval._overall_verdict(gate["verdict"] for gate in gates) if gates else None
+    """The gate's own verdict in a report: its ``gate``'s, or the worst of its runs' gates, or "ungated" when
+    nothing was gated (never a pass); None in a report without one.  ``--inconclusive pass|fail`` changes the
+    exit code, never this."""
+    return report.get("verdict")
 
 
 def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
-    """The step's outputs: ``passed`` from the exit code, ``verdict`` the gate's (from the report) unless rag_eval
-    stopped on an error."""
-    means, verdict = {}, None
+    """The step's outputs: ``passed`` from the exit code (never with nothing gated), ``verdict`` the gate's (from
+    the report) unless rag_eval stopped on an error."""
+    means, verdict, not_gated = {}, None, []
     if report and os.path.isfile(report):
         try:
             with open(report, encoding="utf-8") as handle:
                 full = json.load(handle)
             means = full.get("mean", {})
             verdict = gate_verdict(full)
+            gates = [full.get("gate")] + [run.get("gate") for run in full.get("runs", ())]
+            not_gated = sorted({key for gate in gates if gate for key in gate.get("not_gated", ())})
         except (OSError, ValueError, AttributeError, KeyError, TypeError):
             means = {}
     if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE) or verdict is None:
         verdict = VERDICTS.get(code, "error")
     return {
-        "passed": "true" if code == rag_eval.EXIT_OK else "false",
+        "passed": "true" if code == rag_eval.EXIT_OK and verdict != rag_eval.UNGATED else "false",
         "exit-code": str(code),
         "verdict": verdict,
         "report": report if report and os.path.isfile(report) else "",
         "summary": summary,
         "means": json.dumps(means, sort_keys=True),
+        "not-gated": json.dumps(not_gated),
     }
 
 
@@ -308,8 +311,12 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
                 out.write(summary_text)
         except OSError as exc:
             warning(f"cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
+    outputs = outputs_of(code, report_path(argv), summary)
+    if outputs["verdict"] == rag_eval.UNGATED:  # an empty or misspelt baseline input must not look like a pass
+        warning("nothing was gated, so nothing passed (verdict 'ungated'): the baseline input is empty (GitHub passes "
+                "a misspelt input as empty) and args name no --baseline-run or --min")
     if env.get("GITHUB_OUTPUT"):
-        write_outputs(env["GITHUB_OUTPUT"], outputs_of(code, report_path(argv), summary))
+        write_outputs(env["GITHUB_OUTPUT"], outputs)
     if env.get("RAG_EVAL_COMMENT", "").strip().lower() == "true":
         post_comment(summary_text, env)
     return code

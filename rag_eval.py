@@ -914,11 +914,14 @@ class SpanQrels(dict):
     rows: Optional[List[Tuple[str, Location, dict]]] = None
 
 
+LABEL_STATUSES = ("valid", "moved", "unchecked", "orphaned")  # of a span checked against its document
+
+
 class LabelCheck(NamedTuple):
     """The spans checked against a corpus: ``fixed`` holds the qrels with moved spans re-anchored."""
 
     fixed: SpanQrels
-    rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, "valid" | "moved" | "orphaned", what was found)
+    rows: List[Tuple[str, Span, str, str]]  # (qid, span as judged, one of LABEL_STATUSES, what was found)
     moved: Dict[Tuple[str, Location], Tuple[int, int]]  # (qid, where a moved span was judged) -> its offsets now
 
 
@@ -1232,6 +1235,7 @@ class SpanMeasure(NamedTuple):
     compute: Callable[[Evidence, int], float]
     definition: str
     binary: bool = False  # every per-query value is 0 or 1
+    gate: bool = True  # else reported, gated when --measures names it
 
 
 SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
@@ -1245,9 +1249,9 @@ SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
                 "the ideal ranks every judged span once, best grades first.  Capped at 1: one large chunk covering "
                 "several spans at rank 1 can exceed the ideal."),
     SpanMeasure("precision", _span_precision, "characters of the union of the top k chunks inside a relevant span / "
-                "characters of that union (0 if nothing was retrieved): what large chunks cost."),
+                "characters of that union (0 if nothing was retrieved): what large chunks cost.", gate=False),
     SpanMeasure("iou", _span_iou, "characters retrieved and relevant / characters retrieved or relevant, over the "
-                "top k chunks' union and the relevant spans' union."),
+                "top k chunks' union and the relevant spans' union.", gate=False),
 )
 _SPAN_BY_NAME: Dict[str, SpanMeasure] = {m.name: m for m in SPAN_MEASURES}
 _ALL_MEASURES = dict.fromkeys([*_BY_NAME, *_SPAN_BY_NAME])  # what --measures takes
@@ -1405,13 +1409,12 @@ def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
 def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> LabelCheck:
     """Check every span against its document's text.
 
-    Valid: inside its document and, when it quotes ``text``, equal to the
-    document's characters at ``[start, end)``.  Moved: the quoted text is
-    elsewhere, exactly once, in the same document; the fixed qrels hold it
-    there.  Orphaned: its document is not in the corpus, it lies past the
-    document's end without quoting text, or its text is found nowhere or
-    more than once (an ambiguous place is no place), or it would move onto
-    a place judged with another grade.
+    Valid: the ``text`` it quotes is the document's at ``[start, end)``.
+    Moved: that text is elsewhere, exactly once, in the same document; the
+    fixed qrels hold it there.  Unchecked: it quotes no text (never valid).
+    Orphaned: its document is not in the corpus, it lies past the document's
+    end, or its text is found nowhere or more than once (an ambiguous place
+    is no place), or it would move onto a place judged with another grade.
     """
     rows, fixed, moved = [], SpanQrels(), {}
     for qid in sorted(qrels):
@@ -1456,7 +1459,8 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
         inside = span.end <= len(text)
-        return ("valid", "", span) if inside else ("orphaned", f"past the end ({len(text)} characters)", span)
+        return ("unchecked", "no quoted text", span) if inside else ("orphaned", f"past the end ({len(text)} characters)",
+                                                                     span)
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first = text.find(span.text)
@@ -1469,14 +1473,14 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
 
 
 def labels_table(check: LabelCheck) -> str:
-    """Valid, moved and orphaned spans per query, then one line per span that is not valid; ids on one line
+    """Spans per query and status, then one line per span that is not valid; ids on one line
     each, and nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
-        counts.setdefault(qid, dict.fromkeys(("valid", "moved", "orphaned"), 0))[status] += 1
-    rows = [["query", "valid", "moved", "orphaned"]]
+        counts.setdefault(qid, dict.fromkeys(LABEL_STATUSES, 0))[status] += 1
+    rows = [["query", *LABEL_STATUSES]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
-    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in ("valid", "moved", "orphaned"))])
+    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in LABEL_STATUSES)])
     details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
                for qid, span, status, found in check.rows if status != "valid"]
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
@@ -1509,16 +1513,20 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def to_spans(qrels: Qrels, chunks: Mapping[str, Location]) -> SpanQrels:
+def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
-    with its grade (a chunk the map lacks is an error; two at the same offsets must agree)."""
+    with its grade (a chunk the map lacks is an error; two at the same offsets must agree); with ``corpus``, its text."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
         for chunk, grade in sorted(qrels[qid].items()):
             if chunk not in chunks:
                 raise RagEvalError(f"query {_clipped_repr(qid)}: judged chunk {_clipped_repr(chunk)} is not in the chunk map", "chunks")
-            span = kept.setdefault(chunks[chunk], Span(*chunks[chunk], grade))
+            doc, start, end = chunks[chunk]
+            text = None if corpus is None else corpus.get(doc, "")[start:end]
+            if text is not None and len(text) != end - start:
+                raise RagEvalError(f"chunk {_clipped_repr(chunk)} lies outside its document's text", "corpus")
+            span = kept.setdefault(chunks[chunk], Span(doc, start, end, grade, text))
             if span.grade != grade:
                 raise RagEvalError(f"query {_clipped_repr(qid)}: chunks at {_clipped_repr(chunks[chunk])} are judged "
                                    f"{span.grade} and {grade}", "qrels")
@@ -2132,6 +2140,7 @@ GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
+UNGATED = "ungated"  # nothing to gate against (no baseline, no floor): never a pass
 
 
 class Baseline(NamedTuple):
@@ -2222,6 +2231,10 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
         if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
+        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON and not _is_judged_metric((where or name).rpartition(":")[2]):
+            # every measure lies in [0, 1]: -1 could never fail (a judged score's range is its reader's to check)
+            raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must lie in [0, 1], as every measure "
+                               f"does, got {_clipped_repr(value)}", path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
         names = [canonical_metric(name) for name in table]
         twice = sorted({name for name in names if names.count(name) > 1})
@@ -2273,26 +2286,30 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
 
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Iterable[str] = (), extra: Optional[dict] = None) -> str:
+                   raised: Optional[Iterable[str]] = None, extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
-    With ``keep_from`` (``--ratchet``) a metric takes the new mean only when it rose significantly
-    (``raised``, see significant_gains); otherwise it keeps the older mean with its per-query scores, so
-    that a mean always matches its scores and noise alone cannot lift it (keeping the better of two noisy
-    means drifts upward: the winner's curse).  A flat older baseline has no scores to test against: the
-    better mean is kept, with no per-query scores.  A metric this result did not score stays as it was.
+    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
+    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric takes the new
+    mean only when it rose significantly (see significant_gains); otherwise it keeps the older mean with
+    its per-query scores, so that noise alone cannot lift it (the winner's curse).  A flat older baseline
+    has no scores to test against: the better mean is kept, without scores.  ``reported_only`` metrics
+    (span precision and iou) are left out.
     """
     import time
 
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
-    raised = set(raised)
+    for metric in set(result.get("reported_only", ())) - set(keep_from.means if keep_from else ()):
+        del means[metric], per_query[metric]
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
-        if metric not in means or (scores is not None and metric not in raised):  # the older mean (and scores) stay
+        if metric not in means or metric in result.get("not_gated", ()) or (
+                raised is not None and scores is not None and metric not in raised):  # the older mean (and scores) stay
             means[metric] = old
+            per_query.pop(metric, None)
             if scores is not None:
                 per_query[metric] = scores
-        elif scores is None and old > means[metric]:  # a flat baseline: the better mean, and no scores to go with it
+        elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
     # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
@@ -2497,6 +2514,7 @@ class GateSettings(NamedTuple):
     seed: int = DEFAULT_SEED
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
+    not_gated: frozenset = frozenset()  # baseline metrics left out of the gate on purpose (--not-gated)
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2537,12 +2555,12 @@ def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], sl
 
 
 def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, slices: Optional[Slices]) -> List[_Target]:
-    """What a baseline gates: a flat one all of its metrics (one this run lacks is missing, a regression), an
-    extended one (it records how it was made) those asked for now (some of its cutoffs or measures); and
-    every slice that a tolerance names."""
-    keys = sorted(key for key in baseline.means if ":" not in key
-                  and (baseline.conventions is None or key in result["mean"]))
-    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key), slices)
+    """What a baseline gates: every metric it holds (one this run lacks is missing, a regression) but
+    ``settings.not_gated``, and every slice that a tolerance names."""
+    keys = sorted(key for key in baseline.means if key not in settings.not_gated)
+    for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
+        raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
+    targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
@@ -2553,8 +2571,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
          slices: Optional[Slices] = None) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    A flat baseline gates every one of its metrics, an extended one those scored now (see _baseline_targets),
-    and every slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
+    A baseline gates every one of its metrics but ``settings.not_gated`` (see _baseline_targets), and every
+    slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
     default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
     says.
@@ -2572,10 +2590,12 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         floor = settings.floors[target.key]
         passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
-    if baseline is not None and baseline.conventions is not None:
-        report["new"] = sorted(set(result["mean"]) - set(baseline.means))
-    if baseline is not None and "judge" in result:  # judged scores: the judge's changes and drift
-        _judge_check(report, result, baseline, settings)
+    if baseline is not None:
+        report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
+        if baseline.conventions is not None:  # reported only (span precision and iou) is no news
+            report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
+        if "judge" in result:  # judged scores: the judge's changes and drift
+            _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
@@ -4107,7 +4127,8 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
                 continue  # blank, or a comment, as trec_eval reads them
             if qid is None:
                 _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
-            swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) else ""
+            swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) \
+                and fields[-1].isdigit() else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
         elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
@@ -4148,35 +4169,34 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks 1, 2, 3, ...
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks in any
+    line order (its evaluation places each line by its rank) distinct, with 1, and 1 to n if it ended.
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice, where a ranking goes on with 2.
-    One judgment per query, grade 1 (as MS MARCO's judgments), is a ranking
-    of depth 1 too: the file is a run only if some query of its head has
-    more than one line.  Grades 1, 2 in a first query still read as ranks.
+    third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
+    (as MS MARCO's judgments), is a ranking of depth 1 too: the file is a run
+    only if some query of its head has more than one line.  Grades 1, 2 in a
+    first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    qid, expected, first_query = None, 1, True
-    lines: Dict[bytes, int] = {}  # query -> its lines in the head
+    first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        first_query = first_query and fields[0] == (qid or fields[0])
-        if first_query:
-            if fields[2] != str(expected).encode():
-                return False
-            expected += 1
-        elif expected > 2:
-            break  # the first query ranked more than one document
-        qid = fields[0]
-        lines[qid] = lines.get(qid, 0) + 1
-        if lines[qid] > 1 and not first_query:
-            break
-    return expected > 1 and max(lines.values(), default=0) > 1
+        first = first or fields[0]
+        lines[fields[0]] += 1
+        if fields[0] != first or len(lines) > 1:  # the first query ended: its ranks must be 1 to n, not grades
+            if len(ranks) > 1 or lines[fields[0]] > 1:
+                break
+            continue
+        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
+        if not rank or rank in ranks:
+            return False
+        ranks.add(rank)
+    return 1 in ranks and max(lines.values()) > 1 and (len(lines) == 1 or len(ranks) == max(ranks))
 
 
 def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
@@ -5166,9 +5186,11 @@ def _is_judged_metric(key: str) -> bool:
 def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals: Optional[dict] = None,
                  slices: Optional[Slices] = None, per_query: bool = False,
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
-    """The report of a run: mean, unscored and the counts, plus what the options asked for."""
+    """The report of a run: mean, unscored and the counts, the verdict (UNGATED without a gate), and what
+    the options asked for."""
     report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
                                            "unscored")}
+    report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
     report["mean"] = dict(result["mean"])
     if per_query:
         report["per_query"] = _per_query_full_names(result)
@@ -5257,6 +5279,7 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     The paired columns appear when some metric was compared query by query."""
     gate_entries = report.get("gate", {}).get("metrics", {})
     floors = report.get("gate", {}).get("floors", {})
+    not_gated = report.get("gate", {}).get("not_gated", ())
     intervals = report.get("intervals")
     gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
@@ -5266,8 +5289,8 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
         header += ["delta low", "delta high", "effect", "better/worse/same"] if paired else []
         header += ["allowed drop", "p (adj.)", "verdict"]
     rows = [header]
-    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors), key=_metric_order):
-        entry = gate_entries.get(metric, {})
+    for metric in sorted(set(report["mean"]) | set(gate_entries) | set(floors) | set(not_gated), key=_metric_order):
+        entry = gate_entries.get(metric) or ({"verdict": "not gated"} if metric in not_gated else {})
         cells = [report["mean"].get(metric, gate_entries.get(metric, floors.get(metric, {})).get("now"))]
         cells += list(intervals.get(metric, (None, None))) if intervals is not None else []
         if gated:
@@ -5346,7 +5369,7 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     missing = len(report.get("missing", ()))
     coverage = f" (the run has no results for {missing})" if missing else ""
     if gate_report is None:
-        return f"scored {_plural(report['queries'], 'query', 'queries')}{coverage}"
+        return f"UNGATED (no baseline or floor), {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
@@ -5514,19 +5537,21 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
-    if not cases:  # nothing gated: one passing case, since CI systems reject an empty report
+    cases += [(key, "not gated", "in the baseline, not gated on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
+    if not cases:  # nothing gated: one skipped case (never a pass), since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
-        cases = [("scored", "pass", f"{scored} scored, no baseline or floor to gate")]
+        cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
     failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
     counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
-    skipped = 0 if inconclusive_fails else sum(verdict == "inconclusive" for _, verdict, _ in cases)
+    skipped = sum(verdict in (UNGATED, "not gated") or verdict == "inconclusive" and not inconclusive_fails
+                  for _, verdict, _ in cases)
     suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
     suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
         if verdict in failing:
             ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
-        elif verdict == "inconclusive":
+        elif verdict in ("inconclusive", UNGATED, "not gated"):
             ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
@@ -5678,7 +5703,7 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     says otherwise, what the judgments changed, and each delta split into labels and system.
     ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
     gate_report = gate_report or {}
-    lines = []
+    lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     if gate_report.get("meta_changes"):
         lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
     if gate_report.get("label_changes"):
@@ -5730,6 +5755,8 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         failed, undecided = ([quoted(run["name"]) for run in runs if "gate" in run and run["gate"]["verdict"] == word]
                              for word in ("regression", "inconclusive"))
         verdict = f"{_verdict_word(failed, undecided)}, rule '{gated['rule']}', {verdict}"
+    else:
+        verdict = f"UNGATED (no baseline or floor), {verdict}"
     context = _gate_context_text(gated, digits, quoted).lstrip("\n")
     method = (context + ("\n" if context else "")
               + f"p adjusted by {comparison['adjustment']} over "
@@ -5829,9 +5856,9 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     value = _finite_number(amount[:-1] if relative else amount)
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
-    if not relative and value > 1:  # every measure lies in [0, 1]: a drop above 1 could never happen
-        raise RagEvalError(f"expected a drop of at most 1, since every measure lies in [0, 1], got "
-                           f"{_clipped_repr(amount)} (did you mean {_clip(amount)}%?)")
+    if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+        raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
+                           f"[0, 1], got {_clipped_repr(amount)}" + ("" if relative else f" (did you mean {_clip(amount)}%?)"))
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
@@ -5897,6 +5924,10 @@ def _measures_arg(text: str) -> List[str]:
     return list(dict.fromkeys(name if name in _ALL_MEASURES else canonical_metric(name) for name in names))
 
 
+def _metrics_arg(text: str) -> List[str]:
+    return [canonical_metric(name.strip()) for name in text.split(",") if name.strip()]
+
+
 def _help_epilog() -> str:
     width = max(len(m.name) for m in MEASURES) + 4
     rows = "\n".join(f"  {m.name + '@k':<{width}}{m.summary}" for m in MEASURES)
@@ -5913,7 +5944,8 @@ exit codes:
 with --check-labels: an orphaned label
   {EXIT_ERROR}    bad usage or bad input (one line 'rag_eval: error: ...' on stderr)
   {EXIT_INCONCLUSIVE}    inconclusive: --gate significant found too little evidence either way
-       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1)
+       (a line 'warning: inconclusive: ...' on stderr; --inconclusive pass|fail maps it to 0 or 1);
+       with --check-labels: a label quoting no text, unchecked
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C)
   {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
@@ -5969,6 +6001,9 @@ def _build_parser():
     gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
+                        help="baseline metrics left out of the gate on purpose (a baseline gates every metric it "
+                             "holds, whatever --k and --measures say); listed in every report")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=GATE_RULES, default="drop",
@@ -6036,13 +6071,13 @@ def _build_parser():
                        help="documents, JSONL rows doc_id, text: every span is checked against its text; "
                             "a gate refuses orphaned labels")
     spans.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / orphaned spans per query, then exit "
-                            "(1 when any label is orphaned)")
+                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit "
+                            "(1 when any is orphaned, else 3 when any quotes no text)")
     spans.add_argument("--fix-labels", metavar="OUT",
                        help="with --corpus: write the qrels with moved spans re-anchored, then exit")
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets), then exit")
+                            "offsets; with --corpus, its text), then exit")
     judged = parser.add_argument_group("judged generation scores (an LLM judge's, read from its export; "
                                        "see docs/judged.md)")
     judged.add_argument("--judged", metavar="FILE", action="append", default=[],
@@ -6210,13 +6245,15 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, option, result, slices, baseline)
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
+    problems += [f"--not-gated: {key} is not in the baseline, so it would not be gated anyway"
+                 for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
         hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
-                        args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust)
+                        args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust, args.not_gated)
 
 
 def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
@@ -6291,6 +6328,7 @@ def _run(args, argv: List[str]) -> int:
         return _label_job(args)
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
+    args.not_gated = frozenset(chain.from_iterable(args.not_gated))
     args.meta, args.judge = dict(args.meta), dict(args.judge)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
         raise RagEvalError("standard output is closed: the report would go nowhere")
@@ -6308,6 +6346,7 @@ def _run_one(args, argv: List[str]) -> int:
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
             baseline, slices, qrels = _read_judgments(args)
+            args.needed = _baseline_needs(args, baseline, qrels) if args.run else []
             result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged)) \
                 if args.run else (None, {})
             result = _judged_scores(args, result)
@@ -6336,9 +6375,9 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
-        gone = [] if args.ratchet else sorted(set(baseline.means) - set(result["mean"]), key=_metric_order)
+        kept = sorted(args.not_gated, key=_metric_order)
         messages.append(_Message("note", f"updated {baseline_name}" + (" (ratchet)" if args.ratchet else "")
-                                 + (f"; no longer in it (not scored now): {', '.join(gone)}" if gone else "")
+                                 + (f"; kept as they were (not gated): {', '.join(kept)}" if kept else "")
                                  if passed else f"the gate failed, so {baseline_name} was not changed"))
     _print_messages(args, report, messages)
     return code
@@ -6381,7 +6420,8 @@ def _fingerprint(args, qrels: Qrels) -> str:
 
 def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
-    return Baseline(old["mean"], per_query_by_metric(old), _conventions_record(old), fingerprint)
+    means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
+    return Baseline(means, per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -6445,6 +6485,28 @@ def _silence(stream) -> None:
 SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50
 
 
+def _asked_measures(args, qrels: Qrels) -> List[str]:
+    """--measures; by default on spans, also the character-level ones that show what large chunks cost."""
+    spans = isinstance(qrels, SpanQrels) and args.measures == list(DEFAULT_MEASURES)
+    return list(DEFAULT_SPAN_MEASURES) if spans else args.measures
+
+
+def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[str]:
+    """The baseline's metrics (but --not-gated) that --k and --measures leave out: the baseline decides what
+    is gated, so the call scores them too."""
+    table = _ALL_MEASURES if isinstance(qrels, SpanQrels) else _BY_NAME
+    scored = {format_metric(*pair) for pair in _check_measures(_asked_measures(args, qrels), args.k, table)}
+    needs = []
+    for key in baseline.means if baseline is not None else ():
+        if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
+            continue
+        name, k = parse_metric(key.rpartition(":")[2])
+        metric = format_metric(name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name, k)  # spans: both levels
+        if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
+            needs.append(metric)
+    return needs
+
+
 def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
     """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
 
@@ -6456,7 +6518,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
     keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
-    used = sorted({cutoff for _, cutoff in _check_measures(args.measures, args.k)}) or [1]
+    measures = args.measures + args.needed  # the run read as deep as the baseline's metrics need
+    used = sorted({cutoff for _, cutoff in _check_measures(measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
     cutoffs = None if args.unjudged else used
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
@@ -6465,7 +6528,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
         run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
-        result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=args.measures,
+        result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
                           drop_unknown_queries=args.drop_unknown_queries, doc_id_sep=sep,
                           abstain_below=args.abstain_below)
@@ -6556,8 +6619,9 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
-        files.append((args.baseline, _baseline_text(result, fingerprint, baseline if args.ratchet else None,
-                                                     significant_gains(report.get("gate")), extra)))
+        kept = dict(result, not_gated=args.not_gated)
+        files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, significant_gains(report.get("gate"))
+                                                     if args.ratchet else None, extra)))
     return files
 
 
@@ -6622,13 +6686,19 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """When chunk ids meet document ids: the --doc-id-sep that would make them match, as advice; else ""."""
-    sample = [(qid, docid) for qid, entry in list(run.items())[:SAMPLE_QUERIES]
-              for docid in list(entry)[:SAMPLE_DOCUMENTS]]
+    """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
+    document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
+    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
     for sep in _SEPARATORS:
-        if any(document_of(docid, sep) in {document_of(d, sep) for d in qrels.get(qid, ())} for qid, docid in sample):
+        several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
+        if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
+                                                   for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
-    return ""
+    pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
+    ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))
+    alike = len(os.path.commonprefix([ours, theirs]))
+    return f"the run's {_clipped_repr(ours)} and the qrels' {_clipped_repr(theirs)} part after {alike} characters: " \
+        f"{_clipped_repr(ours[alike:])} against {_clipped_repr(theirs[alike:])}" if alike else ""
 
 
 def _copies_qrels(run: Run, qrels: Qrels) -> bool:
@@ -6678,6 +6748,9 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
     if result.get("labels", {}).get("moved"):
         found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
+    if result.get("labels", {}).get("unchecked"):
+        found.append(_Message("warning", f"{result['labels']['unchecked']} evidence spans quote no text, so --corpus "
+                              "could not check where they are (--to-spans with --corpus writes it)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if result.get("repeated"):
@@ -6705,6 +6778,8 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
                               "first: " + ", ".join(map(_one_line, changed[:20]))))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
+    if gate_report is not None and gate_report.get("not_gated"):
+        found.append(_Message("note", f"not gated, on purpose (--not-gated): {', '.join(gate_report['not_gated'])}"))
     if gate_report is not None and gate_report.get("new"):
         found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
                               + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
@@ -6796,21 +6871,22 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
             raise RagEvalError(f"{len(orphaned)} evidence labels are orphaned (first: query {_clipped_repr(qid)}, "
                                f"{_clipped_repr(span.doc_id)} [{span.start}, {span.end}): {found}); see --check-labels",
                                args.qrels)
-        qrels, labels = check.fixed, {"moved": sum(row[2] == "moved" for row in check.rows), "spans": len(check.rows)}
+        qrels, labels = check.fixed, dict(Counter(row[2] for row in check.rows), spans=len(check.rows))
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
     chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
-    # The default measures, on spans, add the character-level ones that show what large chunks cost.
-    measures = DEFAULT_SPAN_MEASURES if args.measures == list(DEFAULT_MEASURES) else args.measures
     with _naming_files(qrels=args.qrels, run=path):
-        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
+        result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k,
+                                measures=_asked_measures(args, qrels) + args.needed,
                                 gain=args.gain, min_grade=args.min_grade,
                                 min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                 drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
+    if args.measures == list(DEFAULT_MEASURES):  # precision and iou: reported, gated when asked
+        result["reported_only"] = [m for m in result["mean"] if not _measure_named(parse_metric(m)[0]).gate]
     if labels is not None:
         result["labels"] = labels
     if repeated.documents or repeated.at_least:
@@ -6844,8 +6920,9 @@ def _label_job(args) -> int:
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
         chunks = read_chunks(args.chunks, args.max_input_bytes)
-        with _naming_files(qrels=args.qrels, chunks=args.chunks):
-            spans = to_spans(qrels, chunks)
+        corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else None
+        with _naming_files(qrels=args.qrels, chunks=args.chunks, corpus=args.corpus or ""):
+            spans = to_spans(qrels, chunks, corpus)
         write_atomically(args.to_spans, spans_text(spans))
         if not args.quiet:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
@@ -6856,8 +6933,10 @@ def _label_job(args) -> int:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
     _publish(labels_table(check), fixed)
-    orphaned = any(status == "orphaned" for _, _, status, _ in check.rows)
-    return EXIT_REGRESSION if args.check_labels and orphaned else EXIT_OK
+    statuses = {status for _, _, status, _ in check.rows}
+    if not args.check_labels:
+        return EXIT_OK
+    return EXIT_REGRESSION if "orphaned" in statuses else EXIT_INCONCLUSIVE if "unchecked" in statuses else EXIT_OK
 
 
 # --- Several runs on the command line ---
@@ -6932,6 +7011,7 @@ def _run_candidates(args, argv: List[str]) -> int:
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
+        args.needed = _baseline_needs(args, baseline, qrels)
         scored = [_Scored(name, path, _score_file(args, qrels, path)[0]) for name, path in args.runs]
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
@@ -6946,10 +7026,10 @@ def _run_candidates(args, argv: List[str]) -> int:
         intervals = mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
         runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
                          name=s.name, path=s.path, reference=s is scored[0]))
-    report = {"comparison": comparison, "runs": runs}
-    verdicts = [g["passed"] for g in gates.values() if g is not None]
+    verdicts = [g["verdict"] for g in gates.values() if g is not None]
+    report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
-        report["passed"] = all(verdicts)
+        report["passed"] = report["verdict"] == "pass"
     messages = [m._replace(line=f"{s.name}: {m.line}")
                 for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)

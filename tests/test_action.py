@@ -195,7 +195,8 @@ class TestActionYml(unittest.TestCase):
         # every output is the step's output of the same name, and action.py writes each
         for name, output in action["outputs"].items():
             self.assertEqual(output["value"], "${{ steps.%s.outputs.%s }}" % (step["id"], name))
-        self.assertEqual(set(action["outputs"]), {"passed", "exit-code", "verdict", "report", "summary", "means"})
+        self.assertEqual(set(action["outputs"]), {"passed", "exit-code", "verdict", "report", "summary", "means",
+                                                  "not-gated"})
         self.assertEqual(action["inputs"]["token"]["default"], "${{ github.token }}")
 
     def test_script_needs_no_arrays(self):
@@ -271,6 +272,11 @@ class TestActionStep(ActionRun):
             self.assertIn("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`", summary)
             self.assertIn("::error title=rag_eval::REGRESSION recall@5", err)
             self.assertIn("FAIL (2: recall@5, mrr@5)", out)  # --format table on the log
+            # a regression is no error: no error annotation of the exit code, no error section in the summary
+            self.assertEqual([line for line in err.splitlines() if line.startswith("::error")],
+                             ["::error title=rag_eval::REGRESSION mrr@5: baseline 0.5500, now 0.5000",
+                              "::error title=rag_eval::REGRESSION recall@5: baseline 0.7000, now 0.6667"])
+            self.assertNotIn("rag_eval: error", summary)
 
     def test_its_own_failure_is_never_exit_1(self):
         # GITHUB_OUTPUT in a folder that does not exist: the Action fails, and 1 would read as a regression
@@ -280,11 +286,22 @@ class TestActionStep(ActionRun):
             self.assertEqual(code, 2, err)
             self.assertIn("FileNotFoundError", err)
 
-    def test_without_baseline_it_passes(self):
+    def test_without_baseline_nothing_passes(self):
+        # No gate, no pass: an empty (or misspelt, which GitHub passes as empty) baseline input is 'ungated'
         for bash in self.each_bash():
-            code, _, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN)
+            code, out, err, outputs, summary = self.run_step(bash, qrels=QRELS, run=RUN, baseline="")
             self.assertEqual(code, 0, err)
-            self.assertEqual((outputs["passed"], outputs["exit-code"], outputs["verdict"]), ("true", "0", "pass"))
+            self.assertEqual((outputs["passed"], outputs["exit-code"], outputs["verdict"]), ("false", "0", "ungated"))
+            self.assertEqual([line for line in out.splitlines() if line.startswith("::")],
+                             [line for line in out.splitlines() if line.startswith("::warning title=rag_eval::nothing "
+                                                                                    "was gated")])
+            self.assertIn("::warning title=rag_eval::nothing was gated", out)
+            self.assertTrue(summary.startswith("### rag_eval: UNGATED"), summary)
+        # a floor is a gate: it passes
+        for bash in self.each_bash():
+            code, out, err, outputs, _ = self.run_step(bash, qrels=QRELS, run=RUN, args="--min recall@5=0.5")
+            self.assertEqual((code, outputs["passed"], outputs["verdict"]), (0, "true", "pass"), err)
+            self.assertNotIn("nothing was gated", out)
 
     def test_multi_line_args_each_count(self):
         # the floor on the second line used to be dropped (read -r -a reads one line): ndcg@5 = 0.5095 < 0.99
@@ -352,16 +369,29 @@ class TestActionStep(ActionRun):
                     self.assertEqual((outputs["exit-code"], outputs["passed"], outputs["verdict"]),
                                      (code, passed, "inconclusive"))
 
+    def test_outputs_list_what_was_not_gated(self):
+        import action
+
+        report = os.path.join(self.tmp, "report.json")
+        code, _, err = run_main([QRELS, RUN, "--baseline", BASELINE, "--not-gated", "recall@5,mrr@5", "--output", report])
+        self.assertEqual(code, 0, err)  # the shipped baseline's two regressions left out on purpose
+        outputs = action.outputs_of(code, report, "")
+        self.assertEqual((outputs["verdict"], outputs["passed"]), ("pass", "true"))
+        self.assertEqual(json.loads(outputs["not-gated"]), ["mrr@5", "recall@5"])
+        self.assertEqual(action.outputs_of(2, "", "")["not-gated"], "[]")
+
     def test_verdict_of_several_runs_is_their_worst_gate(self):
         import action
 
-        gated = {"pass": {"verdict": "pass"}, "inconclusive": {"verdict": "inconclusive"},
-                 "regression": {"verdict": "regression"}}
-        for verdicts, expected in ((["pass", "inconclusive"], "inconclusive"), (["inconclusive", "regression"],
-                                   "regression"), (["pass"], "pass"), ([], None)):
-            with self.subTest(verdicts=verdicts):
-                runs = [{"name": "ref"}] + [{"name": v, "gate": gated[v]} for v in verdicts]  # the reference ungated
-                self.assertEqual(action.gate_verdict({"comparison": {}, "runs": runs}), expected)
+        worse = self.write("worse.json", {"q1": ["x"], "q2": ["pricing#3"], "q3": ["sso-setup#5"]})
+        passing = self.write("passing.json", {"recall@5": 0.6, "mrr@5": 0.5})  # the fixtures: 0.6667, 0.5
+        for argv, expected in (([RUN, worse, "--baseline", passing], "regression"),
+                               (["a=" + RUN, "b=" + RUN, "--baseline", passing], "pass"), ([RUN, worse], "ungated")):
+            with self.subTest(argv=argv):
+                code, out, err = run_main([QRELS, *argv])
+                self.assertIn(code, (0, 1), err)
+                self.assertEqual(action.gate_verdict(json.loads(out)), expected)
+        self.assertIsNone(action.gate_verdict({}))  # a report without one: the exit code decides
 
     def test_abbreviated_output_is_the_report(self):
         # argparse takes --outp for --output: rag_eval writes the file, and the outputs name it (they were empty)
@@ -406,7 +436,7 @@ class TestActionStep(ActionRun):
                 bash, {"PATH": folder + os.pathsep + "/usr/bin:/bin", "RAG_EVAL_PYTHON": ""},
                 qrels=QRELS, run=RUN)
             self.assertEqual(code, 0, err)
-            self.assertEqual(outputs["verdict"], "pass")
+            self.assertEqual(outputs["verdict"], "ungated")  # it ran: no baseline, nothing gated
 
 
 class FakeGitHub:
@@ -527,10 +557,10 @@ class TestNoForgedCommands(TempDir):
         super().setUp()
         self.qrels = self.write("qrels.json", {q: {"d##[add-mask]m": 2, "e": 1} for q in HOSTILE})
         run = {q: ["e", "d##[add-mask]m"] for q in HOSTILE}
-        run["u##[stop-commands]t"] = ["e"]
+        run["u##[stop-commands]t"] = run[HOSTILE[0]] = ["e"]  # recall 1/2 in the slice that regresses
         self.run_file = self.write("run.json", run)
         self.slices = self.write("slices.json", {HOSTILE[0]: "s##[error]x", HOSTILE[1]: "  ##[notice]sl"})
-        self.baseline = self.write("baseline.json", {"recall@5": 1.0, "s##[error]x:recall@5": 1.01})
+        self.baseline = self.write("baseline.json", {"recall@5": 0.9, "s##[error]x:recall@5": 1.0})
 
     def assertOnlyOwnCommands(self, text, where):
         for form, name, properties, data in runner_commands(text):
@@ -564,10 +594,10 @@ class TestNoForgedCommands(TempDir):
         self.assertEqual(code, 1)
         self.assertOnlyOwnCommands(err, "stderr")
         errors = [c for c in runner_commands(err) if c[1] == "error"]
-        self.assertEqual([data for _, _, _, data in errors], ["REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000"])
+        self.assertEqual([data for _, _, _, data in errors], ["REGRESSION s##\\[error]x:recall@5: baseline 1.0000, now 0.5000"])
         written = self.read(summary)
         # the summary was written (an empty one would hold no command either), its ids neutralised
-        self.assertIn("\n- `REGRESSION s##\\[error]x:recall@5: baseline 1.0100, now 1.0000`\n", written)
+        self.assertIn("\n- `REGRESSION s##\\[error]x:recall@5: baseline 1.0000, now 0.5000`\n", written)
         self.assertEqual(runner_commands(written), [])
 
     def test_error_lines(self):
@@ -672,6 +702,17 @@ class TestMetricsFile(TempDir):
         self.assertAlmostEqual(samples[("rag_eval_mean", (("metric", "ndcg@5"),))], 0.5095, places=4)
         self.assertAlmostEqual(samples[("rag_eval_delta", (("metric", "mrr@5"),))], 0.5 - 0.55)
         self.assertEqual(samples[("rag_eval_passed", ())], 0.0)
+
+    def test_an_inconclusive_gate_did_not_pass(self):
+        # 3 queries: q3 loses its first document, a fall no test on 3 queries can show or rule out: inconclusive
+        worse = self.write("worse.json", {"q1": ["shipping#1", "refund-policy#2", "refund-policy#9", "refund-policy#3"],
+                                          "q2": ["pricing#3"], "q3": ["scim#2", "okta-guide#1", "sso-setup#1"]})
+        path = os.path.join(self.tmp, "metrics.txt")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = rag_eval.main([QRELS, worse, "--baseline-run", RUN, "--gate", "significant", "--resamples", "200",
+                                  "--metrics-file", path])
+        self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE)
+        self.assertEqual(read_openmetrics(self.read(path))[("rag_eval_passed", ())], 0.0)
 
     def test_label_values_escaped(self):
         tag = 'a "b"\\c\nd'

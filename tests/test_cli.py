@@ -457,6 +457,23 @@ class TestMetricPairs(TempDirMixin, unittest.TestCase):
         self.assertEqual(result["k"], [1, 2])
         self.assertEqual(result["per_query"]["q1"], {"mrr@1": 0.0, "recall@2": 0.5})
 
+    def test_the_run_is_read_as_deep_as_the_deepest_cutoff_named(self):
+        # --k 5 --measures recall,ndcg@20: the relevant document at rank 15 counts in ndcg@20, in every format
+        # that is cut while read (the reader keeps one more than the deepest cutoff)
+        qrels = self.write("deep-q.json", json.dumps({"q1": {"d15": 1}, "q2": {"e1": 1}}))
+        ranked = {"q1": [f"d{i}" for i in range(1, 31)], "q2": ["e1"] + [f"e{i}" for i in range(2, 31)]}
+        expected = rag_eval.evaluate(rag_eval.read_qrels(qrels), ranked, 5, measures=["recall", "ndcg@20"])["mean"]
+        self.assertAlmostEqual(expected["ndcg@20"], (1 / math.log2(16) + 1) / 2, places=12)
+        files = {"run.json": json.dumps(ranked),
+                 "run.trec": "".join(f"{q} Q0 {d} {i} {100 - i} t\n" for q, ds in ranked.items() for i, d in enumerate(ds, 1)),
+                 "run.jsonl": "".join(json.dumps({"query_id": q, "doc_id": d, "score": 100 - i}) + "\n"
+                                      for q, ds in ranked.items() for i, d in enumerate(ds, 1))}
+        for name, text in files.items():
+            with self.subTest(run=name):
+                code, out, err = run_main([qrels, self.write(name, text), "--k", "5", "--measures", "recall,ndcg@20"])
+                self.assertEqual(code, rag_eval.EXIT_OK, err)
+                self.assertEqual(json.loads(out)["mean"], expected)
+
     def test_an_unknown_name_is_still_refused(self):
         code, out, err = run_main([self.qrels, self.run, "--measures", "ndcg@5,ndgc@5"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
@@ -506,6 +523,33 @@ class TestHints(TempDirMixin, unittest.TestCase):
         code, out, err = run_main(["fixtures/qrels.json", run, "--doc-id-sep", "#"])
         self.assertEqual(code, rag_eval.EXIT_OK, err)
         self.assertEqual(json.loads(out)["mean"]["success@5"], 1.0)
+
+    def test_no_separator_hint_that_collapses_the_run(self):
+        # Qrels 'kb-0263#1', run 'kb-0263_1': '-' makes them meet only as 'kb', every id one document (every
+        # score 1.0); 'handbook.pdf#3' against 'handbook.pdf:3' meet at '.' only as 'handbook'.  Neither is
+        # offered: the error shows an id of each side and where they part.
+        for qrels, run, ours, theirs, alike, tails in (
+                ({"q1": {"kb-0263#1": 1, "kb-0264#2": 1}, "q2": {"kb-0512#1": 2}},
+                 {"q1": ["kb-0263_1", "kb-0100_2", "kb-0264_2"], "q2": ["kb-0512_1", "kb-0007_3"]},
+                 "kb-0263_1", "kb-0263#1", 7, ("'_1'", "'#1'")),
+                ({"q1": {"handbook.pdf#3": 1, "handbook.pdf#4": 1}, "q2": {"handbook.pdf#9": 2}},
+                 {"q1": ["handbook.pdf:3", "handbook.pdf:5"], "q2": ["handbook.pdf:1", "handbook.pdf:9"]},
+                 "handbook.pdf:3", "handbook.pdf#3", 12, ("':3'", "'#3'"))):
+            with self.subTest(run=ours):
+                qrels_file, run_file = self.write("q.json", json.dumps(qrels)), self.write("r.json", json.dumps(run))
+                code, _, err = run_main([qrels_file, run_file])
+                self.assertEqual(code, rag_eval.EXIT_ERROR)
+                self.assertNotIn("--doc-id-sep", err)
+                self.assertIn(f"(the run's {ours!r} and the qrels' {theirs!r} part after {alike} characters: "
+                              f"{tails[0]} against {tails[1]})", err)
+                # the separator once suggested ('-', '.') gives every query a perfect score: meaningless
+                wrong = "-" if ours.startswith("kb") else "."
+                code, out, err = run_main([qrels_file, run_file, "--doc-id-sep", wrong])
+                self.assertEqual(json.loads(out)["mean"]["mrr@5"], 1.0)
+        # chunk ids of several documents against document ids: '#' keeps them apart, and is offered
+        run = self.write("chunks.json", json.dumps({"q1": ["refund-policy#2", "returns-faq#1"], "q2": ["sla-uptime#1"]}))
+        qrels = self.write("docs.json", json.dumps({"q1": {"refund-policy": 2}, "q2": {"sla-uptime": 1}}))
+        self.assertIn("--doc-id-sep '#' would make them meet", run_main([qrels, run])[2])
 
     def test_ids_that_share_nothing_get_no_hint(self):
         run = self.write("other.json", json.dumps({"q1": ["zzz"], "q2": ["yyy"], "q3": ["xxx"]}))

@@ -250,7 +250,7 @@ class TestCompareRuns(Workload, unittest.TestCase):
         self.assertEqual(code, 0)
         self.assertNotIn("comparison", json.loads(out))
         self.assertEqual(set(json.loads(out)), {"abstention", "dropped", "k", "mean", "queries", "skipped",
-                                                "missing", "ties", "unscored"})
+                                                "missing", "ties", "unscored", "verdict"})
 
     def test_options_of_one_run_are_refused(self):
         for option in (["--junit", "j.xml"], ["--save-baseline", "b.json"], ["--per-query"],

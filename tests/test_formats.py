@@ -277,6 +277,32 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         with mock.patch.object(rag_eval, "_trec_run", side_effect=AssertionError("read as TREC")):
             self.assertEqual(self.scored(path)[0], 0)
 
+    def test_msmarco_run_in_any_line_order(self):
+        # MS MARCO's own evaluation places each line by its rank: the first query's lines sorted by pid, or
+        # shuffled, are still a run (distinct ranks 1..n), read as the ranked run it is
+        import random
+
+        ranked = self.write("run.json", self.ranked())
+        rows = {qid: [f"{qid}\t{docid}\t{rank}\n" for rank, docid in enumerate(docs, 1)]
+                for qid, docs in self.ranked().items()}
+        for order in ("pid", "shuffled", "reversed"):
+            with self.subTest(order=order):
+                lines = []
+                for qid, query_rows in rows.items():
+                    query_rows = sorted(query_rows, key=lambda line: line.split("\t")[1]) if order == "pid" \
+                        else query_rows[::-1] if order == "reversed" else random.Random(7).sample(query_rows, len(query_rows))
+                    lines += query_rows
+                self.assertNotEqual(lines[:2], rows["q1"][:2])  # the first query is out of rank order
+                self.same_everywhere(self.write("run.tsv", "".join(lines)), ranked)
+        # ranks that skip one (1, 3) are not 1..n: no run, and a line whose last field is a grade gets the hint
+        code, err = self.scored(self.write("gap.tsv", "q1\ta\t3\nq1\tb\t1\nq2\tc\t1\n"))
+        self.assertIn(":1: expected 6 fields (qid Q0 docid rank score tag), got 3; is this a qrels file? the order is "
+                      "QRELS RUN", err)
+        # a three-field line whose last field is no integer looks like no qrels: no hint that blames the order
+        code, err = self.scored(self.write("scores.tsv", "q1\ta\t0.5\nq1\tb\t0.25\n"))
+        self.assertEqual(code, 2)
+        self.assertTrue(err.endswith(":1: expected 6 fields (qid Q0 docid rank score tag), got 3\n"), err)
+
     def test_msmarco_run_is_reduced_as_it_streams(self):
         qrels = rag_eval.read_qrels(self.qrels)
         read = rag_eval._read_run(self.write("run.tsv", self.msmarco()), depth=4, judged=qrels, cutoffs=[3])

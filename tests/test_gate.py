@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -98,8 +99,9 @@ class TestSpellingsInTheGate(TempDirMixin, unittest.TestCase):
         self.assertIn("baseline names ndcg@5 twice", err)
 
 
-class TestPartOfABaseline(TempDirMixin, unittest.TestCase):
-    """An extended baseline is gated at what is asked now; a flat one needs all of its metrics."""
+class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
+    """Every metric a baseline holds, flat or extended, is gated whatever --k and --measures the call names;
+    --not-gated narrows the gate on purpose, and every report lists what it left out."""
 
     def setUp(self):
         super().setUp()
@@ -107,23 +109,78 @@ class TestPartOfABaseline(TempDirMixin, unittest.TestCase):
         code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--k", "3,5", "--save-baseline",
                                  self.saved], env={"SOURCE_DATE_EPOCH": "0"})
         self.assertEqual(code, rag_eval.EXIT_OK, err)
+        # Each query's relevant documents at ranks 5 and 6; the new run lost every rank-6 one.  At --k 5,10:
+        # recall@10 1 -> 1/2, ndcg@10 falls; every @5 metric is unchanged.
+        self.qrels = self.write("q.json", {f"q{i}": {f"d{i}a": 1, f"d{i}b": 1} for i in range(1, 5)})
+        self.old = self.write("old.json", {f"q{i}": ["x1", "x2", "x3", "x4", f"d{i}a", f"d{i}b"] for i in range(1, 5)})
+        self.new = self.write("new.json", {f"q{i}": ["x1", "x2", "x3", "x4", f"d{i}a", "y"] for i in range(1, 5)})
+        self.extended = self.path("extended.json")
+        self.assertEqual(run_main([self.qrels, self.old, "--k", "5,10", "--save-baseline", self.extended])[0], 0)
 
     def gate(self, *argv, code=rag_eval.EXIT_OK):
         got, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved, *argv])
         self.assertEqual(got, code, err)
         return json.loads(out)["gate"], err
 
-    def test_one_cutoff_of_two(self):
+    def test_one_cutoff_of_two_still_gates_both(self):
         gate, err = self.gate("--k", "5")
-        self.assertEqual(sorted(gate["metrics"]), ["mrr@5", "ndcg@5", "recall@5", "success@5"])
-        self.assertEqual(gate["new"], [])
+        self.assertEqual(sorted(gate["metrics"]), sorted(f"{m}@{k}" for m in FIXTURE_MEANS_NAMES for k in (3, 5)))
+        self.assertEqual((gate["new"], gate["not_gated"]), ([], []))
         self.assertTrue(all(entry["verdict"] == "pass" for entry in gate["metrics"].values()))
 
-    def test_one_measure(self):
-        # not six "missing" regressions for the measures not asked for
-        gate, err = self.gate("--measures", "ndcg", "--k", "3,5")
-        self.assertEqual(sorted(gate["metrics"]), ["ndcg@3", "ndcg@5"])
+    def test_one_measure_still_gates_every_measure(self):
+        gate, err = self.gate("--measures", "ndcg", "--k", "3")
+        self.assertEqual(len(gate["metrics"]), 8)
         self.assertNotIn("REGRESSION", err)
+
+    def test_narrowing_the_call_does_not_narrow_the_gate(self):
+        # The issue's reproduction: gated with --k 5 (or --measures recall) it once passed, not a word on
+        # recall@10 and ndcg@10, which fell.  Extended and flat baselines alike.
+        flat = self.write("flat.json", rag_eval.read_baseline(self.extended).means)
+        for baseline in (self.extended, flat):
+            for narrow in (["--k", "5"], ["--measures", "recall"], ["--measures", "recall@5"]):
+                with self.subTest(baseline=os.path.basename(baseline), narrow=narrow):
+                    code, out, err = run_main([self.qrels, self.new, "--baseline", baseline, *narrow])
+                    self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+                    self.assertEqual([line.split(":")[0] for line in err.splitlines() if line.startswith("REGRESSION")],
+                                     ["REGRESSION ndcg@10", "REGRESSION recall@10"])
+                    self.assertEqual(json.loads(out)["mean"]["recall@10"], 0.5)  # read deep enough for @10
+
+    def test_not_gated_narrows_on_purpose_and_every_report_says_so(self):
+        junit, summary = self.path("junit.xml"), self.write("summary.md", "")
+        argv = [self.qrels, self.new, "--baseline", self.extended, "--k", "5", "--not-gated", "recall@10",
+                "--not-gated", "nDCG@10", "--junit", junit]
+        code, out, err = run_main(argv, env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, rag_eval.EXIT_OK, err)
+        gate = json.loads(out)["gate"]
+        self.assertEqual(gate["not_gated"], ["recall@10", "ndcg@10"])
+        self.assertNotIn("recall@10", gate["metrics"])
+        self.assertIn("rag_eval: note: not gated, on purpose (--not-gated): recall@10, ndcg@10", err.splitlines())
+        self.assertIn(b"\nnot gated (--not-gated): recall@10, ndcg@10\n", self.read(summary))
+        for fmt in ("table", "markdown", "csv"):
+            with self.subTest(format=fmt):
+                shown = run_main(argv[:-2] + ["--format", fmt])[1]
+                self.assertEqual(len(re.findall(r"recall@10.*not gated", shown)), 1, shown)
+                self.assertEqual(len(re.findall(r"ndcg@10.*not gated", shown)), 1, shown)
+        from xml.etree import ElementTree
+        skipped = {case.get("name"): case.find("skipped") for case in ElementTree.parse(junit).iter("testcase")}
+        self.assertIsNotNone(skipped["recall@10"])
+        self.assertIsNotNone(skipped["ndcg@10"])
+        # naming a metric the baseline lacks narrows nothing: refused
+        self.assertIn("--not-gated: mrr@20 is not in the baseline",
+                      run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", "mrr@20"])[2])
+
+    def test_an_update_keeps_what_the_call_did_not_ask_for(self):
+        # --update-baseline --k 5 once deleted the @10 means, and --k 5,10 then called them new, never gated
+        better = self.write("better.json", {f"q{i}": [f"d{i}a", f"d{i}b"] for i in range(1, 5)})
+        self.assertEqual(run_main([self.qrels, better, "--baseline", self.extended, "--k", "5",
+                                   "--update-baseline"])[0], 0)
+        updated = rag_eval.read_baseline(self.extended)
+        self.assertEqual(updated.means["recall@10"], 1.0)
+        self.assertEqual(updated.means["mrr@10"], 1.0)  # updated: rank 1 now
+        code, out, err = run_main([self.qrels, self.new, "--baseline", self.extended, "--k", "5,10"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual(json.loads(out)["gate"]["new"], [])
 
     def test_what_the_baseline_lacks_is_new_and_not_gated(self):
         gate, err = self.gate("--k", "5,10")
@@ -137,13 +194,14 @@ class TestPartOfABaseline(TempDirMixin, unittest.TestCase):
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
         self.assertIn("gain", err)
 
-    def test_a_flat_baseline_needs_all_of_its_metrics(self):
-        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", "baseline.json",
-                                   "--measures", "ndcg,mrr", "--max-drop", "0.1"])
+    def test_a_metric_the_run_cannot_compute_is_missing(self):
+        code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline",
+                                   self.write("b.json", {"recall@5": 0.7, "iou@5": 0.5}), "--max-drop", "0.1"])
         self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
-        self.assertIn("REGRESSION recall@5: baseline 0.7000, now missing", err)
+        self.assertIn("REGRESSION iou@5: baseline 0.5000, now missing", err)
 
 
+FIXTURE_MEANS_NAMES = ("recall", "success", "mrr", "ndcg")
 
 
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -404,7 +462,6 @@ class TestProvenance(GateCase, unittest.TestCase):
             (["--gain", "linear"], ["gain"]),
             (["--min-grade", "2"], ["min_grade"]),
             (["--judged-only"], ["judged_only"]),
-            (["--k", "3"], []),  # no metric in common: refused as well
         ]:
             with self.subTest(option):
                 self.assert_error([QRELS, RUN, "--baseline", self.saved, *option], [self.saved, *names])
@@ -617,6 +674,15 @@ class TestTolerances(GateCase, unittest.TestCase):
         self.gate(["--baseline", fifth, "--max-drop", "20%"], 0)
         self.gate(["--baseline", fifth, "--max-drop", "19.9%"], 1)
 
+    def test_a_floor_on_a_metric_with_no_value_fails_in_the_library(self):
+        # the command line refuses a floor on a metric it does not compute; a library caller gets a failure,
+        # never a pass, for a floor with nothing to meet it
+        result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
+        report = rag_eval.gate(result, None, rag_eval.GateSettings(floors={"ndcg@10": 0.5, "recall@5": 0.5}))
+        self.assertEqual(report["floors"]["ndcg@10"], {"min": 0.5, "now": None, "verdict": "below floor"})
+        self.assertEqual(report["floors"]["recall@5"]["verdict"], "pass")
+        self.assertEqual((report["verdict"], report["passed"]), ("regression", False))
+
     def test_floors(self):
         # no baseline needed; recall@5 is 2/3 < 0.8
         gate, lines = self.gate(["--min", "recall@5=0.8"], 1)
@@ -646,12 +712,13 @@ class TestTolerances(GateCase, unittest.TestCase):
                                places=12)
 
     def test_baseline_with_no_metric_computed(self):
-        baseline = self.write("b.json", {"ndcg@10": 0.5, "recall@10": 0.5})
+        # iou is a measure of evidence spans: chunk-id judgments cannot compute it
+        baseline = self.write("b.json", {"iou@5": 0.5, "iou@10": 0.5})
         self.assert_error([QRELS, RUN, "--baseline", baseline], [baseline])
-        # one metric in common is enough; a baseline metric the run no longer reports is a regression
-        partly = self.write("partly.json", {"ndcg@10": 0.5, "ndcg@5": 0.5})
+        # one metric in common is enough; a baseline metric the run cannot compute is a regression
+        partly = self.write("partly.json", {"iou@10": 0.5, "ndcg@5": 0.5})
         gate, lines = self.gate(["--baseline", partly], 1)
-        self.assertEqual(lines, ["REGRESSION ndcg@10: baseline 0.5000, now missing"])
+        self.assertEqual(lines, ["REGRESSION iou@10: baseline 0.5000, now missing"])
 
     def test_bad_tolerance_values(self):
         for argv in (["--max-drop", "-0.1"], ["--max-drop", "recall@5=x"], ["--max-drop", "nan"],
@@ -823,6 +890,32 @@ class TestPairedGate(unittest.TestCase):
             for key in ("baseline", "now", "delta", "mean_delta", "improved", "worse", "same", "hit_to_miss"):
                 self.assertEqual(entry[key], other[key], (metric, key))
 
+    def test_ci_intervals_follow_the_seed(self):
+        # the means' bootstrap intervals (--ci) are drawn from --seed: same seed, same bytes; another, another draw
+        intervals = {}
+        for seed in ("1", "2", "1"):
+            code, out, err = run_main([self.qrels, self.strong, "--resamples", "200", "--seed", seed, "--ci"])
+            self.assertEqual(code, 0, err)
+            intervals.setdefault(seed, []).append(json.loads(out)["intervals"])
+        self.assertEqual(intervals["1"][0], intervals["1"][1])
+        bootstrapped = [metric for metric in ("recall@5", "mrr@5", "ndcg@5")]  # success@5: Clopper-Pearson, no draw
+        self.assertNotEqual([intervals["1"][0][m] for m in bootstrapped], [intervals["2"][0][m] for m in bootstrapped])
+        self.assertEqual(intervals["1"][0]["success@5"], intervals["2"][0]["success@5"])
+
+    def test_significant_refuses_a_baseline_of_queries_the_run_no_longer_has(self):
+        # New judgments drop queries the baseline scored (--allow-qrels-change): a paired test on the shared
+        # queries would not test the drop of the means, so --gate significant refuses; --gate drop gates the means.
+        with open(self.qrels) as handle:
+            qrels = json.load(handle)
+        fewer = dict(list(qrels.items())[:150])
+        kept = self.write("fewer.json", fewer)
+        run = self.write("fewer-run.json", {qid: ranking for qid, ranking in self.base_run.items() if qid in fewer})
+        argv = [kept, run, "--baseline", self.saved, "--allow-qrels-change", "--resamples", R]
+        code, out, err = run_main(argv + ["--gate", "significant"])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""), err)
+        self.assertIn("--gate significant cannot test", err)
+        self.assertEqual(run_main(argv)[0] in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION), True)
+
     def test_significant_needs_per_query_scores(self):
         flat = self.write("flat.json", rag_eval.read_baseline(self.saved).means)
         code, out, err = run_main([self.qrels, self.slight, "--baseline", flat, "--gate", "significant"])
@@ -992,10 +1085,9 @@ class TestGateDetails(GateCase, unittest.TestCase):
         self.assert_error([qrels, RUN, "--baseline", saved, "--allow-qrels-change", "--update-baseline", "--ratchet"],
                           ["--ratchet"])
 
-    def test_an_update_keeps_or_names_the_metrics_it_did_not_score(self):
-        # Scored now: recall@5 and mrr@5 only.  --ratchet keeps the other two as they were, with their
-        # per-query scores (a flat baseline gates every metric it has, so it cannot get here); a plain
-        # update drops them and says so.
+    def test_an_update_drops_no_metric(self):
+        # Asked for: recall@5 and mrr@5 only; the baseline's other two are scored and gated too, and an update
+        # (ratchet or not) keeps all four.  --not-gated keeps a metric as it was, mean and per-query scores.
         saved = self.path("saved.json")
         self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
         before = rag_eval.read_baseline(saved)
@@ -1006,11 +1098,19 @@ class TestGateDetails(GateCase, unittest.TestCase):
         self.assertEqual(after.means, before.means)
         self.assertEqual(after.per_query, before.per_query)
         self.assertIn(f"rag_eval: note: updated {saved} (ratchet)", err.splitlines())
-        code, _, err = run_main([QRELS, RUN, "--baseline", saved, "--update-baseline", "--measures", "recall,mrr"])
+        # q2's document found at rank 1: every metric rises, and the update takes the new means, but ndcg@5's
+        better = self.write("better.json", {"q1": ["shipping#1", "refund-policy#2", "refund-policy#9", "refund-policy#3"],
+                                            "q2": ["sla-uptime#1"], "q3": ["sso-setup#5", "okta-guide#1", "sso-setup#4"]})
+        code, _, err = run_main([QRELS, better, "--baseline", saved, "--update-baseline", "--measures", "recall,mrr",
+                                 "--not-gated", "ndcg@5"])
         self.assertEqual(code, 0, err)
-        self.assertEqual(set(rag_eval.read_baseline(saved).means), {"recall@5", "mrr@5"})
-        self.assertIn(f"rag_eval: note: updated {saved}; no longer in it (not scored now): success@5, ndcg@5",
-                      err.splitlines())
+        updated = rag_eval.read_baseline(saved)
+        self.assertEqual(set(updated.means), set(FIXTURE_MEANS))
+        self.assertEqual((updated.means["ndcg@5"], updated.per_query["ndcg@5"]),
+                         (before.means["ndcg@5"], before.per_query["ndcg@5"]))
+        self.assertEqual(updated.means["success@5"], 1.0)  # gated, though not asked for: updated
+        self.assertEqual(updated.per_query["recall@5"], {"q1": 1.0, "q2": 1.0, "q3": 1.0})
+        self.assertIn(f"rag_eval: note: updated {saved}; kept as they were (not gated): ndcg@5", err.splitlines())
 
     def test_regressions_refuses_nan(self):
         for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
@@ -1123,8 +1223,10 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertEqual(failed, ["floor ndcg@5", "mrr@5", "recall@5"])
         self.assertEqual(run_main([QRELS, RUN, "--junit", self.path("none.xml")])[0], 0)
         cases = ElementTree.fromstring(self.read(self.path("none.xml"))).find("testsuite")
-        self.assertEqual([(case.get("name"), case.find("system-out").text) for case in cases],
-                         [("scored", "pass: 3 queries scored, no baseline or floor to gate")])
+        # nothing gated: one case, skipped (ungated is no pass)
+        self.assertEqual([(case.get("name"), case.find("skipped").text) for case in cases],
+                         [("scored", "3 queries scored, no baseline or floor to gate")])
+        self.assertEqual((cases.get("skipped"), cases.get("failures")), ("1", "0"))
 
     def test_write_atomically_without_commit_leaves_the_target_until_renamed(self):
         target = self.write("target.txt", "old\n")

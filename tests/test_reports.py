@@ -125,7 +125,7 @@ class TestCoverage(TempDirMixin, unittest.TestCase):
         self.assertIn("rag_eval: warning: the run has no results for 2 of 3 scored queries (first: 'q2'); they score 0",
                       err)
         code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run", "--format", "table"])
-        self.assertTrue(out.startswith("scored 3 queries (the run has no results for 2)\n"), out)
+        self.assertTrue(out.startswith("UNGATED (no baseline or floor), 3 queries scored (the run has no results for 2)\n"), out)
 
     def test_half_is_enough(self):
         # two of three scored queries answered: above the threshold, scored with a warning
@@ -184,10 +184,10 @@ class TestReporting(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "baseline.json")
             with open(path, "w") as f:
-                json.dump({"ndcg@10": 0.4, "ndcg@5": 0.5}, f)
+                json.dump({"iou@10": 0.4, "ndcg@5": 0.5}, f)  # iou: a measure of evidence spans only
             code, out, err = run_main([QRELS, RUN, "--baseline", path])
         self.assertEqual(code, 1)
-        self.assertIn("REGRESSION ndcg@10: baseline 0.4000, now missing", err.splitlines())
+        self.assertIn("REGRESSION iou@10: baseline 0.4000, now missing", err.splitlines())
         self.assertNotIn("ndcg@5", "".join(line for line in err.splitlines() if line.startswith("REGRESSION")))
 
     def test_max_drop_option(self):
@@ -463,7 +463,7 @@ class TestTableFormat(ReportCase, unittest.TestCase):
     def test_without_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--format", "table"])
         blocks = table_blocks(out)
-        self.assertEqual(blocks[0], "scored 3 queries")
+        self.assertEqual(blocks[0], "UNGATED (no baseline or floor), 3 queries scored")
         rows = aligned_rows(blocks[1])
         self.assertEqual(rows[0], ["metric", "mean"])
         self.assertEqual(rows[1:], [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
@@ -560,7 +560,8 @@ class TestTableFormat(ReportCase, unittest.TestCase):
     def test_drop_lines_count_hits_turned_to_misses(self):
         qrels = self.write("q.json", {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
         baseline = self.path("base.json")
-        self.ok([qrels, self.write("old.json", {"q1": ["a"], "q2": ["b"], "q3": ["c"]}), "--save-baseline", baseline])
+        self.ok([qrels, self.write("old.json", {"q1": ["a"], "q2": ["b"], "q3": ["c"]}), "--save-baseline", baseline,
+                 "--measures", "success,mrr"])
         argv = ["--baseline", baseline, "--measures", "success,mrr", "--format", "table"]
         # q1 loses its one relevant document: success and mrr 1 -> 0, a hit turned miss; q3's falls from rank 1 to 2:
         # mrr 1 -> 1/2, still a hit
@@ -575,7 +576,7 @@ class TestTableFormat(ReportCase, unittest.TestCase):
 class TestMarkdownFormat(ReportCase, unittest.TestCase):
     def test_without_baseline(self):
         out, _ = self.ok([QRELS, RUN, "--format", "markdown"])
-        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: scored 3 queries")
+        self.assertEqual(out.split("\n", 1)[0], "### rag_eval: UNGATED (no baseline or floor), 3 queries scored")
         tables = markdown_tables(out)
         self.assertEqual(len(tables), 1)
         self.assertEqual(tables[0], [["metric", "mean"]] + [[m, shown(FIXTURE_MEANS[m])] for m in SHOWN])
@@ -730,7 +731,7 @@ class TestGitHub(ReportCase, unittest.TestCase):
         summary = self.write("summary.md", "")
         _, err = self.ok([qrels, run], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
         self.assertEqual(err, "")
-        self.assertTrue(self.read(summary).startswith(b"### rag_eval: scored 1 query\n"))
+        self.assertTrue(self.read(summary).startswith(b"### rag_eval: UNGATED (no baseline or floor), 1 query scored\n"))
 
     def test_nothing_without_github_actions_true(self):
         for value in (None, "false", "", "1"):
@@ -784,12 +785,12 @@ class TestJUnit(ReportCase, unittest.TestCase):
         self.assertEqual(suite.get("errors"), "0")
 
     def test_missing_metric_is_a_failure(self):
-        baseline = self.write("baseline.json", {"ndcg@10": 0.4, "ndcg@5": 0.5})  # ndcg@10 is not computed
+        baseline = self.write("baseline.json", {"iou@10": 0.4, "ndcg@5": 0.5})  # iou@10 cannot be computed
         junit = self.path("junit.xml")
         self.ok([QRELS, RUN, "--baseline", baseline, "--junit", junit], expected_code=1)
         cases = {c.get("name"): c for c in ElementTree.parse(junit).getroot().iter("testcase")}
-        self.assertEqual(sorted(cases), ["ndcg@10", "ndcg@5"])
-        self.assertEqual(cases["ndcg@10"].find("failure").get("type"), "missing")
+        self.assertEqual(sorted(cases), ["iou@10", "ndcg@5"])
+        self.assertEqual(cases["iou@10"].find("failure").get("type"), "missing")
         self.assertIsNone(cases["ndcg@5"].find("failure"))  # 0.5 - 0.5095 < 0: no fall
         self.assertTrue(cases["ndcg@5"].find("system-out").text.startswith("pass: baseline 0.5000, now 0.5095"))
 
@@ -967,9 +968,13 @@ class TestSlices(ReportCase, unittest.TestCase):
         qrels, _, new, slices = self.slice_files()
         # baseline: overall recall 4/5, pricing (1 + 1) / 2 = 1
         baseline = self.write("baseline.json", {"recall@5": 0.8, "pricing:recall@5": 1.0})
-        # the slice is gated only where a tolerance names it
-        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline])
+        # the baseline holds the slice, so it is gated (at the default tolerance), or left out on purpose
+        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline], expected_code=1)
+        self.assertEqual(json.loads(out)["gate"]["metrics"]["pricing:recall@5"]["verdict"], "regression")
+        out, _ = self.ok([qrels, new, "--slices", slices, "--baseline", baseline, "--not-gated", "pricing:recall@5"])
         self.assertEqual(sorted(json.loads(out)["gate"]["metrics"]), ["recall@5"])
+        self.assertEqual(json.loads(out)["gate"]["not_gated"], ["pricing:recall@5"])
+        self.assertEqual(run_main([qrels, new, "--baseline", baseline])[0], rag_eval.EXIT_ERROR)  # no --slices
         out, err = self.ok([qrels, new, "--slices", slices, "--baseline", baseline,
                             "--max-drop", "pricing:recall@5=0"], expected_code=1)
         gate = json.loads(out)["gate"]

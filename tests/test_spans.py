@@ -425,15 +425,18 @@ class TestLabels(CommandLineCase):
         qrels, run, chunks = self.files()
         corpus = self.jsonl("corpus.jsonl", self.CORPUS)
         code, out, err = run_main([qrels, "--corpus", corpus, "--check-labels"])
-        self.assertEqual((code, err), (0, ""))
+        self.assertEqual((code, err), (rag_eval.EXIT_INCONCLUSIVE, ""))  # not every label could be checked
         self.assertIn("moved q1 d [0, 10): now [2, 12)", out)
-        self.assertEqual(out.splitlines()[1].split(), ["q1", "1", "1", "0"])  # e's span has no text: valid
+        self.assertEqual(out.splitlines()[0].split(), ["query", "valid", "moved", "unchecked", "orphaned"])
+        self.assertEqual(out.splitlines()[1].split(), ["q1", "0", "1", "1", "0"])  # e's span has no text: unchecked
+        self.assertIn("unchecked q1 e [5, 9): no quoted text", out)
         fixed = self.path("fixed.jsonl")
         self.assertEqual(run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])[0], 0)
         self.assertEqual(json.loads(self.read(fixed).decode().splitlines()[0])[ "start"], 2)
         code, _, err = run_main([qrels, run, "--chunks", chunks, "--corpus", corpus])
         self.assertEqual(code, 0)
         self.assertIn("1 evidence spans moved", err)
+        self.assertIn("rag_eval: warning: 2 evidence spans quote no text, so --corpus could not check where they are", err)
         orphan = self.jsonl("orphan.jsonl", self.QRELS + [
             {"query_id": "q2", "doc_id": "e", "start": 0, "end": 3, "grade": 1, "text": "t"}])  # "t" twice
         code, out, _ = run_main([orphan, "--corpus", corpus, "--check-labels"])
@@ -455,6 +458,35 @@ class TestLabels(CommandLineCase):
         missing = self.jsonl("missing.jsonl", [{"query_id": "q1", "doc_id": "zz", "grade": 1}])
         self.assertIn("chunks.jsonl: query 'q1': judged chunk 'zz'", self.error([missing, "--chunks", chunks,
                                                                                  "--to-spans", out]))
+
+
+class TestSpanGateDefaults(TempDirMixin, unittest.TestCase):
+    """Span mode gates what id mode gates by default: recall, success, mrr and ndcg (both levels); precision
+    and iou are reported, and gated when --measures names them (the baseline then holds them)."""
+
+    def test_rechunking_that_costs_precision_passes_by_default(self):
+        example = os.path.join(HERE, "examples", "rechunking")
+        qrels = os.path.join(example, "qrels.spans.jsonl")
+        old = [os.path.join(example, "run200.jsonl"), "--chunks", os.path.join(example, "chunks200.jsonl")]
+        new = [os.path.join(example, "run400.jsonl"), "--chunks", os.path.join(example, "chunks400.jsonl"), "--k", "1,3"]
+        saved, strict = self.path("saved.json"), self.path("strict.json")
+        self.assertEqual(run_main([qrels, *old, "--k", "1,3", "--save-baseline", saved])[0], 0)
+        means = rag_eval.read_baseline(saved).means
+        self.assertEqual({metric.rpartition("@")[0] for metric in means},
+                         {"recall", "success", "mrr", "ndcg", "doc.recall", "doc.success", "doc.mrr", "doc.ndcg"})
+        code, out, err = run_main([qrels, *new, "--baseline", saved])
+        self.assertEqual(code, rag_eval.EXIT_OK, err)  # precision@3 fell 0.2133 -> 0.1325: reported, not gated
+        report = json.loads(out)
+        self.assertLess(report["mean"]["precision@3"], 0.14)
+        self.assertEqual(sorted(report["gate"]["metrics"]), sorted(means))
+        self.assertEqual(report["gate"]["new"], [])  # reported only is no news
+        # asked for, precision is saved and gated
+        self.assertEqual(run_main([qrels, *old, "--k", "1,3", "--measures", "recall,precision",
+                                   "--save-baseline", strict])[0], 0)
+        code, out, err = run_main([qrels, *new, "--baseline", strict])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual([line.split(":")[0] for line in err.splitlines() if line.startswith("REGRESSION")],
+                         ["REGRESSION precision@1", "REGRESSION precision@3"])
 
 
 class TestWalkThrough(unittest.TestCase):
@@ -619,7 +651,7 @@ class TestReadingLimits(CommandLineCase):
                 err = self.error(argv + limit)
                 self.assertIn(f"{name}: more than 60 bytes (after gunzip); raise the limit with --max-input-bytes", err)
                 code, _, err = run_main(argv + ["--max-input-bytes", "100000"])
-                self.assertIn(code, (0, 1), err)
+                self.assertIn(code, (0, 1, rag_eval.EXIT_INCONCLUSIVE), err)
 
 
 class TestLabelJobs(CommandLineCase):
@@ -639,6 +671,37 @@ class TestLabelJobs(CommandLineCase):
                 self.assertEqual(self.error(argv), f"{ERROR_PREFIX}{missing}: no such file\n")
         self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", corpus]))
 
+    def test_migrated_labels_quote_their_text_so_a_changed_corpus_is_caught(self):
+        # The documented migration, then an intro added to the document: labels without text cannot be
+        # checked (they once all read "valid", exit 0, every offset wrong); with --corpus they quote their
+        # text, and the check finds them moved, and --fix-labels re-anchors them.
+        ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "c2", "grade": 2},
+                                       {"query_id": "q2", "doc_id": "c1", "grade": 1}])
+        chunks = self.jsonl("chunks.jsonl", [{"chunk_id": "c1", "doc_id": "d", "start": 0, "end": 10},
+                                             {"chunk_id": "c2", "doc_id": "d", "start": 10, "end": 20}])
+        corpus = self.jsonl("corpus.jsonl", [{"doc_id": "d", "text": "0123456789abcdefghij"}])
+        later = self.jsonl("later.jsonl", [{"doc_id": "d", "text": "Intro. 0123456789abcdefghij"}])
+        bare, quoted = self.path("bare.jsonl"), self.path("quoted.jsonl")
+        self.assertEqual(run_main([ids, "--chunks", chunks, "--to-spans", bare])[0], 0)
+        self.assertEqual(run_main([ids, "--chunks", chunks, "--corpus", corpus, "--to-spans", quoted])[0], 0)
+        self.assertEqual([json.loads(line).get("text") for line in self.read(quoted).decode().splitlines()],
+                         ["abcdefghij", "0123456789"])
+        code, out, _ = run_main([bare, "--corpus", later, "--check-labels"])
+        self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE)
+        self.assertEqual(out.splitlines()[-3].split(), ["all", "0", "0", "2", "0"])  # none valid: unchecked
+        code, out, _ = run_main([quoted, "--corpus", later, "--check-labels"])
+        self.assertEqual(code, 0)
+        self.assertEqual(out.splitlines()[3].split(), ["all", "0", "2", "0", "0"])
+        fixed = self.path("fixed.jsonl")
+        self.assertEqual(run_main([quoted, "--corpus", later, "--fix-labels", fixed])[0], 0)
+        self.assertEqual([(row["start"], row["end"]) for row in map(json.loads, self.read(fixed).decode().splitlines())],
+                         [(17, 27), (7, 17)])
+        self.assertEqual(run_main([fixed, "--corpus", later, "--check-labels"])[0], 0)
+        # a chunk outside its document's text cannot quote it
+        short = self.jsonl("short.jsonl", [{"doc_id": "d", "text": "0123456789abc"}])
+        self.assertEqual(run_main([ids, "--chunks", chunks, "--corpus", short, "--to-spans", self.path("x.jsonl")])[:2],
+                         (2, ""))
+
     def test_fix_labels_keeps_every_field(self):
         qrels = self.write("qrels.jsonl", "".join(json.dumps(row) + "\n" for row in [
             {"qid": "q1", "doc_id": "d", "start": 0, "end": 10, "relevance": 2, "text": "0123456789",
@@ -649,7 +712,7 @@ class TestLabelJobs(CommandLineCase):
         corpus = self.jsonl("corpus.jsonl", self.CORPUS)
         fixed = self.path("fixed.jsonl")
         code, out, err = run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])
-        self.assertEqual((code, err), (0, ""))
+        self.assertEqual((code, err), (0, ""))  # fixing is no check: it exits 0
         rows = [json.loads(line) for line in self.read(fixed).decode().splitlines()]
         self.assertEqual(rows, [  # file order, field order, field names and values kept; only offsets moved
             {"qid": "q1", "doc_id": "d", "start": 2, "end": 12, "relevance": 2, "text": "0123456789",
@@ -659,7 +722,8 @@ class TestLabelJobs(CommandLineCase):
         ])
         self.assertEqual([list(row) for row in rows][0][:5], ["qid", "doc_id", "start", "end", "relevance"])
         self.assertIn('"é": "ü"', self.read(fixed).decode())
-        self.assertEqual(run_main([fixed, "--corpus", corpus, "--check-labels"])[0], 0)  # valid now
+        # valid or moved now, but bob's row quotes no text: unchecked, so not every label was checked
+        self.assertEqual(run_main([fixed, "--corpus", corpus, "--check-labels"])[0], rag_eval.EXIT_INCONCLUSIVE)
 
     def test_check_labels_prints_no_workflow_command(self):
         # Ids are input: on stdout, in a CI log, they could stop the runner's commands or forge an error.
@@ -687,7 +751,7 @@ class TestLabelJobs(CommandLineCase):
         code, out, err = run_main([qrels, "--corpus", corpus, "--check-labels"])
         self.assertEqual((code, err), (1, ""))
         self.assertIn("orphaned q1 d [0, 10): would move onto [2, 12), judged otherwise there", out)
-        self.assertEqual(out.splitlines()[1].split(), ["q1", "1", "0", "1"])
+        self.assertEqual(out.splitlines()[1].split(), ["q1", "0", "0", "1", "1"])
         fixed = self.path("fixed.jsonl")
         self.assertEqual(run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])[:2], (0, out))
         self.assertEqual([json.loads(line) for line in self.read(fixed).decode().splitlines()], rows)
@@ -697,7 +761,7 @@ class TestLabelJobs(CommandLineCase):
         rows[1]["grade"] = 2
         same = self.jsonl("same.jsonl", rows)
         code, out, _ = run_main([same, "--corpus", corpus, "--check-labels"])
-        self.assertEqual(code, 0)
+        self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE)  # moved; the second quotes no text: unchecked
         self.assertIn("moved q1 d [0, 10): now [2, 12)", out)
 
 
@@ -784,12 +848,12 @@ class TestSpanInputChecks(CommandLineCase):
         check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
         self.assertEqual(check.fixed, {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))})
         self.assertEqual([row[2:] for row in check.rows], [
-            ("orphaned", "would move onto [10, 13), judged otherwise there"), ("valid", "")])
+            ("orphaned", "would move onto [10, 13), judged otherwise there"), ("unchecked", "no quoted text")])
         self.assertEqual(check.moved, {})
         # the same grade there: one judgment, at the new place
         check = rag_eval.check_labels({"q": (Span("d", 0, 3, 1, "xyz"), Span("d", 10, 13, 1))}, {"d": "abcdefghijxyz"})
         self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 1, "xyz"),)})
-        self.assertEqual([row[2] for row in check.rows], ["moved", "valid"])
+        self.assertEqual([row[2] for row in check.rows], ["moved", "unchecked"])
 
     def test_a_move_kept_back_is_checked_again_and_a_move_of_the_same_grade_joins(self):
         # B (grade 1) moves onto C's place [15, 20) (grade 2): kept back at [5, 10); D (grade 2) then would
@@ -802,7 +866,7 @@ class TestSpanInputChecks(CommandLineCase):
         # A stays at [5, 10), graded 2; B (2) moves onto it and joins it; C (1) would, and stays where it was.
         spans = (Span("d", 0, 5, 2, "AAAAA"), Span("d", 5, 10, 2), Span("d", 10, 15, 1, "AAAAA"))
         check = rag_eval.check_labels({"q": spans}, {"d": "xxxxxAAAAAyyyyy"})
-        self.assertEqual([row[2] for row in check.rows], ["moved", "valid", "orphaned"])
+        self.assertEqual([row[2] for row in check.rows], ["moved", "unchecked", "orphaned"])
         self.assertEqual(check.fixed, {"q": (Span("d", 5, 10, 2, "AAAAA"), Span("d", 10, 15, 1, "AAAAA"))})
 
     def test_every_label_status_and_the_fixed_rows_of_judgments_made_in_memory(self):
@@ -816,7 +880,7 @@ class TestSpanInputChecks(CommandLineCase):
             (("d", 1, 3), "orphaned", "quoted text found more than once"),  # "abc" at 0 and at 3
             (("d", 2, 5), "moved", "now [6, 9)"),
             (("d", 4, 6), "orphaned", "quoted text not found"),
-            (("e", 0, 4), "valid", ""),  # no text: inside e's 4 characters
+            (("e", 0, 4), "unchecked", "no quoted text"),  # no text: inside e's 4 characters, never valid
             (("e", 2, 5), "orphaned", "past the end (4 characters)"),
             (("f", 0, 1), "orphaned", "document not in the corpus"),
         ])

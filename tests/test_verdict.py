@@ -271,6 +271,17 @@ class TestMaxT(unittest.TestCase):
                 checked += 1
         self.assertEqual(checked, 30)
 
+    def test_an_adjusted_p_is_never_below_the_tests_own(self):
+        # 20 of 20 queries worse: the family's share is tiny, but a test's own p (p_values) is a floor, sampled
+        # and exact alike (a sampled p of its own draw can exceed the family's share)
+        for queries in (12, 20):
+            deltas = {"a": {f"q{i}": -1.0 for i in range(queries)}, "b": {f"q{i}": -0.5 for i in range(queries)}}
+            with self.subTest(queries=queries):
+                shares = rag_eval.maxt(deltas, resamples=200, p_values={"a": 0.0, "b": 0.0})
+                self.assertLess(max(shares.values()), 0.01)
+                got = rag_eval.maxt(deltas, resamples=200, p_values={"a": 0.3, "b": 0.04})
+                self.assertEqual(got, {"a": 0.3, "b": 0.3})  # b: at least a's, which comes before it
+
     def test_six_worse_of_fifty_maxt_against_holm(self):
         # success@5 falls on 6 of 50 queries and rises on none; recall, nDCG and MRR move on the
         # same six.  Each exact p is 2 / 2**6 = 0.03125 (the two one-sign patterns).  Holm over four
