@@ -5706,6 +5706,10 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     if gate_report.get("meta_changes"):
         lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
+    if gate_report.get("judge_changes"):
+        lines.append("judge changed since the baseline: " + "; ".join(map(quoted, gate_report["judge_changes"])))
+    lines += [f"judge drift: {_metric_name(key, quoted)} moved {t['shift']:+.{digits}f} on {t['anchors']} unchanged "
+              f"answers (p {t['p_holm']:.2g})" for key, t in gate_report.get("judge_drift", {}).items() if t["drifted"]]
     if gate_report.get("label_changes"):
         lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted=quoted))
     if gate_report.get("delta_split"):

@@ -326,6 +326,9 @@ class JudgeProvenance(JudgedTempDir, unittest.TestCase):
                                        "--baseline", self.base, "--allow-judge-change"])
         self.assertEqual(code, 0)
         self.assertEqual(report["gate"]["judge_changes"], ["model: baseline 'gpt-4o', now 'gpt-5'"])
+        out = run_main(["--judged", BASE, "--judge", "model=gpt-5", "--judge", "temperature=0", "--baseline",
+                        self.base, "--allow-judge-change", "--format", "table"])[1]
+        self.assertIn("judge changed since the baseline: model: baseline 'gpt-4o', now 'gpt-5'", out)
         self.assertIn("graded by another judge", err)
 
     def test_the_same_judge_passes(self):
@@ -360,6 +363,8 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertAlmostEqual(drift["shift"], 0.05)
         self.assertAlmostEqual(drift["share_of_delta"], 1.0)  # the anchors' shift is all of the headline delta
         self.assertIn("judge drift", err)
+        code, out, _ = run_main(["--judged", now, "--baseline", base, "--format", "table"])
+        self.assertIn("judge drift: judge.faithfulness moved +0.0500 on 15 unchanged answers", out)
 
     def test_the_library_gate_says_what_the_command_line_says(self):
         base = os.path.join(self.tmp, "b.json")
