@@ -6287,7 +6287,8 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if not set(baseline.means) & set(result["mean"]):
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
                            f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
-    differences = _differences(baseline, result, fingerprint)
+    retrieval = args.qrels and not all(_is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)
+    differences = _differences(baseline, result, fingerprint) if retrieval else []  # judged alone: no qrels to compare
     qrels_changed = any(d.startswith("qrels:") for d in differences)
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]

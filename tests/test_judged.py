@@ -284,6 +284,18 @@ class RetrievalAndJudgedTogether(JudgedTempDir, unittest.TestCase):
         self.assertAlmostEqual(report["mean"]["recall@5"], 2 / 3)
         self.assertIn("REGRESSION judge.faithfulness", err)
 
+    def test_the_baseline_decides_what_is_gated(self):
+        # a baseline of retrieval and judged metrics, then judged scores alone: retrieval is missing, unless
+        # left out on purpose; no qrels were read, so none are compared
+        judged = self.write_rows("j.jsonl", [{"id": q, "metric": "faithfulness", "score": 0.5} for q in ("q1", "q2")])
+        base = os.path.join(self.tmp, "b.json")
+        run_main([QRELS, RUN, "--judged", judged, "--save-baseline", base])
+        code, report, _ = report_of(["--judged", judged, "--baseline", base])
+        self.assertEqual((code, report["gate"]["metrics"]["recall@5"]["verdict"]), (1, "missing"))
+        code, report, _ = report_of(["--judged", judged, "--baseline", base, "--not-gated",
+                                     "recall@5,success@5,mrr@5,ndcg@5"])
+        self.assertEqual((code, report["gate"]["metrics"]["judge.faithfulness"]["verdict"]), (0, "pass"))
+
     def test_tolerance_floor_and_slices_name_judged_metrics(self):
         code, report, _ = report_of(["--judged", BASE, "--min", "judge.faithfulness=0.8",
                                      "--slices", self.write_rows("s.jsonl", [{"query_id": "q1", "slice": "real"},
