@@ -2344,7 +2344,8 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            table.setdefault(format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key, {})[qid] = value
+            full = format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key
+            table.setdefault(full, {})[qid] = value
     return table
 
 
@@ -4641,16 +4642,12 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 
 
 # === Judged generation scores ===
-# The second tier: per-question scores that an LLM judge wrote elsewhere (Ragas, DeepEval, promptfoo, Inspect,
-# LangSmith, TruLens, OpenAI evals, or the neutral JSONL) become per-query columns like evaluate()'s, under the
-# keys ``judge.<metric>``: the same means, gate, baselines and reports.  Questions join by a stable id, never
-# by position; a judge error is missing, never 0; repeats fold per question before any statistic; the judge's
-# configuration is part of the baseline, and answers unchanged since the baseline show whether the judge
-# drifted.  See docs/judged.md.
+# An LLM judge's per-question scores, read from its tool's export, become per-query columns ``judge.<metric>``
+# like evaluate()'s: the same means, gate, baselines and reports (docs/judged.md).
 
 JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
 MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
-MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50 the 95% interval covers >= 93%: docs/judged.md)
+MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
 MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
 # Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
 # scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
@@ -4809,8 +4806,8 @@ def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
     per feedback key (the mean over the experiment's runs), ``outputs.*``."""
     columns = rows[0][1]
     outputs = tuple(name for name in columns if name.startswith("outputs."))
-    return _table_rows(rows, source, field or "example_id", "langsmith", (n for n in columns if n.startswith("feedback.")),
-                       texts=(outputs, ()), rename=lambda name: name[len("feedback."):])
+    return _table_rows(rows, source, field or "example_id", "langsmith", [n for n in columns if n[:9] == "feedback."],
+                       texts=(outputs, ()), rename=lambda name: name[9:])
 
 
 def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
@@ -4830,7 +4827,8 @@ def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead
         raise RagEvalError("holds several prompts or providers: gate one per file", source)
     found = []
     for row in rows:
-        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None, "rows are positions")
+        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None,
+                          "rows are positions")
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
         found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
                               _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
@@ -4970,14 +4968,11 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
                   max_missing: float = MAX_JUDGE_MISSING) -> dict:
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
     (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
-    per metric its direction, range, questions, missing ones and the repeats' flip rate; the answers' and
-    contexts' digests; the judge's configuration (``provenance``).
-
-    A question counts once in a metric, as the mean of its repeats; with no score in any repeat (a judge
-    error, NaN, no row) it is left out of that metric, and counted; past ``max_missing`` of the questions the
-    input is refused.  Two rows of one question, metric and repeat are refused; so is a score outside the
-    metric's documented range, and a metric whose direction neither its tool nor ``directions`` gives.
-    """
+    per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
+    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
+    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
+    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
+    direction are refused."""
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
     digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
@@ -5046,22 +5041,18 @@ def with_judged(result: dict, judged: dict) -> dict:
 def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
     """How the judge's configuration differs from the baseline's (none when the baseline records no judge)."""
     before, after = (baseline.judge or {}).get("provenance"), result["judge"]["provenance"]
+    if before is None:
+        return []
     return [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
-            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)] if before is not None else []
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 
 
 def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings) -> None:
-    """What the judge did between the baseline and now, in the gate's report (the command line refuses a
-    changed judge before, unless --allow-judge-change):
-
-    - ``judge_changes``: how its configuration (model, version, temperature, prompt...) changed;
-    - drift: the anchors are the questions whose answer (and contexts, where both sides give their digests)
-      is byte-identical on both sides, a committed frozen set among them.  On each gated judged metric the
-      anchors' deltas take the sign-flip test (the exact sign test for pass/fail scores), Holm-adjusted over
-      the judged metrics; a shift with adjusted p < alpha makes that metric inconclusive, reason "judge
-      drift".  ``judge_drift`` gives each test and ``share_of_delta``, the anchors' shift over the delta;
-    - ``contexts_changed``: the questions whose contexts differ (their deltas mix in retrieval changes).
-    """
+    """The judge's changes (``judge_changes``) and drift into the gate's report.  The anchors are the questions
+    whose answer (and contexts, where both sides give digests) is byte-identical on both sides; on each judged
+    metric their deltas take the sign-flip test (the exact sign test for 0/1 scores), Holm-adjusted over the
+    judged metrics; adjusted p < alpha makes the metric inconclusive, reason "judge drift" (``judge_drift``).
+    ``contexts_changed``: questions whose contexts differ, their deltas mixing in retrieval changes."""
     old, now = baseline.judge or {}, result["judge"]
     changes = _judge_changes(baseline, result)
     if changes:
@@ -5170,7 +5161,8 @@ def human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: 
         report[key] = {"mean": ppi_mean(now, scores.get(key, {}))}
         before = (baseline.per_query or {}).get(key) if baseline is not None else None
         if before and delta:
-            report[key]["delta"] = ppi_mean(delta, {qid: v - before[qid] for qid, v in scores[key].items() if qid in before})
+            deltas = {qid: value - before[qid] for qid, value in scores[key].items() if qid in before}
+            report[key]["delta"] = ppi_mean(delta, deltas)
     return report
 
 
@@ -6082,28 +6074,19 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets; with --corpus, its text), then exit")
-    judged = parser.add_argument_group("judged generation scores (an LLM judge's, read from its export; "
-                                       "see docs/judged.md)")
+    judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
     judged.add_argument("--judged", metavar="FILE", action="append", default=[],
-                        help="scores to gate beside (or, with no QRELS RUN, without) retrieval: the neutral JSONL or "
-                             "an export of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens or OpenAI evals; "
-                             "repeatable")
-    judged.add_argument("--judged-id", metavar="FIELD",
-                        help="the field that holds a question's stable id where the export has none (Ragas, TruLens, "
-                             "a promptfoo variable)")
+                        help="an LLM judge's scores, gated beside QRELS RUN or alone: the neutral JSONL or an export "
+                             "of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens, OpenAI evals; repeatable")
+    judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
     judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
-                        metavar="METRIC=higher|lower", help="which way is better, for a metric its tool does not document")
+                        metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
     judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=MAX_JUDGE_MISSING, metavar="X",
-                        help="largest share of a metric's questions without a score (judge errors, NaN) before the "
-                             f"input is refused (default {MAX_JUDGE_MISSING})")
+                        help=f"largest share of a metric's questions without a score (default {MAX_JUDGE_MISSING})")
     judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                        help="the judge's configuration (model, version, temperature, prompt_sha256...), stored in "
-                             "the baseline; a change refuses the comparison")
-    judged.add_argument("--allow-judge-change", action="store_true",
-                        help="compare with a baseline graded by another judge (listed beside the verdict)")
-    judged.add_argument("--human-labels", metavar="FILE",
-                        help="JSONL {id, metric, label, baseline_label?} of a random subset: prediction-powered "
-                             "means and delta (PPI++)")
+                        help="the judge's configuration (model=..., temperature=...), kept in the baseline")
+    judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
+    judged.add_argument("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
                          help="stdout: json (default), table, markdown or csv")
@@ -6634,10 +6617,11 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
     """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
     judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
     share (a drop of 0.83 then passed as "not significant")."""
-    scores = per_query_by_metric(result)  # a judged metric's questions the judge failed on are out of both (see judged_result)
-    for metric, before in sorted((baseline.per_query or {}).items()):
+    scores = per_query_by_metric(result)
+    for metric, before in sorted((baseline.per_query or {}).items()):  # a judged metric's errors may differ by side
         now = set(scores.get(metric, ()))
-        if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(metric):
+        if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(
+                metric):
             shared = len(now & set(before))
             raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
                                f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
