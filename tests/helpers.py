@@ -56,6 +56,30 @@ def run_main(argv, env=None, cwd=None):
     return code, out.getvalue(), err.getvalue()
 
 
+def assert_error_line(test, err, file=None, line=None, quoted=(), names=(), prefix=ERROR_PREFIX):
+    """The contract of an error, not its words: ``err`` (stderr, or ``str()`` of a RagEvalError with
+    ``prefix=""``) is one line: the prefix, then ``FILE:LINE: `` (``FILE: `` without a line), holding
+    each value of ``quoted`` as the error quotes it (its repr: ``'x'``) and each text of ``names`` (an
+    option, a number) as it is.  Exit code and stdout are the caller's to check.  Returns the line.
+    The exact words of error lines live in the golden file fixtures/bad/cases.json."""
+    text = err[:-1] if err.endswith("\n") else err
+    test.assertNotIn("\n", text, f"expected one line: {err!r}")
+    test.assertTrue(text.startswith(prefix), f"expected {prefix!r} first: {err!r}")
+    if file is not None:
+        where = f"{file}:{line}: " if line is not None else f"{file}: "
+        test.assertTrue(text[len(prefix):].startswith(where), f"expected {where!r} after {prefix!r}: {err!r}")
+    for value in quoted:
+        test.assertIn(repr(value), text)
+    for name in names:
+        test.assertIn(str(name), text)
+    return text
+
+
+def tagged_lines(err, tag):
+    """The lines of ``err`` that start ``rag_eval: TAG: `` (``note``, ``warning``, ``error``)."""
+    return [line for line in err.splitlines() if line.startswith(f"rag_eval: {tag}: ")]
+
+
 class TempDirMixin:
     """A temporary folder per test, removed after it."""
 

@@ -448,7 +448,7 @@ class DeepNesting(unittest.TestCase):
                 code, out, err = run_process(argv)
                 self.assertNotIn("Traceback", err)
                 self.assertEqual((code, out), (2, ""), err)
-                self.assertRegex(err, "^" + re.escape(ERROR + path) + r": JSON nested too deeply to be a (qrels|run)\n\Z")
+                self.assertRegex(err, "^" + re.escape(ERROR + path) + r": [^\n]* (qrels|run)\n\Z")
 
 
 class BombWriter(unittest.TestCase):

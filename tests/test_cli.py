@@ -20,7 +20,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, TempDirMixin, child_env, run_main
+from tests.helpers import ERROR_PREFIX, TempDirMixin, assert_error_line, child_env, run_main, tagged_lines
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,7 +41,7 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         before = self.read(old_qrels)
         line = self.assert_error([QRELS, RUN, "--baseline-run", RUN, "--baseline-qrels", old_qrels, "--output", alias],
                                  [alias])
-        self.assertIn("an output would overwrite an input (--baseline-qrels)", line)
+        self.assertIn("--baseline-qrels", line)
         self.assertEqual(self.read(old_qrels), before)
 
     def test_a_hard_link_of_a_later_run_is_refused(self):
@@ -49,7 +49,7 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         alias = self.path("alias.json")
         os.link(second, alias)
         line = self.assert_error([QRELS, RUN, second, "--output", alias], [alias])
-        self.assertIn("--output would overwrite an input", line)
+        self.assertIn("--output", line)
 
     def test_a_later_run_that_is_a_symbolic_link_is_refused(self):
         link = self.path("link.json")
@@ -58,14 +58,14 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
 
     def test_standard_input_is_read_once_whichever_run_names_it(self):
         # The second run and --chunks would both read standard input.
-        line = self.assert_error([QRELS, RUN, "-", "--chunks", "-"])
-        self.assertIn("only one input can be - (standard input)", line)
+        line = self.assert_error([QRELS, RUN, "-", "--chunks", "-"])  # the words: fixtures/bad/cases.json two_stdin_inputs
+        self.assertIn(" - ", line)
 
     def test_the_file_a_later_run_reads_on_standard_input_is_not_overwritten(self):
         # In-process: standard input is the open file, as a shell's < gives it (found by its descriptor).
         target = self.write("run.json", self.read(RUN))
         with open(target, "rb") as stdin, mock.patch("sys.stdin", stdin):
-            self.assert_error([QRELS, RUN, "-", "--output", target], ["--output would overwrite an input"])
+            self.assert_error([QRELS, RUN, "-", "--output", target], [target, "--output"])
         self.assertEqual(self.read(target), self.read(RUN))
 
     def test_a_baseline_run_on_standard_input_beside_several_runs(self):
@@ -124,10 +124,9 @@ class TestCommandLineOptions(TempDirMixin, unittest.TestCase):
         qrels, ref, _ = self.files()
         code, out, err = run_main([qrels, ref, "--max-drop", "=0.1"])
         self.assertEqual((code, out), (2, ""))
-        self.assertEqual(err, f"{ERROR_PREFIX}argument --max-drop: expected METRIC=X or X, got '=0.1'\n")
+        assert_error_line(self, err, names=["argument --max-drop: "], quoted=["=0.1"])  # the words: cases.json
         code, _, err = run_main([qrels, ref, "--max-drop", "recall@5=150"])
-        self.assertEqual(err, f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure "
-                              "lies in [0, 1], got '150' (did you mean 150%?)\n")
+        assert_error_line(self, err, names=["argument --max-drop: ", "(did you mean 150%?)"], quoted=["150"])
 
     def test_output_of_several_runs_names_each_run_and_no_single_run(self):
         qrels, ref, run = self.files()
@@ -177,15 +176,14 @@ class TestOptionChecks(TempDirMixin, unittest.TestCase):
         for option, text in (("--digits", "17"), ("--alpha", "0.999"), ("--largest-drops", "0")):
             with self.subTest(option=option, text=text):  # the bounds themselves are taken
                 self.assertEqual(run_main([qrels, run, option, text])[0], 0)
-        self.assertEqual(self.assert_error([qrels, run, "--doc-id-sep", ""]),
-                         f"{ERROR_PREFIX}argument --doc-id-sep: expected a non-empty separator such as '#'")
+        self.assertIn("argument --doc-id-sep: ", self.assert_error([qrels, run, "--doc-id-sep", ""]))  # words: cases.json
 
     def test_a_folder_link_on_the_way_is_refused_and_plain_spellings_pass(self):
         qrels, run = self.inputs()
         os.symlink(self.tmp, self.path("via"))
         linked = os.path.join(self.path("via"), "qrels.json")
         line = self.assert_error([linked, run, "--no-symlinks"])
-        self.assertTrue(line.endswith(": is or passes through a symbolic link (--no-symlinks)"), line)
+        assert_error_line(self, line, file=linked, names=["(--no-symlinks)"])
         for spelled in (qrels, "/" + qrels, qrels.replace(os.sep, os.sep * 2)):
             with self.subTest(spelled=spelled):
                 code, _, err = run_main([spelled, run, "--no-symlinks"])
@@ -194,25 +192,24 @@ class TestOptionChecks(TempDirMixin, unittest.TestCase):
     def test_label_checks_come_after_the_other_option_checks(self):
         qrels, run = self.inputs()
         # a --meta key twice is named before the --baseline-qrels mistakes
-        self.assertEqual(self.assert_error([qrels, run, "--meta", "a=1", "--meta", "a=2", "--baseline-qrels", qrels]),
-                         f"{ERROR_PREFIX}--meta names 'a' twice")
-        self.assertEqual(self.assert_error([qrels, run, "--baseline-qrels", qrels]),
-                         f"{ERROR_PREFIX}--baseline-qrels goes with --baseline-run: the old run is scored on both "
-                         "judgments")
-        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", qrels]),
-                         f"{ERROR_PREFIX}--baseline-qrels names the qrels themselves: nothing changed to explain")
+        # (the words of each: fixtures/bad/cases.json, meta_key_twice and baseline_qrels_*)
+        line = self.assert_error([qrels, run, "--meta", "a=1", "--meta", "a=2", "--baseline-qrels", qrels])
+        assert_error_line(self, line, names=[ERROR_PREFIX + "--meta "], quoted=["a"])
+        line = self.assert_error([qrels, run, "--baseline-qrels", qrels])
+        assert_error_line(self, line, names=[ERROR_PREFIX + "--baseline-qrels ", "--baseline-run"])
+        line = self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", qrels])
+        assert_error_line(self, line, names=[ERROR_PREFIX + "--baseline-qrels "])
+        self.assertNotIn("--baseline-run", line)
         old = self.write("old.json", {"q1": {"a": 1}, "q2": {"c": 1}})
         for option in ("--output", "--junit", "--metrics-file", "--unjudged", "--save-baseline"):
             with self.subTest(option=option):
-                self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old,
-                                                    option, old]),
-                                 f"{ERROR_PREFIX}{old}: an output would overwrite an input (--baseline-qrels)")
+                assert_error_line(self, self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old,
+                                                           option, old]), file=old, names=["(--baseline-qrels)"])
 
     def test_the_qrels_as_the_run_is_refused_and_one_float_score_is_a_run(self):
         qrels, _ = self.inputs()
-        self.assertEqual(self.assert_error([qrels, qrels]),
-                         f"{ERROR_PREFIX}{qrels}: the run is a copy of the qrels: every document is judged and every "
-                         "score is its grade (was the qrels file given as the run?)")
+        assert_error_line(self, self.assert_error([qrels, qrels]), file=qrels,  # words: cases.json qrels_given_as_the_run
+                          names=["(was the qrels file given as the run?)"])
         run = self.write("almost.json", {"q1": {"a": 2, "b": 1.0}, "q2": {"c": 1}})
         code, out, err = run_main([qrels, run])
         self.assertEqual(code, 0, err)
@@ -268,7 +265,7 @@ class TestCommandLineErrorPaths(TempDirMixin, unittest.TestCase):
         with mock.patch("sys.stdin") as standard_input:
             standard_input.buffer = io.BufferedReader(io.BytesIO(ids))
             line = self.assert_error(["-", "--chunks", chunks, "--to-spans", self.path("spans.jsonl")])
-        self.assertEqual(line, f"{ERROR_PREFIX}<stdin>: query 'q1': chunks at ('d', 0, 5) are judged 1 and 2")
+        assert_error_line(self, line, file="<stdin>", quoted=["q1"], names=["('d', 0, 5)", " 1 and 2"])
         # the chunk map from standard input, lacking a judged chunk
         ids_file = self.path("ids.jsonl")
         with open(ids_file, "wb") as out:
@@ -276,34 +273,32 @@ class TestCommandLineErrorPaths(TempDirMixin, unittest.TestCase):
         with open(chunks, "rb") as data, mock.patch("sys.stdin") as standard_input:
             standard_input.buffer = io.BufferedReader(io.BytesIO(data.read()))
             line = self.assert_error([ids_file, "--chunks", "-", "--to-spans", self.path("spans.jsonl")])
-        self.assertEqual(line, f"{ERROR_PREFIX}<stdin>: query 'q1': judged chunk 'c9' is not in the chunk map")
+        assert_error_line(self, line, file="<stdin>", quoted=["q1", "c9"])
 
     def test_a_job_on_the_labels_reads_one_input_at_most_from_standard_input(self):
         # the second reader would find the stream empty and blame its content
-        self.assertEqual(self.assert_error(["-", "--chunks", "-", "--to-spans", self.path("spans.jsonl")]),
-                         f"{ERROR_PREFIX}only one input can be - (standard input)")
-        self.assertEqual(self.assert_error(["-", "--corpus", "-", "--check-labels"]),
-                         f"{ERROR_PREFIX}only one input can be - (standard input)")
+        # (the words: fixtures/bad/cases.json two_stdin_inputs)
+        self.assertIn(" - ", self.assert_error(["-", "--chunks", "-", "--to-spans", self.path("spans.jsonl")]))
+        self.assertIn(" - ", self.assert_error(["-", "--corpus", "-", "--check-labels"]))
 
     def test_a_baseline_and_a_baseline_run_exclude_each_other(self):
         qrels = self.write("qrels.json", {"q1": {"a": 2}})
         run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}})
         baseline = self.write("baseline.json", {"ndcg@10": 0.5})
-        self.assertEqual(self.assert_error([qrels, run, "--baseline", baseline, "--baseline-run", run]),
-                         f"{ERROR_PREFIX}--baseline and --baseline-run exclude each other: choose one")
+        line = self.assert_error([qrels, run, "--baseline", baseline, "--baseline-run", run])  # words: cases.json
+        assert_error_line(self, line, names=[ERROR_PREFIX + "--baseline ", "--baseline-run"])
 
     def test_baseline_qrels_through_a_link_and_an_old_run_that_fails_on_them(self):
         qrels = self.write("qrels.json", {"q1": {"a": 2}, "q2": {"c": 1}})
         run = self.write("run.json", {"q1": {"a": 0.5, "b": 0.4}, "q2": {"c": 0.7}})
         old = self.write("old.json", {"q1": {"zz": 1}, "q2": {"yy": 1}})
         os.symlink(old, self.path("link.json"))
-        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels",
-                                            self.path("link.json"), "--no-symlinks"]),
-                         f"{ERROR_PREFIX}{self.path('link.json')}: is or passes through a symbolic link (--no-symlinks)")
+        assert_error_line(self, self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels",
+                                                   self.path("link.json"), "--no-symlinks"]),
+                          file=self.path("link.json"), names=["(--no-symlinks)"])
         # the old run judged on the old qrels meets none of them: the error says which scoring failed
-        self.assertEqual(self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old]),
-                         f"{ERROR_PREFIX}{run}: no document of the run is judged in the qrels, so nothing was "
-                         "evaluated (are they about the same documents?) (scoring the old run on --baseline-qrels)")
+        assert_error_line(self, self.assert_error([qrels, run, "--baseline-run", run, "--baseline-qrels", old]),
+                          file=run, names=["--baseline-qrels)"])
 
     def test_a_file_that_cannot_be_renamed_into_place_is_an_error_and_leaves_nothing(self):
         qrels = self.write("qrels.json", {"q1": {"a": 2}})
@@ -312,13 +307,14 @@ class TestCommandLineErrorPaths(TempDirMixin, unittest.TestCase):
             code, out, err = run_main([qrels, run, "--output", self.path("full.json")])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
         self.assertTrue(out.startswith("{"), out)  # the report was out: only then are files renamed
-        self.assertEqual(err, f"{ERROR_PREFIX}{self.path('full.json')}: cannot write: Permission denied\n")
+        assert_error_line(self, err, file=self.path("full.json"), names=["Permission denied"])
         self.assertEqual(sorted(os.listdir(self.tmp)), ["qrels.json", "run.json"])
 
     def test_a_failure_of_the_machine_outside_the_readers_is_one_error_line(self):
         with mock.patch("rag_eval._run", side_effect=OSError(28, "No space left on device", "somewhere")):
             code, out, err = run_main(["q", "r"])
-        self.assertEqual((code, out, err), (rag_eval.EXIT_ERROR, "", f"{ERROR_PREFIX}somewhere: No space left on device\n"))
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        assert_error_line(self, err, file="somewhere", names=["No space left on device"])
 
     def test_a_closed_stderr_swallows_a_note_and_a_bug_still_exits_2(self):
         closed = io.StringIO()
@@ -348,12 +344,11 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
         code, _, err = run_main([qrels, ref, "--baseline", base, "--gate", "significant", "--max-drop", "0.2",
                                  "--resamples", "200"])
         self.assertEqual(code, rag_eval.EXIT_INCONCLUSIVE, err)
-        lines = err.splitlines()
-        self.assertIn("rag_eval: warning: inconclusive: neither a drop beyond the tolerance nor one within it is "
-                      "shown for mrr@5 (~35 queries would resolve it), ndcg@5 (~21 queries would resolve it), "
-                      "recall@5 (~19 queries would resolve it) and more", lines)
-        self.assertIn("rag_eval: warning: the tolerance is finer than this test set resolves with 80% power for 1 "
-                      "metric; the gate mostly measures noise there", lines)
+        (undecided,) = [line for line in tagged_lines(err, "warning") if "(~" in line]
+        (coarse,) = [line for line in tagged_lines(err, "warning") if " 80% " in line]
+        self.assertRegex(undecided, r"\bmrr@5 \(~35 .*\bndcg@5 \(~21 .*\brecall@5 \(~19 [^@]* more$")
+        self.assertNotIn("success@5", undecided)
+        self.assertRegex(coarse, r" 80% .* 1 ")
 
     def test_a_meta_value_may_hold_256_characters_not_257(self):
         qrels = self.write("q.json", {"q1": {"a": 1}})
@@ -363,9 +358,8 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 0, err)
         with open(output, encoding="utf-8") as f:
             self.assertEqual(json.load(f)["meta"]["index"], "v" * 256)
-        self.assertEqual(self.assert_error([qrels, run, "--meta", "index=" + "v" * 257]),
-                         f"{ERROR_PREFIX}argument --meta: expected KEY=VALUE, a printable key without '=' of at most "
-                         "64 characters and a printable value of at most 256, got 'index=vvvvvvvvvv'...")
+        line = self.assert_error([qrels, run, "--meta", "index=" + "v" * 257])  # words: cases.json meta_value_257_characters
+        assert_error_line(self, line, names=["argument --meta: ", " 256", "'index=vvvvvvvvvv'..."])
 
     def test_the_report_names_the_first_20_queries_the_run_missed(self):
         # 50 queries judged, the run answers q22 .. q50: 21 missing, the report's note names q01 .. q20.
@@ -377,20 +371,19 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
         self.assertEqual(code, 0, err)
         with open(output, encoding="utf-8") as f:
             notes = json.load(f)["notes"]
-        self.assertEqual(notes[0], "warning: the run has no results for 21 of 50 scored queries (first: 'q01'); they "
-                                   f"score 0 (missing: {', '.join(ids[:20])})")
+        self.assertRegex(notes[0], r"^warning: \D* 21 \D* 50 \D*'q01'")
+        self.assertTrue(notes[0].endswith(f" {', '.join(ids[:20])})"), notes[0])
 
     def test_an_output_that_is_no_regular_file_is_refused_before_any_input_is_read(self):
         qrels = self.write("q.json", {"q1": {"a": 1}})
-        self.assertEqual(self.assert_error([qrels, self.path("missing.json"), "--output", os.devnull]),
-                         f"{ERROR_PREFIX}{os.devnull}: not a regular file (a device, FIFO, socket or folder): only "
-                         "regular files are written, never replaced")
+        # (the words: fixtures/bad/cases.json output_not_a_regular_file)
+        assert_error_line(self, self.assert_error([qrels, self.path("missing.json"), "--output", os.devnull]), file=os.devnull)
 
     def test_a_named_tolerance_without_a_baseline_is_refused(self):
         qrels = self.write("q.json", {"q1": {"a": 1}})
         run = self.write("r.json", {"q1": ["a"]})
-        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "ndcg@5=0.1"]),
-                         f"{ERROR_PREFIX}--max-drop: ndcg@5 has no baseline to be compared with (see --baseline)")
+        line = self.assert_error([qrels, run, "--max-drop", "ndcg@5=0.1"])  # words: cases.json max_drop_named_without_baseline
+        assert_error_line(self, line, names=[ERROR_PREFIX + "--max-drop: ndcg@5 ", "--baseline"])
 
     def test_help_lists_the_measures_two_spaces_after_the_longest_name(self):
         code, out, _ = run_main(["--help"])
@@ -406,9 +399,8 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
         run = self.write("r.json", {"q1": ["a"]})
         self.assertEqual(run_main([qrels, run, "--save-baseline", self.path("base.json")])[0], 0)
         self.assertEqual(run_main([qrels, run, "--baseline", self.path("base.json"), "--max-drop", "1"])[0], 0)
-        self.assertEqual(self.assert_error([qrels, run, "--max-drop", "1.5"]),
-                         f"{ERROR_PREFIX}argument --max-drop: expected a drop of at most 1, since every measure lies in "
-                         "[0, 1], got '1.5' (did you mean 1.5%?)")
+        line = self.assert_error([qrels, run, "--max-drop", "1.5"])  # words: cases.json max_drop_1.5_did_you_mean_percent
+        assert_error_line(self, line, names=["argument --max-drop: ", "(did you mean 1.5%?)"], quoted=["1.5"])
 
     def test_an_error_with_no_stderr_still_exits_2(self):
         # Started with stderr closed (2>&-): sys.stderr is None, the line goes nowhere, the exit code still tells.
@@ -477,7 +469,7 @@ class TestMetricPairs(TempDirMixin, unittest.TestCase):
     def test_an_unknown_name_is_still_refused(self):
         code, out, err = run_main([self.qrels, self.run, "--measures", "ndcg@5,ndgc@5"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-        self.assertIn("unknown measure 'ndgc@5'", err)
+        assert_error_line(self, err, names=["argument --measures: "], quoted=["ndgc@5"])
 
 
 class TestFilesNamed(TempDirMixin, unittest.TestCase):
@@ -497,11 +489,11 @@ class TestFilesNamed(TempDirMixin, unittest.TestCase):
         code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline,
                                  "--update-baseline"])
         self.assertEqual(code, rag_eval.EXIT_REGRESSION)
-        self.assertIn(f"rag_eval: note: the gate failed, so {baseline} was not changed", err)
+        self.assertEqual(len([line for line in tagged_lines(err, "note") if baseline in line]), 1, err)
         with open(baseline) as f, open("baseline.json") as g:
             self.assertEqual(f.read(), g.read())
         code, _, err = run_main(["fixtures/qrels.json", "missing.json", "--baseline", baseline, "--update-baseline"])
-        self.assertEqual(err, f"rag_eval: error: missing.json: no such file ({baseline} was not changed)\n")
+        assert_error_line(self, err, file="missing.json", names=[f"({baseline} "])
 
 
 class TestHints(TempDirMixin, unittest.TestCase):
@@ -510,8 +502,7 @@ class TestHints(TempDirMixin, unittest.TestCase):
         run = self.write("run.trec", "q1 Q0 d1 1 2.0 r\n")
         code, _, err = run_main([run, qrels])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
-        self.assertEqual(err, f"rag_eval: error: {run}:1: expected 4 fields (qid iter docid grade), got 6; "
-                              "is this a run? the order is QRELS RUN\n")
+        assert_error_line(self, err, file=run, line=1, names=[" 6; is this a run? the order is QRELS RUN"])
         code, _, err = run_main([qrels, qrels])
         self.assertIn("got 4; is this a qrels file? the order is QRELS RUN", err)
 
@@ -572,7 +563,7 @@ class TestHints(TempDirMixin, unittest.TestCase):
             stdin.buffer = io.BufferedReader(io.BytesIO(b'{"q1": 5}'))  # as a real stdin.buffer is
             code, _, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--slices", "-"])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
-        self.assertTrue(err.startswith("rag_eval: error: <stdin>: query 'q1': a slice is"), err)
+        assert_error_line(self, err, file="<stdin>", quoted=["q1"])
 
     def test_query_ids_that_differ_by_a_prefix(self):
         run = self.write("run.json", json.dumps({"query-q1": ["refund-policy#2"]}))
@@ -739,8 +730,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
         run = self.write("r.json", '{"q1": ["refund-policy#2"]}')
         code, out, err = run_main([path, run])
         self.assertEqual((code, out), (2, ""), f"main returned {code!r}")
-        self.assertEqual(err, f"{ERROR_PREFIX}{path}: grade 1024 is too large for the exponential gain 2**grade - 1 "
-                              f"(at most {rag_eval.MAX_EXP_GRADE}; --gain linear takes any)\n")
+        assert_error_line(self, err, file=path, names=[" 1024 ", f" {rag_eval.MAX_EXP_GRADE}; ", "--gain linear"])
         code, out, err = run_main([path, run, "--gain", "linear"])  # a gain of 1024: nDCG 1 at rank 1
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["mean"], {"recall@5": 1.0, "success@5": 1.0, "mrr@5": 1.0, "ndcg@5": 1.0})

@@ -28,6 +28,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import sys
 import unittest
 from unittest import mock
@@ -253,9 +254,9 @@ class TestIntegersBeyondFloat(ContractMixin, unittest.TestCase):
         # Found while speeding up the validation: a check of the sum alone let
         # 10**400 and -10**400 through, as their sum is 0.
         path = self.write("run.json", '{"q1": {"d1": %s, "d2": -%s, "d3": 0.5}}' % (BIG, BIG))
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "score must be a finite number"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^" + re.escape(path) + ": .*'q1'"):
             rag_eval.read_run(path)
-        with self.assertRaisesRegex(ValueError, "score must be a finite number"):
+        with self.assertRaisesRegex(ValueError, "^run: .*'q1'"):
             rag_eval.evaluate({"q1": {"d1": 1}}, {"q1": {"d1": int(BIG), "d2": -int(BIG)}}, 5)
         self.assertOneErrorLine([QRELS, path])
 
@@ -411,7 +412,7 @@ class TestRegressionLines(ContractMixin, unittest.TestCase):
     def test_one_line_per_regression(self):
         baseline = self.write("baseline.json", '{"recall@5": 0.5, "recall@5\\nanything": 0.5}')
         err = self.assertOneErrorLine([QRELS, RUN, "--baseline", baseline])
-        self.assertIn("'recall@5\\nanythin'..., which is not a metric", err)  # clipped to 16 characters
+        self.assertIn(" 'recall@5\\nanythin'..., ", err)  # clipped to 16 characters
 
 
 class TestSavedCrashes(unittest.TestCase):

@@ -26,7 +26,7 @@ from unittest import mock
 
 import rag_eval
 from tests import helpers
-from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, child_env, run_main
+from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main, tagged_lines
 
 
 def synthetic_runs(seed, queries=30):
@@ -96,7 +96,7 @@ class TestSpellingsInTheGate(TempDirMixin, unittest.TestCase):
         baseline = self.write("b.json", json.dumps({"ndcg@5": 0.5, "ndcg_cut_5": 0.5}))
         code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", baseline])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-        self.assertIn("baseline names ndcg@5 twice", err)
+        assert_error_line(self, err, file=baseline, names=[" ndcg@5 "])
 
 
 class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
@@ -155,7 +155,8 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
         gate = json.loads(out)["gate"]
         self.assertEqual(gate["not_gated"], ["recall@10", "ndcg@10"])
         self.assertNotIn("recall@10", gate["metrics"])
-        self.assertIn("rag_eval: note: not gated, on purpose (--not-gated): recall@10, ndcg@10", err.splitlines())
+        (note,) = [line for line in tagged_lines(err, "note") if "--not-gated" in line]
+        self.assertTrue(note.endswith(": recall@10, ndcg@10"), note)
         self.assertIn(b"\nnot gated (--not-gated): recall@10, ndcg@10\n", self.read(summary))
         for fmt in ("table", "markdown", "csv"):
             with self.subTest(format=fmt):
@@ -186,7 +187,8 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
         gate, err = self.gate("--k", "5,10")
         self.assertEqual(gate["new"], ["mrr@10", "ndcg@10", "recall@10", "success@10"])
         self.assertNotIn("ndcg@10", gate["metrics"])
-        self.assertIn("rag_eval: note: not in the baseline, so not gated: mrr@10, ndcg@10, recall@10, success@10", err)
+        (note,) = [line for line in tagged_lines(err, "note") if "@10" in line]
+        self.assertTrue(note.endswith(": mrr@10, ndcg@10, recall@10, success@10"), note)
 
     def test_conventions_still_refuse(self):
         code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline", self.saved,
@@ -913,7 +915,7 @@ class TestPairedGate(unittest.TestCase):
         argv = [kept, run, "--baseline", self.saved, "--allow-qrels-change", "--resamples", R]
         code, out, err = run_main(argv + ["--gate", "significant"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""), err)
-        self.assertIn("--gate significant cannot test", err)
+        assert_error_line(self, err, names=[ERROR_PREFIX + "--gate significant "])
         self.assertEqual(run_main(argv)[0] in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION), True)
 
     def test_significant_needs_per_query_scores(self):
@@ -1110,7 +1112,8 @@ class TestGateDetails(GateCase, unittest.TestCase):
                          (before.means["ndcg@5"], before.per_query["ndcg@5"]))
         self.assertEqual(updated.means["success@5"], 1.0)  # gated, though not asked for: updated
         self.assertEqual(updated.per_query["recall@5"], {"q1": 1.0, "q2": 1.0, "q3": 1.0})
-        self.assertIn(f"rag_eval: note: updated {saved}; kept as they were (not gated): ndcg@5", err.splitlines())
+        (note,) = [line for line in tagged_lines(err, "note") if saved in line]
+        self.assertTrue(note.endswith(": ndcg@5"), note)
 
     def test_regressions_refuses_nan(self):
         for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
@@ -1238,7 +1241,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertTrue(os.path.islink(self.path("link.txt")))
         self.assertEqual(sorted(os.listdir(self.tmp)), ["link.txt", "target.txt"])
         self.assertEqual(self.read(self.path("link.txt")), b"new\n")
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "not a regular file"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^" + re.escape(self.tmp) + ": "):
             rag_eval.write_atomically(self.tmp, "x")
 
     def test_calibration_in_table_and_markdown(self):
@@ -1293,18 +1296,19 @@ class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
         with mock.patch.dict(sys.modules, fcntl=None):  # no fcntl (Windows): no lock, no lock file
             with rag_eval._locked(baseline, 0):
                 self.assertEqual(os.listdir(self.tmp), ["b.json"])
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No such file or directory"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"/no/such/\.b\.json\.lock: .*No such file or directory$"):
             with rag_eval._locked(self.path("no/such/b.json"), 0):
                 pass
         with mock.patch.object(fcntl, "flock", side_effect=OSError(errno.ENOLCK, "No locks available")):
-            with self.assertRaisesRegex(rag_eval.RagEvalError, "cannot lock: No locks available"):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, "^" + re.escape(lock_path) + ": .*No locks available$"):
                 with rag_eval._locked(baseline, 0):
                     pass
         held = os.open(lock_path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(held, fcntl.LOCK_EX)
             # held all along: the waiter tries again until its time is up, whatever the machine's speed
-            with self.assertRaisesRegex(rag_eval.RagEvalError, "its lock .* was still held after 0.1 s"):
+            with self.assertRaisesRegex(rag_eval.RagEvalError,
+                                        f"^{re.escape(baseline)}: .*{re.escape(lock_path)} .* 0\\.1 s .*--lock-timeout"):
                 with rag_eval._locked(baseline, 0.1):
                     pass
         finally:
@@ -1349,18 +1353,16 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
 
     def test_names_are_metrics_spelled_once(self):
         b = self.path("b.json")
-        self.assertEqual(self.read_error({"recall@5": 0.5, "foo": 0.3}),
-                         f"{b}: baseline names 'foo', which is not a metric (measure@k, or slice:measure@k)")
+        assert_error_line(self, self.read_error({"recall@5": 0.5, "foo": 0.3}), file=b, quoted=["foo"], prefix="")
         # R@5 is recall@5 in another tool's spelling: two spellings of one metric
-        self.assertEqual(self.read_error({"recall@5": 0.5, "R@5": 0.4}),
-                         f"{b}: baseline names recall@5 twice (in two spellings)")
+        assert_error_line(self, self.read_error({"recall@5": 0.5, "R@5": 0.4}), file=b, names=[" recall@5 "], prefix="")
         self.assertEqual(rag_eval.read_baseline(self.write("b.json", {"R@5": 0.4})).means, {"recall@5": 0.4})
 
     def test_a_bad_per_query_value_names_its_metric(self):
         extended = {"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5},
                     "per_query": {"recall@5": {"q1": 0.5, "q2": "x"}}, "conventions": {"k": [5]}, "qrels_sha256": "0"}
-        self.assertEqual(self.read_error(extended),
-                         f"{self.path('b.json')}: recall@5: baseline value of 'q2' must be a finite number, got 'x'")
+        assert_error_line(self, self.read_error(extended), file=self.path("b.json"), names=[": recall@5: "],
+                          quoted=["q2", "x"], prefix="")
 
     def test_a_fall_of_exactly_the_allowed_drop_is_no_fall(self):
         epsilon = rag_eval.DROP_EPSILON
@@ -1370,7 +1372,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
                          {"gone": (0.5, None)})
         for bad in (-0.01, float("nan"), float("inf")):
             with self.subTest(max_drop=bad):
-                with self.assertRaisesRegex(rag_eval.RagEvalError, "^max drop must be a non-negative number, got "):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, f" {re.escape(repr(bad))}$"):
                     rag_eval.regressions({"m": 0.5}, {"m": 0.5}, bad)
 
     def test_large_judgments_are_stored_as_digests_of_16_characters(self):
@@ -1392,9 +1394,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         old, new = json.loads(self.read(saved))["qrels_sha256"], rag_eval.qrels_fingerprint(qrels)
         code, out, err = run_main([changed, RUN, "--baseline", saved])
         self.assertEqual((code, out), (2, ""), err)
-        self.assertEqual(err, f"{ERROR_PREFIX}{saved}: not comparable, made with other conventions or judgments: qrels: "
-                              f"baseline sha256 {old[:12]}..., now {new[:12]}... (save a new baseline in the change that "
-                              "earns it, or accept new judgments with --allow-qrels-change)\n")
+        assert_error_line(self, err, file=saved, names=[f" {old[:12]}...", f" {new[:12]}...", "--allow-qrels-change"])
 
     @unittest.skipUnless(os.name == "posix", "POSIX permissions")
     def test_writing_a_new_file_keeps_the_umask(self):
@@ -1427,14 +1427,14 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         ticks = itertools.count(0.0, 0.04)
         with mock.patch("time.monotonic", lambda: next(ticks)), mock.patch("time.sleep") as slept, \
                 mock.patch.object(os, "open", wraps=os.open) as opened, mock.patch.object(os, "close", wraps=os.close) as closed:
-            with self.assertRaisesRegex(rag_eval.RagEvalError, "was still held after 0.1 s"):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(baseline)}: .* 0\\.1 s "):
                 with rag_eval._locked(baseline, 0.1):
                     pass
         self.assertEqual((opened.call_count, closed.call_count, slept.call_count), (3, 3, 2))
 
     def test_an_extended_baseline_lacks_what_it_needs(self):
-        self.assertEqual(self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
-                         f"{self.path('b.json')}: extended baseline lacks per_query, conventions, qrels_sha256")
+        assert_error_line(self, self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
+                          file=self.path("b.json"), names=[" per_query, conventions, qrels_sha256"], prefix="")
 
     def test_new_metrics_of_an_extended_baseline_and_a_metric_it_cannot_gate(self):
         saved = self.path("b.json")
@@ -1446,8 +1446,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         self.assertNotIn("new", rag_eval.gate(result, baseline._replace(conventions=None)))  # flat: no conventions
         # a slice's ndcg@5: the baseline has no slice means and no per-query ndcg@5 to take it from
         settings = rag_eval.GateSettings(tolerances={"a:ndcg@5": rag_eval.Tolerance(0.0)})
-        with self.assertRaisesRegex(rag_eval.RagEvalError,
-                                    "^cannot gate a:ndcg@5: the baseline has neither that mean nor per-query scores$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^[^:]* a:ndcg@5: "):
             rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})
         settings = rag_eval.GateSettings(tolerances={"a:mrr@5": rag_eval.Tolerance(0.0)})  # mrr@5: from its scores
         self.assertEqual(rag_eval.gate(result, baseline, settings, {"q1": ["a"], "q3": ["a"]})["metrics"]["a:mrr@5"]["baseline"],
@@ -1461,7 +1460,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
 
     def test_two_runs_of_one_name_name_the_repeated_one(self):
         result = rag_eval.evaluate(json.loads(self.read(QRELS)), json.loads(self.read(RUN)), 5)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "^two runs are named 'b'$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^[^']* 'b'[^']*$"):
             rag_eval.compare_runs([("a", result), ("b", result), ("b", result)], resamples=10)
 
     def test_a_saved_baseline_is_sorted_json_indented_by_two(self):
@@ -1532,7 +1531,7 @@ class TestConcurrentUpdates(GateCase, unittest.TestCase):
             line = self.assert_error([QRELS, RUN, "--baseline", baseline, "--update-baseline", "--lock-timeout", "0"])
         finally:
             os.close(handle)
-        self.assertIn("another rag_eval is updating this baseline", line)
+        assert_error_line(self, line, file=baseline, names=[os.sep + ".baseline.json.lock ", "--lock-timeout"])
         self.assertEqual(self.read(baseline), self.read(BASELINE))
 
     def test_two_long_names_alike_for_60_characters_keep_two_locks(self):
@@ -1543,7 +1542,7 @@ class TestConcurrentUpdates(GateCase, unittest.TestCase):
                                      "--lock-timeout", "0"])
             self.assertEqual(code, 0, err)
             line = self.assert_error([QRELS, RUN, "--baseline", one, "--update-baseline", "--lock-timeout", "0"])
-            self.assertIn("another rag_eval is updating this baseline", line)
+            assert_error_line(self, line, file=one, names=[os.sep + ".bbbbbbbbbbbbbb"])  # its lock, the name clipped
         self.assertEqual(sorted(os.listdir(self.tmp)), sorted(os.path.basename(p) for p in (one, two)))
 
     def test_no_lock_without_an_update(self):

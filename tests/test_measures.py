@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 import rag_eval
-from tests.helpers import run_main
+from tests.helpers import assert_error_line, run_main
 
 
 class TestSpellings(unittest.TestCase):
@@ -40,7 +40,7 @@ class TestSpellings(unittest.TestCase):
         # recip_rank has no cutoff (another number); a zero or padded cutoff is no cutoff.
         for text in ("recip_rank", "recip_rank@10", "ndcg@0", "ndcg@05", "ndcg", "ndcg_cut_", "foo@10", "ndcg@1x",
                      "ndcg@\u00b9"):
-            with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, "unknown metric"):
+            with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, f"^[^']*{re.escape(repr(text))} "):
                 rag_eval.parse_metric(text)
 
     def test_the_hint_names_every_measure_that_parses(self):
@@ -50,16 +50,14 @@ class TestSpellings(unittest.TestCase):
         self.assertIn("iou", names)
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.parse_metric("iuo@5")
-        self.assertTrue(str(caught.exception).endswith(f"(expected measure@k with a measure from {', '.join(names)})"),
-                        caught.exception)
+        self.assertTrue(str(caught.exception).endswith(f" {', '.join(names)})"), caught.exception)
         for name in names:
             self.assertEqual(rag_eval.parse_metric(f"{name}@5"), (name, 5))
         # the document level of evidence spans is reported, never asked for: doc.ndcg@5 is refused with the
         # option, before any input is read (a missing file is not the first thing named)
         code, out, err = run_main(["missing.json", "missing_run.json", "--measures", "doc.ndcg@5"])
         self.assertEqual((code, out), (2, ""))
-        self.assertEqual(err, "rag_eval: error: argument --measures: unknown measure 'doc.ndcg@5' "
-                              f"(choose from {', '.join(names)})\n")
+        assert_error_line(self, err, names=["argument --measures: ", f" {', '.join(names)})"], quoted=["doc.ndcg@5"])
 
     def test_ours_round_trip(self):
         for m in rag_eval.MEASURES:
@@ -397,7 +395,7 @@ class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
                          rag_eval.precision_at_k, rag_eval.ap_at_k, rag_eval.judged_at_k):
             with self.subTest(function=function.__name__):
                 error = assert_value_error(self, function, ["a", "b"], {"a": top + 1}, 2)
-                self.assertIn(f"grade {top + 1} is too large for the exponential gain", str(error))
+                self.assertIn(f" {top + 1} ", str(error))
                 # a only, at rank 1: every measure gives the same for any positive grade (nDCG 1, not the gain)
                 self.assertEqual(function(["a", "b"], {"a": top}, 2), function(["a", "b"], {"a": top + 1}, 2, gain="linear"))
 
@@ -415,7 +413,7 @@ class TestTrecEvalSpellings(unittest.TestCase):
                          [("iou", 5), ("doc.recall", 5), ("doc.ndcg", 3)])
         for text in ("ndcg_at.10", "recall_at.5", "hit_rate.5", "ndcg.10", "doc.iou@5"):  # no such spelling
             with self.subTest(text=text):
-                with self.assertRaisesRegex(rag_eval.RagEvalError, f"^unknown metric '{re.escape(text)}' "):
+                with self.assertRaisesRegex(rag_eval.RagEvalError, f"^[^']*{re.escape(repr(text))} "):
                     rag_eval.parse_metric(text)
 
 

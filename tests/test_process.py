@@ -22,7 +22,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import REPO, TIME_BOX, TempDirMixin, child_env, run_main
+from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main
 
 
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -92,11 +92,12 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
         baseline = self.write("b.json", {"recall@5": 0.5})
         line = self.assert_error([os.path.join(long_name, "m" * 200), RUN, "--baseline", baseline, "--update-baseline"])
         self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
-        self.assertTrue(line.endswith(f"... ({baseline} was not changed)"), line)
+        self.assertIn(f"... ({baseline} ", line)  # clipped in the middle: the baseline named at the end
+        self.assertTrue(line.endswith(")"), line)
 
     def test_short_values_are_quoted_whole(self):
         line = self.assert_error([QRELS, self.write("run.trec", "q1 Q0 d 1 high tag\n")])
-        self.assertTrue(line.endswith("score must be a number, got 'high'"), line)
+        self.assertTrue(line.endswith(" 'high'"), line)
 
     def test_a_huge_gzipped_input_gives_one_short_line(self):
         import gzip
@@ -117,7 +118,7 @@ class TestNoSymlinks(TempDirMixin, unittest.TestCase):
         os.symlink(RUN, link)
         self.assertEqual(run_main([QRELS, link])[0], rag_eval.EXIT_OK)  # followed by default
         line = self.assert_error([QRELS, link, "--no-symlinks"], [link, "--no-symlinks"])
-        self.assertIn("symbolic link", line)
+        assert_error_line(self, line, file=link, names=["(--no-symlinks)"])
 
     def test_a_symlinked_folder_is_refused(self):
         os.symlink(os.path.dirname(RUN), self.path("fixtures"))
@@ -151,7 +152,7 @@ class TestScoresAndFormulas(TempDirMixin, unittest.TestCase):
             with self.subTest(score):
                 run = self.write("run.trec", f"q1 Q0 refund-policy#2 1 {score} t\nq1 Q0 shipping#1 2 0.5 t\n")
                 line = self.assert_error([QRELS, run], [f"{run}:1:"])
-                self.assertTrue(line.endswith(f"score must be a number, got {score!r}"), line)
+                self.assertTrue(line.endswith(f" {score!r}"), line)
         self.assertEqual(run_main([QRELS, self.write("ok.trec", "q1 Q0 refund-policy#2 1 10 t\n"),
                                    "--allow-partial-run"])[0], 0)
 
@@ -238,7 +239,8 @@ class TestOptionEdges(TempDirMixin, unittest.TestCase):
             for path, hint in (("", ""), ("-", " (standard output carries the report: see --format)")):
                 with self.subTest(option=option, path=path):
                     line = self.assert_error([QRELS, RUN, option, path])
-                    self.assertEqual(line, f"rag_eval: error: {option}: expected a file name, got {path!r}{hint}")
+                    assert_error_line(self, line, names=[f"{ERROR_PREFIX}{option}: "] + (["--format"] if hint else []),
+                                      quoted=[path])
 
     def test_the_last_max_drop_for_every_metric_counts(self):
         # the fixtures fall at most 0.05 (mrr@5 0.55 -> 0.5) below baseline.json: 0.5 tolerates it, 0.01 does not
@@ -250,8 +252,7 @@ class TestOptionEdges(TempDirMixin, unittest.TestCase):
     def test_a_run_that_judged_only_left_empty(self):
         qrels = self.write("q.json", {"q1": {"a": 1}, "q2": {"b": 1}})
         run = self.write("r.json", {"q1": ["x"], "q2": ["y", "z"]})  # no document judged
-        self.assertTrue(self.assert_error([qrels, run, "--judged-only"]).endswith(
-            "the run retrieved no judged document (--judged-only) for any judged query: nothing was evaluated"))
+        assert_error_line(self, self.assert_error([qrels, run, "--judged-only"]), file=run, names=["(--judged-only)"])
 
 
 @unittest.skipUnless(POSIX, "devices, FIFOs and symbolic links")
@@ -355,8 +356,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
     def test_closed_stdout(self):
         code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >&-")
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
-        self.assertEqual(err, "rag_eval: error: standard output is closed: the report would go nowhere "
-                              f"({self.path('baseline.json')} was not changed)\n")
+        assert_error_line(self, err, names=["standard output", f"({self.path('baseline.json')} "])
         self.assert_nothing_written()
 
     def test_closed_stdout_for_every_job(self):
@@ -371,8 +371,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
             with self.subTest(argv=argv), mock.patch("sys.stdout", None), \
                     contextlib.redirect_stderr(io.StringIO()) as err:
                 self.assertEqual(rag_eval.main(argv), rag_eval.EXIT_ERROR)
-                self.assertEqual(err.getvalue(),
-                                 "rag_eval: error: standard output is closed: the report would go nowhere\n")
+                assert_error_line(self, err.getvalue(), names=["standard output"])
 
     def test_a_reader_gone_before_the_report(self):
         # '| head' that closed first: exit 141 (128 + SIGPIPE) without a word, and no file and no baseline changed
@@ -391,8 +390,7 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
     def test_stdout_on_a_full_disk(self):
         code, out, err = shell(f"{quoted(sys.executable)} {self.update()} >/dev/full")
         self.assertEqual(code, rag_eval.EXIT_ERROR, err)
-        self.assertEqual(err.splitlines(), ["rag_eval: error: cannot write the report to standard output: "
-                                            f"No space left on device ({self.path('baseline.json')} was not changed)"])
+        assert_error_line(self, err, names=["standard output", "No space left on device", f"({self.path('baseline.json')} "])
         self.assert_nothing_written()
 
     def test_closed_stderr(self):
@@ -496,8 +494,7 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
         with mock.patch.object(sys, "stdout", failing), contextlib.redirect_stderr(err):
             code = rag_eval.main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("o.json")])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
-        self.assertEqual(err.getvalue(), "rag_eval: error: cannot write the report to standard output: "
-                                         "No space left on device\n")
+        assert_error_line(self, err.getvalue(), names=["standard output", "No space left on device"])
         self.assertEqual(os.listdir(self.tmp), [])
 
     def test_every_file_is_written_when_all_goes_well(self):
@@ -583,11 +580,11 @@ class TestEachInputReadOnce(TempDirMixin, unittest.TestCase):
                 self.assertEqual(self.through_a_pipe(data, [QRELS, "PIPE", "--format", "csv"])[:2], expected[:2])
         code, out, err = self.through_a_pipe(b'{"q1": ["a"], "q1": ["b"]}', [QRELS, "PIPE"])
         self.assertEqual((code, out), (2, ""))
-        self.assertIn("duplicated key 'q1' in a JSON object", err)
+        assert_error_line(self, err, quoted=["q1"])
         code, out, err = self.through_a_pipe(self.read(RUN), [QRELS, RUN, "--baseline-run", "PIPE",
                                                               "--baseline-qrels", QRELS])
         self.assertEqual((code, out), (2, ""))
-        self.assertIn("--baseline-qrels reads the old run a second time: it must be a regular file", err)
+        assert_error_line(self, err, names=[": --baseline-qrels "])  # the pipe named first
 
     def qrels(self):
         with open(QRELS, encoding="utf-8") as handle:
@@ -723,8 +720,7 @@ class TestStandardOutputIsNoReportFile(unittest.TestCase):
             with self.subTest(option):
                 code, out, err = run_main([QRELS, RUN, option, "-"])
                 self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-                self.assertEqual(err, f"rag_eval: error: {option}: expected a file name, got '-' "
-                                      "(standard output carries the report: see --format)\n")
+                assert_error_line(self, err, names=[f"{ERROR_PREFIX}{option}: ", "--format"], quoted=["-"])
 
 
 if __name__ == "__main__":

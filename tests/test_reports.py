@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 
 import rag_eval
 from tests import helpers
-from tests.helpers import TempDirMixin, run_main
+from tests.helpers import TempDirMixin, assert_error_line, run_main, tagged_lines
 
 
 class TestQuiet(unittest.TestCase):
@@ -29,7 +29,7 @@ class TestQuiet(unittest.TestCase):
         self.assertEqual(code, rag_eval.EXIT_OK)
         lines = err.splitlines()
         self.assertEqual(len(lines), 1, err)  # one judged@k warning for the four cutoffs
-        self.assertTrue(lines[0].startswith("rag_eval: warning: few documents judged (judged@1 0.33, "), lines[0])
+        self.assertTrue(lines[0].startswith("rag_eval: warning: ") and " (judged@1 0.33, " in lines[0], lines[0])
         self.assertLess(len(lines[0]), 160)
 
     def test_quiet_keeps_only_regressions(self):
@@ -41,7 +41,7 @@ class TestQuiet(unittest.TestCase):
     def test_quiet_keeps_errors(self):
         code, _, err = run_main(["fixtures/qrels.json", "missing.json", "--quiet"])
         self.assertEqual(code, rag_eval.EXIT_ERROR)
-        self.assertEqual(err, "rag_eval: error: missing.json: no such file\n")
+        assert_error_line(self, err, file="missing.json")
 
     def test_a_rule_not_in_force_is_only_in_the_full_report(self):
         # Under --gate drop, the paired test decides nothing: its "unresolvable" is a note in --output only.
@@ -114,16 +114,15 @@ class TestCoverage(TempDirMixin, unittest.TestCase):
         run = self.write("one.trec", "q1 Q0 refund-policy#2 1 18.1 x\n")
         code, out, err = run_main(["fixtures/qrels.json", run, "--format", "table"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
-        self.assertIn("the run has results for only 1 of 3 scored queries (first missing: 'q2')", err)
-        self.assertIn("--allow-partial-run", err)
+        assert_error_line(self, err, file=run, names=[" 1 ", " 3 ", "--allow-partial-run"], quoted=["q2"])
 
     def test_allowed_it_is_scored_and_the_count_reported_everywhere(self):
         run = self.write("one.trec", "q1 Q0 refund-policy#2 1 18.1 x\n")
         code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run"])
         self.assertEqual(code, rag_eval.EXIT_OK, err)
         self.assertEqual(json.loads(out)["missing"], ["q2", "q3"])
-        self.assertIn("rag_eval: warning: the run has no results for 2 of 3 scored queries (first: 'q2'); they score 0",
-                      err)
+        (warning,) = [line for line in tagged_lines(err, "warning") if "'q2'" in line]
+        self.assertRegex(warning, r" 2 \D* 3 \D*'q2'")
         code, out, err = run_main(["fixtures/qrels.json", run, "--allow-partial-run", "--format", "table"])
         self.assertTrue(out.startswith("UNGATED (no baseline or floor), 3 queries scored (the run has no results for 2)\n"), out)
 
@@ -702,8 +701,8 @@ class TestGitHub(ReportCase, unittest.TestCase):
         # judged@5 = (2 + 0 + 3) / 15 = 0.33 < 0.5
         warned = [line for line in lines if line.startswith("::warning")]
         self.assertEqual(len(warned), 1, err)
-        self.assertTrue(warned[0].startswith(f"::warning title=rag_eval::few documents judged (judged@5 {FIXTURE_JUDGED5:.2f}): "),
-                        warned[0])
+        self.assertTrue(warned[0].startswith("::warning title=rag_eval::"), warned[0])
+        self.assertIn(f" (judged@5 {FIXTURE_JUDGED5:.2f})", warned[0])
         # the plain lines are still there
         self.assertIn("REGRESSION mrr@5: baseline 0.5500, now 0.5000", lines)
 
@@ -749,7 +748,7 @@ class TestGitHub(ReportCase, unittest.TestCase):
     def test_unwritable_summary_is_a_warning(self):
         env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": self.tmp}  # a directory
         out, err = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
-        self.assertIn("rag_eval: warning: cannot append to GITHUB_STEP_SUMMARY", err)
+        self.assertEqual(len([line for line in tagged_lines(err, "warning") if "GITHUB_STEP_SUMMARY" in line]), 1, err)
         json.loads(out)
 
 
@@ -1445,15 +1444,16 @@ class TestNotes(ReportCase, unittest.TestCase):
                                   "precision@5 and 1 more")):  # six: five named
             with self.subTest(measures=measures):
                 _, err = self.ok([QRELS, RUN, "--baseline", baseline, "--measures", measures])
-                self.assertIn(f"rag_eval: note: not in the baseline, so not gated: {listed}\n", err)
+                (note,) = [line for line in tagged_lines(err, "note") if "@" in line]
+                self.assertTrue(note.endswith(f": {listed}"), note)
 
     def test_repeated_documents_past_the_budget_are_counted_at_least(self):
         found = {"documents": 2, "queries": 1, "run": "r.trec"}
         for at_least, start in ((False, "2 documents are"), (True, "at least 2 documents are")):
             with self.subTest(at_least=at_least):
                 message = rag_eval._repeated_message(dict(found, at_least=at_least))
-                self.assertEqual(message.line, f"{start} listed more than once in 1 query of r.trec; each counts once, "
-                                               "at its best place (trec_eval refuses such a run)")
+                self.assertTrue(message.line.startswith(f"{start} "), message.line)
+                self.assertRegex(message.line, r" 1 \D* r\.trec;")
 
 
 class TestGateContextLines(unittest.TestCase):

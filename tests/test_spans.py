@@ -19,7 +19,7 @@ from rag_eval import Span, SpanQrels
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, TempDirMixin, run_main
+from tests.helpers import ERROR_PREFIX, TempDirMixin, assert_error_line, run_main, tagged_lines
 
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -289,7 +289,7 @@ class TestNames(unittest.TestCase):
     def test_iou_is_refused_without_spans(self):
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.evaluate({"q": {"a": 1}}, {"q": ["a"]}, 1, measures=["iou"])
-        self.assertIn("unknown measure 'iou'", str(caught.exception))
+        self.assertIn("'iou'", str(caught.exception))
 
 
 class CommandLineCase(TempDirMixin, unittest.TestCase):
@@ -361,17 +361,18 @@ class TestReading(CommandLineCase):
 
     def test_unlocated_or_disagreeing_chunks_are_errors(self):
         qrels, run, chunks = self.files(chunks=self.CHUNKS[:2])
-        self.assertIn("run.jsonl: query 'q1': chunk 'e#1' is not in the chunk map", self.error([qrels, run, "--chunks", chunks]))
-        self.assertIn("is not in the chunk map (give a chunk map with --chunks", self.error([qrels, run]))
+        assert_error_line(self, self.error([qrels, run, "--chunks", chunks]), file=run, quoted=["q1", "e#1"])
+        assert_error_line(self, self.error([qrels, run]), file=run, names=["--chunks"])  # the hint names the option
         moved = [dict(self.RUN[0], chunk_id="d#1", doc_id="d", start=0, end=14)] + self.RUN[1:]
         qrels, run, chunks = self.files(run=moved)
-        self.assertIn("chunks.jsonl: chunk 'd#1': the run locates it at", self.error([qrels, run, "--chunks", chunks]))
+        assert_error_line(self, self.error([qrels, run, "--chunks", chunks]), file=chunks, quoted=["d#1"])
 
     def test_options_that_do_not_apply(self):
         qrels, run, chunks = self.files()
-        self.assertIn("--doc-id-sep does not apply", self.error([qrels, run, "--chunks", chunks, "--doc-id-sep", "#"]))
+        assert_error_line(self, self.error([qrels, run, "--chunks", chunks, "--doc-id-sep", "#"]),
+                          names=[ERROR_PREFIX + "--doc-id-sep "])
         id_qrels = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 1}])
-        self.assertIn("apply to evidence judgments", self.error([id_qrels, run, "--chunks", chunks]))
+        assert_error_line(self, self.error([id_qrels, run, "--chunks", chunks]), file=id_qrels, names=["--chunks"])
         self.assertIn("argument --min-overlap", self.error([qrels, run, "--min-overlap", "0"]))
 
 
@@ -402,7 +403,7 @@ class TestGate(CommandLineCase):
         self.assertEqual(changes["queries"], {"q2": {"added": {}, "removed": {}, "regraded": {"d[20:30]": [2, 1]}}})
         ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2}])
         err = self.error([qrels, run, "--chunks", chunks, "--baseline-run", run, "--baseline-qrels", ids])
-        self.assertIn("--baseline-qrels and QRELS must be judgments of one kind", err)
+        assert_error_line(self, err, names=["--baseline-qrels", "QRELS"])
 
     def test_tolerances_and_floors_address_each_level(self):
         qrels, run, chunks = self.files()
@@ -435,15 +436,18 @@ class TestLabels(CommandLineCase):
         self.assertEqual(json.loads(self.read(fixed).decode().splitlines()[0])[ "start"], 2)
         code, _, err = run_main([qrels, run, "--chunks", chunks, "--corpus", corpus])
         self.assertEqual(code, 0)
-        self.assertIn("1 evidence spans moved", err)
-        self.assertIn("rag_eval: warning: 2 evidence spans quote no text, so --corpus could not check where they are", err)
+        (note,) = tagged_lines(err, "note")
+        self.assertRegex(note, r"^rag_eval: note: 1 \D*--check-labels\D*--fix-labels")
+        (warning,) = [line for line in tagged_lines(err, "warning") if "--corpus" in line]
+        self.assertRegex(warning, r"^rag_eval: warning: 2 \D*--corpus")
         orphan = self.jsonl("orphan.jsonl", self.QRELS + [
             {"query_id": "q2", "doc_id": "e", "start": 0, "end": 3, "grade": 1, "text": "t"}])  # "t" twice
         code, out, _ = run_main([orphan, "--corpus", corpus, "--check-labels"])
         self.assertEqual(code, 1)
         self.assertIn("orphaned q2 e [0, 3): quoted text found more than once", out)
-        self.assertIn("1 evidence labels are orphaned", self.error([orphan, run, "--chunks", chunks, "--corpus", corpus]))
-        self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]))
+        assert_error_line(self, self.error([orphan, run, "--chunks", chunks, "--corpus", corpus]), file=orphan,
+                          names=[" 1 ", "'q2', 'e' [0, 3)", "--check-labels"])
+        assert_error_line(self, self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]), file=qrels)
 
     def test_to_spans(self):
         _, _, chunks = self.files()
@@ -456,8 +460,8 @@ class TestLabels(CommandLineCase):
         self.assertEqual(rows, [{"query_id": "q1", "doc_id": "d", "start": 0, "end": 15, "grade": 2},
                                 {"query_id": "q1", "doc_id": "e", "start": 0, "end": 12, "grade": 0}])
         missing = self.jsonl("missing.jsonl", [{"query_id": "q1", "doc_id": "zz", "grade": 1}])
-        self.assertIn("chunks.jsonl: query 'q1': judged chunk 'zz'", self.error([missing, "--chunks", chunks,
-                                                                                 "--to-spans", out]))
+        assert_error_line(self, self.error([missing, "--chunks", chunks, "--to-spans", out]), file=chunks,
+                          quoted=["q1", "zz"])
 
 
 class TestSpanGateDefaults(TempDirMixin, unittest.TestCase):
@@ -518,7 +522,7 @@ class TestLibraryLocations(unittest.TestCase):
                     (["d"], 0, 3)):
             with self.subTest(bad=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": bad, "b": ("d", 0, 8)}, 2)
-            self.assertIn("chunk 'a': a location is (doc_id, start, end)", str(caught.exception))
+            self.assertIn(" 'a': ", str(caught.exception))
         good = rag_eval.evaluate_spans(spans, {"q": ["b", "a"]}, {"a": ("d", 8, 12), "b": ("d", 0, 8)}, 2)
         self.assertEqual(good["mean"]["recall@2"], 1.0)  # the one span, 10 characters, covered by both chunks
 
@@ -533,18 +537,19 @@ class TestLibraryLocations(unittest.TestCase):
         for chunks in (small, large):
             with self.subTest(chunks=len(chunks)), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, run, chunks, 2)
-            self.assertEqual(str(caught.exception), "chunks: chunk 'x' is not located (chunk id -> (doc_id, start, end))")
+            assert_error_line(self, str(caught.exception), file="chunks", quoted=["x"], prefix="")
 
     def test_a_chunk_map_and_abstain_below_checked_as_evaluate_checks(self):
         spans, run = rag_eval.SpanQrels({"q": (rag_eval.Span("d", 0, 10, 1),)}), {"q": {"a": 0.5}}
         for chunks, kind in ((None, "null"), ([("d", 0, 8)], "a list"), ("a", "a string")):
             with self.subTest(chunks=chunks), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, run, chunks, 2)
-            self.assertEqual(str(caught.exception), f"chunks: expected a chunk map, chunk id -> (doc_id, start, end), got {kind}")
+            assert_error_line(self, str(caught.exception), file="chunks", prefix="")
+            self.assertTrue(str(caught.exception).endswith(f" {kind}"), str(caught.exception))
         for bad in (float("nan"), float("inf"), "x"):
             with self.subTest(abstain_below=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans(spans, run, {"a": ("d", 0, 8)}, 2, abstain_below=bad)
-            self.assertEqual(str(caught.exception), f"abstain_below must be a finite number, got {bad!r}")
+            self.assertRegex(str(caught.exception), f"^abstain_below .* {re.escape(repr(bad))}$")
 
     def test_bad_judgments_and_min_overlap_refused(self):
         span, run, chunks = rag_eval.Span("d", 0, 10, 1), {"q": ["a"]}, {"a": ("d", 0, 8)}
@@ -558,7 +563,7 @@ class TestLibraryLocations(unittest.TestCase):
         for bad in (0, 1.5, -0.5, float("nan"), "0.5"):
             with self.subTest(min_overlap=bad), self.assertRaises(rag_eval.RagEvalError) as caught:
                 rag_eval.evaluate_spans({"q": (span,)}, run, chunks, 2, min_overlap=bad)
-            self.assertIn(f"min overlap must be a fraction in (0, 1], got {bad!r}", str(caught.exception))
+            self.assertRegex(str(caught.exception), f" \\(0, 1\\].* {re.escape(repr(bad))}$")
 
 
 class TestDisjointChunks(unittest.TestCase):
@@ -629,12 +634,12 @@ class TestReadingLimits(CommandLineCase):
                 self.assertIn(expected, self.error([qrels, run, "--chunks", chunks]))
         qrels, _, _ = self.files()
         corpus = self.jsonl("corpus.jsonl", [{"doc_id": "d", "text": "t"}, {"doc_id": "é" * 2049, "text": "t"}])
-        self.assertIn("corpus.jsonl:2: document id longer than 4096 bytes",  # 2,049 characters, 4,098 bytes
-                      self.error([qrels, "--corpus", corpus, "--check-labels"]))
+        assert_error_line(self, self.error([qrels, "--corpus", corpus, "--check-labels"]), file=corpus, line=2,
+                          names=[" 4096 "])  # 2,049 characters, 4,098 bytes
         ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 1}])
         _, _, chunks = self.files(chunks=[dict(self.CHUNKS[0], doc_id=self.LONG)])
-        self.assertIn("chunks.jsonl:1: document id longer than 4096 bytes",
-                      self.error([ids, "--chunks", chunks, "--to-spans", self.path("out.jsonl")]))
+        assert_error_line(self, self.error([ids, "--chunks", chunks, "--to-spans", self.path("out.jsonl")]), file=chunks,
+                          line=1, names=[" 4096 "])
 
     def test_max_input_bytes(self):
         qrels, run, chunks = self.files()
@@ -649,7 +654,7 @@ class TestReadingLimits(CommandLineCase):
                            ([qrels, "--corpus", corpus, "--fix-labels", self.path("fixed.jsonl")], "corpus.jsonl")):
             with self.subTest(argv=argv):
                 err = self.error(argv + limit)
-                self.assertIn(f"{name}: more than 60 bytes (after gunzip); raise the limit with --max-input-bytes", err)
+                assert_error_line(self, err, file=self.path(name), names=[" 60 ", "--max-input-bytes"])
                 code, _, err = run_main(argv + ["--max-input-bytes", "100000"])
                 self.assertIn(code, (0, 1, rag_eval.EXIT_INCONCLUSIVE), err)
 
@@ -668,8 +673,8 @@ class TestLabelJobs(CommandLineCase):
                               ([gone, "--chunks", chunks, "--to-spans", out], gone),
                               ([ids, "--chunks", gone, "--to-spans", out], gone)):
             with self.subTest(argv=argv):
-                self.assertEqual(self.error(argv), f"{ERROR_PREFIX}{missing}: no such file\n")
-        self.assertIn("would overwrite an input", self.error([qrels, "--corpus", corpus, "--fix-labels", corpus]))
+                assert_error_line(self, self.error(argv), file=missing)
+        assert_error_line(self, self.error([qrels, "--corpus", corpus, "--fix-labels", corpus]), file=corpus)
 
     def test_migrated_labels_quote_their_text_so_a_changed_corpus_is_caught(self):
         # The documented migration, then an intro added to the document: labels without text cannot be
@@ -756,7 +761,7 @@ class TestLabelJobs(CommandLineCase):
         self.assertEqual(run_main([qrels, "--corpus", corpus, "--fix-labels", fixed])[:2], (0, out))
         self.assertEqual([json.loads(line) for line in self.read(fixed).decode().splitlines()], rows)
         run = self.jsonl("run.jsonl", [{"query_id": "q1", "chunk_id": "c", "doc_id": "d", "start": 0, "end": 12}])
-        self.assertIn("1 evidence labels are orphaned", self.error([qrels, run, "--corpus", corpus]))
+        assert_error_line(self, self.error([qrels, run, "--corpus", corpus]), file=qrels, names=[" 1 ", "--check-labels"])
         # Moved onto a place judged with the same grade, it is moved, and the two are one judgment.
         rows[1]["grade"] = 2
         same = self.jsonl("same.jsonl", rows)
@@ -812,8 +817,8 @@ class TestSpanInputChecks(CommandLineCase):
                          ({"query_id": "q1", "doc_id": "d", "end": 3, "grade": 1}, "None and 3")):
             with self.subTest(row=row):
                 qrels, run, chunks = self.files(qrels=[good, row])
-                self.assertIn(f"qrels.jsonl:2: start and end must be integers with 0 <= start < end, got {got}\n",
-                              self.error([qrels, run, "--chunks", chunks]))
+                line = assert_error_line(self, self.error([qrels, run, "--chunks", chunks]), file=qrels, line=2)
+                self.assertTrue(line.endswith(f" {got}"), line)
 
     def test_a_span_of_grade_0_is_judged_not_relevant(self):
         # e [0, 10) is judged, grade 0: read, kept, and no relevant span of q1
@@ -833,7 +838,7 @@ class TestSpanInputChecks(CommandLineCase):
                     rag_eval.evaluate_spans(qrels, run, chunks, 1)
                 self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
         # the judgments are checked first, before the run (here not even a mapping)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: query id must be a string, got a number$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: .* a number$"):
             rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
         # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
         result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,

@@ -1,14 +1,18 @@
 """The developer tools keep working (tools/bench): their arithmetic, and (with
-RAG_EVAL_FULL=1) a tiny run of each.  Their timings are never asserted
+RAG_EVAL_FULL=1) a tiny run of each; the differential harnesses (tools/diff) on
+a few cases.  Their timings are never asserted
 (machines are noisy); what is checked is that the scripts run, that their fits
 recover known costs, and that they report rag_eval's output identically.
 """
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 import tempfile
 import unittest
+from unittest import mock
 
 from tests.helpers import run_main
 
@@ -129,6 +133,63 @@ class TestBenchDeep(unittest.TestCase):
         text = "recall_10\tall\t0.5\nrecall_10\tq1\t1.0\nrecip_rank\tall\t0.25\nmap_cut_1000\tall\t0.125\n"
         self.assertEqual(bench_deep.reference_means("trec_eval", text),
                          {"recall@10": 0.5, "mrr@1000": 0.25, "ap@1000": 0.125})
+
+
+class TestDifferentialHarnesses(unittest.TestCase):
+    """tools/diff: libdiff, measdiff and clidiff find no difference between a copy and itself, and find
+    the one planted in another copy (recall counting one rank fewer), exiting 1."""
+
+    @classmethod
+    def setUpClass(cls):
+        sys.path.insert(0, os.path.join(HERE, "tools", "diff"))
+        cls._tmp = tempfile.TemporaryDirectory()
+        with open(os.path.join(HERE, "rag_eval.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        line = "bisect_right(q.relevant, k) / q.num_relevant"
+        if source.count(line) != 1:
+            raise AssertionError(f"the planted change needs {line!r} once in rag_eval.py's recall: update this test")
+        cls.planted = os.path.join(cls._tmp.name, "rag_eval.py")
+        with open(cls.planted, "w", encoding="utf-8") as handle:
+            handle.write(source.replace(line, "bisect_right(q.relevant, k - 1) / q.num_relevant"))
+        import common  # tools/diff/common.py: each copy is loaded once for all the tests here (0.2 s a load)
+        loaded = {}
+        cls._load = mock.patch.object(common, "load", lambda path, name: loaded.get(path) or loaded.setdefault(
+            path, cls._original_load(path, f"rag_eval_copy_{len(loaded)}")))
+        cls._original_load = common.load
+        cls._load.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._load.stop()
+        cls._tmp.cleanup()
+
+    def harness(self, name, reference, cases):
+        """Run tools/diff/NAME.py's main in-process: (exit code, stdout)."""
+        module = __import__(name)
+        out = io.StringIO()
+        argv = [name, "--reference", reference, "--cases", str(cases), "--seed", "3", "--show", "1"]
+        with mock.patch.object(sys, "argv", argv), contextlib.redirect_stdout(out):
+            code = module.main()
+        return code, out.getvalue()
+
+    def check(self, name, cases):
+        code, out = self.harness(name, os.path.join(HERE, "rag_eval.py"), cases)
+        self.assertEqual(code, 0, out)
+        self.assertTrue(out.endswith("no differences\n"), out)
+        self.assertNotIn(" 0 identical", out)  # every kind of case ran
+        code, out = self.harness(name, self.planted, cases)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"\n\d+ different cases\n$")
+        self.assertRegex(out, r"\n--- .*case \d+ \(seed 3:\d+\) differs at ")
+
+    def test_libdiff(self):
+        self.check("libdiff", 8)
+
+    def test_measdiff(self):
+        self.check("measdiff", 40)
+
+    def test_clidiff(self):
+        self.check("clidiff", 8)
 
 
 if __name__ == "__main__":

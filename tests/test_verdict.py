@@ -15,7 +15,7 @@ import unittest.mock
 from fractions import Fraction
 
 import rag_eval
-from tests.helpers import REPO, TempDirMixin, run_main
+from tests.helpers import ERROR_PREFIX, REPO, TempDirMixin, assert_error_line, run_main
 
 
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -399,8 +399,7 @@ class TestPowerAtTheEdges(unittest.TestCase):
         # 1 - 1e-17 / 2 is 1.0 in floats, where the normal quantile is infinite
         for call in (lambda: rag_eval.detectable_drop(0.2, 100, alpha=1e-17),
                      lambda: rag_eval.queries_needed(0.2, 0.05, alpha=1e-17)):
-            with self.assertRaisesRegex(rag_eval.RagEvalError, r"^alpha must lie in \[1e-15, 1\) and power in \(0, 1\), "
-                                                               r"got 1e-17 and 0\.8$"):
+            with self.assertRaisesRegex(rag_eval.RagEvalError, r"^alpha .*\[1e-15, 1\).* \(0, 1\), .* 1e-17 and 0\.8$"):
                 call()
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 0\.05 and 1\.0$"):
             rag_eval.queries_needed(0.2, 0.05, power=1.0)
@@ -411,7 +410,7 @@ class TestPowerAtTheEdges(unittest.TestCase):
         code, out, err = run_main([os.path.join(fixtures, "qrels.json"), os.path.join(fixtures, "run.json"),
                                    "--alpha", "1e-16"])
         self.assertEqual((code, out), (2, ""))
-        self.assertIn("argument --alpha: expected a number between 0 and 1 (1e-15 at least), got '1e-16'", err)
+        assert_error_line(self, err, names=["argument --alpha: ", "(1e-15 at least)"], quoted=["1e-16"])
 
 
 def noisy_run(quality, rng):
@@ -527,7 +526,7 @@ class TestCalibrate(unittest.TestCase):
             self.assertEqual(json.loads(out)["gate"]["calibration"]["simulations"], 20)
             code, _, err = run_main([paths["qrels"], paths["run"], "--calibrate"])
             self.assertEqual(code, 2)
-            self.assertIn("--calibrate needs per-query scores", err)
+            assert_error_line(self, err, names=[ERROR_PREFIX + "--calibrate "])
 
 
 class TestPassIsPerMetricAndUnadjusted(unittest.TestCase):
