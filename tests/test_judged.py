@@ -8,7 +8,7 @@ import unittest
 import zipfile
 
 import rag_eval
-from tests.helpers import REPO, TempDirMixin, run_main
+from tests.helpers import REPO, TempDirMixin, assert_error_line, run_main, tagged_lines
 from tests.test_action import ActionRun
 
 JUDGED = os.path.join(REPO, "fixtures", "judged")
@@ -62,28 +62,28 @@ class NeutralScores(JudgedTempDir, unittest.TestCase):
                                            {"id": "q1", "metric": "faithfulness", "score": 0.5}])
         code, _, err = run_main(["--judged", path])
         self.assertEqual(code, 2)
-        self.assertIn(f"{path}:2: question 'q1' scored twice on faithfulness", err)
+        assert_error_line(self, err, path, 2, quoted=["q1"], names=["faithfulness"])
 
     def test_a_missing_id_field_is_refused(self):
         path = self.write_rows("m.jsonl", [{"id": "q1", "metric": "faithfulness", "score": 1.0},
                                            {"metric": "faithfulness", "score": 0.5}])
         code, _, err = run_main(["--judged", path])
         self.assertEqual(code, 2)
-        self.assertIn(f"{path}:2: missing id field", err)
+        assert_error_line(self, err, path, 2, names=["id"])
 
     def test_a_score_out_of_its_range_is_refused(self):
         path = self.write_rows("r.jsonl", [{"id": "q1", "metric": "faithfulness", "score": 1.5}])
         code, _, err = run_main(["--judged", path])
         self.assertEqual(code, 2)
-        self.assertIn("faithfulness: score 1.5 outside its range [0, 1]", err)
+        assert_error_line(self, err, path, names=["faithfulness", "1.5", "[0, 1]"])
 
     def test_an_unknown_shape_is_refused_naming_the_known_ones(self):
         path = self.write_rows("u.jsonl", [{"question": "q1", "value": 1.0}])
         code, _, err = run_main(["--judged", path])
         self.assertEqual(code, 2)
-        for known in ("neutral JSONL", "DeepEval test run", "Ragas to_pandas()", "promptfoo results", "Inspect log",
-                      "LangSmith results", "TruLens records", "OpenAI evals"):
-            self.assertIn(known, err)
+        assert_error_line(self, err, path, names=["neutral JSONL", "DeepEval test run", "Ragas to_pandas()",
+                                                  "promptfoo results", "Inspect log", "LangSmith results",
+                                                  "TruLens records", "OpenAI evals"])
 
 
 class Directions(JudgedTempDir, unittest.TestCase):
@@ -93,7 +93,8 @@ class Directions(JudgedTempDir, unittest.TestCase):
         path = self.write_rows("c.jsonl", [{"id": "q1", "metric": "tone", "score": 3.0},
                                            {"id": "q2", "metric": "tone", "score": 5.0}])
         code, _, err = run_main(["--judged", path])
-        self.assertEqual((code, "--judged-direction tone=higher" in err), (2, True), err)
+        self.assertEqual(code, 2)
+        assert_error_line(self, err, path, names=["--judged-direction tone=higher"])
         code, report, _ = report_of(["--judged", path, "--judged-direction", "tone=lower"])
         self.assertEqual(code, 0)
         self.assertEqual(report["mean"], {"judge.-tone": -4.0})  # -(3 + 5) / 2; no range: 3 and 5 are accepted
@@ -119,12 +120,14 @@ class JudgeErrors(JudgedTempDir, unittest.TestCase):
         self.assertAlmostEqual(report["mean"]["judge.faithfulness"], (0.9 + 0.6 + 0.5 + 1.0 + 0.4) / 5)
         entry = report["judge"]["metrics"]["judge.faithfulness"]
         self.assertEqual((entry["missing"], entry["missing_ids"], entry["questions"]), (1, ["q6"], 5))
-        self.assertIn("judge.faithfulness: no score for 1 of 6 questions", err)
+        (warning,) = tagged_lines(err, "warning")
+        self.assertIn("judge.faithfulness", warning)
+        self.assertIn("1 of 6", warning)
 
     def test_past_the_share_the_input_is_refused(self):
         code, _, err = run_main(["--judged", NOW])  # 1 of 6 = 0.167 > the default 0.1
         self.assertEqual(code, 2)
-        self.assertIn("faithfulness has no score for 1 of 6 questions", err)
+        assert_error_line(self, err, NOW, quoted=["q6"], names=["faithfulness", "1 of 6", "--max-judge-missing"])
 
     def test_nan_and_null_are_missing(self):
         path = os.path.join(self.tmp, "n.csv")  # a Ragas CSV: pandas writes NaN as an empty cell, or nan
@@ -207,7 +210,7 @@ class ReadersOfExports(unittest.TestCase):
     def test_ragas_without_an_id_field_is_refused(self):
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.read_judged(sample("ragas.csv"))
-        self.assertIn("--judged-id", str(caught.exception))
+        assert_error_line(self, str(caught.exception), sample("ragas.csv"), prefix="", names=["--judged-id"])
 
     def test_promptfoo_results(self):
         # Shape: promptfoo's `eval -o results.json`: {"evalId", "results": EvaluateSummaryV3 {version 3, results:
@@ -331,7 +334,7 @@ class JudgeProvenance(JudgedTempDir, unittest.TestCase):
         code, _, err = run_main(["--judged", BASE, "--judge", "model=gpt-5", "--judge", "temperature=0",
                                  "--baseline", self.base])
         self.assertEqual(code, 2)
-        self.assertIn("graded by another judge: model: baseline 'gpt-4o', now 'gpt-5'", err)
+        assert_error_line(self, err, self.base, quoted=["gpt-4o", "gpt-5"], names=["model", "--allow-judge-change"])
 
     def test_an_accepted_change_is_listed_beside_the_verdict(self):
         code, report, err = report_of(["--judged", BASE, "--judge", "model=gpt-5", "--judge", "temperature=0",
@@ -341,7 +344,7 @@ class JudgeProvenance(JudgedTempDir, unittest.TestCase):
         out = run_main(["--judged", BASE, "--judge", "model=gpt-5", "--judge", "temperature=0", "--baseline",
                         self.base, "--allow-judge-change", "--format", "table"])[1]
         self.assertIn("judge changed since the baseline: model: baseline 'gpt-4o', now 'gpt-5'", out)
-        self.assertIn("graded by another judge", err)
+        self.assertTrue(any("gpt-5" in line for line in tagged_lines(err, "warning")), err)
 
     def test_the_same_judge_passes(self):
         code, report, _ = report_of(["--judged", BASE, "--judge", "model=gpt-4o", "--judge", "temperature=0",
@@ -374,7 +377,7 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertEqual(drift["anchors"], 15)
         self.assertAlmostEqual(drift["shift"], 0.05)
         self.assertAlmostEqual(drift["share_of_delta"], 1.0)  # the anchors' shift is all of the headline delta
-        self.assertIn("judge drift", err)
+        self.assertTrue(any("judge.faithfulness" in line for line in tagged_lines(err, "warning")), err)
         code, out, _ = run_main(["--judged", now, "--baseline", base, "--format", "table"])
         self.assertIn("judge drift: judge.faithfulness moved +0.0500 on 15 unchanged answers", out)
 
@@ -405,7 +408,7 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         code, report, err = report_of(["--judged", now, "--baseline", base])
         self.assertEqual(report["gate"]["contexts_changed"], ["q1"])
         self.assertEqual(report["gate"]["judge_drift"], {})  # other contexts: no anchor
-        self.assertIn("contexts of 1 question differ", err)
+        self.assertEqual(len(tagged_lines(err, "note")), 1, err)  # the note that the contexts differ
 
 
 class JudgedInTheAction(ActionRun):
@@ -514,13 +517,13 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
             self.assertIsNotNone(entry["effective_labels"])
         delta = report["human"]["judge.faithfulness"]["delta"]
         self.assertLess(delta["interval"][0], delta["estimate"])
-        self.assertIn("human labels, judge.faithfulness: mean", err)
+        self.assertTrue(any("judge.faithfulness" in line for line in tagged_lines(err, "note")), err)
 
     def test_labels_of_an_unknown_metric_are_refused(self):
         labels = self.write_rows("h.jsonl", [{"id": "q1", "metric": "tone", "label": 1.0}])
         code, _, err = run_main(["--judged", BASE, "--human-labels", labels])
         self.assertEqual(code, 2)
-        self.assertIn(f"{labels}: names metric 'tone', which no judged score has", err)
+        assert_error_line(self, err, labels, quoted=["tone"])
 
 
 if __name__ == "__main__":
