@@ -3287,12 +3287,12 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     return _decode_json(text, inp.source, inp.first_line, what)
 
 
-def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
+def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None, decoder=None):
     """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row;
     every failure is one error line, naming a document's line and column of the fault, or a row's line."""
     row_line = None if what else first_line  # a document's own faults have no line but the parser's
     try:
-        return _JSON.decode(text)
+        return (decoder or _JSON).decode(text)
     except json.JSONDecodeError as exc:
         column = f" (column {exc.colno})" if what else ""
         raise RagEvalError(f"invalid JSON: {exc.msg}{column}", source, first_line + exc.lineno - 1) from None
@@ -4896,6 +4896,9 @@ _JUDGE_FORMATS = (
 )
 
 
+_NAN_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # a judge's NaN (Python writes it) is a missing score
+
+
 def _judged_content(path: str) -> Tuple[str, str, object]:
     """(source, kind, content) of an export: a zip's JSON members, JSONL rows, a JSON document, or "rows" (JSON
     records, or a CSV's rows by header) with their line numbers."""
@@ -4912,8 +4915,8 @@ def _judged_content(path: str) -> Tuple[str, str, object]:
                 names = [name for name in archive.namelist() if name.endswith(".json")]
                 if sum(archive.getinfo(name).file_size for name in names) > MAX_JSON:
                     raise _too_large(source, MAX_JSON)
-                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name)
-                                       for name in names}
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
+                                                          _NAN_JSON) for name in names}
         except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
             raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
     try:
@@ -4926,11 +4929,11 @@ def _judged_content(path: str) -> Tuple[str, str, object]:
     if not filled:
         raise RagEvalError("file is empty", source)
     if filled[0][1].lstrip()[:1] == "{" and filled[0][1].rstrip()[-1:] == "}":  # a JSONL row, or a one-line document
-        rows = [(number, _decode_json(line, source, number)) for number, line in filled]
+        rows = [(number, _decode_json(line, source, number, None, _NAN_JSON)) for number, line in filled]
         if all(isinstance(row, dict) for _, row in rows) and (len(rows) > 1 or "metric" in rows[0][1]):
             return source, "jsonl", rows
     if filled[0][1].lstrip()[:1] in "{[":
-        document = _decode_json(text, source, 1, "judged scores")
+        document = _decode_json(text, source, 1, "judged scores", _NAN_JSON)
         if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
             return source, "rows", [(None, row) for row in document]
         return source, "json", document

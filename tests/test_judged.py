@@ -136,6 +136,12 @@ class JudgeErrors(JudgedTempDir, unittest.TestCase):
         result = rag_eval.judged_result([rag_eval.read_judged(path, "user_input")], max_missing=0.5)
         self.assertEqual(result["mean"]["judge.faithfulness"], 0.75)  # (1.0 + 0.5) / 2
         self.assertEqual(result["judge"]["metrics"]["judge.faithfulness"]["missing"], 2)
+        path = os.path.join(self.tmp, "n.jsonl")  # Python's json.dumps writes NaN, which JSON lacks: missing too
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps({"id": "a", "metric": "faithfulness", "score": float("nan")}) + "\n"
+                         + json.dumps({"id": "b", "metric": "faithfulness", "score": 0.5}) + "\n")
+        result = rag_eval.judged_result([rag_eval.read_judged(path)], max_missing=0.5)
+        self.assertEqual((result["mean"]["judge.faithfulness"], result["per_query"].get("a")), (0.5, None))
 
     def test_a_question_in_a_test_only_when_scored_on_both_sides(self):
         base = os.path.join(self.tmp, "b.json")
