@@ -65,7 +65,8 @@ __all__ = [
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
     "read_run", "read_slices",
-    "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
+    "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
+    "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
     "unjudged_documents", "write_atomically",
 ]
@@ -1458,9 +1459,9 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
-        inside = span.end <= len(text)
-        return ("unchecked", "no quoted text", span) if inside else ("orphaned", f"past the end ({len(text)} characters)",
-                                                                     span)
+        if span.end <= len(text):
+            return "unchecked", "no quoted text", span
+        return "orphaned", f"past the end ({len(text)} characters)", span
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first = text.find(span.text)
@@ -1515,7 +1516,7 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
 
 def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
-    with its grade (a chunk the map lacks is an error; two at the same offsets must agree); with ``corpus``, its text."""
+    with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
@@ -1548,6 +1549,7 @@ DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
 DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
+MIN_PAIRED = 6  # queries: below, --gate significant decides nothing (inconclusive)
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
@@ -1577,7 +1579,6 @@ class PairedComparison(NamedTuple):
     same: int
     p_value: float  # two-sided paired randomization (sign-flip) test
     exact: bool  # p_value enumerated every sign pattern (else sampled)
-    unresolvable: bool  # no outcome of so few differing queries could reach alpha
     interval: Interval  # bootstrap CONFIDENCE interval of mean_delta
     hit_to_miss: List[str]  # queries that scored above 0 before and 0 after
     largest_drops: List[Tuple[str, float]]  # (qid, delta), the worst first
@@ -2038,49 +2039,110 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _z_sum(alpha: float, power: float) -> float:
-    """z(1 - alpha/2) + z(power), the normal quantiles of a two-sided test's power estimates."""
+@lru_cache(maxsize=64)
+def _normal_quantile(p: float) -> float:
     from statistics import NormalDist
 
-    if not (0 < alpha < 1 and 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
+    if not 0 < p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
+        raise RagEvalError(f"alpha / tests must lie in [1e-16, 1), got {_clipped_repr(1 - p)}")
+    return NormalDist().inv_cdf(p)
+
+
+def _quantile(p: float, df: int) -> float:
+    """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
+    z = _normal_quantile(p)
+    terms = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(term / df ** order for order, term in enumerate(terms, 1)) if df else z
+
+
+def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
+    """How far a one-sided bound of a mean delta lies from the mean (docs/gate.md, "The rule").
+
+    >>> round(_bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
+    0.0306
+    """
+    a = quantile * quantile * reach / (2 * queries)
+    return a + math.sqrt(a * a + (quantile * (spread or 0.0)) ** 2 / queries)
+
+
+def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float,
+            tolerance: float = 0.0) -> Tuple[float, float]:
+    """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
+    approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
+    if not (1e-15 <= alpha < 1 and 0 < power < 1):
         raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
                            f"{_clipped_repr(power)}")
-    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    df, variance = queries - 1, (spread or 0.0) ** 2
+    q = _quantile(1 - alpha / tests, df)
+    z = _normal_quantile(power)
+    c, g = (z + q) ** 2 / queries, q * q * reach / queries
+    b = g + c * reach  # bounds first, a fall D adding D reach: (t - g)**2 >= c (variance + 2 t reach)
+    found = b + math.sqrt(b * b - g * g + c * variance)
+    e = tolerance + g  # D = e + u, u**2 = c (variance + D reach)
+    beyond = e + (c * reach + math.sqrt((c * reach) ** 2 + 4 * c * (variance + e * reach))) / 2
+    passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
+               + _bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+    for _ in range(4):  # then down towards the fixed points with w itself and D (reach - D) (up to reach / 2)
+        spreads = [math.sqrt(variance + min(fall, reach / 2) * (reach - min(fall, reach / 2)))
+                   for fall in (2 * found, beyond)]
+        found, beyond = (z * spread / math.sqrt(queries) + _bound_width(spread, queries, q, reach) + extra
+                         for spread, extra in zip(spreads, (0.0, tolerance)))
+    return max(passing, found), beyond
 
 
-def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
-    """The mean drop a paired test on ``queries`` detects with ``power``.
+def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+               tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
+    1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
-    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n), ``spread`` the standard
-    deviation of the per-query deltas; None when there is no spread to estimate from.
-
-    >>> round(detectable_drop(0.2, 100), 4)  # (1.96 + 0.8416) * 0.2 / 10
-    0.056
+    >>> round(resolution(0.3, 200, tests=8), 3)
+    0.147
     """
-    if not spread or queries < 2:
-        return None
-    return _z_sum(alpha, power) * spread / math.sqrt(queries)
+    return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
 
-def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
-    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``; None without a spread,
-    or for a drop so small (below some 1e-150) that the count is past what a float holds.
+def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                    tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
-    >>> queries_needed(0.2, 0.056)  # the inverse of the example above
-    101
+    >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
+    0.1341
     """
-    if not spread or drop <= 0:
-        return None
-    try:
-        needed = (_z_sum(alpha, power) * spread / drop) ** 2
-        return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
-    except OverflowError:
-        return None
+    return _sizing(spread, queries, alpha, power, tests, reach, tolerance)[1] if queries >= 2 else None
+
+
+def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                   tests: int = 1, reach: float = 1.0) -> Optional[int]:
+    """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
+
+    >>> queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
+    200
+    """
+    fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731
+    low, high = 1, 2
+    while not fits(high):
+        if high > 2 ** 62 or tolerance <= 0:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:  # fits(high), not fits(low): the resolution falls as n grows
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle) else (middle, high)
+    return high
+
+
+def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
+    """Per metric, the recommended --max-drop: the resolution of a family of every metric for a rerun that may
+    change every query (deltas spread by sqrt(2) x the scores' deviation)."""
+    return {metric: resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
+                               POWER, len(per_query), max(1.0, max(values.values()) - min(values.values())))
+            for metric, values in per_query.items()}
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
-                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, alpha: float = DEFAULT_ALPHA,
-                   show: int = 5, halves: Optional[_Halves] = None) -> PairedComparison:
+                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, show: int = 5,
+                   halves: Optional[_Halves] = None) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
     ``halves``: the deltas' resampling in query order, drawn already (the gate draws one for its
@@ -2105,8 +2167,6 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
         metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
         improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
         p_value=p_value, exact=exact,
-        # the smallest p there could be: 2 of the 2**n patterns, or 1 in drawn + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + drawn)) > alpha,
         interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
@@ -2279,22 +2339,21 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
     found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
              for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
-    # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
+    # Cutoffs are not conventions: the call scores the baseline's own too (see _baseline_needs).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
 
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Optional[Iterable[str]] = None, extra: Optional[dict] = None) -> str:
+                   raised: Optional[Mapping[str, float]] = None, extra: Optional[dict] = None) -> str:
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
 
     With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
-    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric takes the new
-    mean only when it rose significantly (see significant_gains); otherwise it keeps the older mean with
-    its per-query scores, so that noise alone cannot lift it (the winner's curse).  A flat older baseline
-    has no scores to test against: the better mean is kept, without scores.  ``reported_only`` metrics
-    (span precision and iou) are left out.
+    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric rises only by the
+    rise shown (significant_gains), its scores moved that share of the way to the new ones; otherwise it
+    keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
+    ``reported_only`` metrics (span precision and iou) are left out.
     """
     import time
 
@@ -2309,6 +2368,9 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
             per_query.pop(metric, None)
             if scores is not None:
                 per_query[metric] = scores
+        elif raised is not None and scores is not None:
+            per_query[metric] = _raised_scores(scores, per_query[metric], raised[metric])
+            means[metric] = _mean(per_query[metric].values())
         elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
@@ -2328,14 +2390,19 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
 
 
-def significant_gains(gate_report: Optional[dict]) -> List[str]:
-    """The gated metrics (not slices) that rose significantly, what ``--ratchet`` raises:
-    adjusted p below alpha and the interval of the delta above 0."""
+def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
+    """The old scores, each moved the same share of the way to its new one, averaging to the old mean + rise."""
+    gain = _mean(new[qid] for qid in old) - _mean(old.values())
+    share = min(1.0, rise / gain) if gain > 0 else 0.0
+    return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
+
+
+def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
+    """What ``--ratchet`` raises: metric (not slice) -> the rise shown, the adjusted low bound when above 0."""
     if not gate_report:
-        return []
-    return sorted(key for key, entry in gate_report["metrics"].items()
-                  if ":" not in key and entry.get("p_adjusted") is not None
-                  and entry["p_adjusted"] < gate_report["alpha"] and entry["interval"][0] > 0)
+        return {}
+    return {key: entry["gain_shown"] for key, entry in sorted(gate_report["metrics"].items())
+            if ":" not in key and entry.get("gain_shown")}
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -2516,6 +2583,7 @@ class GateSettings(NamedTuple):
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
     not_gated: frozenset = frozenset()  # baseline metrics left out of the gate on purpose (--not-gated)
+    runs: int = 1  # runs gated with one baseline (their tests share alpha)
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2561,7 +2629,8 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
     for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
         raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
-    targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
+    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key and key not in keys),
+                       slices)
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
@@ -2583,8 +2652,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))
-               for t in targets}
+    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key),
+                                    len(paired)) for t in targets}
     report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics,
               "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
@@ -2622,22 +2691,19 @@ def _paired_family(targets: List[_Target], settings: GateSettings
         t = tests[key]
         halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
         paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
-                                     alpha=settings.alpha, show=settings.show, halves=halves)
+                                     show=settings.show, halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
+                  p_holm: Optional[float], p_adjusted: Optional[float], tests: int = 1) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``, a non-inferiority
-    test with the tolerance as its margin: a regression when the mean fell beyond the tolerance and the
-    fall is significant (adjusted p < alpha, the interval of the delta below 0); a pass when the
-    interval's low end is within the tolerance; otherwise inconclusive.  The pass reads the metric's own
-    interval, unadjusted: the gate passes only when every metric does, an intersection-union test (Berger
-    1982) that keeps a false pass at 2.5% unadjusted; a regression needs one metric, so its p is adjusted.
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``: a regression when the
+    high bound of the delta (alpha / ``tests``, Bonferroni) is below minus the tolerance; a pass when the low
+    bound (alpha; an intersection-union test) is not; else inconclusive (docs/gate.md).  The p is information.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2645,20 +2711,32 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
-        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
-        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
-                     effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
-                     interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
-                     min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
-                     queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
+        n, spread, alpha, mean = comparison.queries, comparison.spread, settings.alpha, comparison.mean_delta
+        scores = list(target.before.values()) + list(target.after.values())
+        reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
+        tests = tests * settings.runs
+        wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
+        low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
+        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
+                     p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it
+                     effect_size=mean / spread if spread else None, tests=tests,
+                     interval=[low and max(low, -reach), wide and min(mean + wide, reach)],
+                     gain_shown=max(0.0, mean - (wide or math.inf)),
+                     largest_drops=[list(drop) for drop in comparison.largest_drops],
+                     resolution=resolution(spread, n, alpha, POWER, tests, reach),
+                     min_detectable_drop=detectable_drop(spread, n, alpha, POWER, allowed, tests, reach),
+                     queries_needed=queries_needed(spread, allowed, alpha, POWER, tests, reach))
     fell = target.now is not None and _fell(target.was, target.now, allowed)
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
         verdict = "regression" if fell else "pass"
-    elif fell and p_adjusted < settings.alpha and comparison.interval.high < 0:
+    elif comparison.queries < MIN_PAIRED:
+        verdict = "inconclusive"
+    elif fell and _fell(0.0, entry["interval"][1], allowed):  # the whole bound beyond the tolerance
         verdict = "regression"
-    elif not _fell(0.0, comparison.interval.low, allowed):  # the whole interval within the tolerance
+    elif not _fell(0.0, entry["interval"][0], allowed):  # the low bound within the tolerance
         verdict = "pass"
     else:
         verdict = "inconclusive"
@@ -2676,15 +2754,9 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     """Compare every run with the first, the reference, on every metric of the reference.
 
     ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
-    For each metric and candidate: the mean, the delta to the reference with its bootstrap interval, the
-    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted by Holm over
-    the family of candidates x metrics, so that the chance of any false "better" or "worse" stays at
-    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R and B - R is a
-    relabelling of three, so MaxT's joint null fails.
-
-    The best run of a metric has the highest mean (the first given, of equal means; the reference
-    competes too).  A run is ``indistinguishable`` from the best when their paired p, adjusted by Holm
-    over every (run, metric) that is not the best, is at least ``alpha``.
+    Per metric and candidate, ``compare_paired``'s numbers, the p adjusted as the gate adjusts it (MaxT over
+    the pair's metrics) times the candidates; the best (highest mean, the first of equal ones) and the runs
+    ``indistinguishable`` from it (p against it, Holm over every run and metric, >= ``alpha``): docs/compare.md.
     """
     if len(results) < 2:
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
@@ -2702,20 +2774,21 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     reference, candidates = names[0], names[1:]
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
-    with_reference, against_best = {}, {}
-    for metric in metrics:
-        # each candidate against the reference, and each run against the best
+    with_reference, adjusted, against_best = {}, {}, {}
+    for name in candidates:  # the pair's family, as the gate has it
+        paired, _, p_family = _paired_family([_Target(m, means[reference][m], means[name][m], scores[reference][m],
+                                                      scores[name][m]) for m in metrics],
+                                             GateSettings(resamples=resamples, seed=seed, show=show))
+        for metric in metrics:
+            with_reference[name, metric] = paired[metric]
+            adjusted[name, metric] = min(1.0, p_family[metric] * len(candidates))
+    for metric in metrics:  # each run against the best: of a pair with the reference, the table's own p
         top = best[metric]
-        others = [(top, name) for name in candidates if reference != top and name != top]
-        compared = _compare_pairs(metric, scores, [(reference, name) for name in candidates] + others,
-                                  resamples=resamples, seed=seed, alpha=alpha, show=show)
         for name in names:
-            if name != reference:
-                with_reference[name, metric] = compared[reference, name]
-            if name != top:  # (reference, top) was compared already; the p is the same either way round
-                pair = (reference, top) if name == reference else (top, name)
-                against_best[name, metric] = compared[pair].p_value
-    adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
+            if name != top:
+                against_best[name, metric] = (with_reference[top if name == reference else name, metric]
+                                              if reference in (name, top) else compare_paired(
+                    metric, scores[top][metric], scores[name][metric], resamples=resamples, seed=seed)).p_value
     best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
@@ -2736,32 +2809,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             entries[name] = entry
         table[metric] = {"best": best[metric], "runs": entries,
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
-    return {"reference": reference, "order": names, "adjustment": "holm", "alpha": alpha,
+    return {"reference": reference, "order": names, "adjustment": "maxt", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
-
-
-def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
-                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, alpha: float,
-                   show: int) -> Dict[Tuple[str, str], PairedComparison]:
-    """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
-    each test of a metric is seeded by the metric's name alone, so all draw the same random halves
-    (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
-    deltas = {}
-    for before, after in pairs:
-        common = sorted(set(scores[before][metric]) & set(scores[after][metric]))
-        deltas[before, after] = [scores[after][metric][qid] - scores[before][metric][qid] for qid in common]
-    by_width: Dict[int, list] = {}  # one draw per number of common queries
-    for pair, values in deltas.items():
-        if any(values):
-            by_width.setdefault(len(values), []).append(pair)
-    halves = {}
-    for group in by_width.values():
-        rng = _random(f"rag_eval:{seed}:{metric}")
-        halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
-    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
-                                            resamples=resamples, seed=seed, alpha=alpha, show=show,
-                                            halves=halves.get((before, after)))  # none: no delta, nothing to draw
-            for before, after in pairs}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -2935,32 +2984,23 @@ PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
 
 
 def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
-              keys: Optional[Iterable[str]] = None) -> dict:
+              keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
-    Each simulation resamples the baseline's per-query scores against
-    themselves: every query is paired with a random query (with
-    replacement), and a fair coin says which of the two score vectors is
-    "before" and which "after".  Every query's delta is then symmetric about
-    0 with the real spread, ties at 0 and 1 and the real correlation of the
-    metrics, so a fail is a false fail (A/A); each query changes, the worst
-    case for noise.  A planted drop of f tolerances then sets a random share
-    of the "after" queries to 0 (lost evidence, the same queries for every
-    metric) so that each metric's mean falls by f times its tolerance in
-    expectation.  The gate runs as configured (rule, tolerances, alpha,
-    adjustment) with CALIBRATION_RESAMPLES resamples.  Rates are shares of
-    ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
-    Seeded by ``settings.seed``.
+    A/A pairs each query's baseline scores with its scores ``now`` (metric -> qid -> value), or without ``now``
+    with a random query's; planted drops set a share of "after" to 0 (docs/gate.md).
     """
     scores = {key: values for key, values in (baseline.per_query or {}).items()
-              if ":" not in key and (keys is None or key in keys)}
+              if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
     if not scores:
         raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
-    queries = sorted(set.intersection(*(set(values) for values in scores.values())))
+    queries = sorted(set.intersection(*(set(values) for values in list(scores.values()) + [
+        set(now[key]) for key in (scores if now is not None else ())])))
     if len(queries) < 2:
         raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
     metrics = sorted(scores, key=_metric_order)
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
+    rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     scenarios = {}
@@ -2969,8 +3009,8 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
             pairs = []
-            for row in rows:
-                other = rows[rng.randrange(len(rows))]
+            for index, row in enumerate(rows):
+                other = rerun[index] if rerun else rows[rng.randrange(len(rows))]
                 pairs.append((row, other) if rng.random() < 0.5 else (other, row))
             before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
             after = [list(column) for column in zip(*(second for _, second in pairs))]
@@ -2988,13 +3028,14 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
                        for metric, was, now in zip(metrics, before, after)]
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
-                                                  p_adjusted.get(t.key))["verdict"] for t in targets)] += 1
+                                                  p_adjusted.get(t.key), len(paired))["verdict"] for t in targets)] += 1
         name = "a/a" if not factor else f"drop {factor:g}x tolerance"
         scenarios[name] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
-            "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
+            "pairs": "rerun" if rerun else "random", "rule": settings.rule, "adjust": settings.adjust,
+            "alpha": settings.alpha, "scenarios": scenarios}
 
 
 # === Reading inputs ===
@@ -4244,8 +4285,9 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
             ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
         if len(ranks) < MAX_RANKS:
             if rank in ranks:
-                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))} (is this a "
-                                   "qrels file? the order is QRELS RUN)", inp.source, lineno)
+                grades = " (is this a qrels file? the order is QRELS RUN)" if max(ranks) < 5 else ""  # grades are small
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))}{grades}",
+                                   inp.source, lineno)
             ranks.add(rank)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
@@ -5375,13 +5417,26 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
+def _gate_caption(gate_report: Optional[dict]) -> str:
+    """What the paired columns are, and whether the rule reads them."""
+    paired = [entry for entry in ((gate_report or {}).get("metrics") or {}).values() if "tests" in entry]
+    if not paired:
+        return ""
+    p_family = f"p (adj.; against no change, {gate_report['adjust']} over {_plural(len(paired), 'test', 'tests')})"
+    if gate_report["rule"] == "drop":
+        return f"rule 'drop' reads the means alone: delta low/high and {p_family} are information it does not use"
+    return (f"delta low: the {1 - gate_report['alpha']:.0%} bound a pass reads; delta high: the bound a regression "
+            f"reads, adjusted over {_plural(paired[0]['tests'], 'test', 'tests')}; {p_family} is not read by the rule")
+
+
 def _calibration_text(report: dict, markdown: bool) -> str:
     """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
         return ""
-    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled "
-            f"against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    paired = "its score now, as a rerun" if found["pairs"] == "rerun" else "a random query"
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries, each paired with "
+            f"{paired}, rule '{found['rule']}', alpha {found['alpha']:g}")
     lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
@@ -5401,7 +5456,7 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
-             table(_metric_rows(report, digits), {0: _markdown_metric})]
+             table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate"))]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -5532,7 +5587,7 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
-    cases += [(key, "not gated", "in the baseline, not gated on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
+    cases += [(key, "not gated", "left out on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
     if not cases:  # nothing gated: one skipped case (never a pass), since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
@@ -5758,11 +5813,11 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         verdict = f"UNGATED (no baseline or floor), {verdict}"
     context = _gate_context_text(gated, digits, quoted).lstrip("\n")
     method = (context + ("\n" if context else "")
-              + f"p adjusted by {comparison['adjustment']} over "
-              f"{_plural(comparison['family'], 'comparison', 'comparisons')} "
-              f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
-              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')}); best: highest mean; ~best: not distinguishable from "
-              f"the best (adjusted p >= {comparison['alpha']:g})")
+              + f"p adjusted over {_plural(comparison['family'], 'comparison', 'comparisons')}: maxt over the "
+              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')} of each candidate, times the "
+              f"{_plural(len(comparison['order']) - 1, 'candidate', 'candidates')}; intervals 95%, not adjusted; "
+              f"best: highest mean; ~best: p against the best (Holm over every run and metric) at least "
+              f"{comparison['alpha']:g}")
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
@@ -5856,8 +5911,9 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
     if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+        meant = "" if relative else f" (did you mean {_clip(amount)}%?)"
         raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
-                           f"[0, 1], got {_clipped_repr(amount)}" + ("" if relative else f" (did you mean {_clip(amount)}%?)"))
+                           f"[0, 1], got {_clipped_repr(amount)}{meant}")
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
@@ -6235,7 +6291,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, option, result, slices, baseline)
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
-    problems += [f"--not-gated: {key} is not in the baseline, so it would not be gated anyway"
+    problems += [f"--not-gated: {key} is not in the baseline"
                  for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
@@ -6364,6 +6420,13 @@ def _run_one(args, argv: List[str]) -> int:
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
+    if args.save_baseline:
+        saved = set(per_query_by_metric(result)) - set(result.get("reported_only", ()))
+        resolved = resolved_tolerances({m: v for m, v in per_query_by_metric(result).items() if m in saved}, args.alpha)
+        shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
+        messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
+                                 f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
+                                 + (", ".join(shown) + " (--max-drop METRIC=VALUE)" if shown else "none below 1")))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         kept = sorted(args.not_gated, key=_metric_order)
@@ -6554,8 +6617,8 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Optional[_EarlierJudgments]) -> Optional[dict]:
-    """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
+                 qrels: Qrels, earlier: Optional[_EarlierJudgments], runs: int = 1) -> Optional[dict]:
+    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
@@ -6563,7 +6626,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if changes and not args.allow_judge_change:
         raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
                            + " (save a new baseline, or accept the change with --allow-judge-change)", args.baseline)
-    settings = _gate_settings(args, result, slices, baseline)
+    settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
     if settings.rule == "significant" and baseline is not None:
@@ -6580,7 +6643,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         if earlier.old_on_old is not None:
             gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
     if args.calibrate:
-        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
+        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"],
+                                               per_query_by_metric(result))
     return gate_report
 
 
@@ -6680,7 +6744,8 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 def _separator_hint(run: Run, qrels: Qrels) -> str:
     """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
     document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
-    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
+    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
+              if qid in qrels]
     for sep in _SEPARATORS:
         several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
         if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
@@ -6787,8 +6852,9 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
-    if gate_report is not None:
-        found += _gate_warnings(gate_report)
+    if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
+        first, rest = _gate_warnings(gate_report)
+        found = first + found + rest
     return found
 
 
@@ -6809,35 +6875,28 @@ def _human_messages(human: Dict[str, dict]) -> List[_Message]:
     return found
 
 
-def _gate_warnings(gate_report: dict) -> List[_Message]:
-    """Say when a paired comparison cannot tell a drop from noise: warnings under
-    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
+    """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
-    kind = "warning" if in_force else "note"
     entries = gate_report["metrics"].items()
-    fell = [metric for metric, entry in entries
-            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    coarse = [f"{metric} resolves {entry['resolution']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("resolution") is not None
+              and entry["allowed_drop"] < entry["resolution"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
                  for metric, entry in entries if entry["verdict"] == "inconclusive" and not entry.get("reason")]
-    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
-              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
-                 if entry["queries_needed"] else "")
-              for metric, entry in entries if entry.get("min_detectable_drop") is not None
-              and entry["allowed_drop"] < entry["min_detectable_drop"]]
-    found = []
-    if fell:
-        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
-                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    first, found = [], []
+    if coarse:
+        first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
+                              f"resolves ({POWER:.0%} power: two equal runs pass, a fall of twice it fails) for "
+                              f"{_plural(len(coarse), 'metric', 'metrics')}", "; ".join(coarse), printed=in_force))
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
                               "; ".join(undecided)))
-    if coarse:
-        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
-                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
-                              "; ".join(coarse), printed=in_force))
-    return found
+    return first, found
 
 
 # --- Evidence spans on the command line ---
@@ -7010,7 +7069,8 @@ def _run_candidates(args, argv: List[str]) -> int:
             baseline = _baseline_from_run(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline, qrels)
     gated = scored[1:] if args.baseline_run else scored
-    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier, len(gated))
+             for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
     runs = []

@@ -44,7 +44,8 @@ class TestQuiet(unittest.TestCase):
         assert_error_line(self, err, file="missing.json")
 
     def test_a_rule_not_in_force_is_only_in_the_full_report(self):
-        # Under --gate drop, the paired test decides nothing: its "unresolvable" is a note in --output only.
+        # Under --gate drop the paired bounds decide nothing: a tolerance finer than the comparison resolves is
+        # a note in --output only; under --gate significant a warning, the first line on stderr.
         import tempfile, os
         with tempfile.TemporaryDirectory() as tmp:
             saved, output = os.path.join(tmp, "saved.json"), os.path.join(tmp, "out.json")
@@ -57,13 +58,31 @@ class TestQuiet(unittest.TestCase):
                 json.dump(worse, f)
             code, _, err = run_main(["fixtures/qrels.json", run, "--baseline", saved, "--output", output])
             self.assertEqual(code, rag_eval.EXIT_REGRESSION)
-            self.assertNotIn("unresolvable", err)
+            self.assertNotIn("finer", err)
             with open(output) as f:
                 notes = json.load(f)["notes"]
-            self.assertTrue(any(note.startswith("note: ") and "unresolvable" in note for note in notes), notes)
+            self.assertTrue(any(note.startswith("note: the tolerance is finer") for note in notes), notes)
             code, _, err = run_main(["fixtures/qrels.json", run, "--baseline", saved, "--gate", "significant"])
-            self.assertIn("rag_eval: warning: ", err)
-            self.assertIn("unresolvable", err)
+            self.assertTrue(err.startswith("rag_eval: warning: the tolerance is finer than this comparison resolves"),
+                            err)
+
+    def test_the_table_says_what_the_rule_reads(self):
+        # Kills: p-values and intervals beside a verdict they play no part in, unlabelled (issue 31 item 6).
+        import tempfile, os
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = os.path.join(tmp, "saved.json")
+            run_main(self.ARGV + ["--save-baseline", saved])
+            for rule, caption in (("drop", "rule 'drop' reads the means alone: delta low/high and p (adj.; against "
+                                           "no change, maxt over 4 tests) are information it does not use"),
+                                  ("significant", "delta low: the 95% bound a pass reads; delta high: the bound a "
+                                                  "regression reads, adjusted over 4 tests; p (adj.; against no "
+                                                  "change, maxt over 4 tests) is not read by the rule")):
+                for fmt in ("table", "markdown"):
+                    with self.subTest(rule=rule, format=fmt):
+                        _, out, _ = run_main(self.ARGV + ["--baseline", saved, "--gate", rule, "--format", fmt])
+                        self.assertIn("\n\n" + caption + "\n", out)
+            _, out, _ = run_main(self.ARGV + ["--format", "table"])
+            self.assertNotIn("reads", out)  # no gate, no caption
 
 
 class TestWordsThatCannotBeMisread(TempDirMixin, unittest.TestCase):
@@ -565,11 +584,11 @@ class TestTableFormat(ReportCase, unittest.TestCase):
         # q1 loses its one relevant document: success and mrr 1 -> 0, a hit turned miss; q3's falls from rank 1 to 2:
         # mrr 1 -> 1/2, still a hit
         out, _ = self.ok([qrels, self.write("new.json", {"q1": ["z"], "q2": ["b"], "q3": ["x", "c"]})] + argv, 1)
-        self.assertEqual(table_blocks(out)[2].splitlines(), [
+        self.assertEqual(table_blocks(out)[3].splitlines(), [
             "success@5: 1 query worse, 0 better; largest drops q1 (-1.0000); hit to miss: 1",
             "mrr@5: 2 queries worse, 0 better; largest drops q1 (-1.0000), q3 (-0.5000); hit to miss: 1"])
         out, _ = self.ok([qrels, self.write("new.json", {"q1": ["a"], "q2": ["b"], "q3": ["x", "c"]})] + argv, 1)
-        self.assertEqual(table_blocks(out)[2].splitlines(), ["mrr@5: 1 query worse, 0 better; largest drops q3 (-0.5000)"])
+        self.assertEqual(table_blocks(out)[3].splitlines(), ["mrr@5: 1 query worse, 0 better; largest drops q3 (-0.5000)"])
 
 
 class TestMarkdownFormat(ReportCase, unittest.TestCase):
