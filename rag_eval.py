@@ -4763,7 +4763,7 @@ def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional
 
 
 def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str = "") -> str:
-    """A row's question id: from the field the format documents or the user names (--judged-id; a dotted path)."""
+    """A row's question id, from the documented field or --judged-id (a dotted path)."""
     if field is None:
         raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
                            "--judged-id FIELD", source)
@@ -4776,7 +4776,7 @@ def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int
 
 
 def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """The neutral JSONL: ``{"id", "metric", "score", "repeat"?, "answer_sha256"?, "contexts_sha256"?, "error"?}``."""
+    """The neutral JSONL (docs/judged.md)."""
     found = []
     for line, row in rows:
         qid, metric = (_row_id(row, (name,), name, source, line) for name in ("id", "metric"))
@@ -4792,9 +4792,7 @@ def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
 
 
 def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
-    """DeepEval's test run (``test_run_*.json``): ``testCases[].metricsData[]``, keyed by the case ``name``.
-    Every score lies in [0, 1]; which way is better the export itself says, where ``success`` follows the score
-    on one side of ``threshold`` (bias, toxicity, hallucination: success below it), else _JUDGE_LOWER says."""
+    """DeepEval's ``test_run_*.json``, by case ``name``; the direction from its success and threshold."""
     found, models, sides = [], set(), {}
     for case in data["testCases"]:
         qid = _judged_key(case, field or "name", source, None)
@@ -4816,8 +4814,7 @@ def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
 
 def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Iterable[str], why: str = "",
                 texts: Tuple[Tuple[str, ...], ...] = ((), ()), rename=lambda name: name) -> JudgedRead:
-    """Rows with one column per metric (Ragas, LangSmith, TruLens); ``texts`` the columns of the answer and of
-    the contexts, whose digests make drift anchors."""
+    """Rows of one column per metric; ``texts``: the answer's and the contexts' columns."""
     found, metrics = [], list(metrics)
     for line, row in rows:
         qid = _judged_key(row, field, source, line, why)
@@ -4828,9 +4825,7 @@ def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Ite
 
 
 def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """Ragas ``EvaluationResult.to_pandas()`` as CSV or JSON records: the sample's text columns (user_input,
-    retrieved_contexts, response, reference...) and one column per metric, numbers with NaN where the judge
-    failed; no id, so --judged-id names the column that holds one."""
+    """Ragas' ``to_pandas()`` (CSV or records): its numeric columns are the metrics; no id of its own."""
     def number(value) -> Optional[bool]:  # a metric's cell: True a number, None empty (NaN, null), False text
         text = value.strip() if isinstance(value, str) else value
         if text is None or isinstance(text, str) and text.lower() in ("", "nan", "none", "null"):
@@ -4844,8 +4839,7 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
 
 
 def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """LangSmith's ``Client.get_test_results()`` as CSV or JSON records: ``example_id``, ``feedback.<key>``
-    per feedback key (the mean over the experiment's runs), ``outputs.*``."""
+    """LangSmith's ``get_test_results()``: ``feedback.<key>`` columns, by ``example_id``."""
     columns = rows[0][1]
     outputs = tuple(name for name in columns if name.startswith("outputs."))
     return _table_rows(rows, source, field or "example_id", "langsmith", [n for n in columns if n[:9] == "feedback."],
@@ -4853,17 +4847,14 @@ def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
 
 
 def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """TruLens records (``get_records_and_feedback()[0]``): one column per feedback (the mean of its calls, in
-    [0, 1]) beside ``<feedback>_calls``; record ids change every run, so --judged-id names a stable column."""
+    """TruLens' records: a feedback column (in [0, 1]) beside each ``<name>_calls``; no stable id."""
     names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
     read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
     return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
 
 
 def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
-    """promptfoo's ``eval -o results.json``: ``results.results[]`` rows of one test and prompt each, with
-    ``score`` ("typically" in [0, 1]), ``success``, ``namedScores``, ``error``; positions are no key, so
-    --judged-id names a test variable.  One prompt and provider per file."""
+    """promptfoo's ``results.json``: score, success and namedScores per row; a variable is the id."""
     rows = data["results"]["results"] if isinstance(data["results"], dict) else data["results"]
     if len({row.get("promptIdx") for row in rows}) > 1:
         raise RagEvalError("holds several prompts or providers: gate one per file", source)
@@ -4878,9 +4869,7 @@ def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead
 
 
 def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
-    """Inspect's log (``.json``; ``.eval`` is a zip of the same JSON, a ``samples/<id>_epoch_<n>.json`` per
-    sample): ``samples[].scores`` (scorer -> {value}; a value that is an object, a metric per key), keyed by
-    ``id``, each ``epoch`` a repeat."""
+    """Inspect's samples: each scorer's value (an object: a metric per key), by ``id``, epochs repeats."""
     found = []
     for sample in samples:
         qid = _judged_key(sample, field or "id", source, None)
@@ -4896,8 +4885,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
 
 
 def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """OpenAI evals' record (``oaieval --record_path``): a ``spec`` line, then events keyed by ``sample_id``:
-    ``match`` (``data.correct``) and ``metrics`` (a score per key); ``sampling`` events hold the answer."""
+    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
     found, spec, answers = [], {}, {}
     for line, row in rows:
         spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
@@ -4942,8 +4930,7 @@ _NAN_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # a judge's NaN (P
 
 
 def _judged_content(path: str) -> Tuple[str, str, object]:
-    """(source, kind, content) of an export: a zip's JSON members, JSONL rows, a JSON document, or "rows" (JSON
-    records, or a CSV's rows by header) with their line numbers."""
+    """(source, kind, content): a zip's JSON members, JSONL rows, a JSON document, or rows (records, CSV)."""
     with _opened(path) as inp:
         data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
         source = inp.source
@@ -6859,8 +6846,7 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
 
 
 def _human_messages(human: Dict[str, dict]) -> List[_Message]:
-    """A note per judged metric with human labels: the prediction-powered mean (and delta), its labels, the
-    judge-human correlation and the effective number of labels; or why the labels alone were used."""
+    """A note per judged metric with human labels (see human_report)."""
     found = []
     for key, entry in human.items():
         parts = []
