@@ -15,7 +15,8 @@ Public functions
 =============================  ================================================
 ``evaluate(qrels, run, k)``     score every query; means, per-query values, unscored
 ``regressions(now, was, d)``    metrics that are missing or fell by more than ``d``
-``gate(result, baseline)``      tolerances, floors, slices, paired statistics
+``gate(result, baseline)``      tolerances, floors, slices, paired statistics: the CLI's gate report
+``notes(result, gate)``         the notes and warnings the command line prints
 ``compare_paired(m, old, new)`` sign-flip test, bootstrap interval, largest drops
 ``read_qrels(path)``            judgments from JSON, JSONL or TREC (gzip, ``-``)
 ``read_run(path)``              a run from JSON, JSONL or TREC (gzip, ``-``)
@@ -62,7 +63,7 @@ __all__ = [
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
     "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
     "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
+    "ndcg_at_k", "notes", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
     "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
@@ -2763,7 +2764,9 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
 
 
 def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
-         slices: Optional[Slices] = None, **fields) -> dict:
+         slices: Optional[Slices] = None, *, qrels: Optional[Qrels] = None, baseline_qrels: Optional[Qrels] = None,
+         old_on_old: Optional[Mapping[str, float]] = None, meta: Optional[Mapping[str, str]] = None,
+         simulations: int = 0, **fields) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
     ``baseline`` may be a plain ``{metric: mean}``, ``settings`` a rule name, and ``fields`` set those of
@@ -2774,7 +2777,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
     default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
-    says.
+    says.  The report is the command line's: ``qrels`` (judgments now) tell ``qrels_changed`` and the
+    ``label_changes`` from ``baseline_qrels`` (default: those the baseline stores); ``old_on_old`` (the old
+    run's means on ``baseline_qrels``) adds ``delta_split``, ``meta`` the ``meta_changes``, ``simulations``
+    the ``calibration``.
     """
     if isinstance(baseline, _MAPPINGS):
         baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
@@ -2790,6 +2796,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if settings.rule not in GATE_RULES:
         raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
                            f"choose from {', '.join(GATE_RULES)})")
+    if settings.rule == "significant" and baseline is not None:
+        _check_same_queries(baseline, result)
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
@@ -2812,6 +2820,18 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
+    retrieval = qrels is not None and baseline is not None and baseline.conventions is not None and not all(
+        _is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)  # judged alone: no qrels to compare
+    report["qrels_changed"] = retrieval and baseline.qrels_sha256 != qrels_fingerprint(qrels)
+    if meta is not None and getattr(baseline, "meta", None) is not None and meta_changes(baseline.meta, meta):
+        report["meta_changes"] = meta_changes(baseline.meta, meta)  # the same provenance adds nothing
+    earlier = {"qrels": baseline_qrels} if baseline_qrels is not None else baseline and baseline.judgments
+    if earlier and (report["qrels_changed"] or old_on_old is not None):  # what the judgments changed
+        report["label_changes"] = label_changes(earlier, qrels)
+    if old_on_old is not None:  # each delta split by its cause
+        report["delta_split"] = delta_split(result["mean"], baseline.means, old_on_old)
+    if simulations:
+        report["calibration"] = calibrate(baseline, settings, simulations, metrics, per_query_by_metric(result))
     return report
 
 
@@ -6651,17 +6671,15 @@ def _run_one(args, argv: List[str]) -> int:
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
                 baseline = _baseline_from_run(reference, fingerprint)
-            earlier = _earlier_labels(args, baseline, qrels)
+            earlier = _earlier_labels(args, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _notes_and_warnings(result, gate_report, _acknowledged(args, baseline)) + (
-            [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         if args.human_labels:  # beside the verdict, never in it: a check of the judge against people
             with _naming_files(labels=args.human_labels):
                 report["human"] = human_report(read_human_labels(args.human_labels), result, baseline)
-            messages += _human_messages(report["human"])
+        messages = notes(result, gate_report, _acknowledged(args, baseline), reference, report.get("human"))
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
@@ -6873,8 +6891,9 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Optional[_EarlierJudgments], runs: int = 1) -> Optional[dict]:
-    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
+                 qrels: Qrels, earlier: Tuple[Optional[Qrels], Optional[dict]], runs: int = 1) -> Optional[dict]:
+    """gate()'s report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha;
+    ``earlier``: --baseline-qrels and the old run's means on them."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
@@ -6885,23 +6904,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
-    if settings.rule == "significant" and baseline is not None:
-        _check_same_queries(baseline, result)
-    gate_report = gate(result, baseline, settings, slices)
-    gate_report["qrels_changed"] = qrels_changed
-
-    changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
-    if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
-        gate_report["meta_changes"] = changes
-    if earlier is not None:  # what the judgments changed, and each delta split by its cause
-        if qrels_changed or earlier.old_on_old is not None:
-            gate_report["label_changes"] = label_changes(earlier.judgments, qrels)
-        if earlier.old_on_old is not None:
-            gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
-    if args.calibrate:
-        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"],
-                                               per_query_by_metric(result))
-    return gate_report
+    return gate(result, baseline, settings, slices, qrels=qrels if args.qrels else None, baseline_qrels=earlier[0],
+                old_on_old=earlier[1], meta=args.meta, simulations=args.calibrate)
 
 
 def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
@@ -7078,8 +7082,12 @@ def _repeated_message(repeated: dict) -> _Message:
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged: Iterable[str] = ()) -> List[_Message]:
-    """What a reader should know beside the numbers, most consequential first; ``acknowledged`` ones as notes."""
+def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterable[str] = (),
+          reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None) -> List[_Message]:
+    """The notes and warnings the command line prints for ``result`` (with gate()'s report, ``reference`` the
+    --baseline-run's result, ``human`` human_report's), what a reader should know beside the numbers, most
+    consequential first; ``acknowledged`` ones as notes.  Each is (kind, line, detail, printed); str() as the
+    report's ``notes`` hold it."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -7140,7 +7148,8 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
     if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
         first, rest = _gate_warnings(gate_report)
         found = first + found + rest
-    return found
+    return found + ([_repeated_message(reference["repeated"])] if (reference or {}).get("repeated") else []) + (
+        _human_messages(human) if human else [])
 
 
 def _human_messages(human: Dict[str, dict]) -> List[_Message]:
@@ -7357,7 +7366,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         fingerprint = _fingerprint(args, qrels)
         if args.baseline_run:
             baseline = _baseline_from_run(scored[0].result, fingerprint)
-        earlier = _earlier_labels(args, baseline, qrels)
+        earlier = _earlier_labels(args, qrels)
     gated = scored[1:] if args.baseline_run else scored
     gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier, len(gated))
              for s in gated}
@@ -7376,7 +7385,7 @@ def _run_candidates(args, argv: List[str]) -> int:
     judged = {key: min(s.result["judged"][key] for s in scored) for key in scored[0].result["judged"]}
     by_line: Dict[_Message, List[str]] = {}
     for s in scored:
-        for m in _notes_and_warnings(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
+        for m in notes(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
             by_line.setdefault(m, []).append(s.name)
     messages = [m._replace(line=f"{', '.join(names) if len(names) < len(scored) else 'every run'}: {m.line}")
                 for m, names in by_line.items()]
@@ -7414,17 +7423,10 @@ def _provenance(args) -> Dict[str, str]:
 # --- Label changes on the command line ---
 
 
-class _EarlierJudgments(NamedTuple):
-    """The judgments a baseline was made on, and (with --baseline-qrels) the old run's means on them."""
-
-    judgments: dict  # stored_judgments() form
-    old_on_old: Optional[Dict[str, float]] = None
-
-
-def _earlier_labels(args, baseline: Optional[Baseline], qrels: Qrels) -> Optional[_EarlierJudgments]:
-    """The earlier judgments: read from --baseline-qrels (and the old run scored on them), or stored in the baseline."""
+def _earlier_labels(args, qrels: Qrels) -> Tuple[Optional[Qrels], Optional[Dict[str, float]]]:
+    """--baseline-qrels and the old run's means on them, or (None, None): gate() reads the baseline's own."""
     if args.baseline_qrels is None:
-        return _EarlierJudgments(baseline.judgments) if baseline is not None and baseline.judgments is not None else None
+        return None, None
     old_qrels = read_qrels(args.baseline_qrels, args.qrels_format)
     if isinstance(old_qrels, SpanQrels) != isinstance(qrels, SpanQrels):  # the old run would be scored another way
         raise RagEvalError("--baseline-qrels and QRELS must be judgments of one kind (both evidence spans, or "
@@ -7434,7 +7436,7 @@ def _earlier_labels(args, baseline: Optional[Baseline], qrels: Qrels) -> Optiona
         old_on_old, _ = _score_file(args, old_qrels, path)
     except RagEvalError as exc:  # _score_file names the qrels it was given as the current ones
         raise RagEvalError(f"{exc} (scoring the old run on --baseline-qrels)") from None
-    return _EarlierJudgments({"qrels": old_qrels}, old_on_old["mean"])
+    return old_qrels, old_on_old["mean"]
 
 
 # === Entry point ===
