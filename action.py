@@ -83,7 +83,7 @@ def report_path(argv: List[str]) -> str:
     an abbreviation argparse accepts (``--outp``); "" when the command line does not parse."""
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # --help and --version print once, from rag_eval
-            return rag_eval._build_parser().parse_args(argv).output or ""
+            return rag_eval.parse_args(argv).output or ""
     except (rag_eval.RagEvalError, SystemExit):  # rag_eval stopped on it too, and said why
         return ""
 
@@ -133,14 +133,15 @@ def error_location(message: str, argv: List[str]) -> Tuple[Optional[str], Option
     return None, None
 
 
-def report_error(message: str, argv: List[str], summary: str) -> None:
-    """Exit 2 on the pull request: one error annotation naming the file and the fix, and a summary section."""
+def report_error(message: str, argv: List[str], summary: str, ours: bool) -> None:
+    """Exit 2 on the pull request: one error annotation naming the file and the fix; rag_eval's error wrote its
+    summary section, this Action's own (``ours``: the args input, an exit on a signal) writes one here."""
     path, line = error_location(message, argv)
-    sys.stderr.write(rag_eval._annotation("error", message, file=path, line=line) + "\n")
-    with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
-        out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n"
-                  f"{rag_eval._neutralise_workflow_commands(rag_eval._markdown_input(message))}\n\n"
-                  "Nothing was gated: fix the file or the option named above, then run again.\n")
+    sys.stderr.write(rag_eval.annotation("error", message, file=path, line=line) + "\n")
+    if ours:  # its message is this Action's own words, no input in it
+        with open(summary, "a", encoding="utf-8") as out:
+            out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n`{message}`\n\n"
+                      "Nothing was gated: fix the file or the option named above, then run again.\n")
 
 
 # === Outputs ===
@@ -294,7 +295,8 @@ def post_comment(summary_text: str, env: Mapping[str, str]) -> str:
         own = max((i for i, login in enumerate(logins) if login.lower() == me), default=None)
         others = sorted({login for login in logins[own or 0:] if login.lower() != me})
         if others:
-            notes.append(f"A comment opening with `{MARKER}` by {', '.join(map(rag_eval._markdown_input, others))} "
+            shown = ", ".join("`" + re.sub(r"[^\w\[\]-]", "?", login) + "`" for login in others)  # a login, as GitHub has them
+            notes.append(f"A comment opening with `{MARKER}` by {shown} "
                          "is not this Action's and was left alone.")
         if own is not None and not others:
             try:
@@ -318,16 +320,16 @@ def post_comment(summary_text: str, env: Mapping[str, str]) -> str:
     finally:
         if notes and env.get("GITHUB_STEP_SUMMARY"):
             with contextlib.suppress(OSError), open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
-                out.write("\n" + rag_eval._neutralise_workflow_commands(" ".join(notes)) + "\n")
+                out.write("\n" + " ".join(notes) + "\n")  # no input in them (logins: see above)
 
 
 def notice(message: str) -> str:
-    sys.stdout.write(rag_eval._annotation("notice", message) + "\n")
+    sys.stdout.write(rag_eval.annotation("notice", message) + "\n")
     return message
 
 
 def warning(message: str) -> str:
-    sys.stdout.write(rag_eval._annotation("warning", message) + "\n")
+    sys.stdout.write(rag_eval.annotation("warning", message) + "\n")
     return message
 
 
@@ -343,7 +345,7 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
     try:
         argv = action_argv(env, os.path.join(folder, "report.json"))
     except ValueError as exc:
-        argv, message, code, report = [], str(exc), rag_eval.EXIT_ERROR, ""
+        argv, message, code, report, errors = [], str(exc), rag_eval.EXIT_ERROR, "", []
         sys.stderr.write(f"rag_eval: error: {message}\n")
     else:
         report = report_path(argv)
@@ -352,7 +354,7 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
         message = errors[-1] if errors else f"rag_eval exited {code}"
     if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE):
-        report_error(message, argv, summary)
+        report_error(message, argv, summary, not errors)
     with open(summary, encoding="utf-8", errors="replace") as handle:
         summary_text = handle.read()
     if env.get("GITHUB_STEP_SUMMARY"):
@@ -382,6 +384,6 @@ if __name__ == "__main__":
     except Exception:  # a bug, or the runner's files unwritable: its traceback, then exit 2, never 1 (a regression)
         import traceback
 
-        sys.stderr.write(rag_eval._neutralise_workflow_commands(traceback.format_exc()))  # the log obeys no line of it
+        sys.stderr.write(rag_eval.annotation("error", traceback.format_exc()) + "\n")  # the log obeys no line of it
         exit_code = rag_eval.EXIT_ERROR
     sys.exit(exit_code)

@@ -33,6 +33,8 @@ Public functions
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
 ``read_judged(path)``           an LLM judge's scores (Ragas, DeepEval, promptfoo, ...); ``judged_result`` gates them
 ``main(argv=None)``             the command line; returns the exit code
+``parse_args(argv)``            its options, as ``main`` reads them
+``annotation(kind, message)``   a GitHub workflow command (error, warning, notice), escaped
 =============================  ================================================
 
 >>> grades = {"a": 2, "b": 0, "c": 1}
@@ -57,13 +59,14 @@ from __future__ import annotations
 __all__ = [
     "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK",
     "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "LabelCheck", "MEASURES",
-    "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "ap_at_k", "bootstrap_interval",
+    "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "annotation", "ap_at_k",
+    "bootstrap_interval",
     "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
     "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
     "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "notes", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
+    "ndcg_at_k", "notes", "parse_args", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
     "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
@@ -5886,8 +5889,8 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
     return _CONTROL.sub(escaped, _COMMAND.sub(escaped, "\n" + text)[1:])
 
 
-def _annotation(kind: str, message: str, **properties) -> str:
-    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
+def annotation(kind: str, message: str, **properties) -> str:
+    """One workflow command of rag_eval's own, ``::error title=rag_eval::message`` (``file=``, ``line=``), the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
     (the runner's UnescapeProperty); both are then neutralised, on one line."""
     def escaped(text: str) -> str:
@@ -5903,7 +5906,7 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     if len(messages) > MAX_ANNOTATIONS:
         more = len(messages) - (MAX_ANNOTATIONS - 1)
         messages = messages[:MAX_ANNOTATIONS - 1] + [f"{more} more {kind}s: see the step summary"]
-    return [_annotation(kind, message) for message in messages]
+    return [annotation(kind, message) for message in messages]
 
 
 SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
@@ -7464,15 +7467,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:
-        args = _build_parser().parse_args(argv)
+        args = parse_args(argv)
         return _run(args, argv)
     except SystemExit as exc:  # --help and --version end the parse with an exit code
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except RagEvalError as exc:
         left_alone = (f"{_file_name(args.baseline)} was not changed"
                       if args is not None and args.update_baseline and args.baseline else "")
-        _warn(_error_line(exc, left_alone))
-        return EXIT_ERROR
+        return _error(_error_line(exc, left_alone))
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
         return EXIT_INTERRUPTED
@@ -7484,11 +7486,26 @@ def main(argv: Optional[List[str]] = None) -> int:
         _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
     except MemoryError:
-        _warn("rag_eval: error: out of memory")
-        return EXIT_ERROR
+        return _error("rag_eval: error: out of memory")
     except OSError as exc:  # a failure of the machine (a stream, a disk) met outside the readers and writers
-        _warn(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
-        return EXIT_ERROR
+        return _error(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
+
+
+def parse_args(argv: List[str]):
+    """The command line's options as ``main`` reads ``argv`` (an argparse.Namespace); bad usage raises RagEvalError."""
+    return _build_parser().parse_args(argv)
+
+
+def _error(line: str) -> int:
+    """The error line on stderr and, under GitHub Actions, as a section of the step summary; EXIT_ERROR."""
+    _warn(line)
+    summary = os.environ.get("GITHUB_STEP_SUMMARY") if os.environ.get("GITHUB_ACTIONS") == "true" else None
+    if summary:
+        text = _markdown_input(_neutralise_workflow_commands(line[len("rag_eval: error: "):]))
+        with suppress(OSError), open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
+            out.write(f"### rag_eval: error (exit {EXIT_ERROR})\n\n{_neutralise_workflow_commands(text)}\n\n"
+                      "Nothing was gated: fix the file or the option named above, then run again.\n")
+    return EXIT_ERROR
 
 
 def console_main() -> None:

@@ -703,12 +703,12 @@ class TestNoForgedCommands(TempDir):
         shown = rag_eval._annotations("error", lines)
         self.assertEqual(len(shown), rag_eval.MAX_ANNOTATIONS)
         self.assertTrue(shown[-1].startswith("::error title=rag_eval::16 "), shown[-1])  # 25 - 9
-        self.assertEqual(rag_eval._annotations("warning", lines[:10]), [rag_eval._annotation("warning", line)
+        self.assertEqual(rag_eval._annotations("warning", lines[:10]), [rag_eval.annotation("warning", line)
                                                                        for line in lines[:10]])
 
     def test_annotation_escapes_data_and_properties(self):
         # data: %, CR and LF (GitHub's toolkit); a property also ':' and ',' (the runner's UnescapeProperty)
-        self.assertEqual(rag_eval._annotation("error", "50% a\r\nb", file="d,1:2.json", line=3),
+        self.assertEqual(rag_eval.annotation("error", "50% a\r\nb", file="d,1:2.json", line=3),
                          "::error title=rag_eval,file=d%2C1%3A2.json,line=3::50%25 a%0D%0Ab")
 
     def test_step_summary_cut_under_the_limit(self):
@@ -729,6 +729,33 @@ OTHER_HOSTILE = ["##vso[task.setvariable variable=RAG_GATE]passed", "p##vso[task
                  "##teamcity[buildStatus status='SUCCESS']", "--- group", "+++ open", "~~~ x", "^^^ +++",
                  "e\x1b[2K\x1b[1A", "n\x00u\x07l", "nel\x85::error::x", "ls\u2028::error::y", "bidi\u202eRTL\u2066",
                  "\x1b[0Ksection_start:1:s\r\x1b[0KS", "\x1b[8mha:note"]
+
+
+class TestPublicNamesOnly(TempDir):
+    """action.py is a user of rag_eval's library like any other (issue 30 item 3)."""
+
+    def test_action_py_reaches_into_no_private_name(self):
+        import ast
+
+        with open(os.path.join(REPO, "action.py"), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+        used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name) and node.value.id == "rag_eval"}
+        self.assertIn("parse_args", used)
+        self.assertEqual(sorted(name for name in used if name.startswith("_") and not name.startswith("__")), [])
+        self.assertEqual(sorted(used - set(rag_eval.__all__) - {"__version__", "UNGATED"}), [])
+
+    def test_the_error_section_of_the_step_summary_is_rag_evals(self):
+        summary = self.write("summary.md", "")
+        missing = os.path.join(self.tmp, "no##[error]pe.json")
+        code, _, err = run_main([QRELS, missing], {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
+        written = self.read(summary)
+        self.assertTrue(written.startswith(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})"), written)
+        self.assertIn("pe.json", written)
+        self.assertNotIn("##[error]", written)  # neutralised, as the log line is
+        self.assertEqual(run_main([QRELS, missing], {"GITHUB_STEP_SUMMARY": summary})[0], rag_eval.EXIT_ERROR)
+        self.assertEqual(self.read(summary), written)  # outside GitHub Actions: no summary
 
 
 class TestEveryRunnersCommands(TempDir):

@@ -1738,3 +1738,85 @@ class TestAcknowledgedWarnings(GateCase, unittest.TestCase):
         lines = [line for line in err.splitlines() if "few documents judged" in line]
         self.assertEqual(len(lines), 1, err)  # was one per run
         self.assertTrue(lines[0].startswith("rag_eval: warning: every run: few documents judged (judged@5 0.33)"))
+
+
+class TestGateIsTheCommandLines(GateCase, unittest.TestCase):
+    """gate() returns the whole report the command line prints, and notes() the notes and warnings it prints
+    (issue 30 item 3): each case runs the CLI and the library on the same inputs."""
+
+    def library(self, qrels_path, run_path, baseline_path, *args, **kwargs):
+        qrels = rag_eval.read_qrels(qrels_path)
+        result = rag_eval.evaluate(qrels, rag_eval.read_run(run_path), 5)
+        return result, rag_eval.gate(result, rag_eval.read_baseline(baseline_path), *args, qrels=qrels, **kwargs)
+
+    def check(self, argv, result, gate_report, acknowledged=()):
+        code, out, err = run_main(argv + ["--format", "json"])
+        self.assertEqual(code, {"pass": 0, "regression": 1, "inconclusive": 3}[gate_report["verdict"]], err)
+        self.assertEqual(json.loads(out)["gate"], json.loads(json.dumps(gate_report)))
+        printed = [f"rag_eval: {m.kind}: {m.line}" for m in rag_eval.notes(result, gate_report, acknowledged)
+                   if m.printed]
+        self.assertEqual([line for line in err.splitlines() if line.startswith("rag_eval: ")], printed)
+
+    def saved(self, qrels, run, name="saved.json"):
+        path = self.path(name)
+        self.assertEqual(run_main([qrels, run, "--save-baseline", path])[0], 0)
+        return path
+
+    def test_the_fixtures_against_the_flat_baseline(self):
+        self.check([QRELS, RUN, "--baseline", BASELINE], *self.library(QRELS, RUN, BASELINE))
+
+    def test_a_slice_and_a_floor(self):
+        slices = rag_eval.read_slices(os.path.join(REPO, "fixtures", "slices.json"))
+        settings = rag_eval.GateSettings(floors={"billing:recall@5": 0.9, "mrr@5": 0.9})
+        self.check([QRELS, RUN, "--baseline", BASELINE, "--slices", os.path.join(REPO, "fixtures", "slices.json"),
+                    "--min", "billing:recall@5=0.9", "--min", "mrr@5=0.9"],
+                   *self.library(QRELS, RUN, BASELINE, settings, slices))
+
+    def test_an_extended_baseline_under_significant_with_new_labels_meta_and_calibration(self):
+        qrels, run = synthetic(60)
+        old = self.write("old.json", qrels)
+        self.write("run.json", run)
+        baseline = self.saved(old, self.path("run.json"))
+        qrels["q000"]["q000-n0"] = 2  # one label changed since the baseline
+        self.write("qrels.json", qrels)
+        argv = [self.path("qrels.json"), self.path("run.json"), "--baseline", baseline, "--gate", "significant",
+                "--resamples", R, "--allow-qrels-change", "--meta", "model=b", "--calibrate", 10]
+        result, report = self.library(self.path("qrels.json"), self.path("run.json"), baseline, "significant",
+                                      resamples=R, meta={"model": "b"}, simulations=10)
+        self.assertTrue(report["qrels_changed"])
+        self.assertIn("label_changes", report)
+        self.assertIn("calibration", report)
+        self.check(argv, result, report)
+        # --baseline-run with --baseline-qrels: the old run scored on the old labels, each delta split by its cause
+        old_on_old = rag_eval.evaluate(rag_eval.read_qrels(old), rag_eval.read_run(self.path("run.json")))["mean"]
+        as_run = self.saved(self.path("qrels.json"), self.path("run.json"), "as_run.json")  # what --baseline-run gates with
+        result, report = self.library(self.path("qrels.json"), self.path("run.json"), as_run, "significant",
+                                      resamples=R, baseline_qrels=rag_eval.read_qrels(old), old_on_old=old_on_old)
+        self.assertIn("delta_split", report)
+        self.assertIn("label_changes", report)
+        self.check(argv[:2] + ["--baseline-run", self.path("run.json"), "--baseline-qrels", old, "--gate", "significant",
+                               "--resamples", R], result, report)
+
+    def test_the_same_queries_check_is_the_gates(self):
+        qrels, run = synthetic(40)
+        self.write("qrels.json", qrels)
+        self.write("run.json", run)
+        baseline = self.saved(self.path("qrels.json"), self.path("run.json"))
+        del qrels["q000"]
+        self.write("fewer.json", qrels)
+        with self.assertRaises(rag_eval.RagEvalError):
+            self.library(self.path("fewer.json"), self.path("run.json"), baseline, "significant")
+        code, _, err = run_main([self.path("fewer.json"), self.path("run.json"), "--baseline", baseline,
+                                 "--gate", "significant", "--allow-qrels-change", "--drop-unknown-queries"])
+        self.assertEqual(code, 2, err)
+        assert_error_line(self, err, names=["--gate significant", "mrr@5"])
+
+    def test_judged_scores(self):
+        from tests.test_judged import BASE, NOW
+        baseline = self.path("judged.json")
+        self.assertEqual(run_main(["--judged", BASE, "--save-baseline", baseline])[0], 0)
+        result = rag_eval.judged_result([rag_eval.read_judged(NOW)], max_missing=0.2)
+        report = rag_eval.gate(result, rag_eval.read_baseline(baseline), "significant", resamples=R)
+        self.check(["--judged", NOW, "--baseline", baseline, "--gate", "significant", "--resamples", R,
+                    "--max-judge-missing", "0.2"],
+                   result, report)
