@@ -133,15 +133,14 @@ def error_location(message: str, argv: List[str]) -> Tuple[Optional[str], Option
     return None, None
 
 
-def report_error(message: str, argv: List[str], summary: str, ours: bool) -> None:
-    """Exit 2 on the pull request: one error annotation naming the file and the fix; rag_eval's error wrote its
-    summary section, this Action's own (``ours``: the args input, an exit on a signal) writes one here."""
+def report_error(message: str, argv: List[str], summary: str) -> None:
+    """Exit 2 on the pull request: one error annotation naming the file and the fix, and a summary section, the
+    message (rag_eval's error line, neutralised, on one line; or this Action's own) in a code block: shown as is."""
     path, line = error_location(message, argv)
     sys.stderr.write(rag_eval.annotation("error", message, file=path, line=line) + "\n")
-    if ours:  # its message is this Action's own words, no input in it
-        with open(summary, "a", encoding="utf-8") as out:
-            out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n`{message}`\n\n"
-                      "Nothing was gated: fix the file or the option named above, then run again.\n")
+    with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
+        out.write(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})\n\n    {message}\n\n"
+                  "Nothing was gated: fix the file or the option named above, then run again.\n")
 
 
 # === Outputs ===
@@ -345,7 +344,7 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
     try:
         argv = action_argv(env, os.path.join(folder, "report.json"))
     except ValueError as exc:
-        argv, message, code, report, errors = [], str(exc), rag_eval.EXIT_ERROR, "", []
+        argv, message, code, report = [], str(exc), rag_eval.EXIT_ERROR, ""
         sys.stderr.write(f"rag_eval: error: {message}\n")
     else:
         report = report_path(argv)
@@ -354,7 +353,7 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
         message = errors[-1] if errors else f"rag_eval exited {code}"
     if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE):
-        report_error(message, argv, summary, not errors)
+        report_error(message, argv, summary)
     with open(summary, encoding="utf-8", errors="replace") as handle:
         summary_text = handle.read()
     if env.get("GITHUB_STEP_SUMMARY"):

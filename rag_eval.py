@@ -7474,7 +7474,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     except RagEvalError as exc:
         left_alone = (f"{_file_name(args.baseline)} was not changed"
                       if args is not None and args.update_baseline and args.baseline else "")
-        return _error(_error_line(exc, left_alone))
+        _warn(_error_line(exc, left_alone))
+        return EXIT_ERROR
     except KeyboardInterrupt:
         _warn("rag_eval: interrupted")
         return EXIT_INTERRUPTED
@@ -7486,26 +7487,16 @@ def main(argv: Optional[List[str]] = None) -> int:
         _silence(sys.stdout)
         return EXIT_BROKEN_PIPE
     except MemoryError:
-        return _error("rag_eval: error: out of memory")
+        _warn("rag_eval: error: out of memory")
+        return EXIT_ERROR
     except OSError as exc:  # a failure of the machine (a stream, a disk) met outside the readers and writers
-        return _error(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
+        _warn(_error_line(RagEvalError(f"{exc.strerror or exc}", exc.filename)))
+        return EXIT_ERROR
 
 
 def parse_args(argv: List[str]):
     """The command line's options as ``main`` reads ``argv`` (an argparse.Namespace); bad usage raises RagEvalError."""
     return _build_parser().parse_args(argv)
-
-
-def _error(line: str) -> int:
-    """The error line on stderr and, under GitHub Actions, as a section of the step summary; EXIT_ERROR."""
-    _warn(line)
-    summary = os.environ.get("GITHUB_STEP_SUMMARY") if os.environ.get("GITHUB_ACTIONS") == "true" else None
-    if summary:
-        text = _markdown_input(_neutralise_workflow_commands(line[len("rag_eval: error: "):]))
-        with suppress(OSError), open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
-            out.write(f"### rag_eval: error (exit {EXIT_ERROR})\n\n{_neutralise_workflow_commands(text)}\n\n"
-                      "Nothing was gated: fix the file or the option named above, then run again.\n")
-    return EXIT_ERROR
 
 
 def console_main() -> None:

@@ -745,17 +745,14 @@ class TestPublicNamesOnly(TempDir):
         self.assertEqual(sorted(name for name in used if name.startswith("_") and not name.startswith("__")), [])
         self.assertEqual(sorted(used - set(rag_eval.__all__) - {"__version__", "UNGATED"}), [])
 
-    def test_the_error_section_of_the_step_summary_is_rag_evals(self):
+    def test_the_error_section_shows_the_message_as_is(self):
+        import action
+
         summary = self.write("summary.md", "")
-        missing = os.path.join(self.tmp, "no##[error]pe.json")
-        code, _, err = run_main([QRELS, missing], {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
-        self.assertEqual(code, rag_eval.EXIT_ERROR, err)
-        written = self.read(summary)
-        self.assertTrue(written.startswith(f"### rag_eval: error (exit {rag_eval.EXIT_ERROR})"), written)
-        self.assertIn("pe.json", written)
-        self.assertNotIn("##[error]", written)  # neutralised, as the log line is
-        self.assertEqual(run_main([QRELS, missing], {"GITHUB_STEP_SUMMARY": summary})[0], rag_eval.EXIT_ERROR)
-        self.assertEqual(self.read(summary), written)  # outside GitHub Actions: no summary
+        with contextlib.redirect_stderr(io.StringIO()) as err:
+            action.report_error("x.json: 'a <b>@team</b> `[l](u)`'", [], summary)
+        self.assertIn("\n\n    x.json: 'a <b>@team</b> `[l](u)`'\n\n", self.read(summary))  # an indented code block
+        self.assertTrue(err.getvalue().startswith("::error title=rag_eval::x.json"), err.getvalue())
 
 
 class TestEveryRunnersCommands(TempDir):
