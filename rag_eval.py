@@ -15,7 +15,7 @@ Public functions
 =============================  ================================================
 ``evaluate(qrels, run, k)``     score every query; means, per-query values, unscored
 ``regressions(now, was, d)``    metrics that are missing or fell by more than ``d``
-``gate(result, baseline)``      tolerances, floors, slices, paired statistics: the CLI's gate report
+``gate(result, baseline)``      tolerances, floors, slices, paired statistics
 ``notes(result, gate)``         the notes and warnings the command line prints
 ``compare_paired(m, old, new)`` sign-flip test, bootstrap interval, largest drops
 ``read_qrels(path)``            judgments from JSON, JSONL or TREC (gzip, ``-``)
@@ -66,7 +66,8 @@ __all__ = [
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
     "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
     "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "notes", "parse_args", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
+    "ndcg_at_k", "notes", "parse_args", "parse_metric",
+    "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
     "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
@@ -2780,10 +2781,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
     default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
-    says.  The report is the command line's: ``qrels`` (judgments now) tell ``qrels_changed`` and the
-    ``label_changes`` from ``baseline_qrels`` (default: those the baseline stores); ``old_on_old`` (the old
-    run's means on ``baseline_qrels``) adds ``delta_split``, ``meta`` the ``meta_changes``, ``simulations``
-    the ``calibration``.
+    says.  The keywords add to the report what the command line's does (docs/gate.md).
     """
     if isinstance(baseline, _MAPPINGS):
         baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
@@ -2826,8 +2824,10 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     retrieval = qrels is not None and baseline is not None and baseline.conventions is not None and not all(
         _is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)  # judged alone: no qrels to compare
     report["qrels_changed"] = retrieval and baseline.qrels_sha256 != qrels_fingerprint(qrels)
-    if meta is not None and getattr(baseline, "meta", None) is not None and meta_changes(baseline.meta, meta):
-        report["meta_changes"] = meta_changes(baseline.meta, meta)  # the same provenance adds nothing
+    changed = meta_changes(baseline.meta, meta) if meta is not None and getattr(baseline, "meta", None) is not None \
+        else []
+    if changed:  # the same provenance (or an older baseline that records none) adds nothing
+        report["meta_changes"] = changed
     earlier = {"qrels": baseline_qrels} if baseline_qrels is not None else baseline and baseline.judgments
     if earlier and (report["qrels_changed"] or old_on_old is not None):  # what the judgments changed
         report["label_changes"] = label_changes(earlier, qrels)
@@ -5890,7 +5890,7 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
 
 
 def annotation(kind: str, message: str, **properties) -> str:
-    """One workflow command of rag_eval's own, ``::error title=rag_eval::message`` (``file=``, ``line=``), the message
+    """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
     (the runner's UnescapeProperty); both are then neutralised, on one line."""
     def escaped(text: str) -> str:
@@ -6895,8 +6895,7 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
                  qrels: Qrels, earlier: Tuple[Optional[Qrels], Optional[dict]], runs: int = 1) -> Optional[dict]:
-    """gate()'s report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha;
-    ``earlier``: --baseline-qrels and the old run's means on them."""
+    """gate()'s report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
@@ -6970,9 +6969,8 @@ def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
-    """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
-    judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
-    share (a drop of 0.83 then passed as "not significant")."""
+    """Rule significant tests the drop only when both sides hold the same queries (a mean of 30 queries tested
+    on the 5 shared once passed a drop of 0.83 as "not significant")."""
     scores = per_query_by_metric(result)
     for metric, before in sorted((baseline.per_query or {}).items()):  # a judged metric's errors may differ by side
         now = set(scores.get(metric, ()))
@@ -7087,10 +7085,8 @@ def _repeated_message(repeated: dict) -> _Message:
 
 def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterable[str] = (),
           reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None) -> List[_Message]:
-    """The notes and warnings the command line prints for ``result`` (with gate()'s report, ``reference`` the
-    --baseline-run's result, ``human`` human_report's), what a reader should know beside the numbers, most
-    consequential first; ``acknowledged`` ones as notes.  Each is (kind, line, detail, printed); str() as the
-    report's ``notes`` hold it."""
+    """What the command line prints beside the numbers (of --baseline-run's ``reference`` too), most consequential
+    first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each, str() as ``notes`` holds it."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -7495,7 +7491,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def parse_args(argv: List[str]):
-    """The command line's options as ``main`` reads ``argv`` (an argparse.Namespace); bad usage raises RagEvalError."""
+    """The options as ``main`` reads ``argv``; bad usage raises RagEvalError."""
     return _build_parser().parse_args(argv)
 
 
