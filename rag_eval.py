@@ -2575,7 +2575,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         if baseline.conventions is not None:  # reported only (span precision and iou) is no news
             report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
-                                         for entry in report[part].values())
+                                         for entry in report[part].values()) if metrics or report["floors"] else UNGATED
     report["passed"] = report["verdict"] == "pass"
     return report
 
@@ -5955,6 +5955,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if settings.rule == "significant" and baseline is not None:
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
+    if gate_report["verdict"] == UNGATED:  # no gate is no pass
+        raise RagEvalError("--not-gated names every metric of the baseline, so nothing would be gated")
     gate_report["qrels_changed"] = qrels_changed
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing

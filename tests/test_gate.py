@@ -171,6 +171,23 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
         self.assertIn("--not-gated: mrr@20 is not in the baseline",
                       run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", "mrr@20"])[2])
 
+    def test_leaving_every_metric_out_is_no_pass(self):
+        # --not-gated naming every metric of the baseline once passed (verdict pass, exit 0, rag_eval_passed 1)
+        # with nothing gated: refused; the library's gate of nothing says ungated, never pass
+        every = sorted(rag_eval.read_baseline(self.extended).means)
+        code, out, err = run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", ",".join(every)])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        assert_error_line(self, err, names=["--not-gated"])
+        baseline = rag_eval.read_baseline(self.extended)
+        result = rag_eval.evaluate(rag_eval.read_qrels(self.qrels), rag_eval.read_run(self.new), [5, 10])
+        report = rag_eval.gate(result, baseline, rag_eval.GateSettings(not_gated=frozenset(every)))
+        self.assertEqual((report["verdict"], report["passed"]), (rag_eval.UNGATED, False))
+        self.assertEqual(rag_eval.gate(result, None)["verdict"], rag_eval.UNGATED)
+        # a floor is something to gate
+        code, out, err = run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", ",".join(every),
+                                   "--min", "recall@5=0.5"])
+        self.assertEqual((code, json.loads(out)["verdict"]), (rag_eval.EXIT_OK, "pass"), err)
+
     def test_an_update_keeps_what_the_call_did_not_ask_for(self):
         # --update-baseline --k 5 once deleted the @10 means, and --k 5,10 then called them new, never gated
         better = self.write("better.json", {f"q{i}": [f"d{i}a", f"d{i}b"] for i in range(1, 5)})
