@@ -6061,12 +6061,15 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
-    document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
+    """Why no run id is judged: the --doc-id-sep that makes them meet, where one side names documents (leaves
+    it whole) and most queries keep more than one document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb':
+    every score 1; 'kb-0263.pdf:1' and 'kb-0263.pdf#1' at '.', two kinds of chunk id), else an id of each side."""
     sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
+    sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
         several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
-        if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
+        whole = any(all(document_of(d, sep) == d for d in side) for side in sides)
+        if whole and sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
                                                    for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
