@@ -4147,8 +4147,9 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks in any
-    line order (its evaluation places each line by its rank) distinct, with 1, and 1 to n if it ended.
+    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, the first query's ranks positive, and
+    in any line order (its evaluation places each line by its rank): a query whose lines break off and come
+    back (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended.
 
     A qrels file given as the run has three fields too (BEIR's TSV), but its
     third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
@@ -4157,24 +4158,23 @@ def _msmarco_layout(inp: _Input) -> bool:
     first query still read as ranks.
     """
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
+    rows: List[Tuple[bytes, bytes]] = []  # (query, rank) of each line
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        first = first or fields[0]
-        lines[fields[0]] += 1
-        if fields[0] != first or len(lines) > 1:  # the first query ended: its ranks must be 1 to n, not grades
-            if len(ranks) > 1 or lines[fields[0]] > 1:
-                break
-            continue
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
-        if not rank or rank in ranks:
-            return False
-        ranks.add(rank)
-    return 1 in ranks and max(lines.values()) > 1 and (len(lines) == 1 or len(ranks) == max(ranks))
+        rows.append((fields[0], fields[2]))
+    stretches = [qid for i, (qid, _) in enumerate(rows) if not i or rows[i - 1][0] != qid]  # a query per run of lines
+    end = next((i for i, (qid, _) in enumerate(rows) if qid != rows[0][0]), len(rows))  # of the first query's lines
+    ranks = [int(rank) if rank.isdigit() and len(rank) <= 9 else 0 for _, rank in rows[:end]]
+    if not ranks or 0 in ranks:
+        return False
+    if len(set(stretches)) < len(stretches):
+        return True
+    return len(set(ranks)) == len(ranks) and 1 in ranks and len(rows) > len(stretches) and (
+        len(stretches) == 1 or max(ranks) == len(ranks))
 
 
 def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
