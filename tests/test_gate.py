@@ -921,6 +921,19 @@ class TestPairedGate(unittest.TestCase):
         self.assertNotEqual([intervals["1"][0][m] for m in bootstrapped], [intervals["2"][0][m] for m in bootstrapped])
         self.assertEqual(intervals["1"][0]["success@5"], intervals["2"][0]["success@5"])
 
+    def test_ci_intervals_of_several_runs_follow_the_seed(self):
+        # several runs in one call draw their intervals from --seed too (a planted copy that dropped it there
+        # passed the suite): same seed, same bytes; another, another draw
+        intervals = {}
+        for seed in ("1", "2", "1"):
+            code, out, err = run_main([self.qrels, self.base, self.strong, "--resamples", "200", "--seed", seed, "--ci"])
+            self.assertEqual(code, 0, err)
+            intervals.setdefault(seed, []).append([run["intervals"] for run in json.loads(out)["runs"]])
+        self.assertEqual(intervals["1"][0], intervals["1"][1])
+        for one, other in zip(intervals["1"][0], intervals["2"][0]):
+            self.assertNotEqual(one["recall@5"], other["recall@5"])
+            self.assertEqual(one["success@5"], other["success@5"])  # Clopper-Pearson, no draw
+
     def test_significant_refuses_a_baseline_of_queries_the_run_no_longer_has(self):
         # New judgments drop queries the baseline scored (--allow-qrels-change): a paired test on the shared
         # queries would not test the drop of the means, so --gate significant refuses; --gate drop gates the means.
