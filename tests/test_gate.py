@@ -213,6 +213,17 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
         self.assertIn("gain", err)
 
+    def test_an_extended_baseline_metric_the_run_cannot_compute_is_missing(self):
+        # an extended baseline holding a metric no call scores here (iou@5, of evidence spans): missing, a
+        # regression, as in a flat one (a planted copy that gated only what was scored passed the suite)
+        with open(self.extended) as handle:
+            data = json.load(handle)
+        data["mean"]["iou@5"] = 0.5
+        code, out, err = run_main([self.qrels, self.old, "--baseline", self.write("b.json", data), "--k", "5"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual(json.loads(out)["gate"]["metrics"]["iou@5"]["verdict"], "missing")
+        self.assertIn("REGRESSION iou@5: baseline 0.5000, now missing", err.splitlines())
+
     def test_a_metric_the_run_cannot_compute_is_missing(self):
         code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline",
                                    self.write("b.json", {"recall@5": 0.7, "iou@5": 0.5}), "--max-drop", "0.1"])
@@ -1144,6 +1155,24 @@ class TestGateDetails(GateCase, unittest.TestCase):
         self.assertEqual(updated.per_query["recall@5"], {"q1": 1.0, "q2": 1.0, "q3": 1.0})
         (note,) = [line for line in tagged_lines(err, "note") if saved in line]
         self.assertTrue(note.endswith(": ndcg@5"), note)
+
+    def test_an_update_keeps_a_not_gated_metric_the_call_scored(self):
+        # ndcg@5 scored (the default measures) but not gated: its new value was never judged, so an update
+        # (plain or ratchet) keeps the old mean and scores (a planted copy that wrote the new ones passed)
+        better = self.write("better.json", {"q1": ["shipping#1", "refund-policy#2", "refund-policy#9", "refund-policy#3"],
+                                            "q2": ["sla-uptime#1"], "q3": ["sso-setup#5", "okta-guide#1", "sso-setup#4"]})
+        for ratchet in ([], ["--ratchet"]):
+            with self.subTest(ratchet=ratchet):
+                saved = self.path("saved.json")
+                self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+                before = rag_eval.read_baseline(saved)
+                code, out, err = run_main([QRELS, better, "--baseline", saved, "--update-baseline", "--not-gated", "ndcg@5",
+                                           *ratchet])
+                self.assertEqual(code, 0, err)
+                self.assertGreater(json.loads(out)["mean"]["ndcg@5"], before.means["ndcg@5"])  # scored, and rose
+                updated = rag_eval.read_baseline(saved)
+                self.assertEqual((updated.means["ndcg@5"], updated.per_query["ndcg@5"]),
+                                 (before.means["ndcg@5"], before.per_query["ndcg@5"]))
 
     def test_regressions_refuses_nan(self):
         for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
