@@ -5234,6 +5234,8 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
                 row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
                            if gated else missing)
             rows.append(row)
+    for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for every run
+        rows += [[metric, name] + [missing] * (len(rows[0]) - 3) + ["not gated"] for name in gates]
     return rows
 
 
