@@ -62,7 +62,8 @@ __all__ = [
     "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
     "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
-    "recall_at_k", "reciprocal_rank", "regressions", "run_name", "sign_flip_test", "sign_test", "significant_gains",
+    "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
+    "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
     "unjudged_documents", "write_atomically",
 ]
@@ -450,7 +451,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _ascii_int(cutoff)
     if name is None or not k or cutoff != str(k):
-        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint()}")
+        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint(text)}")
     return level + name, k
 
 
@@ -467,8 +468,19 @@ def _measure_place(name: str) -> int:
     return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
 
 
-def _metric_hint() -> str:  # every measure: those of the table below and those of evidence spans (iou)
-    return f"(expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+def _metric_hint(text: str = "") -> str:  # every measure: those of the table below and those of evidence spans (iou)
+    return f"({_did_you_mean(text, _ALL_MEASURES, '@k')}expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+
+
+def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> str:
+    """``"did you mean 'ndcg@10'? "`` for ``ndgc@10`` (difflib's closest of ``names``, keeping the cutoff), or ""."""
+    import difflib  # errors only
+
+    text = str(text)
+    stem = text.rstrip("0123456789")
+    close = difflib.get_close_matches(stem.rstrip("@_.").lower(), list(names), n=1)
+    number = f"@{text[len(stem):]}" if _ascii_int(text[len(stem):]) else cutoff or ""
+    return f"did you mean {close[0] + number!r}? " if close else ""
 
 
 def canonical_metric(text: str) -> str:
@@ -600,7 +612,8 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional
             unknown.append(text)
     if unknown:
         listed = ", ".join(_clipped_repr(name) for name in unknown)
-        raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(table)})")
+        close = next(filter(None, (_did_you_mean(name, table) for name in unknown)), "")
+        raise RagEvalError(f"unknown measure {listed} ({close}choose from {', '.join(table)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
@@ -666,12 +679,14 @@ def evaluate(
 ) -> dict:
     """Score every judged query and average over the scored ones.
 
+    Keys: ``mean["ndcg@5"]`` always; ``per_query[qid]["ndcg"]`` when ``k`` is one integer (``k=5``), but
+    ``per_query[qid]["ndcg@5"]`` when ``k`` is a list (``k=[5]``, ``k=[5, 10]``) or a measure names its own
+    cutoff (``measures=["ndcg@10"]``).  ``measures`` is a name (``"ndcg"``) or a list of names.
+
     Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
 
-    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries;
-      ``per_query[qid]`` maps each measure to its value: by name when ``k`` is one cutoff, else (``k`` a
-      list, or a measure asked with its own cutoff, ``ndcg@10``) by ``measure@k``, and ``k`` in the
-      result is then the sorted list of cutoffs scored;
+    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries; ``per_query`` as above, and
+      ``k`` in the result is the sorted list of cutoffs scored when the keys are ``measure@k``;
     - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
       ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
       for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
@@ -686,7 +701,7 @@ def evaluate(
     its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = list(DEFAULT_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -697,6 +712,7 @@ def evaluate(
     _check_qrels(qrels)
     prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
     if not prepared:
+        run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
@@ -834,8 +850,9 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
     """One query's judgments: an object of document id -> grade."""
     query = "" if qid is None else f"query {_clipped_repr(qid)}"
     if not isinstance(docs, _MAPPINGS):
-        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}",
-                           source)
+        swapped = "; is this a run? the order is QRELS RUN" if isinstance(docs, list) else ""
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}"
+                           f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= MAX_GRADE:
         return  # the common case, checked in C; the loop below finds what is wrong otherwise
@@ -843,12 +860,32 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}", source)
+                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
+
+
+def _instead(value, grade: bool = False) -> str:
+    """What to write instead: an integer id as a string, a number without quotes; a fraction for a ``grade``
+    (a score) says the files were swapped."""
+    if _is_int(value) and not grade:
+        return f" (write {str(value)!r})"
+    number = _finite_number(value.strip()) if isinstance(value, str) else None
+    return f" (write {_whole(number)}, a number, without quotes)" if number is not None else \
+        "; is this a run? the order is QRELS RUN" if grade and _is_finite(value) and not _is_int(value) else ""
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
     """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
     return set(map(type, values)) <= set(types)
+
+
+def _library_run(run: Run) -> Run:
+    """A run's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``, a tuple ranking as a list."""
+    if not isinstance(run, _MAPPINGS) or all(type(entry) in (list, dict) and not (
+            entry and type(entry) is list and type(entry[0]) is not str) for entry in run.values()):
+        return run  # the common case
+    return {qid: _scored_pairs(qid, entry, "run") if isinstance(entry, (list, tuple)) and entry
+            and isinstance(entry[0], (list, tuple)) else list(entry) if isinstance(entry, tuple) else entry
+            for qid, entry in run.items()}
 
 
 def _check_run(run, source: str = "run") -> None:
@@ -867,14 +904,16 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found {_json_kind(docid)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
+                                       f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a finite number, got {_clipped_repr(score)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
+                                       f"finite number, got {_clipped_repr(score)}{_instead(score)}", source)
         else:
             raise RagEvalError(
                 f"query {_clipped_repr(qid)}: expected a list of document ids or an object of document -> score, got {_json_kind(entry)}",
@@ -1320,7 +1359,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -1388,17 +1427,18 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``; the limits are ``read_chunks``'s."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
+    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``."""
     corpus: Dict[str, str] = {}
+    ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            doc = _short_id(row, _JSONL_DOC, "document id", inp.source, lineno)
-            text = _row_field(row, ("text",), "text", inp.source, lineno)
+            doc = _short_id(row, ids, f"{what} id", inp.source, lineno)
+            text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
             if doc in corpus:
-                raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
+                raise RagEvalError(f"{what} {_clipped_repr(doc)} appears twice", inp.source, lineno)
             corpus[doc] = text
     return corpus
 
@@ -1455,9 +1495,9 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
-        inside = span.end <= len(text)
-        return ("unchecked", "no quoted text", span) if inside else ("orphaned", f"past the end ({len(text)} characters)",
-                                                                     span)
+        if span.end <= len(text):
+            return "unchecked", "no quoted text", span
+        return "orphaned", f"past the end ({len(text)} characters)", span
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first = text.find(span.text)
@@ -1469,17 +1509,28 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def labels_table(check: LabelCheck) -> str:
-    """Spans per query and status, then one line per span that is not valid; ids on one line
-    each, and nothing a CI runner would take for a workflow command."""
+def labels_table(check: LabelCheck, fmt: str = "table") -> str:
+    """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
+    and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(LABEL_STATUSES, 0))[status] += 1
+    spans = [[qid, span.doc_id, span.start, span.end, status, found] for qid, span, status, found in check.rows]
+    fields = ["query_id", "doc_id", "start", "end", "status", "found"]
+    if fmt == "json":
+        return _format_json({"queries": counts, "spans": [dict(zip(fields, row)) for row in spans]}, DEFAULT_DIGITS)
+    if fmt == "csv":
+        return _csv_text([fields] + [list(map(str, row)) for row in spans])
     rows = [["query", *LABEL_STATUSES]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
     rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in LABEL_STATUSES)])
-    details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
-               for qid, span, status, found in check.rows if status != "valid"]
+    shown = [[status, qid, doc, f"[{start}, {end})", found] for qid, doc, start, end, status, found in spans
+             if status != "valid"]
+    if fmt == "markdown":
+        return _markdown_table(rows, {0: _markdown_input}) + "\n" + ("\n" + _markdown_table(
+            [["status", "query", "document", "span", "found"]] + shown, {1: _markdown_input, 2: _markdown_input}) + "\n"
+                                                                  if shown else "")
+    details = [f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}" for status, qid, doc, span, found in shown]
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
@@ -1512,7 +1563,7 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
 
 def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
-    with its grade (a chunk the map lacks is an error; two at the same offsets must agree); with ``corpus``, its text."""
+    with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
     for qid in sorted(qrels):
         kept: Dict[Location, Span] = {}
@@ -1545,6 +1596,7 @@ DEFAULT_SEED = 0
 CONFIDENCE = 0.95
 POWER = 0.80
 DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
+MIN_PAIRED = 6  # queries: below, --gate significant decides nothing (inconclusive)
 EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
@@ -1574,7 +1626,6 @@ class PairedComparison(NamedTuple):
     same: int
     p_value: float  # two-sided paired randomization (sign-flip) test
     exact: bool  # p_value enumerated every sign pattern (else sampled)
-    unresolvable: bool  # no outcome of so few differing queries could reach alpha
     interval: Interval  # bootstrap CONFIDENCE interval of mean_delta
     hit_to_miss: List[str]  # queries that scored above 0 before and 0 after
     largest_drops: List[Tuple[str, float]]  # (qid, delta), the worst first
@@ -2035,49 +2086,110 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
     return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / (len(values) - 1))
 
 
-def _z_sum(alpha: float, power: float) -> float:
-    """z(1 - alpha/2) + z(power), the normal quantiles of a two-sided test's power estimates."""
+@lru_cache(maxsize=64)
+def _normal_quantile(p: float) -> float:
     from statistics import NormalDist
 
-    if not (0 < alpha < 1 and 1 - alpha / 2 < 1 and 0 < power < 1):  # 1 - alpha / 2 rounds to 1 below about 1e-16
+    if not 0 < p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
+        raise RagEvalError(f"alpha / tests must lie in [1e-16, 1), got {_clipped_repr(1 - p)}")
+    return NormalDist().inv_cdf(p)
+
+
+def _quantile(p: float, df: int) -> float:
+    """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
+    z = _normal_quantile(p)
+    terms = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(term / df ** order for order, term in enumerate(terms, 1)) if df else z
+
+
+def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
+    """How far a one-sided bound of a mean delta lies from the mean (docs/gate.md, "The rule").
+
+    >>> round(_bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
+    0.0306
+    """
+    a = quantile * quantile * reach / (2 * queries)
+    return a + math.sqrt(a * a + (quantile * (spread or 0.0)) ** 2 / queries)
+
+
+def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float,
+            tolerance: float = 0.0) -> Tuple[float, float]:
+    """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
+    approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
+    if not (1e-15 <= alpha < 1 and 0 < power < 1):
         raise RagEvalError(f"alpha must lie in [1e-15, 1) and power in (0, 1), got {_clipped_repr(alpha)} and "
                            f"{_clipped_repr(power)}")
-    return NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    df, variance = queries - 1, (spread or 0.0) ** 2
+    q = _quantile(1 - alpha / tests, df)
+    z = _normal_quantile(power)
+    c, g = (z + q) ** 2 / queries, q * q * reach / queries
+    b = g + c * reach  # bounds first, a fall D adding D reach: (t - g)**2 >= c (variance + 2 t reach)
+    found = b + math.sqrt(b * b - g * g + c * variance)
+    e = tolerance + g  # D = e + u, u**2 = c (variance + D reach)
+    beyond = e + (c * reach + math.sqrt((c * reach) ** 2 + 4 * c * (variance + e * reach))) / 2
+    passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
+               + _bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+    for _ in range(4):  # then down towards the fixed points with w itself and D (reach - D) (up to reach / 2)
+        spreads = [math.sqrt(variance + min(fall, reach / 2) * (reach - min(fall, reach / 2)))
+                   for fall in (2 * found, beyond)]
+        found, beyond = (z * spread / math.sqrt(queries) + _bound_width(spread, queries, q, reach) + extra
+                         for spread, extra in zip(spreads, (0.0, tolerance)))
+    return max(passing, found), beyond
 
 
-def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[float]:
-    """The mean drop a paired test on ``queries`` detects with ``power``.
+def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+               tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
+    1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
-    Normal approximation: (z(1 - alpha/2) + z(power)) * spread / sqrt(n), ``spread`` the standard
-    deviation of the per-query deltas; None when there is no spread to estimate from.
-
-    >>> round(detectable_drop(0.2, 100), 4)  # (1.96 + 0.8416) * 0.2 / 10
-    0.056
+    >>> round(resolution(0.3, 200, tests=8), 3)
+    0.147
     """
-    if not spread or queries < 2:
-        return None
-    return _z_sum(alpha, power) * spread / math.sqrt(queries)
+    return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
 
-def queries_needed(spread: Optional[float], drop: float, alpha: float = DEFAULT_ALPHA, power: float = POWER) -> Optional[int]:
-    """Queries a paired test needs to detect a mean drop of ``drop`` with ``power``; None without a spread,
-    or for a drop so small (below some 1e-150) that the count is past what a float holds.
+def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                    tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
+    """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
-    >>> queries_needed(0.2, 0.056)  # the inverse of the example above
-    101
+    >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
+    0.1341
     """
-    if not spread or drop <= 0:
-        return None
-    try:
-        needed = (_z_sum(alpha, power) * spread / drop) ** 2
-        return math.ceil(needed * (1 - 1e-12))  # 100.00000000000001 queries are 100
-    except OverflowError:
-        return None
+    return _sizing(spread, queries, alpha, power, tests, reach, tolerance)[1] if queries >= 2 else None
+
+
+def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+                   tests: int = 1, reach: float = 1.0) -> Optional[int]:
+    """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
+
+    >>> queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
+    200
+    """
+    fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731
+    low, high = 1, 2
+    while not fits(high):
+        if high > 2 ** 62 or tolerance <= 0:
+            return None
+        low, high = high, high * 2
+    while high - low > 1:  # fits(high), not fits(low): the resolution falls as n grows
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle) else (middle, high)
+    return high
+
+
+def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
+    """Per metric, the recommended --max-drop: the resolution of a family of every metric for a rerun that may
+    change every query (deltas spread by sqrt(2) x the scores' deviation)."""
+    return {metric: resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
+                               POWER, len(per_query), max(1.0, max(values.values()) - min(values.values())))
+            for metric, values in per_query.items()}
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
-                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, alpha: float = DEFAULT_ALPHA,
-                   show: int = 5, halves: Optional[_Halves] = None) -> PairedComparison:
+                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, show: int = 5,
+                   halves: Optional[_Halves] = None) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
     ``halves``: the deltas' resampling in query order, drawn already (the gate draws one for its
@@ -2102,8 +2214,6 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
         metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
         improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
         p_value=p_value, exact=exact,
-        # the smallest p there could be: 2 of the 2**n patterns, or 1 in drawn + 1
-        unresolvable=(2.0 ** (1 - differing) if exact else 1 / (1 + drawn)) > alpha,
         interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
@@ -2127,10 +2237,11 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 
 # === Baseline and gate ===
 
-BASELINE_FORMAT = "rag_eval-baseline/1"
+BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as metric -> {query: value}
 TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
+ACKNOWLEDGEABLE = ("few-judged",)  # warnings that repeat on every run until the data change: --acknowledge
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 UNGATED = "ungated"  # nothing to gate against (no baseline, no floor): never a pass
@@ -2145,6 +2256,7 @@ class Baseline(NamedTuple):
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
+    acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
 
 
 class Tolerance(NamedTuple):
@@ -2160,12 +2272,19 @@ class Tolerance(NamedTuple):
         return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
 
 
+_NOT_A_BASELINE = "this is not a baseline (metric -> mean) but a run or qrels; write one with --save-baseline FILE"
+
+
 def read_baseline(path: str) -> Baseline:
     """Read a baseline: a flat JSON object of metric -> mean, or the extended one of ``--save-baseline``."""
     with _opened(path) as inp:
+        if _detect_format(inp) != "json":  # JSONL rows or TREC lines
+            raise RagEvalError(_NOT_A_BASELINE, inp.source)
         data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
+    if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
+        raise RagEvalError(_NOT_A_BASELINE, inp.source)
     if "format" not in data:
         return Baseline(_check_means(data, inp.source, metrics=True))
     return _extended_baseline(data, inp.source)
@@ -2173,14 +2292,18 @@ def read_baseline(path: str) -> Baseline:
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
-    if data["format"] != BASELINE_FORMAT:
+    if data["format"] not in (BASELINE_FORMAT, "rag_eval-baseline/1"):
         raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
-    per_query = data["per_query"]
+    per_query, by_query = data["per_query"], data["format"] == BASELINE_FORMAT
     if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
-        raise RagEvalError("per_query must map metric -> {query: value}", path)
+        raise RagEvalError("per_query must map " + ("query -> {metric: value}" if by_query else
+                                                    "metric -> {query: value}"), path)
+    if by_query:  # one line per query in the file; metric -> {query: value} from here on
+        per_query = {metric: {qid: values[metric] for qid, values in per_query.items() if metric in values}
+                     for metric in dict.fromkeys(chain.from_iterable(per_query.values()))}
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
     names = _check_means(dict.fromkeys(per_query, 0.0), path, metrics=True)  # its names, checked
@@ -2194,9 +2317,13 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                                                              rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
+    acknowledged = data.get("acknowledged", [])
+    if not isinstance(acknowledged, list) or not set(acknowledged) <= set(ACKNOWLEDGEABLE):
+        raise RagEvalError(f"acknowledged must be a list of {', '.join(ACKNOWLEDGEABLE)}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
-                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
+                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
+                    tuple(acknowledged))
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -2259,25 +2386,25 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
     found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
              for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
-    # Cutoffs are not conventions: an extended baseline is gated at the cutoffs asked for now (see gate).
+    # Cutoffs are not conventions: the call scores the baseline's own too (see _baseline_needs).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
     return found
 
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Optional[Iterable[str]] = None, extra: Optional[dict] = None) -> str:
-    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
+                   raised: Optional[Mapping[str, float]] = None, extra: Optional[dict] = None) -> str:
+    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
+    the means first, then how they were made, then one line per query (its scores, its judgments), so that a
+    pull request's diff shows the queries that changed; nothing changes when nothing changed (no time, no
+    Python version; keys in a fixed order).
 
     With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
-    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric takes the new
-    mean only when it rose significantly (see significant_gains); otherwise it keeps the older mean with
-    its per-query scores, so that noise alone cannot lift it (the winner's curse).  A flat older baseline
-    has no scores to test against: the better mean is kept, without scores.  ``reported_only`` metrics
-    (span precision and iou) are left out.
+    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric rises only by the
+    rise shown (significant_gains), its scores moved that share of the way to the new ones; otherwise it
+    keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
+    ``reported_only`` metrics (span precision and iou) are left out.
     """
-    import time
-
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     for metric in set(result.get("reported_only", ())) - set(keep_from.means if keep_from else ()):
         del means[metric], per_query[metric]
@@ -2289,33 +2416,52 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
             per_query.pop(metric, None)
             if scores is not None:
                 per_query[metric] = scores
+        elif raised is not None and scores is not None:
+            per_query[metric] = _raised_scores(scores, per_query[metric], raised[metric])
+            means[metric] = _mean(per_query[metric].values())
         elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
-    # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
-    created = time.gmtime(time.time() if pinned is None else pinned)
-    record = {
-        "format": BASELINE_FORMAT,
-        "tool": f"rag_eval {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
-        "qrels_sha256": qrels_sha256,
-        "conventions": _conventions_record(result),
-        "mean": means,
-        "per_query": per_query,
-        "unscored": result["unscored"],
-    }
-    return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
+    by_query: Dict[str, Dict[str, float]] = {}
+    for metric, scores in sorted(per_query.items()):
+        for qid, value in scores.items():
+            by_query.setdefault(qid, {})[metric] = value
+    extra = dict(extra or {})
+    if "meta" in extra:  # the Python version changes with the machine, not the system: --output records it
+        extra["meta"] = {key: value for key, value in extra["meta"].items() if key != "python"}
+    record = {"mean": means, "format": BASELINE_FORMAT, "tool": f"rag_eval {__version__}",
+              "qrels_sha256": qrels_sha256, "conventions": _conventions_record(result), "unscored": result["unscored"],
+              **{key: value for key, value in extra.items() if key != "judgments"}, "per_query": by_query,
+              **{key: value for key, value in extra.items() if key == "judgments"}}
+    return _expanded(record, {"per_query": 1, "judgments": 2}) + "\n"
 
 
-def significant_gains(gate_report: Optional[dict]) -> List[str]:
-    """The gated metrics (not slices) that rose significantly, what ``--ratchet`` raises:
-    adjusted p below alpha and the interval of the delta above 0."""
+def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
+    """JSON, a member per line to ``levels`` deep (``depths``: per key), deeper ones on their key's line."""
+    if not levels or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, sort_keys=True)
+    inner = indent + "  "
+    items = value.items() if isinstance(value, dict) else None
+    lines = [f"{json.dumps(key)}: {_expanded(item, {}, depths.get(key, levels - 1), inner)}" for key, item in
+             (sorted(items) if indent else items)] if items is not None else [_expanded(item, {}, levels - 1, inner)
+                                                                             for item in value]
+    brackets = "{}" if items is not None else "[]"
+    return brackets[0] + "\n" + ",\n".join(inner + line for line in lines) + "\n" + indent + brackets[1]
+
+
+def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
+    """The old scores, each moved the same share of the way to its new one, averaging to the old mean + rise."""
+    gain = _mean(new[qid] for qid in old) - _mean(old.values())
+    share = min(1.0, rise / gain) if gain > 0 else 0.0
+    return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
+
+
+def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
+    """What ``--ratchet`` raises: metric (not slice) -> the rise shown, the adjusted low bound when above 0."""
     if not gate_report:
-        return []
-    return sorted(key for key, entry in gate_report["metrics"].items()
-                  if ":" not in key and entry.get("p_adjusted") is not None
-                  and entry["p_adjusted"] < gate_report["alpha"] and entry["interval"][0] > 0)
+        return {}
+    return {key: entry["gain_shown"] for key, entry in sorted(gate_report["metrics"].items())
+            if ":" not in key and entry.get("gain_shown")}
 
 
 def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
@@ -2495,6 +2641,7 @@ class GateSettings(NamedTuple):
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
     not_gated: frozenset = frozenset()  # baseline metrics left out of the gate on purpose (--not-gated)
+    runs: int = 1  # runs gated with one baseline (their tests share alpha)
 
 
 def _mean(values: Iterable[float]) -> Optional[float]:
@@ -2540,7 +2687,8 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
     for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
         raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
-    targets = _targets(result, baseline, sorted(set(keys) | {key for key in settings.tolerances if ":" in key}), slices)
+    targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key and key not in keys),
+                       slices)
     for target in targets:
         if target.was is None:
             raise RagEvalError(f"cannot gate {target.key}: the baseline has neither that mean nor per-query scores")
@@ -2548,8 +2696,12 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
 
 
 def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
-         slices: Optional[Slices] = None) -> dict:
+         slices: Optional[Slices] = None, **fields) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
+
+    ``baseline`` may be a plain ``{metric: mean}``, ``settings`` a rule name, and ``fields`` set those of
+    ``settings`` by name (``max_drop`` is ``default``, a number a tolerance):
+    ``gate(result, {"ndcg@5": 0.52}, rule="significant", max_drop=0.01)``.
 
     A baseline gates every one of its metrics but ``settings.not_gated`` (see _baseline_targets), and every
     slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
@@ -2557,13 +2709,27 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
     says.
     """
+    if isinstance(baseline, _MAPPINGS):
+        baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
+    if isinstance(settings, str):
+        settings, fields = GateSettings(), dict(fields, rule=settings)
+    fields = {"default" if name == "max_drop" else name: value for name, value in fields.items()}
+    unknown = sorted(set(fields) - set(GateSettings._fields))
+    if not isinstance(settings, GateSettings) or unknown:
+        raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
+                        f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
+    settings = settings._replace(**{name: Tolerance(value) if name == "default" and _is_finite(value) else value
+                                    for name, value in fields.items()})
+    if settings.rule not in GATE_RULES:
+        raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
+                           f"choose from {', '.join(GATE_RULES)})")
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
         raise RagEvalError("--gate significant needs per-query scores on both sides: "
                            "an extended baseline (--save-baseline) or --baseline-run")
-    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key))
-               for t in targets}
+    metrics = {t.key: _gated_metric(t, settings, paired.get(t.key), p_holm.get(t.key), p_adjusted.get(t.key),
+                                    len(paired)) for t in targets}
     report = {"rule": settings.rule, "alpha": settings.alpha, "adjust": settings.adjust, "metrics": metrics,
               "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
@@ -2599,22 +2765,19 @@ def _paired_family(targets: List[_Target], settings: GateSettings
         t = tests[key]
         halves = None if family.halves is None else family.halves[index]  # exact: the interval draws its own
         paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
-                                     alpha=settings.alpha, show=settings.show, halves=halves)
+                                     show=settings.show, halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
     p_holm = holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
 def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float]) -> dict:
+                  p_holm: Optional[float], p_adjusted: Optional[float], tests: int = 1) -> dict:
     """One metric's entry in the gate's report, its verdict last.
 
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``, a non-inferiority
-    test with the tolerance as its margin: a regression when the mean fell beyond the tolerance and the
-    fall is significant (adjusted p < alpha, the interval of the delta below 0); a pass when the
-    interval's low end is within the tolerance; otherwise inconclusive.  The pass reads the metric's own
-    interval, unadjusted: the gate passes only when every metric does, an intersection-union test (Berger
-    1982) that keeps a false pass at 2.5% unadjusted; a regression needs one metric, so its p is adjusted.
+    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``: a regression when the
+    high bound of the delta (alpha / ``tests``, Bonferroni) is below minus the tolerance; a pass when the low
+    bound (alpha; an intersection-union test) is not; else inconclusive (docs/gate.md).  The p is information.
     """
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
@@ -2622,20 +2785,32 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
     if comparison is not None:  # the paired comparison's numbers beside the means
-        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "unresolvable", "hit_to_miss")
-        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm, p_adjusted=p_adjusted,
-                     effect_size=comparison.mean_delta / comparison.spread if comparison.spread else None,
-                     interval=list(comparison.interval), largest_drops=[list(drop) for drop in comparison.largest_drops],
-                     min_detectable_drop=detectable_drop(comparison.spread, comparison.queries, settings.alpha),
-                     queries_needed=queries_needed(comparison.spread, allowed, settings.alpha))
+        n, spread, alpha, mean = comparison.queries, comparison.spread, settings.alpha, comparison.mean_delta
+        scores = list(target.before.values()) + list(target.after.values())
+        reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
+        tests = tests * settings.runs
+        wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
+        low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
+        as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
+        entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
+                     p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it
+                     effect_size=mean / spread if spread else None, tests=tests,
+                     interval=[low and max(low, -reach), wide and min(mean + wide, reach)],
+                     gain_shown=max(0.0, mean - (wide or math.inf)),
+                     largest_drops=[list(drop) for drop in comparison.largest_drops],
+                     resolution=resolution(spread, n, alpha, POWER, tests, reach),
+                     min_detectable_drop=detectable_drop(spread, n, alpha, POWER, allowed, tests, reach),
+                     queries_needed=queries_needed(spread, allowed, alpha, POWER, tests, reach))
     fell = target.now is not None and _fell(target.was, target.now, allowed)
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
         verdict = "regression" if fell else "pass"
-    elif fell and p_adjusted < settings.alpha and comparison.interval.high < 0:
+    elif comparison.queries < MIN_PAIRED:
+        verdict = "inconclusive"
+    elif fell and _fell(0.0, entry["interval"][1], allowed):  # the whole bound beyond the tolerance
         verdict = "regression"
-    elif not _fell(0.0, comparison.interval.low, allowed):  # the whole interval within the tolerance
+    elif not _fell(0.0, entry["interval"][0], allowed):  # the low bound within the tolerance
         verdict = "pass"
     else:
         verdict = "inconclusive"
@@ -2653,15 +2828,9 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     """Compare every run with the first, the reference, on every metric of the reference.
 
     ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
-    For each metric and candidate: the mean, the delta to the reference with its bootstrap interval, the
-    queries better / worse / same and the sign-flip p (``compare_paired``), that p adjusted by Holm over
-    the family of candidates x metrics, so that the chance of any false "better" or "worse" stays at
-    alpha.  Not the gate's MaxT: a sign flip swaps two systems, and no flip of both A - R and B - R is a
-    relabelling of three, so MaxT's joint null fails.
-
-    The best run of a metric has the highest mean (the first given, of equal means; the reference
-    competes too).  A run is ``indistinguishable`` from the best when their paired p, adjusted by Holm
-    over every (run, metric) that is not the best, is at least ``alpha``.
+    Per metric and candidate, ``compare_paired``'s numbers, the p adjusted as the gate adjusts it (MaxT over
+    the pair's metrics) times the candidates; the best (highest mean, the first of equal ones) and the runs
+    ``indistinguishable`` from it (p against it, Holm over every run and metric, >= ``alpha``): docs/compare.md.
     """
     if len(results) < 2:
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
@@ -2679,20 +2848,21 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     reference, candidates = names[0], names[1:]
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
-    with_reference, against_best = {}, {}
-    for metric in metrics:
-        # each candidate against the reference, and each run against the best
+    with_reference, adjusted, against_best = {}, {}, {}
+    for name in candidates:  # the pair's family, as the gate has it
+        paired, _, p_family = _paired_family([_Target(m, means[reference][m], means[name][m], scores[reference][m],
+                                                      scores[name][m]) for m in metrics],
+                                             GateSettings(resamples=resamples, seed=seed, show=show))
+        for metric in metrics:
+            with_reference[name, metric] = paired[metric]
+            adjusted[name, metric] = min(1.0, p_family[metric] * len(candidates))
+    for metric in metrics:  # each run against the best: of a pair with the reference, the table's own p
         top = best[metric]
-        others = [(top, name) for name in candidates if reference != top and name != top]
-        compared = _compare_pairs(metric, scores, [(reference, name) for name in candidates] + others,
-                                  resamples=resamples, seed=seed, alpha=alpha, show=show)
         for name in names:
-            if name != reference:
-                with_reference[name, metric] = compared[reference, name]
-            if name != top:  # (reference, top) was compared already; the p is the same either way round
-                pair = (reference, top) if name == reference else (top, name)
-                against_best[name, metric] = compared[pair].p_value
-    adjusted = holm({key: comparison.p_value for key, comparison in with_reference.items()})
+            if name != top:
+                against_best[name, metric] = (with_reference[top if name == reference else name, metric]
+                                              if reference in (name, top) else compare_paired(
+                    metric, scores[top][metric], scores[name][metric], resamples=resamples, seed=seed)).p_value
     best_adjusted = holm(against_best)
     table = {}
     for metric in metrics:
@@ -2713,32 +2883,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             entries[name] = entry
         table[metric] = {"best": best[metric], "runs": entries,
                          "indistinguishable": [name for name in names if entries[name]["mark"] == "indistinguishable"]}
-    return {"reference": reference, "order": names, "adjustment": "holm", "alpha": alpha,
+    return {"reference": reference, "order": names, "adjustment": "maxt", "alpha": alpha,
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
-
-
-def _compare_pairs(metric: str, scores: Mapping[str, Mapping[str, Dict[str, float]]],
-                   pairs: List[Tuple[str, str]], *, resamples: int, seed: int, alpha: float,
-                   show: int) -> Dict[Tuple[str, str], PairedComparison]:
-    """``compare_paired`` of one metric for every (before run, after run), the same numbers for one draw:
-    each test of a metric is seeded by the metric's name alone, so all draw the same random halves
-    (``_shared_halves``).  Each p is still that of its own test; Holm is valid whatever their dependence."""
-    deltas = {}
-    for before, after in pairs:
-        common = sorted(set(scores[before][metric]) & set(scores[after][metric]))
-        deltas[before, after] = [scores[after][metric][qid] - scores[before][metric][qid] for qid in common]
-    by_width: Dict[int, list] = {}  # one draw per number of common queries
-    for pair, values in deltas.items():
-        if any(values):
-            by_width.setdefault(len(values), []).append(pair)
-    halves = {}
-    for group in by_width.values():
-        rng = _random(f"rag_eval:{seed}:{metric}")
-        halves.update(zip(group, _shared_halves([deltas[pair] for pair in group], resamples, rng)))
-    return {(before, after): compare_paired(metric, scores[before][metric], scores[after][metric],
-                                            resamples=resamples, seed=seed, alpha=alpha, show=show,
-                                            halves=halves.get((before, after)))  # none: no delta, nothing to draw
-            for before, after in pairs}
 
 
 # --- Provenance: what a user adds (--meta) and what the environment tells ---
@@ -2912,32 +3058,23 @@ PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
 
 
 def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
-              keys: Optional[Iterable[str]] = None) -> dict:
+              keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
-    Each simulation resamples the baseline's per-query scores against
-    themselves: every query is paired with a random query (with
-    replacement), and a fair coin says which of the two score vectors is
-    "before" and which "after".  Every query's delta is then symmetric about
-    0 with the real spread, ties at 0 and 1 and the real correlation of the
-    metrics, so a fail is a false fail (A/A); each query changes, the worst
-    case for noise.  A planted drop of f tolerances then sets a random share
-    of the "after" queries to 0 (lost evidence, the same queries for every
-    metric) so that each metric's mean falls by f times its tolerance in
-    expectation.  The gate runs as configured (rule, tolerances, alpha,
-    adjustment) with CALIBRATION_RESAMPLES resamples.  Rates are shares of
-    ``simulations``, with Monte Carlo standard errors sqrt(r (1 - r) / S).
-    Seeded by ``settings.seed``.
+    A/A pairs each query's baseline scores with its scores ``now`` (metric -> qid -> value), or without ``now``
+    with a random query's; planted drops set a share of "after" to 0 (docs/gate.md).
     """
     scores = {key: values for key, values in (baseline.per_query or {}).items()
-              if ":" not in key and (keys is None or key in keys)}
+              if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
     if not scores:
         raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
-    queries = sorted(set.intersection(*(set(values) for values in scores.values())))
+    queries = sorted(set.intersection(*(set(values) for values in list(scores.values()) + [
+        set(now[key]) for key in (scores if now is not None else ())])))
     if len(queries) < 2:
         raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
     metrics = sorted(scores, key=_metric_order)
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
+    rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     scenarios = {}
@@ -2946,8 +3083,8 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
             pairs = []
-            for row in rows:
-                other = rows[rng.randrange(len(rows))]
+            for index, row in enumerate(rows):
+                other = rerun[index] if rerun else rows[rng.randrange(len(rows))]
                 pairs.append((row, other) if rng.random() < 0.5 else (other, row))
             before = list(zip(*(first for first, _ in pairs)))  # per metric, per query
             after = [list(column) for column in zip(*(second for _, second in pairs))]
@@ -2965,13 +3102,14 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
                        for metric, was, now in zip(metrics, before, after)]
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
-                                                  p_adjusted.get(t.key))["verdict"] for t in targets)] += 1
+                                                  p_adjusted.get(t.key), len(paired))["verdict"] for t in targets)] += 1
         name = "a/a" if not factor else f"drop {factor:g}x tolerance"
         scenarios[name] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
-            "rule": settings.rule, "adjust": settings.adjust, "alpha": settings.alpha, "scenarios": scenarios}
+            "pairs": "rerun" if rerun else "random", "rule": settings.rule, "adjust": settings.adjust,
+            "alpha": settings.alpha, "scenarios": scenarios}
 
 
 # === Reading inputs ===
@@ -3005,7 +3143,7 @@ _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
 # found first: PyTerrier's docid is its index's number for the docno, which comes first.
-_ROW_DOC = ("docno",) + _JSONL_DOC
+_ROW_DOC = ("docno",) + _JSONL_DOC + ("chunk_id",)  # chunk_id last: a row that also names its doc_id is that document's
 _HEADER_DOC = _ROW_DOC + ("pid",)
 _HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
@@ -3312,7 +3450,8 @@ def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno
 
 
 def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
+    value = _row_field(row, names, what, source, lineno)
+    return str(value) if _is_int(value) else _string_id(value, what, source, lineno)
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
@@ -3376,7 +3515,7 @@ def _clipped_repr(value) -> str:
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}", source, lineno)
+        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_instead(value)}", source, lineno)
     return value
 
 
@@ -3443,6 +3582,9 @@ def _header(inp: _Input) -> Optional[_Header]:
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
+    if delimiter is None and _first_column(text.lower().split(";"), _JSONL_QUERY) is not None:
+        raise RagEvalError("fields separated by ';' (a CSV saved by Excel in a European locale?): save it with "
+                           "commas or tabs as the separator", inp.source, lineno)
     try:
         names = [name.lower() for name in _split_row(line.rstrip("\r") if delimiter else text, delimiter)]
     except ValueError:
@@ -3577,9 +3719,16 @@ def _grades_look_like_ranks(qrels: Qrels) -> bool:
     return longest >= 5
 
 
+def _whole(grade):
+    """A float grade that is whole (``1.0``: pandas writes an integer column with a gap so) as that integer."""
+    return int(grade) if type(grade) is float and grade.is_integer() else grade
+
+
 def _grade(text: str, source: str, lineno: int) -> int:
-    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
+    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE; ``1.0`` is 1 (see _whole)."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    whole, dot, zeros = digits.partition(".")
+    digits = whole if dot and zeros and not zeros.strip("0") else digits
     if not (digits.isascii() and digits.isdigit()):
         raise RagEvalError(f"grade must be an integer, got {_clipped_repr(text)}", source, lineno)
     value = _ascii_int(digits, digits=10)
@@ -3600,9 +3749,10 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
             return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        grade = _row_field(row, _HEADER_GRADE, "grade", inp.source, lineno)
+        grade = _whole(_row_field(row, _HEADER_GRADE, "grade", inp.source, lineno))
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}{_instead(grade, True)}",
+                               inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -3622,6 +3772,9 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
+                for docs in qrels.values() if isinstance(qrels, dict) else ():
+                    if isinstance(docs, dict) and float in set(map(type, docs.values())):
+                        docs.update((docid, _whole(grade)) for docid, grade in docs.items())
                 _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
@@ -4221,8 +4374,9 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
             ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
         if len(ranks) < MAX_RANKS:
             if rank in ranks:
-                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))} (is this a "
-                                   "qrels file? the order is QRELS RUN)", inp.source, lineno)
+                grades = " (is this a qrels file? the order is QRELS RUN)" if max(ranks) < 5 else ""  # grades are small
+                raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))}{grades}",
+                                   inp.source, lineno)
             ranks.add(rank)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
@@ -4272,8 +4426,8 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
-                               lineno)
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}"
+                               f"{_instead(row['score'])}", inp.source, lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
@@ -4312,7 +4466,9 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
     """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
-        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0]):
+            pair = (str(pair[0]), pair[1])  # an integer id, as its decimal string
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
             raise RagEvalError(f"query {_clipped_repr(qid)}: expected [document id, score] pairs, got "
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
@@ -4435,9 +4591,13 @@ _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
 def _json_strings(stream: _JsonStream) -> Iterator[str]:
-    """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
+    """The ids of the JSON list at the stream's position, one at a time (an integer as its decimal string);
+    anything else: ``_ReadAgain``."""
     for _ in stream.items("]"):
-        yield stream.parse(string=True)
+        value = stream.parse(string=stream.text[stream.pos:stream.pos + 1] not in "-0123456789")
+        if not (isinstance(value, str) or _is_int(value)):
+            raise _ReadAgain()  # a fraction: the plain reader says what is wrong
+        yield value if isinstance(value, str) else str(value)  # an integer id, as its decimal string
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4464,8 +4624,9 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
     else:
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
-            if isinstance(document, dict):
-                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list)
+            if isinstance(document, dict):  # integer ids read as their decimal strings
+                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list) else
+                            [str(doc) if _is_int(doc) else doc for doc in entry] if isinstance(entry, list)
                             else entry for qid, entry in document.items()}
             _check_run(document, inp.source)
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
@@ -4632,6 +4793,8 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
                                            "unscored")}
     report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
     report["mean"] = dict(result["mean"])
+    if "conventions" in result:
+        report["gain"] = result["conventions"]["gain"]
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
@@ -4817,13 +4980,26 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
+def _gate_caption(gate_report: Optional[dict]) -> str:
+    """What the paired columns are, and whether the rule reads them."""
+    paired = [entry for entry in ((gate_report or {}).get("metrics") or {}).values() if "tests" in entry]
+    if not paired:
+        return ""
+    p_family = f"p (adj.; against no change, {gate_report['adjust']} over {_plural(len(paired), 'test', 'tests')})"
+    if gate_report["rule"] == "drop":
+        return f"rule 'drop' reads the means alone: delta low/high and {p_family} are information it does not use"
+    return (f"delta low: the {1 - gate_report['alpha']:.0%} bound a pass reads; delta high: the bound a regression "
+            f"reads, adjusted over {_plural(paired[0]['tests'], 'test', 'tests')}; {p_family} is not read by the rule")
+
+
 def _calibration_text(report: dict, markdown: bool) -> str:
     """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
         return ""
-    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries resampled "
-            f"against themselves, rule '{found['rule']}', {found['adjust']}, alpha {found['alpha']:g}")
+    paired = "its score now, as a rerun" if found["pairs"] == "rerun" else "a random query"
+    what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries, each paired with "
+            f"{paired}, rule '{found['rule']}', alpha {found['alpha']:g}")
     lines = []
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
@@ -4835,6 +5011,14 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
+def _gain_line(report: dict) -> str:
+    """Which nDCG a report shows, when it shows one: other tools' default differs from ours."""
+    if not any(key.rpartition(":")[2].split("@")[0] in ("ndcg", "doc.ndcg") for key in report["mean"]):
+        return ""
+    return ("nDCG gain: exp, 2**grade - 1 (BEIR, MTEB, ir_measures and ranx report linear: --gain linear)"
+            if report.get("gain", "exp") == "exp" else "nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)")
+
+
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
     def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
@@ -4843,7 +5027,8 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
-             table(_metric_rows(report, digits), {0: _markdown_metric})]
+             table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate")),
+             _gain_line(report)]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -4974,7 +5159,7 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
              for key, entry in gate_report["metrics"].items()]
     cases += [(f"floor {key}", entry["verdict"], f"floor {entry['min']:.4f}, now {_format_number(entry['now'], 4)}")
               for key, entry in gate_report["floors"].items()]
-    cases += [(key, "not gated", "in the baseline, not gated on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
+    cases += [(key, "not gated", "left out on purpose (--not-gated)") for key in gate_report.get("not_gated", ())]
     if not cases:  # nothing gated: one skipped case (never a pass), since CI systems reject an empty report
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
@@ -5065,6 +5250,10 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     return [_annotation(kind, message) for message in messages]
 
 
+SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
+                  "(--gate significant: when the fall is shown to; inconclusive: too few queries to tell)")
+
+
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
                   markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
@@ -5075,6 +5264,13 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
 
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading, listed(failures), rest.rstrip("\n")]
+    if "gate" in report:  # one run gated: the columns read first, a legend, the rest a click away
+        rows = _metric_rows(report, digits)
+        keep = [place for place, name in enumerate(rows[0]) if name in ("metric", "mean", "baseline", "delta",
+                                                                         "allowed drop", "verdict")]
+        parts[2:] = [SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
+                         [[row[place] for place in keep] for row in rows], {0: _markdown_metric})), _gain_line(report),
+                     f"<details><summary>Every column, the largest drops</summary>\n\n{parts[2]}\n\n</details>"]
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
                      f"{listed(warnings)}\n\n</details>")
@@ -5196,11 +5392,11 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
         verdict = f"UNGATED (no baseline or floor), {verdict}"
     context = _gate_context_text(gated, digits, quoted).lstrip("\n")
     method = (context + ("\n" if context else "")
-              + f"p adjusted by {comparison['adjustment']} over "
-              f"{_plural(comparison['family'], 'comparison', 'comparisons')} "
-              f"({_plural(len(comparison['order']) - 1, 'candidate', 'candidates')} x "
-              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')}); best: highest mean; ~best: not distinguishable from "
-              f"the best (adjusted p >= {comparison['alpha']:g})")
+              + f"p adjusted over {_plural(comparison['family'], 'comparison', 'comparisons')}: maxt over the "
+              f"{_plural(len(comparison['metrics']), 'metric', 'metrics')} of each candidate, times the "
+              f"{_plural(len(comparison['order']) - 1, 'candidate', 'candidates')}; intervals 95%, not adjusted; "
+              f"best: highest mean; ~best: p against the best (Holm over every run and metric) at least "
+              f"{comparison['alpha']:g}")
     notes = []
     for run in runs:
         if "gate" in run and not run["gate"]["passed"]:
@@ -5209,9 +5405,9 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     rows = _comparison_rows(report, digits)
     if markdown:
         parts = ["### rag_eval: " + verdict, method, _markdown_table(rows, {0: _markdown_metric, 1: _markdown_input}),
-                 "\n".join(f"- {line}" for line in notes)]
+                 _gain_line(runs[0]), "\n".join(f"- {line}" for line in notes)]
     else:
-        parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
+        parts = [verdict + "\n" + method, _aligned(rows), _gain_line(runs[0]), "\n".join(notes)]
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
@@ -5296,8 +5492,9 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
     if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+        meant = "" if relative else f" (did you mean {_clip(amount)}%?)"
         raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
-                           f"[0, 1], got {_clipped_repr(amount)}" + ("" if relative else f" (did you mean {_clip(amount)}%?)"))
+                           f"[0, 1], got {_clipped_repr(amount)}{meant}")
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
@@ -5398,6 +5595,19 @@ def _build_parser():
         def _print_message(self, message, file=None):  # --help, --version: argparse would exit 0 on a failed stdout
             _deliver(message)
 
+        def _check_value(self, action, value):  # argparse's own check of choices, with a did-you-mean
+            if action.choices is not None and value not in action.choices:
+                raise argparse.ArgumentError(action, f"invalid choice: {_clipped_repr(value)} ("
+                                             f"{_did_you_mean(value, action.choices)}choose from {', '.join(action.choices)})")
+
+        def parse_args(self, args=None, namespace=None):  # argparse's, naming the option a misspelt one means
+            args, extras = self.parse_known_args(args, namespace)
+            if extras:
+                options = [option for option in self._option_string_actions if option.startswith("--")]
+                close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("--") else ""
+                self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
+            return args
+
     def typed(parse):
         """argparse shows an ArgumentTypeError's own words after the option's name."""
         def convert(text):
@@ -5409,6 +5619,8 @@ def _build_parser():
         return convert
 
     parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                    usage="%(prog)s QRELS RUN [RUN ...] [--k K] [--baseline FILE] [--save-baseline FILE]\n"
+                          "                [--max-drop X] [--format FORMAT] [option ...]",
                     description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.")
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
@@ -5417,19 +5629,22 @@ def _build_parser():
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
                              "with a header (PyTerrier), maybe gzipped; - for stdin. "
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
-    parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
+    first = parser.add_argument_group("a first gate (more in docs/gate.md)")
+    first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
-    parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_ALL_MEASURES))
-    gating = parser.add_argument_group("gate")
-    gating.add_argument("--baseline", metavar="FILE",
+    first.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
-    gating.add_argument("--baseline-run", metavar="RUN",
-                        help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
+    first.add_argument("--save-baseline", metavar="FILE",
+                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
+    first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    first.add_argument("--format", choices=tuple(FORMATTERS),
+                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
+    gating = parser.add_argument_group("gate")
+    gating.add_argument("--baseline-run", metavar="RUN",
+                        help="gate against this older run, scored here with the same qrels and conventions")
     gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
                         help="baseline metrics left out of the gate on purpose (a baseline gates every metric it "
                              "holds, whatever --k and --measures say); listed in every report")
@@ -5443,6 +5658,9 @@ def _build_parser():
     gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
                         help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
+    gating.add_argument("--acknowledge", choices=ACKNOWLEDGEABLE, action="append", default=[],
+                        help="make a warning that repeats until the data change a note (few-judged: few documents "
+                             "of the top k judged); saved in the baseline by --save-baseline and --update-baseline")
     gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
     gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
@@ -5463,32 +5681,63 @@ def _build_parser():
     gating.add_argument("--baseline-qrels", metavar="QRELS",
                         help="with --baseline-run: the judgments the old run was scored on; each delta is split "
                              "into the part due to the labels and the part due to the system")
-    gating.add_argument("--save-baseline", metavar="FILE",
-                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
                         help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
                              "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
-    parser.add_argument("--gain", choices=GAINS, default="exp",
+    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
+                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
+    scoring = parser.add_argument_group("scoring")
+    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+                        help="measures to report: " + ", ".join(_ALL_MEASURES))
+    scoring.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    parser.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
+    scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
-    parser.add_argument("--judged-only", action="store_true",
+    scoring.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
-    parser.add_argument("--allow-partial-run", action="store_true",
+    scoring.add_argument("--allow-partial-run", action="store_true",
                         help=f"score a run that has results for fewer than {round(MIN_COVERAGE * 100)}%% of the scored queries "
                              "(default: an input error, as a truncated run would be)")
-    parser.add_argument("--drop-unknown-queries", action="store_true",
+    scoring.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
-    parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+    scoring.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
+    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
                         help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
-    parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+    scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
+    scoring.add_argument("--no-symlinks", action="store_true",
+                        help="refuse an input whose path, as written, passes through a symbolic link "
+                             "(a pull request can commit one that points at any readable file)")
+    reports = parser.add_argument_group("reports")
+    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
+    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
+                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
+    reports.add_argument("--slices", metavar="FILE",
+                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
+                              "--max-drop SLICE:METRIC=X gates one")
+    reports.add_argument("--output", metavar="FILE",
+                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
+    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    reports.add_argument("--metrics-file", metavar="FILE",
+                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
+    reports.add_argument("--unjudged", metavar="FILE",
+                         help="write the unjudged documents of each top k as JSONL to label (most consequential "
+                              "first), with their texts from --queries, --corpus and --chunks when given")
+    reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
+                                                           "(or _id) and text (BEIR's queries.jsonl)")
+    reports.add_argument("--quiet", action="store_true",
+                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
+                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
+    reports.add_argument("--explain", action="store_true",
+                         help="print every measure's definition and its names in other tools, then exit")
+    reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
     spans.add_argument("--chunks", metavar="FILE",
                        help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
@@ -5507,35 +5756,6 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets; with --corpus, its text), then exit")
-    reports = parser.add_argument_group("reports")
-    reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
-                         help="stdout: json (default), table, markdown or csv")
-    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
-    reports.add_argument("--slices", metavar="FILE",
-                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
-                              "--max-drop SLICE:METRIC=X gates one")
-    reports.add_argument("--output", metavar="FILE",
-                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
-    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
-    reports.add_argument("--metrics-file", metavar="FILE",
-                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
-    reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
-    reports.add_argument("--quiet", action="store_true",
-                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
-                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
-    parser.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path, as written, passes through a symbolic link "
-                             "(a pull request can commit one that points at any readable file)")
-    reports.add_argument("--explain", action="store_true",
-                         help="print every measure's definition and its names in other tools, then exit")
-    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
-                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
-    parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
 
@@ -5556,10 +5776,11 @@ def _warn(message: str, command: bool = False) -> None:
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
-        raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+        raise RagEvalError(f"the following argument is required: RUN (QRELS is {_file_name(args.qrels)})"
+                           if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus) if path]
+                                args.chunks, args.corpus, args.queries) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5570,6 +5791,8 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.queries and not args.unjudged:
+        raise RagEvalError("--queries goes with --unjudged: it gives the worklist its queries' text")
     if args.calibrate and not (args.baseline or args.baseline_run):
         raise RagEvalError("--calibrate needs per-query scores to resample: --baseline FILE (extended) or --baseline-run")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
@@ -5650,11 +5873,12 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     minimum = [(ours(key), value) for key, value in args.min]
     problems = [_name_problem(key, option, result, slices, baseline)
                 for option, given in (("--max-drop", max_drop), ("--min", minimum)) for key, _ in given if key]
-    problems += [f"--not-gated: {key} is not in the baseline, so it would not be gated anyway"
+    problems += [f"--not-gated: {key} is not in the baseline"
                  for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
-        hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
+        unknown = [key.rpartition(":")[2] for key, _ in max_drop + minimum if key and not _is_metric_key(key)]
+        hint = f" {_metric_hint(unknown[0])}" if unknown else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
@@ -5727,6 +5951,7 @@ def _run(args, argv: List[str]) -> int:
     _split_runs(args)
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
+    args.format = args.format or "json"
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
@@ -5756,8 +5981,8 @@ def _run_one(args, argv: List[str]) -> int:
             earlier = _earlier_labels(args, baseline, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
-                                                                if reference.get("repeated") else [])
+        messages = _notes_and_warnings(result, gate_report, _acknowledged(args, baseline)) + (
+            [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
@@ -5768,6 +5993,16 @@ def _run_one(args, argv: List[str]) -> int:
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
+    if args.save_baseline:
+        saved = set(per_query_by_metric(result)) - set(result.get("reported_only", ()))
+        resolved = resolved_tolerances({m: v for m, v in per_query_by_metric(result).items() if m in saved}, args.alpha)
+        shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
+        messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
+                                 f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
+                                 + (", ".join(shown) + " (--max-drop METRIC=VALUE)" if shown else "none below 1")))
+    if args.unjudged:
+        messages.append(_Message("note", f"to label: set each relevance in {_file_name(args.unjudged)}, then "
+                                         f"{_appending(args)} {_file_name(args.qrels)}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         kept = sorted(args.not_gated, key=_metric_order)
@@ -5807,6 +6042,10 @@ def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
     return Baseline(means, per_query_by_metric(old), _conventions_record(old), fingerprint)
+
+
+def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
+    return sorted(set(args.acknowledge) | set(baseline.acknowledged if baseline else ()))
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -5896,7 +6135,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
     --unjudged lists from the same single read what --judged-only filtered out: a FIFO is read once.
     """
-    if isinstance(qrels, SpanQrels) or args.chunks or args.corpus or args.min_overlap is not None:
+    if isinstance(qrels, SpanQrels) or (args.chunks or args.corpus) and not args.unjudged \
+            or args.min_overlap is not None:  # with --unjudged, chunk-id qrels take them as the worklist's texts
         return _score_spans_file(args, qrels, path)
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
@@ -5946,12 +6186,12 @@ def _naming_files(**files: str) -> Iterator[None]:
 
 
 def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Optional[_EarlierJudgments]) -> Optional[dict]:
-    """The gate's report, or None when there is nothing to gate (no baseline, no floor)."""
+                 qrels: Qrels, earlier: Optional[_EarlierJudgments], runs: int = 1) -> Optional[dict]:
+    """The gate's report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
-    settings = _gate_settings(args, result, slices, baseline)
+    settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
     if settings.rule == "significant" and baseline is not None:
@@ -5969,7 +6209,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         if earlier.old_on_old is not None:
             gate_report["delta_split"] = delta_split(result["mean"], baseline.means, earlier.old_on_old)
     if args.calibrate:
-        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"])
+        gate_report["calibration"] = calibrate(baseline, settings, args.calibrate, gate_report["metrics"],
+                                               per_query_by_metric(result))
     return gate_report
 
 
@@ -5988,12 +6229,12 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
-        # a worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels
-        files.append((args.unjudged, "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank,
-                                                         "relevance": -1}) + "\n" for qid, docid, rank in rows)))
+        files.append((args.unjudged, _worklist(args, rows)))
     # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
+    if extra and _acknowledged(args, baseline):
+        extra["acknowledged"] = _acknowledged(args, baseline)
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6001,6 +6242,30 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, significant_gains(report.get("gate"))
                                                      if args.ratchet else None, extra)))
     return files
+
+
+def _appending(args) -> str:
+    fmt = args.qrels_format
+    if fmt == "auto" and not _read_once(args.qrels):
+        with _opened(args.qrels) as inp:
+            fmt = "header" if _detect_format(inp) == "trec" and _header(inp) else _detect_format(inp)
+    return {"jsonl": "append its rows to", "json": "add each as [query_id][doc_id] = relevance to",
+            "trec": "add each as a line 'query_id 0 doc_id relevance' to"}.get(fmt, "add each as a row (query, document, relevance) to")
+
+
+def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
+    """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
+    queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
+    corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
+    chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
+
+    def text(docid: str) -> Optional[str]:
+        doc, start, end = chunks.get(docid, (docid, None, None))
+        return corpus[doc][start:end] if doc in corpus else None
+
+    return "".join(json.dumps({key: value for key, value in (
+        ("query_id", qid), ("query", queries.get(qid)), ("doc_id", docid), ("text", text(docid)), ("rank", rank),
+        ("relevance", -1)) if value is not None}) + "\n" for qid, docid, rank in rows)
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
@@ -6030,7 +6295,8 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     if os.environ.get("GITHUB_ACTIONS") == "true":
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            text = _step_summary(report, args.digits, shown, failures, markdown, _provenance(args))
+            text = _step_summary(report, args.digits, [line for line in shown if not line.startswith(
+                "rag_eval: note: wrote ")], failures, markdown, _provenance(args))
             try:
                 with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
                     out.write(text + "\n")
@@ -6066,7 +6332,8 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
     """Why no run id is judged: the --doc-id-sep that makes them meet, where one side names documents (leaves
     it whole) and most queries keep more than one document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb':
     every score 1; 'kb-0263.pdf:1' and 'kb-0263.pdf#1' at '.', two kinds of chunk id), else an id of each side."""
-    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in list(run.items())[:SAMPLE_QUERIES] if qid in qrels]
+    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
+              if qid in qrels]
     sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
         several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
@@ -6118,8 +6385,8 @@ def _repeated_message(repeated: dict) -> _Message:
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Message]:
-    """What a reader should know beside the numbers, most consequential first."""
+def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged: Iterable[str] = ()) -> List[_Message]:
+    """What a reader should know beside the numbers, most consequential first; ``acknowledged`` ones as notes."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -6145,8 +6412,10 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
     low = {metric: value for metric, value in result["judged"].items() if value < LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
-        found.append(_Message("warning", f"few documents judged ({shares}{', ...' if len(low) > 2 else ''}): "
-                              "a real gain can look like a loss; label them (--unjudged) or use --judged-only",
+        seen = "few-judged" in acknowledged
+        found.append(_Message("note" if seen else "warning", f"few documents judged ({shares}"
+                              f"{', ...' if len(low) > 2 else ''})" + (", acknowledged" if seen else
+                              ": gains can look like losses (--unjudged, --judged-only, --acknowledge few-judged)"),
                               "unjudged documents count as non-relevant; "
                               + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
@@ -6154,40 +6423,34 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
         counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
-    if gate_report is not None:
-        found += _gate_warnings(gate_report)
+    if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
+        first, rest = _gate_warnings(gate_report)
+        found = first + found + rest
     return found
 
 
-def _gate_warnings(gate_report: dict) -> List[_Message]:
-    """Say when a paired comparison cannot tell a drop from noise: warnings under
-    ``--gate significant``, where the test decides; notes in the report under ``drop``."""
+def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
+    """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
-    kind = "warning" if in_force else "note"
     entries = gate_report["metrics"].items()
-    fell = [metric for metric, entry in entries
-            if entry.get("unresolvable") and entry["now"] is not None and entry["now"] < entry["baseline"]]
+    coarse = [f"{metric} resolves {entry['resolution']:.4f}"
+              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
+                 if entry["queries_needed"] else "")
+              for metric, entry in entries if entry.get("resolution") is not None
+              and entry["allowed_drop"] < entry["resolution"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
                  for metric, entry in entries if entry["verdict"] == "inconclusive"]
-    coarse = [f"{metric} resolves {entry['min_detectable_drop']:.4f}"
-              + (f" (~{entry['queries_needed']} queries would resolve {entry['allowed_drop']:.4f})"
-                 if entry["queries_needed"] else "")
-              for metric, entry in entries if entry.get("min_detectable_drop") is not None
-              and entry["allowed_drop"] < entry["min_detectable_drop"]]
-    found = []
-    if fell:
-        found.append(_Message(kind, f"{', '.join(fell)} fell, but too few queries differ for any outcome to reach "
-                              f"p < {gate_report['alpha']:g} (unresolvable)", printed=in_force))
+    first, found = [], []
+    if coarse:
+        first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
+                              f"resolves ({POWER:.0%} power: two equal runs pass, a fall of twice it fails) for "
+                              f"{_plural(len(coarse), 'metric', 'metrics')}", "; ".join(coarse), printed=in_force))
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
                               f"shown for {', '.join(undecided[:3])}" + (" and more" if len(undecided) > 3 else ""),
                               "; ".join(undecided)))
-    if coarse:
-        found.append(_Message(kind, f"the tolerance is finer than this test set resolves with {POWER:.0%} power "
-                              f"for {_plural(len(coarse), 'metric', 'metrics')}; the gate mostly measures noise there",
-                              "; ".join(coarse), printed=in_force))
-    return found
+    return first, found
 
 
 # --- Evidence spans on the command line ---
@@ -6274,7 +6537,7 @@ def _label_job(args) -> int:
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check), fixed)
+    _publish(labels_table(check, args.format or "table"), fixed)
     statuses = {status for _, _, status, _ in check.rows}
     if not args.check_labels:
         return EXIT_OK
@@ -6360,7 +6623,8 @@ def _run_candidates(args, argv: List[str]) -> int:
             baseline = _baseline_from_run(scored[0].result, fingerprint)
         earlier = _earlier_labels(args, baseline, qrels)
     gated = scored[1:] if args.baseline_run else scored
-    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier) for s in gated}
+    gates = {s.name: _gate_result(args, s.result, baseline, slices, fingerprint, qrels, earlier, len(gated))
+             for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
     runs = []
@@ -6372,8 +6636,14 @@ def _run_candidates(args, argv: List[str]) -> int:
     report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
         report["passed"] = report["verdict"] == "pass"
-    messages = [m._replace(line=f"{s.name}: {m.line}")
-                for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
+    # Each message once, naming its runs; the judged share is the test set's: the lowest of any run.
+    judged = {key: min(s.result["judged"][key] for s in scored) for key in scored[0].result["judged"]}
+    by_line: Dict[_Message, List[str]] = {}
+    for s in scored:
+        for m in _notes_and_warnings(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
+            by_line.setdefault(m, []).append(s.name)
+    messages = [m._replace(line=f"{', '.join(names) if len(names) < len(scored) else 'every run'}: {m.line}")
+                for m, names in by_line.items()]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:

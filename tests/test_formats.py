@@ -295,6 +295,10 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
                     lines += query_rows
                 self.assertNotEqual(lines[:2], rows["q1"][:2])  # the first query is out of rank order
                 self.same_everywhere(self.write("run.tsv", "".join(lines)), ranked)
+        # a rank repeated among ranks up to 9 looks like no grade: no hint that blames the order
+        code, err = self.scored(self.write("twice.tsv", "q1\ta\t2\nq1\tb\t1\n"
+                                           + "".join(f"q2\td{i}\t{i}\n" for i in range(1, 10)) + "q2\tx\t8\n"))
+        self.assertTrue(err.endswith(":12: rank 8 appears twice in query 'q2'\n"), err)
         # ranks that skip one (1, 3) are not 1..n: no run, and a line whose last field is a grade gets the hint
         code, err = self.scored(self.write("gap.tsv", "q1\ta\t3\nq1\tb\t1\nq2\tc\t1\n"))
         assert_error_line(self, err, file=self.path("gap.tsv"), line=1, names=[" 3; is this a qrels file? the order is QRELS RUN"])

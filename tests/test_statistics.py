@@ -374,46 +374,53 @@ class TestHolm(unittest.TestCase):
 
 
 class TestPower(unittest.TestCase):
-    Z = NormalDist().inv_cdf(1 - 0.05 / 2) + NormalDist().inv_cdf(0.80)  # 1.95996 + 0.84162
+    """The sizing of docs/gate.md, "The rule": the bound's width, and the figures that describe the gate's rule."""
 
-    def test_detectable_drop_formula(self):
-        for spread, n in [(0.2, 100), (0.35, 50), (0.05, 2), (1.0, 1000)]:
+    def test_bound_width_formula(self):
+        for spread, n, q, reach in [(0.2, 100, 1.66, 1.0), (0.35, 50, 2.6, 1.0), (0.0, 10, 1.83, 1.0), (0.5, 7, 3.0, 4.0)]:
             with self.subTest(spread=spread, n=n):
-                self.assertAlmostEqual(rag_eval.detectable_drop(spread, n), self.Z * spread / math.sqrt(n), places=12)
-        z = NormalDist().inv_cdf(1 - 0.01 / 2) + NormalDist().inv_cdf(0.9)
-        self.assertAlmostEqual(rag_eval.detectable_drop(0.2, 100, alpha=0.01, power=0.9), z * 0.2 / 10, places=12)
+                a = q * q * reach / (2 * n)
+                self.assertAlmostEqual(rag_eval._bound_width(spread, n, q, reach),
+                                       a + math.sqrt(a * a + q * q * spread * spread / n), places=14)
+        # no query changed: q**2 reach / n, never 0 (the rule of three's 3 / n at q**2 = 3)
+        self.assertAlmostEqual(rag_eval._bound_width(None, 100, math.sqrt(3)), 0.03, places=14)
 
-    def test_queries_needed_formula(self):
-        for spread, drop in [(0.2, 0.05), (0.35, 0.02), (0.1, 0.1)]:
-            with self.subTest(spread=spread, drop=drop):
-                self.assertEqual(rag_eval.queries_needed(spread, drop), math.ceil((self.Z * spread / drop) ** 2))
+    def test_student_quantiles(self):
+        # Student's t quantiles from a table (scipy.stats.t.ppf), within 0.1% from 5 degrees of freedom
+        for p, df, exact in [(0.95, 5, 2.0150), (0.95, 9, 1.8331), (0.975, 20, 2.0860), (1 - 0.05 / 8, 49, 2.5933),
+                             (0.999, 199, 3.1317), (0.95, 0, NormalDist().inv_cdf(0.95))]:
+            with self.subTest(p=p, df=df):
+                self.assertAlmostEqual(rag_eval._quantile(p, df), exact, delta=exact * 1e-3)
+
+    def test_figures_move_the_right_way(self):
+        resolution, detectable = rag_eval.resolution, rag_eval.detectable_drop
+        for spread in (None, 0.1, 0.3):
+            with self.subTest(spread=spread):
+                self.assertGreater(resolution(spread, 50), resolution(spread, 200))  # more queries resolve more
+                self.assertLess(resolution(spread, 200), resolution(spread, 200, tests=8))  # a family costs
+                self.assertLess(resolution(spread, 200, alpha=0.1), resolution(spread, 200))
+                self.assertLess(resolution(spread, 200, power=0.5), resolution(spread, 200))
+                self.assertGreater(detectable(spread, 200, tolerance=0.05), 0.05)  # beyond the tolerance
+                self.assertLess(detectable(spread, 200, tolerance=0.05), detectable(spread, 200, tolerance=0.1))
+        self.assertLess(resolution(0.1, 200), resolution(0.3, 200))
+        self.assertGreater(resolution(0.0, 200), 0)  # no query changed still needs queries
 
     def test_nothing_to_estimate(self):
-        self.assertIsNone(rag_eval.detectable_drop(None, 100))
-        self.assertIsNone(rag_eval.detectable_drop(0.0, 100))
         self.assertIsNone(rag_eval.detectable_drop(0.2, 1))
-        self.assertIsNone(rag_eval.queries_needed(None, 0.02))
-        self.assertIsNone(rag_eval.queries_needed(0.0, 0.02))
+        self.assertIsNone(rag_eval.resolution(0.2, 1))
         self.assertIsNone(rag_eval.queries_needed(0.2, 0.0))
+        self.assertEqual(rag_eval.resolution(None, 100), rag_eval.resolution(0.0, 100))
 
-    def test_they_invert_each_other(self):
-        # queries_needed(s, d) is the smallest n whose detectable drop is at most d
-        for spread in (0.05, 0.2, 0.37):
-            for drop in (0.003, 0.01, 0.02, 0.05):
-                with self.subTest(spread=spread, drop=drop):
-                    n = rag_eval.queries_needed(spread, drop)
-                    self.assertLessEqual(rag_eval.detectable_drop(spread, n), drop * (1 + 1e-12))
-                    if n > 2:
-                        self.assertGreater(rag_eval.detectable_drop(spread, n - 1), drop)
-
-    def test_queries_needed_of_the_detectable_drop_is_n(self):
-        # Doubtful: ceil() of a float that should be the integer n, so float noise
-        # makes it n + 1 (about a quarter of the cases), e.g.
-        # queries_needed(0.05, detectable_drop(0.05, 2)) == 3.
-        wrong = [(spread, n, rag_eval.queries_needed(spread, rag_eval.detectable_drop(spread, n)))
-                 for spread in (0.05, 0.2, 0.37) for n in range(2, 200)
-                 if rag_eval.queries_needed(spread, rag_eval.detectable_drop(spread, n)) != n]
-        self.assertEqual(wrong, [], "(spread, n, queries_needed)")
+    def test_queries_needed_inverts_resolution(self):
+        # queries_needed(s, t) is the smallest n whose resolution is within t
+        wrong = []
+        for spread in (0.0, 0.05, 0.2, 0.37):
+            for tests in (1, 8):
+                for n in range(2, 200, 7):
+                    found = rag_eval.queries_needed(spread, rag_eval.resolution(spread, n, tests=tests), tests=tests)
+                    if found != n:
+                        wrong.append((spread, tests, n, found))
+        self.assertEqual(wrong, [], "(spread, tests, n, queries_needed)")
 
 
 class TestComparePaired(unittest.TestCase):
@@ -432,7 +439,6 @@ class TestComparePaired(unittest.TestCase):
         self.assertTrue(comparison.exact)
         # in eighths: -8, 0, +8, -4, -2, +2
         self.assertEqual(Fraction(comparison.p_value), brute_force_p([-8, 0, 8, -4, -2, 2]))
-        self.assertTrue(comparison.unresolvable)  # 5 differ: the smallest p is 2 / 2**5 > 0.05
         self.assertAlmostEqual(comparison.spread, statistics.stdev([-1, 0, 1, -0.5, -0.25, 0.25]), places=12)
         low, high = comparison.interval
         self.assertLessEqual(low, comparison.mean_delta)
@@ -448,24 +454,8 @@ class TestComparePaired(unittest.TestCase):
         self.assertEqual(comparison.hit_to_miss, sorted(q for q in before if before[q] > 0 and after[q] == 0))
         self.assertEqual(rag_eval.compare_paired("recall@5", before, after, resamples=100, show=0).largest_drops, [])
 
-    def test_unresolvable_and_exact(self):
-        # unresolvable when even the most extreme outcome, p = 2 / 2**differing, is above alpha
+    def test_exact(self):
         limit = rag_eval.EXACT_SIGN_FLIP_MAX
-        for differing, alpha, unresolvable in [
-            (0, 0.05, True),
-            (4, 0.05, True),  # 2**-3 = 0.125
-            (5, 0.05, True),  # 2**-4 = 0.0625
-            (6, 0.05, False),  # 2**-5 = 0.03125
-            (5, 0.10, False),  # 2**-4 = 0.0625 < 0.10
-            (7, 0.01, True),  # 2**-6 = 0.0156
-            (8, 0.01, False),  # 2**-7 = 0.0078
-        ]:
-            before = {f"q{i:02d}": 0.5 for i in range(20)}
-            after = dict(before, **{f"q{i:02d}": 0.0 for i in range(differing)})
-            with self.subTest(differing=differing, alpha=alpha):
-                comparison = rag_eval.compare_paired("recall@5", before, after, resamples=100, alpha=alpha)
-                self.assertEqual(comparison.unresolvable, unresolvable)
-                self.assertEqual((comparison.worse, comparison.same), (differing, 20 - differing))
         for differing, exact in [(limit, True), (limit + 1, False)]:
             before = {f"q{i:02d}": 1.0 for i in range(limit + 5)}
             # deltas of two sizes: one size (a 0/1 measure) is the sign test, exact at any count
@@ -688,12 +678,10 @@ class TestEdgeCounts(unittest.TestCase):
                 self.assertEqual(rag_eval.sign_test(better, differing), 1.0)
 
     def test_one_common_query_has_no_spread(self):
-        # One query: the sign test gives p = 2 of 2 patterns, no spread to estimate, and no outcome
-        # of one query could reach alpha.
+        # One query: the sign test gives p = 2 of 2 patterns, no spread to estimate.
         comparison = rag_eval.compare_paired("ndcg@5", {"q1": 0.25, "q2": 0.5}, {"q1": 0.75})
         self.assertEqual((comparison.queries, comparison.p_value, comparison.exact, comparison.spread),
                          (1, 1.0, True, None))
-        self.assertTrue(comparison.unresolvable)
         self.assertEqual(tuple(comparison.interval), (0.5, 0.5))
 
 

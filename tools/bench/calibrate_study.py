@@ -1,21 +1,33 @@
-"""How often the gate is wrong, measured on simulated runs: A/A false fails and power.
+"""How often the gate is wrong, measured on simulated runs: A/A, drops of the tolerance and of twice it.
 
-    python3 tools/bench/calibrate_study.py [--queries 50,200,1000] [--simulations 200] [--resamples 500] [--seed 0]
+    python3 tools/bench/calibrate_study.py [--queries 10,50,200,1000] [--simulations 100] [--seed 0]
 
-Standard library only; prints a markdown table (pasted into docs/gate.md).
-Each query has 1 to 3 relevant documents; a run places each one at a rank
-drawn from the query's own difficulty (often in the top 5, often beyond 10),
-so per-query scores look like real ones: 0/1 for success, graded for the
-rest, many ties at 0 and at 1.  Metrics: recall, success, mrr, ndcg at 5 and
-10 (8 tests, one family).  A/A: the second run redraws 30% of the queries
-from the same distribution (the others are unchanged), so both runs are
-exchangeable and every fail is a false fail.  Power: in the second run a
-random share of the queries loses its relevant documents (beyond rank 10),
-the share chosen so that the metric's mean falls by the detectable drop the
-gate reports on such a change (``min_detectable_drop``; a drop widens the
-deltas, so the drop is found as a fixed point: drop = the detectable drop
-reported at that drop, 3 steps of 30 pilot simulations from the A/A value).  The gate:
-``--gate significant`` with tolerance 0, alpha 0.05, MaxT and Holm.
+Standard library only; prints a markdown table (pasted into docs/gate.md).  Each query has 1 to 3
+relevant documents; a run places each at a rank drawn from the query's own difficulty (often in the top
+5, often beyond 10), so per-query scores look like real ones: 0/1 for success, graded for the rest, many
+ties at 0 and 1.  The family: recall, success, mrr, ndcg at 5 and 10 (8 tests), and with slices the same
+on two slices of half the queries each too (24 tests).  The tolerance of each test is the one
+``--save-baseline`` recommends (``rag_eval.resolved_tolerances`` of the baseline run's scores).
+
+Scenarios, each a fresh pair of runs of the same queries.  A/A: the second run redraws 30% of the queries
+from the same distribution (the churn of an equally good change), so every fail is a false fail and
+every pass is right.  "fall = tol" and "fall = 2 tol": besides, each metric's mean falls by its
+tolerance (or twice it) in expectation, a share of the queries scoring 0 on it (nested shares, as
+``--calibrate`` plants them; a slice falls in proportion): at "tol" a fail and a pass are both wrong
+(each at most alpha), at "2 tol" a fail is power.  First at the recommended tolerances, then at the
+tolerances one A/A comparison reports it resolves (``resolution`` of the deltas' own spread: what
+teams learn from their gates), with ``--calibrate`` (``rag_eval.calibrate``, 100 simulations, on one
+A/A pair; without slices) beside: its A/A pass and 2x fail rates should match the study's within
+Monte Carlo error.  The last column gates at 0.02 everywhere (the README's example) with every
+metric falling by 0.02: a pass is a false pass, at every size.  Rates are shares of the simulations,
++- one Monte Carlo standard error.
+
+A second table, at a tolerance of 0 (the hardest case) and 200 queries (``--chains``): five equally good
+candidates gated with one baseline (``runs``: the exit code fails when any candidate fails), and the
+ratchet: a real gain (a better system: each query's difficulty x 0.8), then 15 honest reruns of it, each
+gated against a baseline that rises by the rise shown (``significant_gains``, ``_raised_scores``, as
+``--ratchet`` does), against one that rises to the observed mean (the old ratchet), and against a fixed
+baseline, the better system's own first run.  Are honest runs after a rise failed more often?
 """
 
 import argparse
@@ -29,9 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))
 import rag_eval  # noqa: E402
 
 CUTOFFS = (5, 10)
-MEASURES = ("recall", "success", "mrr", "ndcg")
-POWER_METRICS = ("success@5", "ndcg@10")
-CHURN = 0.3  # share of queries the second run of an A/A pair redraws
+CHURN = 0.3  # share of queries the second run redraws
 
 
 def draw_ranks(difficulty, relevant, rng):
@@ -57,28 +67,103 @@ def scores(ranks, relevant):
     return found
 
 
-def pair(queries, rng, lose=0.0):
-    """Two runs of one system: (before, after) per-query scores by metric; ``lose``: share of queries
-    that lose every relevant document in the second run."""
+def rerun(queries, first, rng):
+    """Per-query scores of a rerun of the run whose ranks are ``first``: 30% of the queries redrawn."""
+    return {qid: scores(draw_ranks(*queries[qid], rng) if rng.random() < CHURN else first[qid], queries[qid][1])
+            for qid in queries}
+
+
+def by_metric(table):
+    return {m: {q: table[q][m] for q in table} for m in table[next(iter(table))]}
+
+
+def pair(queries, rng, lose=None):
+    """Two runs of one system, (before, after): metric -> qid -> score; ``lose``: metric -> the share of
+    queries that score 0 on it in the second run (nested: a query below a smaller share loses more metrics)."""
     before, after = {}, {}
     for qid, (difficulty, relevant) in queries.items():
         first = draw_ranks(difficulty, relevant, rng)
         second = draw_ranks(difficulty, relevant, rng) if rng.random() < CHURN else first
-        if rng.random() < lose:
-            second = [100 + r for r in second]
         before[qid], after[qid] = scores(first, relevant), scores(second, relevant)
-    metrics = sorted(before[next(iter(before))])
-    return ({m: {q: before[q][m] for q in before} for m in metrics}, {m: {q: after[q][m] for q in after} for m in metrics})
+        lost = rng.random()
+        after[qid] = {m: 0.0 if lose and lost < lose[m] else v for m, v in after[qid].items()}
+    return by_metric(before), by_metric(after)
 
 
-def judge(before, after, adjust, resamples, seed):
-    settings = rag_eval.GateSettings(rule="significant", default=rag_eval.Tolerance(0.0), resamples=resamples,
-                                     seed=seed, adjust=adjust)
-    targets = [rag_eval._Target(m, rag_eval._mean(before[m].values()), rag_eval._mean(after[m].values()),
-                                before[m], after[m]) for m in before]
-    paired, p_holm, p_adjusted = rag_eval._paired_family(targets, settings)
-    return {t.key: rag_eval._gated_metric(t, settings, paired[t.key], p_holm[t.key], p_adjusted[t.key])
-            for t in targets}
+def with_slices(table, slices):
+    """The table, and with ``slices`` (tag -> qids) each metric on each slice as ``tag:metric``."""
+    found = dict(table)
+    for tag, members in (slices or {}).items():
+        found.update({f"{tag}:{m}": {q: values[q] for q in members} for m, values in table.items()})
+    return found
+
+
+def verdict(before, after, tolerances, field="verdict", runs=1):
+    """The gate's verdict on the per-query scores of every test (or each test's ``field``): _gated_metric, the
+    rule as built, on each test's paired comparison.  The comparison's p-values (which the rule does not
+    read, and which cost most of the time) are left at 1."""
+    settings = rag_eval.GateSettings(rule="significant", tolerances={k: rag_eval.Tolerance(t) for k, t in tolerances.items()},
+                                     runs=runs)
+    entries = {}
+    for key in sorted(before):
+        deltas = [after[key][q] - before[key][q] for q in sorted(before[key])]
+        comparison = rag_eval.PairedComparison(
+            key, len(deltas), rag_eval._mean(deltas), sum(d > 0 for d in deltas), sum(d < 0 for d in deltas),
+            deltas.count(0), 1.0, False, rag_eval.Interval(0.0, 0.0), [], [], rag_eval._standard_deviation(deltas))
+        target = rag_eval._Target(key, rag_eval._mean(before[key].values()), rag_eval._mean(after[key].values()),
+                                  before[key], after[key])
+        entries[key] = rag_eval._gated_metric(target, settings, comparison, 1.0, 1.0, len(before))
+    if field == "gate":
+        return {"metrics": entries, "verdict": rag_eval._overall_verdict(e["verdict"] for e in entries.values())}
+    if field != "verdict":
+        return {key: entry[field] for key, entry in entries.items()}
+    return rag_eval._overall_verdict(entry["verdict"] for entry in entries.values())
+
+
+def chains_table(args):
+    n, rng = 200, random.Random(f"study:{args.seed}:chains")
+    queries = {f"q{i:04d}": (rng.choice([0.1, 0.3, 0.5, 0.7, 0.9]), rng.randint(1, 3)) for i in range(n)}
+    better = {qid: (difficulty * 0.8, relevant) for qid, (difficulty, relevant) in queries.items()}
+    zero = None
+    fails, rises, counts = 0, 0, {way: [0, 0] for way in ("fixed", "shown", "observed")}
+    for _ in range(args.chains):
+        first = {qid: draw_ranks(*queries[qid], rng) for qid in queries}
+        start = by_metric({qid: scores(first[qid], queries[qid][1]) for qid in queries})
+        zero = zero or dict.fromkeys(start, 0.0)
+        # five equal candidates against one baseline: the exit code fails when any does
+        fails += any(verdict(start, by_metric(rerun(queries, first, rng)), zero, runs=5) == "regression"
+                     for _ in range(5))
+        # a real gain, then honest reruns of the better system, ratcheted by the rise shown or to the observed
+        # mean (the old ratchet); a fixed baseline is the better system's own first run
+        new = {qid: draw_ranks(*better[qid], rng) for qid in better}
+        fixed = by_metric({qid: scores(new[qid], better[qid][1]) for qid in better})
+        baselines = {"shown": start, "observed": start}
+        for _ in range(15):
+            now = by_metric(rerun(better, new, rng))
+            for way, baseline in list(baselines.items()) + [("fixed", fixed)]:
+                report = verdict(baseline, now, zero, "gate")
+                if way == "fixed" or baseline is not start:  # honest runs after a rise
+                    counts[way][0] += report["verdict"] == "regression"
+                    counts[way][1] += 1
+                gains = rag_eval.significant_gains(report) if way != "fixed" else {}
+                if gains:
+                    baselines[way] = dict(baseline, **{m: rag_eval._raised_scores(baseline[m], now[m], g if way == "shown"
+                                                                                  else math.inf) for m, g in gains.items()})
+        rises += baselines["shown"] is not start
+    print(f"\n{args.chains} chains, 200 queries, tolerance 0, 8 tests\n")
+    print("| 5 equal candidates, one baseline: the exit code fails | a real gain: chains that rose | honest runs "
+          "failed after a rise by the rise shown | after a rise to the observed mean | on a fixed baseline |")
+    print("|---:|---:|---:|---:|---:|")
+    print(f"| {share(fails, args.chains)} | {share(rises, args.chains)} | "
+          + " | ".join(f"{share(*counts[way])} ({counts[way][1]} runs)" for way in ("shown", "observed", "fixed")) + " |")
+
+
+def calibrated(before, after, tolerances):
+    settings = rag_eval.GateSettings(rule="significant", tolerances={k: rag_eval.Tolerance(t) for k, t in tolerances.items()})
+    found = rag_eval.calibrate(rag_eval.Baseline({m: rag_eval._mean(v.values()) for m, v in before.items()}, before),
+                               settings, 100, now=after)["scenarios"]
+    return (f"{found['a/a']['pass']['rate']:.1%} ± {found['a/a']['pass']['se']:.1%}, "
+            f"{found['drop 2x tolerance']['regression']['rate']:.1%} ± {found['drop 2x tolerance']['regression']['se']:.1%}")
 
 
 def share(count, total):
@@ -88,50 +173,50 @@ def share(count, total):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--queries", default="50,200,1000")
-    parser.add_argument("--simulations", type=int, default=200)
-    parser.add_argument("--resamples", type=int, default=500)
+    parser.add_argument("--queries", default="10,50,200,1000")
+    parser.add_argument("--simulations", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chains", type=int, default=100)
     args = parser.parse_args()
-    print(f"{args.simulations} simulations per cell, {args.resamples} resamples, alpha 0.05, tolerance 0, "
-          f"8 tests (4 measures x k = 5, 10), seed {args.seed}; rates ± one Monte Carlo standard error\n")
-    print("| queries | A/A false fails, MaxT | A/A false fails, Holm | "
-          + " | ".join(f"{m}: detectable drop, power (raw p / MaxT gate / Holm gate)" for m in POWER_METRICS) + " |")
-    print("|---:|---:|---:|" + "---:|" * len(POWER_METRICS))
+    sims = args.simulations
+    print(f"{sims} simulations per cell, alpha 0.05, churn {CHURN:.0%}, seed {args.seed}; "
+          "rates ± one Monte Carlo standard error\n")
+    print("| queries | tests | recommended tolerance (recall@5, success@5, ndcg@10) | A/A: pass / inconclusive / fail "
+          "| fall = tol: fail / pass | fall = 2 tol: fail | resolution seen (recall@5) | A/A: pass / fail "
+          "| fall = tol: fail / pass | fall = 2 tol: fail | --calibrate: A/A pass, 2x fail | 0.02, fall = 0.02: pass / fail |")
+    print("|---:|---:|---|---|---|---:|---:|---|---|---:|---|---|")
     for n in (int(x) for x in args.queries.split(",")):
-        rng = random.Random(f"study:{args.seed}:{n}")
-        queries = {f"q{i:04d}": (rng.choice([0.1, 0.3, 0.5, 0.7, 0.9]), rng.randint(1, 3)) for i in range(n)}
-        fails = {"maxt": 0, "holm": 0}
-        spreads = {m: [] for m in POWER_METRICS}
-        for s in range(args.simulations):
-            before, after = pair(queries, rng)
-            for adjust in fails:
-                verdicts = judge(before, after, adjust, args.resamples, s)
-                fails[adjust] += any(e["verdict"] == "regression" for e in verdicts.values())
-                if adjust == "maxt":
-                    for m in POWER_METRICS:
-                        if verdicts[m]["min_detectable_drop"]:
-                            spreads[m].append(verdicts[m]["min_detectable_drop"])
-        cells = [share(fails["maxt"], args.simulations), share(fails["holm"], args.simulations)]
-        for m in POWER_METRICS:
-            drop = sum(spreads[m]) / len(spreads[m])
-            mean = sum(pair(queries, random.Random(1))[0][m].values()) / n
-            # The gate reports the detectable drop from the deltas it sees, and a drop widens them:
-            # find the drop that equals the detectable drop reported on it (a fixed point, 3 steps).
-            for step in range(3):
-                seen = [judge(*pair(queries, rng, lose=min(1.0, drop / mean)), "maxt", 100, step)[m]
-                        ["min_detectable_drop"] for _ in range(30)]
-                drop = sum(x for x in seen if x) / max(1, sum(1 for x in seen if x))
-            hits = {"raw": 0, "maxt": 0, "holm": 0}
-            for s in range(args.simulations):
-                before, after = pair(queries, rng, lose=min(1.0, drop / mean))
-                for adjust in ("maxt", "holm"):
-                    entry = judge(before, after, adjust, args.resamples, s)[m]
-                    hits[adjust] += entry["verdict"] == "regression"
-                    if adjust == "maxt":
-                        hits["raw"] += entry["p_value"] < 0.05 and entry["mean_delta"] < 0
-            cells.append(f"{drop:.3f}: " + " / ".join(share(hits[a], args.simulations) for a in ("raw", "maxt", "holm")))
-        print(f"| {n:,} | " + " | ".join(cells) + " |", flush=True)
+        for sliced in (False, True):
+            rng = random.Random(f"study:{args.seed}:{n}:{sliced}")
+            queries = {f"q{i:04d}": (rng.choice([0.1, 0.3, 0.5, 0.7, 0.9]), rng.randint(1, 3)) for i in range(n)}
+            qids = sorted(queries)
+            slices = {"a": qids[::2], "b": qids[1::2]} if sliced else None
+            saved = with_slices(pair(queries, rng)[0], slices)  # the baseline run: its recommended tolerances
+            means = {m: rag_eval._mean(v.values()) for m, v in saved.items() if ":" not in m}
+            recommended = rag_eval.resolved_tolerances(saved)
+            seen = verdict(*(with_slices(table, slices) for table in pair(queries, rng)), recommended, "resolution")
+            cells = [f"{n:,}", str(len(recommended)),
+                     ", ".join(f"{recommended[m]:.3f}" for m in ("recall@5", "success@5", "ndcg@10"))]
+
+            def rates(tolerances, factor, shown):
+                lose = {m: min(1.0, factor * tolerances[m] / means[m]) if means[m] else 0.0 for m in means}
+                counts = {"pass": 0, "inconclusive": 0, "regression": 0}
+                for _ in range(sims):
+                    before, after = (with_slices(table, slices) for table in pair(queries, rng, lose))
+                    counts[verdict(before, after, tolerances)] += 1
+                return " / ".join(share(counts[v], sims) for v in shown)
+
+            for tolerances in (recommended, seen):
+                if tolerances is seen:
+                    cells.append(f"{seen['recall@5']:.3f}")
+                cells.append(rates(tolerances, 0.0, ("pass", "inconclusive", "regression") if tolerances is recommended
+                                   else ("pass", "regression")))
+                cells.append(rates(tolerances, 1.0, ("regression", "pass")))
+                cells.append(rates(tolerances, 2.0, ("regression",)))
+            cells.append(calibrated(*pair(queries, rng), seen) if not sliced else "-")
+            cells.append(rates(dict.fromkeys(recommended, 0.02), 1.0, ("pass", "regression")))
+            print("| " + " | ".join(cells) + " |", flush=True)
+    chains_table(args)
 
 
 if __name__ == "__main__":
