@@ -82,7 +82,7 @@ from collections import Counter, abc
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, groupby, islice, repeat
 from operator import getitem, itemgetter, lt, mul, truediv
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -4300,31 +4300,24 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, the first query's ranks positive, and
-    in any line order (its evaluation places each line by its rank): a query whose lines break off and come
-    back (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended.
-
-    A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
-    (as MS MARCO's judgments), is a ranking of depth 1 too: the file is a run
-    only if some query of its head has more than one line.  Grades 1, 2 in a
-    first query still read as ranks.
-    """
+    """Whether a text run is MS MARCO's ``qid pid rank``, in any line order (its evaluation places each line by
+    its rank): three fields, the first query's ranks positive, and a query's lines that break off and come back
+    (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended, and a
+    query of several lines (one per query, rank 1, is a qrels file too).  A qrels file has grades: 0, 1 twice."""
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    rows: List[Tuple[bytes, bytes]] = []  # (query, rank) of each line
+    rows: List[List[bytes]] = []  # (query, pid, rank) of each line
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        rows.append((fields[0], fields[2]))
-    stretches = [qid for i, (qid, _) in enumerate(rows) if not i or rows[i - 1][0] != qid]  # a query per run of lines
-    end = next((i for i, (qid, _) in enumerate(rows) if qid != rows[0][0]), len(rows))  # of the first query's lines
-    ranks = [int(rank) if rank.isdigit() and len(rank) <= 9 else 0 for _, rank in rows[:end]]
-    if not ranks or 0 in ranks:
+        rows.append(fields)
+    stretches = [[rank for _, _, rank in lines] for _, lines in groupby(rows, itemgetter(0))]  # a query's run of lines
+    ranks = [int(rank) if rank.isdigit() and len(rank) <= 9 else 0 for rank in (stretches or [[b""]])[0]]
+    if 0 in ranks:
         return False
-    if len(set(stretches)) < len(stretches):
+    if len({row[0] for row in rows}) < len(stretches):
         return True
     return len(set(ranks)) == len(ranks) and 1 in ranks and len(rows) > len(stretches) and (
         len(stretches) == 1 or max(ranks) == len(ranks))
@@ -5430,7 +5423,7 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
                 row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
                            if gated else missing)
             rows.append(row)
-    for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for every run
+    for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for all
         rows += [[metric, name] + [missing] * (len(rows[0]) - 3) + ["not gated"] for name in gates]
     return rows
 
@@ -6197,7 +6190,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if settings.rule == "significant" and baseline is not None:
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
-    if gate_report["verdict"] == UNGATED:  # no gate is no pass
+    if gate_report["verdict"] == UNGATED:
         raise RagEvalError("--not-gated names every metric of the baseline, so nothing would be gated")
     gate_report["qrels_changed"] = qrels_changed
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
@@ -6329,17 +6322,14 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """Why no run id is judged: the --doc-id-sep that makes them meet, where one side names documents (leaves
-    it whole) and most queries keep more than one document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb':
-    every score 1; 'kb-0263.pdf:1' and 'kb-0263.pdf#1' at '.', two kinds of chunk id), else an id of each side."""
+    """Why no run id is judged: the --doc-id-sep that makes them meet and leaves one side whole, documents ('kb-0263_1'
+    and 'kb-0263#1' meet at '-' as 'kb', every score 1), else an id of each side."""
     sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
               if qid in qrels]
     sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
-        several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
-        whole = any(all(document_of(d, sep) == d for d in side) for side in sides)
-        if whole and sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
-                                                   for qid, ids in sample for docid in ids):
+        if any(all(document_of(d, sep) == d for d in side) for side in sides) and any(
+                document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]} for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
     ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))
