@@ -4259,7 +4259,7 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
             if qid is None:
                 _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
             swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) \
-                and fields[-1].isdigit() else ""  # its last field a grade
+                and fields[-1].isdigit() and len(fields[-1]) == 1 else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
         elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:

@@ -321,6 +321,14 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
                 text = "".join(sorted(lines, key=key) if key else random.Random(5).sample(lines, len(lines)))
                 self.same_everywhere(self.write("run.tsv", text), ranked)
 
+    def test_no_qrels_hint_where_the_last_field_is_no_grade(self):
+        # 'qid docid 12': an integer score or a rank, not a grade (grades are one digit): the error names the
+        # line, and blames no argument order
+        code, err = self.scored(self.write("int.tsv", "q1\ta\t12\nq1\tb\t11\nq2\tc\t15\n"))
+        self.assertEqual(code, 2)
+        line = assert_error_line(self, err, file=self.path("int.tsv"), line=1, names=[" 3"])
+        self.assertNotIn("QRELS RUN", line)
+
     def test_msmarco_run_is_reduced_as_it_streams(self):
         qrels = rag_eval.read_qrels(self.qrels)
         read = rag_eval._read_run(self.write("run.tsv", self.msmarco()), depth=4, judged=qrels, cutoffs=[3])
