@@ -30,6 +30,7 @@ Public functions
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
+``read_judged(path)``           an LLM judge's scores (Ragas, DeepEval, promptfoo, ...); ``judged_result`` gates them
 ``main(argv=None)``             the command line; returns the exit code
 =============================  ================================================
 
@@ -59,9 +60,11 @@ __all__ = [
     "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
-    "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
+    "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
+    "main", "maxt", "mean_intervals", "meta_changes",
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
-    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
+    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
+    "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
     "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
@@ -490,7 +493,7 @@ def canonical_metric(text: str) -> str:
     ('ndcg@10', 'pricing:precision@5')
     """
     tag, sep, metric = text.rpartition(":")
-    return tag + sep + format_metric(*parse_metric(metric))
+    return text if _is_judged_metric(metric) else tag + sep + format_metric(*parse_metric(metric))
 
 
 def format_metric(name: str, k: int) -> str:
@@ -998,13 +1001,16 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Location]:
-    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end).
+def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
+    ``keep`` when given (a run's: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            _locate_chunk(row, chunks, inp.source, lineno)
+            chunk = _locate_chunk(row, chunks, inp.source, lineno)
+            if keep is not None and chunk not in keep:
+                del chunks[chunk]
     return chunks
 
 
@@ -1427,9 +1433,12 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
-    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document",
+                keep: Optional[set] = None) -> Dict[str, str]:
+    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
+    those in ``keep`` when given (the labels' documents: memory follows the labels)."""
     corpus: Dict[str, str] = {}
+    seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
@@ -1437,9 +1446,11 @@ def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "documen
             text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
-            if doc in corpus:
+            if doc in seen:
                 raise RagEvalError(f"{what} {_clipped_repr(doc)} appears twice", inp.source, lineno)
-            corpus[doc] = text
+            seen.add(doc)
+            if keep is None or doc in keep:
+                corpus[doc] = text
     return corpus
 
 
@@ -1453,9 +1464,14 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     end, or its text is found nowhere or more than once (an ambiguous place
     is no place), or it would move onto a place judged with another grade.
     """
-    rows, fixed, moved = [], SpanQrels(), {}
+    rows, fixed, moved, wanted = [], SpanQrels(), {}, {}
+    for span in chain.from_iterable(qrels.values()):  # the quoted texts not at their place, by document
+        text = corpus.get(span.doc_id)
+        if text is not None and span.text is not None and text[span.start:span.end] != span.text:
+            wanted.setdefault(span.doc_id, set()).add(span.text)
+    places = {(doc, quote): where for doc, quotes in wanted.items() for quote, where in _find_all(corpus[doc], quotes)}
     for qid in sorted(qrels):
-        checked = [(span, *_label_status(span, corpus.get(span.doc_id))) for span in qrels[qid]]
+        checked = [(span, *_label_status(span, corpus.get(span.doc_id), places)) for span in qrels[qid]]
         clashed = _clashing_moves([(span, span_now) for span, _, _, span_now in checked])
         kept = {}
         for index, (span, status, found, span_now) in enumerate(checked):
@@ -1491,7 +1507,32 @@ def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
         back |= clash
 
 
-def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
+def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
+    """(quote, (its first offset in ``text`` or -1, how often it is there, up to 2)) for each of ``quotes``.
+    Quotes of 16 characters or more in one pass, whatever their number: a window read every ``step``
+    characters lies in each occurrence at one of its quote's first ``step`` offsets."""
+    scanned = {quote for quote in quotes if len(quote) >= 16}
+    for quote in quotes - scanned:
+        first = text.find(quote)
+        yield quote, (first, 0 if first < 0 else 1 + (text.find(quote, first + 1) >= 0))
+    shortest = min(map(len, scanned), default=16)
+    width = min(32, (shortest + 1) // 2)  # half a quote: a window common in the text is rare among the quotes
+    step = min(64, shortest - width + 1)
+    windows: Dict[str, list] = {}
+    for quote in scanned:
+        for offset in range(step):
+            windows.setdefault(quote[offset:offset + width], []).append((quote, offset))
+    where: Dict[str, set] = {quote: set() for quote in scanned}
+    for at in range(0, len(text) - width + 1, step) if scanned else ():
+        for quote, offset in windows.get(text[at:at + width], ()):
+            if len(where[quote]) < 2 and at >= offset and text.startswith(quote, at - offset):
+                where[quote].add(at - offset)
+    for quote, places in where.items():
+        yield quote, (min(places, default=-1), len(places))
+
+
+def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, str], Tuple[int, int]]
+                  ) -> Tuple[str, str, Span]:
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
@@ -1500,10 +1541,10 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
         return "orphaned", f"past the end ({len(text)} characters)", span
     if text[span.start:span.end] == span.text:
         return "valid", "", span
-    first = text.find(span.text)
-    if first < 0:
+    first, count = places[span.doc_id, span.text]
+    if count == 0:
         return "orphaned", "quoted text not found", span
-    if text.find(span.text, first + 1) >= 0:
+    if count > 1:
         return "orphaned", "quoted text found more than once", span
     moved = span._replace(start=first, end=first + len(span.text))
     return "moved", f"now [{moved.start}, {moved.end})", moved
@@ -1601,6 +1642,18 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
+# Work bounded up front (docs/reliability.md): seconds a resampling may take, at the ns per value resampled
+# measured by tools/bench/bench_budget.py.
+WORK_BUDGET, NS_PER_VALUE = 300, 6
+
+
+def _within_budget(what: str, values: float, option: str, count: int) -> None:
+    """Refuse ``what`` before it starts when its ``values`` resampled would take over WORK_BUDGET s."""
+    seconds = values * NS_PER_VALUE / 1e9
+    if seconds > WORK_BUDGET:
+        raise RagEvalError(f"{what} would take about {seconds:,.0f} s ({values:.2g} values resampled), over the "
+                           f"budget of {WORK_BUDGET} s: {option} {int(count * WORK_BUDGET / seconds)} fits, or fewer "
+                           "metrics or queries")
 
 
 def _random(seed: Union[int, str]):
@@ -2224,14 +2277,20 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
 def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
     [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
-    intervals = {}
-    for metric, scores in sorted(per_query_by_metric(result).items()):
+    intervals, table = {}, per_query_by_metric(result)
+    _within_budget(f"--ci with --resamples {resamples}", resamples * sum(map(len, table.values())), "--resamples",
+                   resamples)
+    for metric, scores in sorted(table.items()):
         values = [scores[qid] for qid in sorted(scores)]
-        if _measure_named(parse_metric(metric)[0]).binary:
+        judged = result.get("judge", {}).get("metrics", {}).get(metric)
+        if judged is None and _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
-        else:
+        else:  # a judged metric's own range (negated when lower is better), if its tool documents one
             low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
-            intervals[metric] = Interval(max(low, 0.0), min(high, 1.0))
+            sign = -1 if metric.startswith(JUDGE + "-") else 1
+            span = sorted(sign * x for x in (judged or {}).get("range") or (0.0, 1.0)) \
+                if judged is None or judged["range"] else (low, high)
+            intervals[metric] = Interval(max(low, span[0]), min(high, span[1]))
     return intervals
 
 
@@ -2257,6 +2316,7 @@ class Baseline(NamedTuple):
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
     acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
+    judge: Optional[dict] = None  # judged scores: the judge's configuration and the answers' digests (judged_result)
 
 
 class Tolerance(NamedTuple):
@@ -2310,7 +2370,8 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     means = _check_means(data["mean"], path, metrics=True)
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
-    if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
+    if not isinstance(cutoffs, list) or not (cutoffs or all(map(_is_judged_metric, means))) or not all(
+            _is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
     for metric, values in scores.items():  # within float noise (1e-9, relative)
         if metric in means and not (values and math.isclose(math.fsum(values.values()) / len(values), means[metric],
@@ -2323,7 +2384,16 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
                     _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
-                    tuple(acknowledged))
+                    tuple(acknowledged), _check_judge_record(data["judge"], path) if "judge" in data else None)
+
+
+def _check_judge_record(record, path: str) -> dict:
+    """A baseline's ``judge``: the configuration (name -> text) and the answers' and contexts' digests (id -> text)."""
+    if not isinstance(record, dict) or not all(
+            isinstance(record.get(key), dict) and all(isinstance(v, str) for v in record[key].values())
+            for key in ("provenance", "answers", "contexts")):
+        raise RagEvalError("judge must hold provenance, answers and contexts, objects of strings", path)
+    return record
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -2339,7 +2409,8 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
         if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
-        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON:  # every measure lies in [0, 1]: -1 could never fail
+        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON and not _is_judged_metric((where or name).rpartition(":")[2]):
+            # every measure lies in [0, 1]: -1 could never fail (a judged score's range is its reader's to check)
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must lie in [0, 1], as every measure "
                                f"does, got {_clipped_repr(value)}", path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
@@ -2354,7 +2425,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
 def _is_metric_key(key: str) -> bool:
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return False
     return tag.isprintable()
@@ -2470,7 +2541,8 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            table.setdefault(format_metric(key, result["k"]) if single else key, {})[qid] = value
+            full = format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key
+            table.setdefault(full, {})[qid] = value
     return table
 
 
@@ -2576,9 +2648,14 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+            # Not through a link, and a regular file: a lock the repository planted (a symlink, a FIFO) is refused.
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             _file_mode(os.path.join(folder, name)))
         except OSError as exc:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise RagEvalError("cannot lock: not a regular file", lock_path)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
             if _identity(lock_path) == _identity(handle):
@@ -2740,6 +2817,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
         if baseline.conventions is not None:  # reported only (span precision and iou) is no news
             report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
+        if "judge" in result:  # judged scores: the judge's changes and drift
+            _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values()) if metrics or report["floors"] else UNGATED
     report["passed"] = report["verdict"] == "pass"
@@ -2759,6 +2838,8 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     tests = {t.key: t for t in targets if t.before is not None and set(t.before) & set(t.after)}
     deltas = {key: {qid: t.after[qid] - t.before[qid] for qid in set(t.before) & set(t.after)}
               for key, t in tests.items()}
+    _within_budget(f"--resamples {settings.resamples} on {len(deltas)} paired tests",
+                   settings.resamples * sum(map(len, deltas.values())), "--resamples", settings.resamples)
     family = _family(deltas, settings.resamples, settings.seed)
     paired = {}
     for index, key in enumerate(family.keys):
@@ -2846,6 +2927,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
         scores[name] = {metric: table[metric] for metric in metrics}
     reference, candidates = names[0], names[1:]
+    _within_budget(f"--resamples {resamples} on {len(candidates)} candidate runs", 2 * resamples * len(candidates) *
+                   sum(map(len, scores[reference].values())), "--resamples", resamples)
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
     with_reference, adjusted, against_best = {}, {}, {}
@@ -3077,6 +3160,9 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
+    _within_budget(f"--calibrate {simulations} on {len(queries)} queries x {len(metrics)} metrics", simulations *
+                   (1 + len(PLANTED_DROPS)) * len(rows) * len(metrics) * (2 * quick.resamples if paired_rule else 50),
+                   "--calibrate", simulations)
     scenarios = {}
     for factor in (0.0,) + PLANTED_DROPS:
         rng = _random(f"rag_eval:{settings.seed}:calibrate:{factor}")
@@ -3204,6 +3290,45 @@ def _opened(path: str) -> Iterator[_Input]:
             raw.close()
 
 
+_TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its stream, the file its bytes are kept in)
+
+
+@contextmanager
+def _teed(path: str) -> Iterator[None]:
+    """A run read only once (standard input, a FIFO) keeps its bytes in a temporary file as they are read: it is
+    streamed as a file is, and can be read again (by the plain JSON reader)."""
+    import tempfile
+
+    stream = _open_binary(path, _source_name(path))
+    with tempfile.TemporaryFile(prefix="rag_eval-") as kept:
+        _TEES[path] = (stream, kept)
+        try:
+            yield
+        finally:
+            del _TEES[path]
+            if path != "-":
+                stream.close()
+
+
+class _Teed(io.RawIOBase):
+    """An input read once, from its start: the bytes kept so far, then the stream's, kept too."""
+
+    def __init__(self, stream, kept):
+        super().__init__()
+        self.stream, self.kept = stream, kept
+        kept.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.kept.readinto(buffer)
+        if not count:
+            count = self.stream.readinto(buffer)
+            self.kept.write(memoryview(buffer)[:count])
+        return count
+
+
 class _Hashing(io.RawIOBase):
     """A raw stream that feeds every byte it reads to a sha256."""
 
@@ -3230,7 +3355,9 @@ class _Hashing(io.RawIOBase):
 
 def _open_binary(path: str, source: str, hashed: bool = False):
     try:
-        if path == "-":
+        if path in _TEES:
+            stream = io.BufferedReader(_Teed(*_TEES[path]), READ_BLOCK)
+        elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
             stream = sys.stdin.buffer
@@ -3402,12 +3529,12 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     return _decode_json(text, inp.source, inp.first_line, what)
 
 
-def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
+def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None, decoder=None):
     """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row;
     every failure is one error line, naming a document's line and column of the fault, or a row's line."""
     row_line = None if what else first_line  # a document's own faults have no line but the parser's
     try:
-        return _JSON.decode(text)
+        return (decoder or _JSON).decode(text)
     except json.JSONDecodeError as exc:
         column = f" (column {exc.colno})" if what else ""
         raise RagEvalError(f"invalid JSON: {exc.msg}{column}", source, first_line + exc.lineno - 1) from None
@@ -4685,7 +4812,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row objects), JSONL, TREC, MS MARCO's
     ``qid pid rank`` or a TSV or CSV with a header (PyTerrier's ``qid docno score rank``), detected from the
     content.  With ``depth`` only the best ``depth`` documents of each query are kept (without scores, its
-    first ``depth`` unique ones); runs are streamed (JSON one query at a time, unless on standard input), so
+    first ``depth`` unique ones); runs are streamed (JSON one query at a time, on standard input too), so
     memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
     run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
     that cut (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids become document ids
@@ -4712,13 +4839,15 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or once):
         cutoffs = None
     options = _ReadOptions(depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    try:
-        return _read_run_once(path, fmt, options, not once, evidence)
-    except _ReadAgain:
-        return _read_run_once(path, fmt, options._replace(cutoffs=None), False, evidence)
+    with _teed(path) if once else suppress():
+        try:
+            return _read_run_once(path, fmt, options, evidence)
+        except _ReadAgain:
+            return _read_run_once(path, fmt, options._replace(cutoffs=None), evidence, plain=True)
 
 
-def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool, evidence: bool = False) -> _RunRead:
+def _read_run_once(path: str, fmt: str, options: _ReadOptions, evidence: bool = False, plain: bool = False
+                   ) -> _RunRead:
     """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4731,7 +4860,7 @@ def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool
             return _header_run(inp, header, options)
         if fmt == "trec":
             return _trec_run(inp, options)
-        document = None if stream_json else _parse_json(inp, "run")
+        document = _parse_json(inp, "run") if plain else None
         return _json_run(inp, options, document)
 
 
@@ -4772,6 +4901,525 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
     return dict(sorted(members.items()))
 
 
+# === Judged generation scores ===
+# An LLM judge's per-question scores, read from its tool's export, become per-query columns ``judge.<metric>``
+# like evaluate()'s: the same means, gate, baselines and reports (docs/judged.md).
+
+JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
+MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
+MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
+MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
+# Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
+# scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
+_JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity harmfulness maliciousness insensitivity "
+                         "controversiality misogyny criminality".split())
+_JUDGE_HIGHER = frozenset(
+    "faithfulness answer_relevancy response_relevancy answer_relevance context_precision context_recall "
+    "context_entity_recall context_relevance context_relevancy contextual_precision contextual_recall "
+    "contextual_relevancy answer_correctness answer_similarity semantic_similarity factual_correctness "
+    "response_groundedness groundedness answer_accuracy llm_context_precision_with_reference "
+    "llm_context_precision_without_reference llm_context_recall non_llm_context_recall summarization "
+    "correctness model_graded_fact model_graded_qa match includes exact f1 pass".split())
+
+
+class JudgedScore(NamedTuple):
+    """One judge's score of one question on one metric; ``score`` None when the judge failed."""
+
+    id: str
+    metric: str
+    score: Optional[float]
+    repeat: Optional[str] = None
+    answer_sha256: Optional[str] = None
+    contexts_sha256: Optional[str] = None
+    line: Optional[int] = None
+
+
+class JudgedRead(NamedTuple):
+    """A reader's find: the scores, the judge's configuration the export records, and metric -> (direction or
+    None, range or None) for what the tool documents."""
+
+    scores: List[JudgedScore]
+    judge: Dict[str, str]
+    known: Dict[str, Tuple[Optional[str], Optional[Tuple[float, float]]]]
+    source: str
+
+
+def _judge_name(raw) -> str:
+    """A metric's name in its key: lower case, other runs of characters one ``_`` ("Answer Relevancy" is
+    answer_relevancy)."""
+    name = re.sub(r"[^a-z0-9_.]+", "_", str(raw).lower()).strip("_.")
+    if not name:
+        raise RagEvalError(f"metric name {_clipped_repr(raw)} has no letter or digit")
+    return name
+
+
+def _digest(value) -> Optional[str]:
+    """sha256 of an answer or contexts as an export holds them (text as UTF-8, else canonical JSON)."""
+    import hashlib
+
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional[float]:
+    """A score as a float; None (missing) for null, NaN or an empty cell; Inspect's C/P/I/N are 1/0.5/0/0."""
+    if isinstance(value, str):
+        value = value.strip()
+        if value.lower() in ("", "nan", "none", "null"):
+            return None
+        number = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}.get(value, _finite_number(value))
+        if number is None:
+            raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a number", source, line)
+        return number
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return None
+    if not _is_finite(value) and not isinstance(value, bool):
+        raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a finite number", source, line)
+    return float(value)
+
+
+def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str = "") -> str:
+    """A row's question id, from the documented field or --judged-id (a dotted path)."""
+    if field is None:
+        raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
+                           "--judged-id FIELD", source)
+    value = row
+    for part in ([field] if field in row else field.split(".")):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or isinstance(value, (dict, list, bool)):
+        raise RagEvalError(f"no id in field {_clipped_repr(field)}", source, line)
+    return str(value)
+
+
+def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """The neutral JSONL (docs/judged.md)."""
+    found = []
+    for line, row in rows:
+        qid, metric = (_row_id(row, (name,), name, source, line) for name in ("id", "metric"))
+        repeat = row.get("repeat")
+        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, (int, str))):
+            raise RagEvalError(f"repeat must be an integer or a string, got {_json_kind(repeat)}", source, line)
+        digests = [row.get(name) for name in ("answer_sha256", "contexts_sha256")]
+        if not all(d is None or isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests):
+            raise RagEvalError("answer_sha256 and contexts_sha256 must be 64 lower-case hex digits", source, line)
+        score = None if row.get("error") else _score_value(row.get("score"), metric, source, line)
+        found.append(JudgedScore(qid, metric, score, None if repeat is None else str(repeat), *digests, line))
+    return JudgedRead(found, {}, {}, source)
+
+
+def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """DeepEval's ``test_run_*.json``, by case ``name``; the direction from its success and threshold."""
+    found, models, sides = [], set(), {}
+    for case in data["testCases"]:
+        qid = _judged_key(case, field or "name", source, None)
+        answer, contexts = _digest(case.get("actualOutput")), _digest(case.get("retrievalContext"))
+        for metric in case.get("metricsData") or []:
+            name = str(metric["name"])
+            models.add(str(metric.get("evaluationModel")))
+            score = None if metric.get("error") else _score_value(metric.get("score"), name, source, None)
+            threshold = metric.get("threshold")
+            if score is not None and _is_finite(threshold) and score != threshold and "success" in metric:
+                sides.setdefault(_judge_name(name), set()).add("higher" if metric["success"] == (score > threshold)
+                                                               else "lower")
+            found.append(JudgedScore(qid, name, score, None, answer, contexts))
+    known = {_judge_name(s.metric): ("lower" if _judge_name(s.metric) in _JUDGE_LOWER else "higher", (0.0, 1.0))
+             for s in found}
+    known.update((name, (way.pop(), (0.0, 1.0))) for name, way in sides.items() if len(way) == 1)
+    return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
+
+
+def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Iterable[str], why: str = "",
+                texts: Tuple[Tuple[str, ...], ...] = ((), ()), rename=lambda name: name) -> JudgedRead:
+    """Rows of one column per metric; ``texts``: the answer's and the contexts' columns."""
+    found, metrics = [], list(metrics)
+    for line, row in rows:
+        qid = _judged_key(row, field, source, line, why)
+        sha = [_digest(next((row[name] for name in names if name in row), None)) for names in texts]
+        found += [JudgedScore(qid, rename(name), _score_value(row.get(name), name, source, line), None, *sha, line)
+                  for name in metrics]
+    return JudgedRead(found, {"tool": tool}, {}, source)
+
+
+def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """Ragas' ``to_pandas()`` (CSV or records): its numeric columns are the metrics; no id of its own."""
+    def number(value) -> Optional[bool]:  # a metric's cell: True a number, None empty (NaN, null), False text
+        text = value.strip() if isinstance(value, str) else value
+        if text is None or isinstance(text, str) and text.lower() in ("", "nan", "none", "null"):
+            return None
+        return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
+
+    cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
+    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
+                       (("response", "answer"), ("retrieved_contexts", "contexts")))
+
+
+def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """LangSmith's ``get_test_results()``: ``feedback.<key>`` columns, by ``example_id``."""
+    columns = rows[0][1]
+    outputs = tuple(name for name in columns if name.startswith("outputs."))
+    return _table_rows(rows, source, field or "example_id", "langsmith", [n for n in columns if n[:9] == "feedback."],
+                       texts=(outputs, ()), rename=lambda name: name[9:])
+
+
+def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """TruLens' records: a feedback column (in [0, 1]) beside each ``<name>_calls``; no stable id."""
+    names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
+    read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
+    return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
+
+
+def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """promptfoo's ``results.json``: score, success and namedScores per row; a variable is the id."""
+    rows = data["results"]["results"] if isinstance(data["results"], dict) else data["results"]
+    if len({row.get("promptIdx") for row in rows}) > 1:
+        raise RagEvalError("holds several prompts or providers: gate one per file", source)
+    found = []
+    for row in rows:
+        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None,
+                          "rows are positions")
+        scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
+        found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
+                              _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
+    return JudgedRead(found, {"tool": "promptfoo"}, {"score": ("higher", None)}, source)
+
+
+def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
+    """Inspect's samples: each scorer's value (an object: a metric per key), by ``id``, epochs repeats."""
+    found = []
+    for sample in samples:
+        qid = _judged_key(sample, field or "id", source, None)
+        answer = _digest((sample.get("output") or {}).get("completion"))
+        for scorer, score in (sample.get("scores") or {}).items():
+            values = score.get("value") if isinstance(score, dict) else None
+            values = values if isinstance(values, dict) else {scorer: values}
+            found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
+                                  str(sample.get("epoch", 1)), answer) for name, v in values.items()]
+    spec = header.get("eval") or {}
+    return JudgedRead(found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {},
+                      source)
+
+
+def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
+    found, spec, answers = [], {}, {}
+    for line, row in rows:
+        spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
+        if kind == "sampling" and isinstance(data, dict):
+            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+        found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
+                              _score_value(value, name, source, line), None, None, None, line)
+                  for name, value in scores.items()]
+    found = [s._replace(answer_sha256=answers.get(s.id)) for s in found]
+    return JudgedRead(found, {"tool": "openai-evals", "model": ", ".join(map(str, spec.get("completion_fns") or []))},
+                      {}, source)
+
+
+def _first_keys(content) -> set:
+    return set(content[0][1]) if isinstance(content, list) and content else set()
+
+
+def _is_object(content, *keys) -> bool:
+    return isinstance(content, dict) and all(key in content for key in keys)
+
+
+# Every export this tier reads, detected from its content (its kind: JSONL rows, a JSON document, "rows" of a CSV
+# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file.
+_JUDGE_FORMATS = (
+    ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
+    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
+    ("DeepEval test run", "testCases[].name", "json", lambda c: _is_object(c, "testCases"), _deepeval_rows),
+    ("promptfoo results", "a test variable", "json", lambda c: _is_object(c, "evalId", "results"), _promptfoo_rows),
+    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: _is_object(c, "eval", "samples"),
+     lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
+    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: any(name.startswith("samples/") for name in c),
+     lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
+                                   c.get("header.json") or c.get("_journal/start.json") or c.get("start.json") or {})),
+    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c), _langsmith_rows),
+    ("TruLens records", "a stable column", "rows", lambda c: "record_id" in _first_keys(c), _trulens_rows),
+    ("Ragas to_pandas()", "a column", "rows", lambda c: bool({"user_input", "question"} & _first_keys(c)), _ragas_rows),
+)
+
+
+_NAN_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # a judge's NaN (Python writes it) is a missing score
+
+
+def _judged_content(path: str) -> Tuple[str, str, object]:
+    """(source, kind, content): a zip's JSON members, JSONL rows, a JSON document, or rows (records, CSV)."""
+    with _opened(path) as inp:
+        data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
+        source = inp.source
+    if len(data) > MAX_JSON:
+        raise _too_large(source, MAX_JSON)
+    if data[:4] == b"PK\x03\x04":  # Inspect's .eval
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = [name for name in archive.namelist() if name.endswith(".json")]
+                if sum(archive.getinfo(name).file_size for name in names) > MAX_JSON:
+                    raise _too_large(source, MAX_JSON)
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
+                                                          _NAN_JSON) for name in names}
+        except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
+            raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source,
+                           1 + data.count(b"\n", 0, exc.start)) from None
+    lines = text.splitlines()
+    filled = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    if not filled:
+        raise RagEvalError("file is empty", source)
+    if filled[0][1].lstrip()[:1] == "{" and filled[0][1].rstrip()[-1:] == "}":  # a JSONL row, or a one-line document
+        rows = [(number, _decode_json(line, source, number, None, _NAN_JSON)) for number, line in filled]
+        if all(isinstance(row, dict) for _, row in rows) and (len(rows) > 1 or "metric" in rows[0][1]):
+            return source, "jsonl", rows
+    if filled[0][1].lstrip()[:1] in "{[":
+        document = _decode_json(text, source, 1, "judged scores", _NAN_JSON)
+        if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
+            return source, "rows", [(None, row) for row in document]
+        return source, "json", document
+    import csv
+
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader)
+    if len(set(header)) < len(header):
+        raise RagEvalError("a column name is repeated in the header", source, 1)
+    return source, "rows", [(reader.line_num, dict(zip(header, row))) for row in reader if row]
+
+
+def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
+    """An LLM judge's per-question scores from a file of any shape of _JUDGE_FORMATS, detected from its content.
+
+    ``id_field`` names the field that holds a question's stable id where the format has none (Ragas, TruLens,
+    promptfoo's variables), or replaces the documented one.  An unknown shape is refused, naming the known.
+    """
+    source, kind, content = _judged_content(path)
+    for name, _, kinds, fits, read in _JUDGE_FORMATS:
+        if kinds == kind and fits(content):
+            try:
+                found = read(content, source, id_field)
+            except (AttributeError, KeyError, TypeError, IndexError) as exc:
+                raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
+                    from None
+            if not found.scores:
+                raise RagEvalError(f"a {name} with no score in it", source)
+            return found
+    known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
+    raise RagEvalError(f"not a judged-scores file this tool knows (expected {known}; see docs/judged.md)", source)
+
+
+def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
+                  max_missing: float = MAX_JUDGE_MISSING) -> dict:
+    """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
+    (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
+    per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
+    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
+    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
+    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
+    direction are refused."""
+    directions = {_judge_name(name): way for name, way in (directions or {}).items()}
+    cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
+    digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
+    known, judge, questions, sources = {}, {}, set(), []
+    for read in reads:
+        sources.append(read.source)
+        known.update(read.known)
+        judge.update(read.judge)
+        for s in read.scores:
+            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
+            if s.repeat in slot:
+                raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
+                    f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),
+                    read.source, s.line)
+            slot[s.repeat] = s.score
+            questions.add(s.id)
+            for kind, value in (("answers", s.answer_sha256), ("contexts", s.contexts_sha256)):
+                if value is not None and digests[kind].setdefault(s.id, value) != value:
+                    raise RagEvalError(f"question {_clipped_repr(s.id)} has two {kind[:-1]} digests", read.source,
+                                       s.line)
+    source, per_query, metrics = ", ".join(sources), {}, {}
+    for metric, by_question in sorted(cells.items()):
+        way, span = known.get(metric, (None, None))
+        if metric in _JUDGE_HIGHER | _JUDGE_LOWER:
+            way, span = way or ("lower" if metric in _JUDGE_LOWER else "higher"), span or (0.0, 1.0)
+        way = directions.get(metric, way)
+        if way is None:
+            raise RagEvalError(f"which way is better for judged metric {metric} is not known: say "
+                               f"--judged-direction {metric}=higher (or =lower)", source)
+        values = [v for slot in by_question.values() for v in slot.values() if v is not None]
+        for value in values if span else ():
+            if not span[0] <= value <= span[1]:
+                raise RagEvalError(f"{metric}: score {value!r} outside its range [{span[0]:g}, {span[1]:g}]", source)
+        scored = {qid: [v for v in slot.values() if v is not None] for qid, slot in by_question.items()}
+        scored = {qid: repeats for qid, repeats in scored.items() if repeats}
+        lost = sorted(questions - set(scored), key=_natural_order)
+        if len(lost) > max_missing * len(questions):
+            raise RagEvalError(f"{metric} has no score for {len(lost)} of {len(questions)} questions (judge errors, "
+                               f"NaN or no row; first: {_clipped_repr(lost[0])}), past the share of {max_missing:g} "
+                               "allowed (--max-judge-missing)", source)
+        key, sign = (JUDGE + "-" + metric, -1.0) if way == "lower" else (JUDGE + metric, 1.0)
+        for qid, repeats in scored.items():
+            per_query.setdefault(qid, {})[key] = sign * math.fsum(repeats) / len(repeats) + 0.0  # + 0.0: no -0.0
+        binary, several = all(v in (0.0, 1.0) for v in values), [vs for vs in scored.values() if len(vs) > 1]
+        metrics[key] = {"direction": way, "range": list(span) if span else None, "questions": len(scored),
+                        "missing": len(lost), "missing_ids": lost[:20], "repeats": max(map(len, by_question.values())),
+                        "judge_errors": sum(v is None for slot in by_question.values() for v in slot.values()),
+                        "flip_rate": sum(len(set(vs)) > 1 for vs in several) / len(several) if binary and several
+                        else None}
+    means = {key: _mean(values[key] for values in per_query.values() if key in values) for key in metrics}
+    return {"k": [], "queries": len(questions), "unscored": [], "skipped": [], "missing": [], "dropped": [],
+            "mean": means, "per_query": per_query, "ties": {}, "judged": {},
+            "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": Conventions()._asdict(),
+            "judge": {"metrics": metrics, **digests, "provenance": judge}}
+
+
+def with_judged(result: dict, judged: dict) -> dict:
+    """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
+    merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"],
+                  per_query={qid: dict(values) for qid, values in result["per_query"].items()})
+    for qid, values in judged["per_query"].items():
+        merged["per_query"].setdefault(qid, {}).update(values)
+    return merged
+
+
+def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
+    """How the judge's configuration differs from the baseline's (none when the baseline records no judge)."""
+    before, after = (baseline.judge or {}).get("provenance"), result["judge"]["provenance"]
+    if before is None:
+        return []
+    return [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+
+def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings) -> None:
+    """The judge's changes (``judge_changes``) and drift into the gate's report.  The anchors are the questions
+    whose answer (and contexts, where both sides give digests) is byte-identical on both sides; on each judged
+    metric their deltas take the sign-flip test (the exact sign test for 0/1 scores), Holm-adjusted over the
+    judged metrics; adjusted p < alpha makes the metric inconclusive, reason "judge drift" (``judge_drift``).
+    ``contexts_changed``: questions whose contexts differ, their deltas mixing in retrieval changes."""
+    old, now = baseline.judge or {}, result["judge"]
+    changes = _judge_changes(baseline, result)
+    if changes:
+        gate_report["judge_changes"] = changes
+    answers, contexts = old.get("answers", {}), old.get("contexts", {})
+    anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
+               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
+    gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
+                                              if contexts.get(qid, sha) != sha), key=_natural_order)
+    tests, scores = {}, per_query_by_metric(result)
+    for key, entry in gate_report["metrics"].items():
+        was, is_now = (baseline.per_query or {}).get(key) or {}, scores.get(key, {})
+        deltas = [is_now[qid] - was[qid] for qid in sorted(anchors & set(was) & set(is_now))]
+        if _is_judged_metric(key) and deltas:
+            p, _ = sign_flip_test(deltas, settings.resamples, _random(f"rag_eval:{settings.seed}:drift:{key}"))
+            shift = math.fsum(deltas) / len(deltas)
+            tests[key] = {"anchors": len(deltas), "shift": shift, "p_value": p,
+                          "share_of_delta": shift / entry["delta"] if entry.get("delta") else None}
+    for key, p in holm({key: test["p_value"] for key, test in tests.items()}).items():
+        tests[key].update(p_holm=p, drifted=p < settings.alpha)
+        if p < settings.alpha and gate_report["metrics"][key]["verdict"] != "missing":
+            gate_report["metrics"][key].update(verdict="inconclusive", reason="judge drift")
+    gate_report["judge_drift"] = tests
+
+
+def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
+    """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``, on the judge's scale: a random
+    subset of the questions, labelled on the answer scored now (and on the baseline's, for the delta)."""
+    found, seen = [], set()
+    with _opened(path) as inp:
+        for line, row in _jsonl_rows(inp):
+            qid, metric = (_row_id(row, (name,), name, inp.source, line) for name in ("id", "metric"))
+            label, old = (_score_value(row.get(name), metric, inp.source, line) for name in ("label", "baseline_label"))
+            if label is None or (qid, _judge_name(metric)) in seen:
+                raise RagEvalError(f"question {_clipped_repr(qid)}: " + ("a second label" if label is not None else
+                                   "a label must be a number"), inp.source, line)
+            seen.add((qid, _judge_name(metric)))
+            found.append((qid, metric, label, old))
+    return found
+
+
+def _covariance(a: List[float], b: List[float]) -> float:
+    mean_a, mean_b = _mean(a), _mean(b)
+    return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
+
+
+def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
+    """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
+
+    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
+    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
+    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
+    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
+    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
+    ``effective_labels``: how many labels alone would give the same variance.
+    """
+    from statistics import NormalDist
+
+    ids = sorted(qid for qid in labels if qid in judged)
+    y, f = [labels[qid] for qid in ids], [judged[qid] for qid in ids]
+    rest = [value for qid, value in judged.items() if qid not in labels]
+    n, others, spreads = len(y), len(rest), [_standard_deviation(y), _standard_deviation(f)]
+    correlation = _covariance(y, f) / (spreads[0] * spreads[1]) if all(spreads) else None
+    entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
+             "estimate": _mean(y), "interval": None, "effective_labels": None}
+    why = (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else "the judge is too weakly correlated"
+           if correlation is None or correlation < MIN_JUDGE_CORRELATION else "every question is labelled"
+           if others < 2 else "")
+    if why:
+        entry["method"] = f"labels alone ({why})"
+    else:
+        weight = _covariance(y, f) / ((1 + n / others) * _standard_deviation(f + rest) ** 2)
+        entry["lambda"] = weight = min(max(weight, 0.0), 1.0)
+    if n < 2:
+        return entry
+    weight = entry["lambda"]
+    residual = [a - weight * b for a, b in zip(y, f)]
+    entry["estimate"] = (weight * _mean(rest) if weight else 0.0) + _mean(residual)
+    var = (weight ** 2 * _standard_deviation(rest) ** 2 / others if weight else 0.0) + \
+        (_standard_deviation(residual) ** 2) / n
+    z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
+    half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
+    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["effective_labels"] = spreads[0] ** 2 / var if var else None
+    return entry
+
+
+def human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
+                 baseline: Optional[Baseline] = None) -> Dict[str, dict]:
+    """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
+    labels of its answers (``baseline_label``), the paired prediction-powered delta (see ppi_mean)."""
+    keys = {key[len(JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
+    scores, found = per_query_by_metric(result), {}
+    for qid, metric, label, old in labels:
+        key = keys.get(_judge_name(metric))
+        if key is None:
+            raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels")
+        sign = -1.0 if key.startswith(JUDGE + "-") else 1.0
+        table = found.setdefault(key, ({}, {}))
+        table[0][qid] = sign * label
+        if old is not None:
+            table[1][qid] = sign * (label - old)
+    report = {}
+    for key, (now, delta) in sorted(found.items()):
+        report[key] = {"mean": ppi_mean(now, scores.get(key, {}))}
+        before = (baseline.per_query or {}).get(key) if baseline is not None else None
+        if before and delta:
+            deltas = {qid: value - before[qid] for qid, value in scores[key].items() if qid in before}
+            report[key]["delta"] = ppi_mean(delta, deltas)
+    return report
+
+
+def _is_judged_metric(key: str) -> bool:
+    return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
+
+
 # === Reporting ===
 # One report (a dict, the JSON format itself) is built once; each format in
 # FORMATTERS renders it.
@@ -4800,12 +5448,14 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
         report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
     if slices is not None:
         report["slices"] = slice_report(result, slices)
+    if "judge" in result:  # per judged metric: direction, range, questions, missing ones, repeats; the judge
+        report["judge"] = {key: result["judge"][key] for key in ("metrics", "provenance")}
     return report
 
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
     k = result["k"]
-    return {qid: dict(sorted((key if isinstance(k, list) else format_metric(key, k), value)
+    return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(JUDGE) else format_metric(key, k), value)
                              for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
@@ -4860,8 +5510,8 @@ def _natural_order(text: str) -> tuple:
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
     """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
     verdicts = [entry.get("verdict")] if entry else []
-    if entry and entry.get("verdict") == "inconclusive" and entry.get("queries_needed"):
-        verdicts = [f"inconclusive (~{entry['queries_needed']} queries would resolve it)"]
+    if entry and entry.get("verdict") == "inconclusive" and (entry.get("reason") or entry.get("queries_needed")):
+        verdicts = [f"inconclusive ({entry.get('reason') or '~%d queries would resolve it' % entry['queries_needed']})"]
     if floor is not None:
         verdicts.append("floor met" if floor["verdict"] == "pass" else f"below floor {floor['min']:g}")
     failing = [v for v in verdicts if v in ("missing", "regression") or (v or "").startswith("below floor")]
@@ -4970,7 +5620,8 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
                        key=_metric_order)
     scored = _plural(report["queries"], "query", "queries")
     named = ([_metric_name(key, quoted) for key in keys] for keys in (failed, undecided))
-    return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
+    drift = ", judge drift" if any(t["drifted"] for t in gate_report.get("judge_drift", {}).values()) else ""
+    return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
 def _gate_caption(gate_report: Optional[dict]) -> str:
@@ -4997,8 +5648,9 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
-        role = "false fails" if not outcome["planted_drop"] else "power"
-        lines.append(f"{name} ({role} = regression): {shown}")
+        role = {0.0: "false fails = regression", 1.0: "regression and pass both wrong"}.get(outcome["planted_drop"],
+                                                                                         "power = regression")
+        lines.append(f"{name} ({role}): {shown}")
     if markdown:
         return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
@@ -5105,19 +5757,19 @@ def _format_csv(report: dict, digits: int) -> str:
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@")  # a tab or CR is escaped first (_one_line)
 
 
 def _csv_text(rows: List[List[str]]) -> str:
-    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text."""
+    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text;
+    cells as the table shows them, CRLF line ends (RFC 4180)."""
     import csv
 
     out = io.StringIO()
-    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    csv.writer(out, lineterminator="\r\n").writerows(
-        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell for cell in row]
-        for row in rows)
-    return _neutralise_workflow_commands(out.getvalue())
+    csv.writer(out, lineterminator="\n").writerows(
+        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell
+         for cell in map(_one_line, row)] for row in rows)
+    return _neutralise_workflow_commands(out.getvalue()).replace("\n", "\r\n")
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -5175,64 +5827,58 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
-# GitHub's runner reads every line a step prints, stdout and stderr alike, and
-# src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
-# parsers of src/Runner.Common/ActionCommand.cs in turn: TryParseV2, a line
-# that after TrimStart() starts with "::" and holds a second "::"
-# ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
-# line, the name and "key=value;" properties up to the next "]", the data after
-# it.  Either is a command when the name is registered (error, warning, notice,
-# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
-# turns every later command of the step off.  Lines split at "\n", "\r" and
-# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
-# keys, slice names) may print a "#" before "[", nor a line that opens, after
-# white space, with "::".  Each output escapes them in its own syntax, so that
-# its reader still gets the exact text where the format allows: JSON "\u0023",
-# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
-_COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
-    "text": ("#\\[", "\\:"),
-    "json": ("\\u0023[", "\\u003a"),
-    "xml": ("&#35;[", "&#58;"),
+# What each runner docs/ci.md names obeys in a line a step prints (docs/ci.md cites the sources), as a pattern
+# whose LAST character is escaped.  With control characters escaped, a line opens only after the tool's "\n".
+_RUNNER_COMMANDS = (
+    ("GitHub Actions", r"#\[|\n[^\S\x00-\x1f\x7f-\x9f\u2028\u2029]*:(?=:)"),  # "##[" anywhere; "::" opening a line
+    ("Azure Pipelines", r"##vso\["),  # anywhere; its "##[group]" ... as GitHub's
+    ("TeamCity", r"##teamcity\["),
+    ("Buildkite", r"\n *(?:-(?=--(?: |$))|\+(?=\+\+(?: |$))|~(?=~~(?: |$))|\^(?=\^\^ \+\+\+))"),  # group lines
+    # any log: control characters (GitLab's ESC[0K sections, Jenkins's ESC[8m notes, erasing lines), bidi controls
+    ("any log", r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"),
+)
+# Two passes: the regex engine skips fast only to a pattern whose every branch opens with a literal.
+_COMMAND, _CONTROL = (re.compile("|".join(pattern for _, pattern in _RUNNER_COMMANDS[:-1]), re.M),
+                      re.compile(_RUNNER_COMMANDS[-1][1]))
+_ESCAPES: Dict[str, Callable[[str], str]] = {  # output style: a character escaped
+    "text": lambda c: "\\" + c if c.isprintable() else c.encode("unicode_escape").decode("ascii"),
+    "json": lambda c: f"\\u{ord(c):04x}",
+    "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 holds no C0 control
 }
-_LINE_START_COLON = re.compile(r"(^|[\r\n])(\s*):(?=:)")  # \s holds .NET's white space, and more
 MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
 MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
 def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
-    r"""``text`` with nothing that a CI runner would take for a workflow command.
+    r"""``text`` with no command of _RUNNER_COMMANDS and no raw control character, escaped in ``style``: ``json``
+    and ``xml`` decode to the same text (but XML's C0 controls); ``text`` puts a backslash before the character
+    or writes a control character as Python does (``\x1b``).
 
-    ``style`` is the syntax of the output: ``json`` (valid JSON stays valid and
-    decodes to the same values), ``xml`` (the same), or ``text``, where a
-    backslash goes before the ``[`` of ``#[`` and before a line's leading ``::``.
-
-    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz"))
-    b##\[stop-commands]zz
-    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged"))
+    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz ##vso[task.setvariable]x"))
+    b##\[stop-commands]zz ##vso\[task.setvariable]x
+    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged\n--- group\x1b[2K"))
     ok
       \::error::forged
+    \--- group\x1b[2K
     >>> print(_neutralise_workflow_commands('{"id": "a##[notice]x"}', "json"))
-    {"id": "a#\u0023[notice]x"}
+    {"id": "a##\u005bnotice]x"}
     """
-    hash_escape, colon_escape = _COMMAND_ESCAPES[style]
-    if "#[" in text:
-        text = text.replace("#[", hash_escape)
-    if "::" in text:
-        text = _LINE_START_COLON.sub(lambda m: m.group(1) + m.group(2) + colon_escape, text)
-    return text
+    def escaped(match) -> str:
+        return match.group()[:-1] + _ESCAPES[style](match.group()[-1])
+
+    return _CONTROL.sub(escaped, _COMMAND.sub(escaped, "\n" + text)[1:])
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
-    (the runner's UnescapeProperty)."""
+    (the runner's UnescapeProperty); both are then neutralised, on one line."""
     def escaped(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return _neutralise_workflow_commands(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
-                     for key, value in fields)
-    return f"::{kind} {shown}::" + escaped(_neutralise_workflow_commands(message))
+    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C") for key, value in fields)
+    return f"::{kind} {shown}::" + escaped(message)
 
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
@@ -5292,11 +5938,12 @@ def _openmetrics_text(report: dict) -> str:
     """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
 
     GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
-    A gated slice is a ``slice`` label; label values escape backslash, quote and newline.
+    A gated slice is a ``slice`` label; label values escape backslash, quote and newline, and show any other
+    control character as the table does (``\\x1b``).
     """
     def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
-        shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-                         for key, text in labels)
+        shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
+            "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
         return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
 
     def family(name: str, what: str, samples: List[str]) -> List[str]:
@@ -5332,6 +5979,10 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     if gate_report.get("meta_changes"):
         lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
+    if gate_report.get("judge_changes"):
+        lines.append("judge changed since the baseline: " + "; ".join(map(quoted, gate_report["judge_changes"])))
+    lines += [f"judge drift: {_metric_name(key, quoted)} moved {t['shift']:+.{digits}f} on {t['anchors']} unchanged "
+              f"answers (p {t['p_holm']:.2g})" for key, t in gate_report.get("judge_drift", {}).items() if t["drifted"]]
     if gate_report.get("label_changes"):
         lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted=quoted))
     if gate_report.get("delta_split"):
@@ -5520,6 +6171,16 @@ _alpha_arg = _checked_arg(_finite_number, lambda value: 1e-15 <= value < 1, "a n
 _score_arg = _checked_arg(_finite_number, lambda value: True, "a finite number")
 _min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
+
+
+def _direction_arg(text: str) -> Tuple[str, str]:
+    metric, _, way = text.rpartition("=")
+    if way not in ("higher", "lower") or not metric:
+        raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
+    return _judge_name(metric[len(JUDGE):] if metric.startswith(JUDGE) else metric), way
+
+
+_fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
 
 
 def _separator_arg(text: str) -> str:
@@ -5749,6 +6410,19 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets; with --corpus, its text), then exit")
+    judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
+    judged.add_argument("--judged", metavar="FILE", action="append", default=[],
+                        help="an LLM judge's scores, gated beside QRELS RUN or alone: the neutral JSONL or an export "
+                             "of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens, OpenAI evals; repeatable")
+    judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
+    judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
+                        metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
+    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=MAX_JUDGE_MISSING, metavar="X",
+                        help=f"largest share of a metric's questions without a score (default {MAX_JUDGE_MISSING})")
+    judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                        help="the judge's configuration (model=..., temperature=...), kept in the baseline")
+    judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
+    judged.add_argument("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
     return parser
 
 
@@ -5768,12 +6442,16 @@ def _warn(message: str, command: bool = False) -> None:
 
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
-    if args.qrels is None or args.run is None:
+    if args.qrels is None and args.judged and not args.run:
+        if args.baseline_run or args.unjudged or args.chunks or args.corpus:
+            raise RagEvalError("--baseline-run, --unjudged, --chunks and --corpus need QRELS RUN")
+    elif args.qrels is None or args.run is None:
         raise RagEvalError(f"the following argument is required: RUN (QRELS is {_file_name(args.qrels)})"
-                           if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
+                           if args.qrels else "the following arguments are required: QRELS RUN (or --judged FILE, "
+                           "or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus, args.queries) if path]
+                                args.chunks, args.corpus, args.queries, *args.judged, args.human_labels) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5883,7 +6561,7 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     """What is wrong with a metric (or slice:metric) that a tolerance or floor names, or None."""
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return f"{option}: unknown metric {_clipped_repr(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
@@ -5905,7 +6583,8 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if not set(baseline.means) & set(result["mean"]):
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
                            f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
-    differences = _differences(baseline, result, fingerprint)
+    retrieval = args.qrels and not all(_is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)
+    differences = _differences(baseline, result, fingerprint) if retrieval else []  # judged alone: no qrels to compare
     qrels_changed = any(d.startswith("qrels:") for d in differences)
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]
@@ -5925,12 +6604,16 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
 
     roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
              ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus))
+             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus),
+             ("human_labels", args.human_labels))
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
                 inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
-    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.qrels:
+        full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.judged:
+        full["inputs"]["judged"] = [{"path": path, "sha256": digests.get(path)} for path in args.judged]
     if runs:
         full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
@@ -5948,7 +6631,7 @@ def _run(args, argv: List[str]) -> int:
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
-    args.meta = dict(args.meta)
+    args.meta, args.judge = dict(args.meta), dict(args.judge)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
         raise RagEvalError("standard output is closed: the report would go nowhere")
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
@@ -5965,8 +6648,10 @@ def _run_one(args, argv: List[str]) -> int:
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
             baseline, slices, qrels = _read_judgments(args)
-            args.needed = _baseline_needs(args, baseline, qrels)
-            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
+            args.needed = _baseline_needs(args, baseline, qrels) if args.run else []
+            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged)) \
+                if args.run else (None, {})
+            result = _judged_scores(args, result)
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
@@ -5978,6 +6663,10 @@ def _run_one(args, argv: List[str]) -> int:
             [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
+        if args.human_labels:  # beside the verdict, never in it: a check of the judge against people
+            with _naming_files(labels=args.human_labels):
+                report["human"] = human_report(read_human_labels(args.human_labels), result, baseline)
+            messages += _human_messages(report["human"])
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
@@ -6021,7 +6710,17 @@ def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
     """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
     baseline = read_baseline(args.baseline) if args.baseline else None
     slices = read_slices(args.slices) if args.slices else None
-    return baseline, slices, read_qrels(args.qrels, args.qrels_format)
+    return baseline, slices, read_qrels(args.qrels, args.qrels_format) if args.qrels else {}
+
+
+def _judged_scores(args, result: Optional[dict]) -> dict:
+    """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
+    if not args.judged:
+        return result
+    judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
+                           args.max_judge_missing)
+    judged["judge"]["provenance"].update(args.judge)
+    return judged if result is None else with_judged(result, judged)
 
 
 def _fingerprint(args, qrels: Qrels) -> str:
@@ -6115,6 +6814,8 @@ def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[st
     scored = {format_metric(*pair) for pair in _check_measures(_asked_measures(args, qrels), args.k, table)}
     needs = []
     for key in baseline.means if baseline is not None else ():
+        if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
+            continue
         name, k = parse_metric(key.rpartition(":")[2])
         metric = format_metric(name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name, k)  # spans: both levels
         if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
@@ -6184,6 +6885,10 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
+    changes = _judge_changes(baseline, result) if baseline is not None and "judge" in result else []
+    if changes and not args.allow_judge_change:
+        raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
+                           + " (save a new baseline, or accept the change with --allow-judge-change)", args.baseline)
     settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
@@ -6193,6 +6898,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if gate_report["verdict"] == UNGATED:
         raise RagEvalError("--not-gated names every metric of the baseline, so nothing would be gated")
     gate_report["qrels_changed"] = qrels_changed
+
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
@@ -6228,6 +6934,8 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         if args.save_baseline or args.update_baseline else {}
     if extra and _acknowledged(args, baseline):
         extra["acknowledged"] = _acknowledged(args, baseline)
+    if extra and "judge" in result:
+        extra["judge"] = {key: result["judge"][key] for key in ("provenance", "answers", "contexts")}
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6248,9 +6956,11 @@ def _appending(args) -> str:
 
 def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
     """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
-    queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
-    corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
-    chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
+    listed = {docid for _, docid, _ in rows}  # what is kept of the side inputs: what the rows name
+    queries = read_corpus(args.queries, args.max_input_bytes, "query", {qid for qid, _, _ in rows}) if args.queries else {}
+    chunks = read_chunks(args.chunks, args.max_input_bytes, listed) if args.chunks else {}
+    corpus = read_corpus(args.corpus, args.max_input_bytes, keep=listed | {where[0] for where in chunks.values()}) \
+        if args.corpus else {}
 
     def text(docid: str) -> Optional[str]:
         doc, start, end = chunks.get(docid, (docid, None, None))
@@ -6265,9 +6975,11 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
     """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
     judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
     share (a drop of 0.83 then passed as "not significant")."""
-    now = set(result["per_query"])
-    for metric, before in sorted((baseline.per_query or {}).items()):
-        if metric in baseline.means and metric in result["mean"] and set(before) != now:
+    scores = per_query_by_metric(result)
+    for metric, before in sorted((baseline.per_query or {}).items()):  # a judged metric's errors may differ by side
+        now = set(scores.get(metric, ()))
+        if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(
+                metric):
             shared = len(now & set(before))
             raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
                                f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
@@ -6392,6 +7104,27 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if result.get("repeated"):
         found.append(_repeated_message(result["repeated"]))
+    for key, entry in result.get("judge", {}).get("metrics", {}).items():
+        if entry["missing"]:
+            found.append(_Message("warning", f"{key}: no score for {entry['missing']} of {result['queries']} questions "
+                                  "(judge errors, NaN or no row), left out of its mean and test",
+                                  "first: " + ", ".join(map(_one_line, entry["missing_ids"]))))
+        if entry["flip_rate"]:
+            found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
+                                  "questions judged more than once; each question counts once, as its repeats' mean"))
+    for key, test in (gate_report or {}).get("judge_drift", {}).items():
+        if test["drifted"]:
+            share = "" if test["share_of_delta"] is None else f", {test['share_of_delta']:.0%} of its delta"
+            found.append(_Message("warning", f"judge drift: {key} moved {test['shift']:+.4f} on {test['anchors']} "
+                                  f"unchanged answers (p {test['p_holm']:.2g}{share}); its verdict is inconclusive"))
+    if (gate_report or {}).get("judge_changes"):
+        found.append(_Message("warning", "graded by another judge (--allow-judge-change): "
+                              + "; ".join(map(_one_line, gate_report["judge_changes"]))))
+    if (gate_report or {}).get("contexts_changed"):
+        changed = gate_report["contexts_changed"]
+        found.append(_Message("note", f"the contexts of {_plural(len(changed), 'question', 'questions')} differ from "
+                              "the baseline's: their judged deltas mix in retrieval changes",
+                              "first: " + ", ".join(map(_one_line, changed[:20]))))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("not_gated"):
@@ -6419,6 +7152,22 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
     return found
 
 
+def _human_messages(human: Dict[str, dict]) -> List[_Message]:
+    """A note per judged metric with human labels (see human_report)."""
+    found = []
+    for key, entry in human.items():
+        parts = []
+        for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
+            if e and e["interval"]:
+                low, high = e["interval"]
+                r = "-" if e["correlation"] is None else f"{e['correlation']:.2f}"
+                effective = "" if e["effective_labels"] is None else f", worth {e['effective_labels']:.0f} labels"
+                parts.append(f"{what} {e['estimate']:.4f} [{low:.4f}, {high:.4f}] by {e['method']}, {e['labels']} "
+                             f"labels, judge-human r {r}{effective}")
+        found.append(_Message("note", f"human labels, {key}: " + ("; ".join(parts) or "fewer than 2 labels")))
+    return found
+
+
 def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
     """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
@@ -6430,7 +7179,7 @@ def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
               and entry["allowed_drop"] < entry["resolution"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
-                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+                 for metric, entry in entries if entry["verdict"] == "inconclusive" and not entry.get("reason")]
     first, found = [], []
     if coarse:
         first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
@@ -6459,7 +7208,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+        check = check_labels(qrels, _labelled_corpus(args, qrels))
         orphaned = [row for row in check.rows if row[2] == "orphaned"]
         if orphaned:
             qid, span, _, found = orphaned[0]
@@ -6469,7 +7218,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
         qrels, labels = check.fixed, dict(Counter(row[2] for row in check.rows), spans=len(check.rows))
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
-    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
+    chunk_map = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(run.values()))) if args.chunks \
+        else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k,
@@ -6487,6 +7237,10 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run=source)
     return result, run
+
+
+def _labelled_corpus(args, qrels: SpanQrels) -> Dict[str, str]:
+    return read_corpus(args.corpus, args.max_input_bytes, keep={span.doc_id for span in chain.from_iterable(qrels.values())})
 
 
 def _label_job(args) -> int:
@@ -6514,8 +7268,9 @@ def _label_job(args) -> int:
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
-        chunks = read_chunks(args.chunks, args.max_input_bytes)
-        corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else None
+        chunks = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(qrels.values())))
+        corpus = read_corpus(args.corpus, args.max_input_bytes, keep={where[0] for where in chunks.values()}) \
+            if args.corpus else None
         with _naming_files(qrels=args.qrels, chunks=args.chunks, corpus=args.corpus or ""):
             spans = to_spans(qrels, chunks, corpus)
         write_atomically(args.to_spans, spans_text(spans))
@@ -6523,7 +7278,7 @@ def _label_job(args) -> int:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
-    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    check = check_labels(qrels, _labelled_corpus(args, qrels))
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
@@ -6544,7 +7299,7 @@ MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
 _ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
                     ("update_baseline", "--update-baseline"), ("junit", "--junit"),
-                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"))
+                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"), ("judged", "--judged"))
 
 
 class _Scored(NamedTuple):
