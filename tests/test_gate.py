@@ -1863,8 +1863,11 @@ class TestGateIsTheCommandLines(GateCase, unittest.TestCase):
         baseline = self.saved(self.path("qrels.json"), self.path("run.json"))
         del qrels["q000"]
         self.write("fewer.json", qrels)
-        with self.assertRaises(rag_eval.RagEvalError):
-            self.library(self.path("fewer.json"), self.path("run.json"), baseline, "significant")
+        result = rag_eval.evaluate(rag_eval.read_qrels(self.path("fewer.json")), rag_eval.read_run(self.path("run.json")),
+                                   5, drop_unknown_queries=True)
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.gate(result, rag_eval.read_baseline(baseline), "significant")
+        assert_error_line(self, str(caught.exception), names=["--gate significant", "mrr@5", "40", "39"], prefix="")
         code, _, err = run_main([self.path("fewer.json"), self.path("run.json"), "--baseline", baseline,
                                  "--gate", "significant", "--allow-qrels-change", "--drop-unknown-queries"])
         self.assertEqual(code, 2, err)
