@@ -7084,7 +7084,8 @@ def _repeated_message(repeated: dict) -> _Message:
 def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterable[str] = (),
           reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None) -> List[_Message]:
     """What the command line prints beside the numbers (of --baseline-run's ``reference`` too), most consequential
-    first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each, str() as ``notes`` holds it."""
+    first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each, str() as ``notes`` holds it.
+    A run file's repeated documents are ``result["repeated"]``, set by the command line's reader only."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
