@@ -5058,7 +5058,8 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
 
     cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
-    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    names = [name for name, kinds in cells.items()  # a documented metric's column stays when every cell is NaN
+             if False not in kinds and (True in kinds or name in _JUDGE_HIGHER | _JUDGE_LOWER)]
     return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 

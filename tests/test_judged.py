@@ -213,6 +213,23 @@ class ReadersOfExports(unittest.TestCase):
                 self.assertEqual(result["mean"]["judge.faithfulness"], (1.0 + 0.5 + 0.75) / 3)
                 self.assertAlmostEqual(result["mean"]["judge.answer_relevancy"], (0.9 + 0.7) / 2)
 
+    def test_ragas_metric_column_all_nan_is_missing_not_absent(self):
+        # review34: a documented metric whose every cell is NaN (the judge failed on every row) vanished from the
+        # result, so a baseline gate called it "missing" (exit 1) instead of refusing the judge errors (exit 2)
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.csv")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("user_input,response,reference,faithfulness,answer_relevancy\n"
+                             + "".join(f"q{i},a,,,0.{i}\n" for i in range(1, 6)))
+            with self.assertRaises(rag_eval.RagEvalError) as caught:
+                self.read(path, "user_input")
+            assert_error_line(self, str(caught.exception), path, prefix="", names=["faithfulness", "5 of 5"])
+            result = rag_eval.judged_result([rag_eval.read_judged(path, "user_input")], max_missing=1.0)
+        self.assertEqual(sorted(result["mean"]), ["judge.answer_relevancy", "judge.faithfulness"])  # not reference
+        self.assertEqual(result["judge"]["metrics"]["judge.faithfulness"]["missing"], 5)
+
     def test_ragas_without_an_id_field_is_refused(self):
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.read_judged(sample("ragas.csv"))
