@@ -6149,10 +6149,13 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
+    """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
-    value = _finite_number(amount)
-    if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_clipped_repr(text)}")
+    value, key = _finite_number(amount), metric.rpartition(":")[2]
+    if not sep or not metric or value is None or not 0 <= (-value if key[:7] == JUDGE + "-" else value) <= (
+            math.inf if _is_judged_metric(key) else 1):
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1 (a judged metric's on its scale, at most "
+                           f"0 for judge.-NAME), such as recall@5=0.8, got {_clipped_repr(text)}")
     return metric, value
 
 

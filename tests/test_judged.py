@@ -110,6 +110,22 @@ class Directions(JudgedTempDir, unittest.TestCase):
         self.assertEqual((code, entry["verdict"]), (1, "regression"))
 
 
+    def test_floors_of_judged_metrics_on_their_own_scale(self):
+        # review34: "hallucination at most 0.2" is the floor -0.2 of judge.-hallucination; a tone on a 1-5 scale
+        # takes a floor of 4.  Both were refused ("a value from 0 to 1").
+        code, report, _ = report_of(["--judged", BASE, "--min", "judge.-hallucination=-0.1"])  # mean 0.7/6 = 0.117
+        self.assertEqual((code, report["gate"]["floors"]["judge.-hallucination"]["verdict"]), (1, "below floor"))
+        self.assertEqual(report_of(["--judged", BASE, "--min", "judge.-hallucination=-0.12"])[0], 0)
+        path = self.write_rows("t.jsonl", [{"id": "q1", "metric": "tone", "score": 3.0},
+                                           {"id": "q2", "metric": "tone", "score": 4.0}])
+        self.assertEqual(run_main(["--judged", path, "--judged-direction", "tone=higher", "--min", "judge.tone=4"])[0], 1)
+        for wrong in ("judge.-hallucination=0.1", "judge.faithfulness=-0.5", "recall@5=1.5"):  # could never fail/pass
+            with self.subTest(wrong):
+                code, _, err = run_main(["--judged", BASE, "--min", wrong])
+                self.assertEqual(code, 2)
+                assert_error_line(self, err, names=["--min"])
+
+
 class JudgeErrors(JudgedTempDir, unittest.TestCase):
     """A judge error, NaN or missing score is missing, never 0; past the documented share, refused."""
 
