@@ -5394,7 +5394,8 @@ def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidenc
         (_standard_deviation(residual) ** 2) / n
     z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
-    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["interval"] = list(clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
+        else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
     entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 

@@ -529,6 +529,16 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         self.assertAlmostEqual(got["estimate"], sum(human) / 10)
         self.assertAlmostEqual(got["effective_labels"], 10)
 
+    def test_labels_alone_of_pass_fail_never_a_zero_width_interval(self):
+        # review34: 50 passes of 50 gave the 95% interval [1, 1]; where 3% of all answers fail, it covered the
+        # truth in 66% of seeded sets (labels alone: Clopper-Pearson, exact for 0/1, as --ci's pass/fail means)
+        labels = {f"q{i}": 1.0 for i in range(50)}
+        judged = {f"q{i}": 1.0 if i % 7 else 0.0 for i in range(300)}
+        got = rag_eval.ppi_mean(labels, judged)
+        self.assertTrue(got["method"].startswith("labels alone"))
+        self.assertEqual(got["interval"], list(rag_eval.clopper_pearson(50, 50)))
+        self.assertLess(got["interval"][0], 0.93)
+
     def test_a_weak_judge_the_labels_alone(self):
         human, _, rest = self.data()
         labels = {f"l{i}": y for i, y in enumerate(human)}
