@@ -5100,7 +5100,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
     for sample in samples:
         qid = _judged_key(sample, field or "id", source, None)
         answer = _digest((sample.get("output") or {}).get("completion"))
-        for scorer, score in (sample.get("scores") or {}).items():
+        for scorer, score in (sample.get("scores") or {None: None}).items():  # None: no score, a missing question
             values = score.get("value") if isinstance(score, dict) else None
             values = values if isinstance(values, dict) else {scorer: values}
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
@@ -5117,7 +5117,8 @@ def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
         if kind == "sampling" and isinstance(data, dict):
             answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
-        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
+            None: None} if kind == "sampling" else {}  # None: a sampled question, missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
                               _score_value(value, name, source, line), None, None, None, line)
                   for name, value in scores.items()]
@@ -5215,7 +5216,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
             except (AttributeError, KeyError, TypeError, IndexError) as exc:
                 raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
                     from None
-            if not found.scores:
+            if not any(s.metric for s in found.scores):
                 raise RagEvalError(f"a {name} with no score in it", source)
             return found
     known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
@@ -5239,8 +5240,8 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
         sources.append(read.source)
         known.update(read.known)
         judge.update(read.judge)
-        for s in read.scores:
-            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
+        for s in read.scores:  # a metric of None: a question the judge scored on nothing (an error), missing
+            slot = {} if s.metric is None else cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
             if s.repeat in slot:
                 raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
                     f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),

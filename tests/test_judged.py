@@ -140,6 +140,30 @@ class JudgeErrors(JudgedTempDir, unittest.TestCase):
         self.assertIn("judge.faithfulness", warning)
         self.assertIn("1 of 6", warning)
 
+    def test_a_sample_the_judge_never_scored_is_missing(self):
+        # review34: an Inspect sample that errored has no scores, an OpenAI evals sample that failed has its
+        # sampling event and no match: both questions vanished (20 questions became 18, none counted missing)
+        with open(os.path.join(JUDGED, "inspect_log.json"), encoding="utf-8") as handle:
+            log = json.load(handle)
+        for item in log["samples"]:
+            if item["id"] == "q2":
+                item.update(scores=None, error={"message": "RateLimitError", "traceback": ""})
+        inspect = os.path.join(self.tmp, "log.json")
+        with open(inspect, "w", encoding="utf-8") as handle:
+            json.dump(log, handle)
+        with open(os.path.join(JUDGED, "openai_evals.jsonl"), encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
+        events = self.write_rows("events.jsonl", [row for row in rows if not (
+            row.get("type") == "match" and row.get("sample_id") == "rag-qa.dev.0")])
+        for path, key, ids in ((inspect, "judge.model_graded_fact", ["q2"]), (events, "judge.match", ["rag-qa.dev.0"])):
+            with self.subTest(path):
+                code, _, err = run_main(["--judged", path])
+                self.assertEqual(code, 2)
+                assert_error_line(self, err, path, quoted=ids, names=["--max-judge-missing"])
+                result = rag_eval.judged_result([rag_eval.read_judged(path)], max_missing=0.5)
+                entry = result["judge"]["metrics"][key]
+                self.assertEqual((result["queries"], entry["missing"], entry["missing_ids"]), (3, 1, ids))
+
     def test_past_the_share_the_input_is_refused(self):
         code, _, err = run_main(["--judged", NOW])  # 1 of 6 = 0.167 > the default 0.1
         self.assertEqual(code, 2)
