@@ -5048,8 +5048,8 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
 
     cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
-    names = [name for name, kinds in cells.items()  # a documented metric's column stays when every cell is NaN
-             if False not in kinds and (True in kinds or name in _JUDGE_HIGHER | _JUDGE_LOWER)]
+    names = [name for name, kinds in cells.items() if False not in kinds and (True in kinds or name in _JUDGE_HIGHER
+                                                                             | _JUDGE_LOWER)]  # all NaN: missing
     return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 
@@ -5090,7 +5090,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
     for sample in samples:
         qid = _judged_key(sample, field or "id", source, None)
         answer = _digest((sample.get("output") or {}).get("completion"))
-        for scorer, score in (sample.get("scores") or {None: None}).items():  # None: no score, a missing question
+        for scorer, score in (sample.get("scores") or {None: None}).items():  # None: missing
             values = score.get("value") if isinstance(score, dict) else None
             values = values if isinstance(values, dict) else {scorer: values}
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
@@ -5108,7 +5108,7 @@ def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         if kind == "sampling" and isinstance(data, dict):
             answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
         scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
-            None: None} if kind == "sampling" else {}  # None: a sampled question, missing until scored
+            None: None} if kind == "sampling" else {}  # None: missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
                               _score_value(value, name, source, line), None, None, None, line)
                   for name, value in scores.items()]
@@ -5218,10 +5218,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
     (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
     per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
-    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
-    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
-    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
-    direction are refused."""
+    the judge's configuration (``provenance``).  Repeats, missing scores and what is refused: docs/judged.md."""
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
     digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
@@ -5230,7 +5227,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
         sources.append(read.source)
         known.update(read.known)
         judge.update(read.judge)
-        for s in read.scores:  # a metric of None: a question the judge scored on nothing (an error), missing
+        for s in read.scores:  # metric None: a question scored on nothing (an error), missing
             slot = {} if s.metric is None else cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
             if s.repeat in slot:
                 raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
@@ -5350,15 +5347,8 @@ def _covariance(a: List[float], b: List[float]) -> float:
 
 def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
-    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
-
-    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
-    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
-    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
-    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
-    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
-    ``effective_labels``: how many labels alone would give the same variance.
-    """
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
+    estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
     from statistics import NormalDist
 
     ids = sorted(qid for qid in labels if qid in judged)
