@@ -5305,7 +5305,7 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
         gate_report["judge_changes"] = changes
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
     anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
-               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
+               and len({contexts.get(qid), now["contexts"].get(qid)} - {None}) < 2}  # contexts where both give them
     gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
                                               if contexts.get(qid, sha) != sha), key=_natural_order)
     tests, scores = {}, per_query_by_metric(result)

@@ -462,6 +462,15 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertFalse(report["gate"]["judge_drift"]["judge.faithfulness"]["drifted"])
         self.assertEqual(report["gate"]["metrics"]["judge.faithfulness"]["verdict"], "regression")
 
+    def test_contexts_digests_on_one_side_only_keep_the_anchors(self):
+        # review34: the docs compare contexts "where both sides give their digests"; a baseline saved without them
+        # and a run with them had no anchor at all, so a drifted judge read as a regression (exit 1), not exit 3
+        base = os.path.join(self.tmp, "b.json")
+        run_main(["--judged", self.write_rows("b.jsonl", self.rows(0, 0)), "--save-baseline", base])
+        now = self.write_rows("n.jsonl", [dict(row, contexts_sha256="c" * 64) for row in self.rows(-0.05, -0.05)])
+        code, report, _ = report_of(["--judged", now, "--baseline", base])
+        self.assertEqual((code, report["gate"]["judge_drift"]["judge.faithfulness"]["anchors"]), (3, 15))
+
     def test_changed_contexts_are_reported(self):
         rows = [{"id": "q1", "metric": "faithfulness", "score": 0.5, "answer_sha256": "a" * 64,
                  "contexts_sha256": "b" * 64}]
