@@ -5101,12 +5101,12 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
 
 
 def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
+    """OpenAI evals' record: ``match``, ``metrics`` events by ``sample_id``; the answer: its first ``sampling``."""
     found, spec, answers = [], {}, {}
     for line, row in rows:
         spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
         if kind == "sampling" and isinstance(data, dict):
-            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
+            answers.setdefault(_judged_key(row, field or "sample_id", source, line), _digest(data.get("sampled")))
         scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
             None: None} if kind == "sampling" else {}  # None: missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,

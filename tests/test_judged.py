@@ -324,6 +324,21 @@ class ReadersOfExports(unittest.TestCase):
         self.assertEqual(result["judge"]["provenance"]["model"], "gpt-4o-mini")
 
 
+class OpenAIEvalsModelGraded(JudgedTempDir, unittest.TestCase):
+    def test_the_answer_is_the_first_sampling_event_not_the_graders(self):
+        # review34: a model-graded eval (evals/elsuite/modelgraded/classify.py) samples the completion, then the
+        # grader, both recorded as sampling events of the sample; the grader's "Y" was taken as the answer, so
+        # changed answers the grader passed again looked byte-identical: false drift anchors
+        rows = [{"spec": {"completion_fns": ["gpt-4o-mini"]}}]
+        for i, answer in enumerate(("Paris", "Lyon")):
+            rows += [{"sample_id": f"s.{i}", "type": "sampling", "data": {"prompt": "q", "sampled": [answer]}},
+                     {"sample_id": f"s.{i}", "type": "sampling", "data": {"prompt": "grade", "sampled": ["Y"]}},
+                     {"sample_id": f"s.{i}", "type": "metrics", "data": {"score": 1.0}}]
+        result = rag_eval.judged_result([rag_eval.read_judged(self.write_rows("e.jsonl", rows))],
+                                        {"score": "higher"})
+        self.assertEqual(len(set(result["judge"]["answers"].values())), 2)
+
+
 class RetrievalAndJudgedTogether(JudgedTempDir, unittest.TestCase):
     """One call, one verdict: retrieval metrics and judged scores in the same gate."""
 
