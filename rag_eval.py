@@ -2821,7 +2821,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values()) if metrics or report["floors"] else UNGATED
     report["passed"] = report["verdict"] == "pass"
-    retrieval = qrels is not None and baseline is not None and baseline.conventions is not None and not all(
+    retrieval = qrels is not None and getattr(baseline, "conventions", None) is not None and not all(
         _is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)  # judged alone: no qrels to compare
     report["qrels_changed"] = retrieval and baseline.qrels_sha256 != qrels_fingerprint(qrels)
     changed = meta_changes(baseline.meta, meta) if meta is not None and getattr(baseline, "meta", None) is not None \
@@ -7079,9 +7079,9 @@ def _repeated_message(repeated: dict) -> _Message:
 
 def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterable[str] = (),
           reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None) -> List[_Message]:
-    """What the command line prints beside the numbers (of --baseline-run's ``reference`` too), most consequential
-    first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each, str() as ``notes`` holds it.
-    A run file's repeated documents are ``result["repeated"]``, set by the command line's reader only."""
+    """What the command line prints beside the numbers (and of a --baseline-run's ``reference``), most consequential
+    first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each.  ``result["repeated"]`` (documents a
+    run file repeats) is set by the command line's reader only."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -7142,14 +7142,9 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
         first, rest = _gate_warnings(gate_report)
         found = first + found + rest
-    return found + ([_repeated_message(reference["repeated"])] if (reference or {}).get("repeated") else []) + (
-        _human_messages(human) if human else [])
-
-
-def _human_messages(human: Dict[str, dict]) -> List[_Message]:
-    """A note per judged metric with human labels (see human_report)."""
-    found = []
-    for key, entry in human.items():
+    if (reference or {}).get("repeated"):
+        found.append(_repeated_message(reference["repeated"]))
+    for key, entry in (human or {}).items():  # a note per judged metric with human labels (see human_report)
         parts = []
         for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
             if e and e["interval"]:
