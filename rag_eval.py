@@ -2693,8 +2693,7 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
         tests = tests * settings.runs
         wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
-        # the pass bound a half step (reach / 2n) lower: a continuity correction, without which a 0/1 measure
-        # falling by its tolerance passed up to 6.5% of the time at alpha 0.05 (tools/bench/audit_gate.py)
+        # the pass bound a half step lower, a continuity correction (docs/gate.md, "The rule")
         low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) - reach / (2 * n) if n >= 2 else None
         as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
         entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
