@@ -451,7 +451,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _ascii_int(cutoff)
     if name is None or not k or cutoff != str(k):
-        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint()}")
+        raise RagEvalError(f"unknown metric {_clipped_repr(text)} {_metric_hint(text)}")
     return level + name, k
 
 
@@ -468,8 +468,19 @@ def _measure_place(name: str) -> int:
     return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
 
 
-def _metric_hint() -> str:  # every measure: those of the table below and those of evidence spans (iou)
-    return f"(expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+def _metric_hint(text: str = "") -> str:  # every measure: those of the table below and those of evidence spans (iou)
+    return f"({_did_you_mean(text, _ALL_MEASURES, '@k')}expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
+
+
+def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> str:
+    """``"did you mean 'ndcg@10'? "`` for ``ndgc@10`` (difflib's closest of ``names``, keeping the cutoff), or ""."""
+    import difflib  # errors only
+
+    text = str(text)
+    stem = text.rstrip("0123456789")
+    close = difflib.get_close_matches(stem.rstrip("@_.").lower(), list(names), n=1)
+    number = f"@{text[len(stem):]}" if _ascii_int(text[len(stem):]) else cutoff or ""
+    return f"did you mean {close[0] + number!r}? " if close else ""
 
 
 def canonical_metric(text: str) -> str:
@@ -601,7 +612,8 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional
             unknown.append(text)
     if unknown:
         listed = ", ".join(_clipped_repr(name) for name in unknown)
-        raise RagEvalError(f"unknown measure {listed} (choose from {', '.join(table)})")
+        close = next(filter(None, (_did_you_mean(name, table) for name in unknown)), "")
+        raise RagEvalError(f"unknown measure {listed} ({close}choose from {', '.join(table)})")
     order = {name: place for place, (name, _) in reversed(list(enumerate(pairs)))}
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
@@ -667,12 +679,14 @@ def evaluate(
 ) -> dict:
     """Score every judged query and average over the scored ones.
 
+    Keys: ``mean["ndcg@5"]`` always; ``per_query[qid]["ndcg"]`` when ``k`` is one integer (``k=5``), but
+    ``per_query[qid]["ndcg@5"]`` when ``k`` is a list (``k=[5]``, ``k=[5, 10]``) or a measure names its own
+    cutoff (``measures=["ndcg@10"]``).  ``measures`` is a name (``"ndcg"``) or a list of names.
+
     Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
 
-    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries;
-      ``per_query[qid]`` maps each measure to its value: by name when ``k`` is one cutoff, else (``k`` a
-      list, or a measure asked with its own cutoff, ``ndcg@10``) by ``measure@k``, and ``k`` in the
-      result is then the sorted list of cutoffs scored;
+    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries; ``per_query`` as above, and
+      ``k`` in the result is the sorted list of cutoffs scored when the keys are ``measure@k``;
     - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
       ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
       for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
@@ -687,7 +701,7 @@ def evaluate(
     its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = list(DEFAULT_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -698,6 +712,7 @@ def evaluate(
     _check_qrels(qrels)
     prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
     if not prepared:
+        run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
@@ -835,8 +850,9 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
     """One query's judgments: an object of document id -> grade."""
     query = "" if qid is None else f"query {_clipped_repr(qid)}"
     if not isinstance(docs, _MAPPINGS):
-        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}",
-                           source)
+        swapped = "; is this a run? the order is QRELS RUN" if isinstance(docs, list) else ""
+        raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}"
+                           f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= MAX_GRADE:
         return  # the common case, checked in C; the loop below finds what is wrong otherwise
@@ -844,12 +860,32 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}", source)
+                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
+
+
+def _instead(value, grade: bool = False) -> str:
+    """What to write instead: an integer id as a string, a number without quotes; a fraction for a ``grade``
+    (a score) says the files were swapped."""
+    if _is_int(value) and not grade:
+        return f" (write {str(value)!r})"
+    number = _finite_number(value.strip()) if isinstance(value, str) else None
+    return f" (write {_whole(number)}, a number, without quotes)" if number is not None else \
+        "; is this a run? the order is QRELS RUN" if grade and _is_finite(value) and not _is_int(value) else ""
 
 
 def _all_of(values: Iterable, *types: type) -> bool:
     """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
     return set(map(type, values)) <= set(types)
+
+
+def _library_run(run: Run) -> Run:
+    """A run's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``, a tuple ranking as a list."""
+    if not isinstance(run, _MAPPINGS) or all(type(entry) in (list, dict) and not (
+            entry and type(entry) is list and type(entry[0]) is not str) for entry in run.values()):
+        return run  # the common case
+    return {qid: _scored_pairs(qid, entry, "run") if isinstance(entry, (list, tuple)) and entry
+            and isinstance(entry[0], (list, tuple)) else list(entry) if isinstance(entry, tuple) else entry
+            for qid, entry in run.items()}
 
 
 def _check_run(run, source: str = "run") -> None:
@@ -868,14 +904,16 @@ def _check_run(run, source: str = "run") -> None:
                 continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found {_json_kind(docid)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
+                                       f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
                 continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a finite number, got {_clipped_repr(score)}", source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
+                                       f"finite number, got {_clipped_repr(score)}{_instead(score)}", source)
         else:
             raise RagEvalError(
                 f"query {_clipped_repr(qid)}: expected a list of document ids or an object of document -> score, got {_json_kind(entry)}",
@@ -1321,7 +1359,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = [measures] if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -1389,17 +1427,18 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None) -> Dict[str, str]:
-    """The documents' text: JSONL rows ``doc_id, text``; the limits are ``read_chunks``'s."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
+    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``."""
     corpus: Dict[str, str] = {}
+    ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            doc = _short_id(row, _JSONL_DOC, "document id", inp.source, lineno)
-            text = _row_field(row, ("text",), "text", inp.source, lineno)
+            doc = _short_id(row, ids, f"{what} id", inp.source, lineno)
+            text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
             if doc in corpus:
-                raise RagEvalError(f"document {_clipped_repr(doc)} appears twice", inp.source, lineno)
+                raise RagEvalError(f"{what} {_clipped_repr(doc)} appears twice", inp.source, lineno)
             corpus[doc] = text
     return corpus
 
@@ -1470,17 +1509,28 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def labels_table(check: LabelCheck) -> str:
-    """Spans per query and status, then one line per span that is not valid; ids on one line
-    each, and nothing a CI runner would take for a workflow command."""
+def labels_table(check: LabelCheck, fmt: str = "table") -> str:
+    """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
+    and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(LABEL_STATUSES, 0))[status] += 1
+    spans = [[qid, span.doc_id, span.start, span.end, status, found] for qid, span, status, found in check.rows]
+    fields = ["query_id", "doc_id", "start", "end", "status", "found"]
+    if fmt == "json":
+        return _format_json({"queries": counts, "spans": [dict(zip(fields, row)) for row in spans]}, DEFAULT_DIGITS)
+    if fmt == "csv":
+        return _csv_text([fields] + [list(map(str, row)) for row in spans])
     rows = [["query", *LABEL_STATUSES]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
     rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in LABEL_STATUSES)])
-    details = [f"{status} {_one_line(qid)} {_one_line(span.doc_id)} [{span.start}, {span.end}): {found}"
-               for qid, span, status, found in check.rows if status != "valid"]
+    shown = [[status, qid, doc, f"[{start}, {end})", found] for qid, doc, start, end, status, found in spans
+             if status != "valid"]
+    if fmt == "markdown":
+        return _markdown_table(rows, {0: _markdown_input}) + "\n" + ("\n" + _markdown_table(
+            [["status", "query", "document", "span", "found"]] + shown, {1: _markdown_input, 2: _markdown_input}) + "\n"
+                                                                  if shown else "")
+    details = [f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}" for status, qid, doc, span, found in shown]
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
@@ -2187,10 +2237,11 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 
 # === Baseline and gate ===
 
-BASELINE_FORMAT = "rag_eval-baseline/1"
+BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as metric -> {query: value}
 TIE_RULE = "score descending, then docid descending"
 GATE_RULES = ("drop", "significant")
 ADJUSTMENTS = ("maxt", "holm")
+ACKNOWLEDGEABLE = ("few-judged",)  # warnings that repeat on every run until the data change: --acknowledge
 INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 UNGATED = "ungated"  # nothing to gate against (no baseline, no floor): never a pass
@@ -2205,6 +2256,7 @@ class Baseline(NamedTuple):
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
+    acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
 
 
 class Tolerance(NamedTuple):
@@ -2220,12 +2272,19 @@ class Tolerance(NamedTuple):
         return f"{self.amount * 100:g}%" if self.relative else f"{self.amount:g}"
 
 
+_NOT_A_BASELINE = "this is not a baseline (metric -> mean) but a run or qrels; write one with --save-baseline FILE"
+
+
 def read_baseline(path: str) -> Baseline:
     """Read a baseline: a flat JSON object of metric -> mean, or the extended one of ``--save-baseline``."""
     with _opened(path) as inp:
+        if _detect_format(inp) != "json":  # JSONL rows or TREC lines
+            raise RagEvalError(_NOT_A_BASELINE, inp.source)
         data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
+    if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
+        raise RagEvalError(_NOT_A_BASELINE, inp.source)
     if "format" not in data:
         return Baseline(_check_means(data, inp.source, metrics=True))
     return _extended_baseline(data, inp.source)
@@ -2233,14 +2292,18 @@ def read_baseline(path: str) -> Baseline:
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
-    if data["format"] != BASELINE_FORMAT:
+    if data["format"] not in (BASELINE_FORMAT, "rag_eval-baseline/1"):
         raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
-    per_query = data["per_query"]
+    per_query, by_query = data["per_query"], data["format"] == BASELINE_FORMAT
     if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
-        raise RagEvalError("per_query must map metric -> {query: value}", path)
+        raise RagEvalError("per_query must map " + ("query -> {metric: value}" if by_query else
+                                                    "metric -> {query: value}"), path)
+    if by_query:  # one line per query in the file; metric -> {query: value} from here on
+        per_query = {metric: {qid: values[metric] for qid, values in per_query.items() if metric in values}
+                     for metric in dict.fromkeys(chain.from_iterable(per_query.values()))}
     if not isinstance(data["conventions"], dict) or not isinstance(data["qrels_sha256"], str):
         raise RagEvalError("conventions must be an object and qrels_sha256 a string", path)
     names = _check_means(dict.fromkeys(per_query, 0.0), path, metrics=True)  # its names, checked
@@ -2254,9 +2317,13 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                                                              rel_tol=1e-9, abs_tol=1e-12)):
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
+    acknowledged = data.get("acknowledged", [])
+    if not isinstance(acknowledged, list) or not set(acknowledged) <= set(ACKNOWLEDGEABLE):
+        raise RagEvalError(f"acknowledged must be a list of {', '.join(ACKNOWLEDGEABLE)}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
-                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None)
+                    _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
+                    tuple(acknowledged))
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -2327,7 +2394,10 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
 
 def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
                    raised: Optional[Mapping[str, float]] = None, extra: Optional[dict] = None) -> str:
-    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest.
+    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
+    the means first, then how they were made, then one line per query (its scores, its judgments), so that a
+    pull request's diff shows the queries that changed; nothing changes when nothing changed (no time, no
+    Python version; keys in a fixed order).
 
     With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
     (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric rises only by the
@@ -2335,8 +2405,6 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
     ``reported_only`` metrics (span precision and iou) are left out.
     """
-    import time
-
     means, per_query = dict(result["mean"]), per_query_by_metric(result)
     for metric in set(result.get("reported_only", ())) - set(keep_from.means if keep_from else ()):
         del means[metric], per_query[metric]
@@ -2354,20 +2422,31 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
         elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
-    # SOURCE_DATE_EPOCH, the reproducible-builds convention, pins the time for byte-identical files.
-    pinned = _ascii_int(os.environ.get("SOURCE_DATE_EPOCH", ""), digits=11)  # malformed: ignored, as it says
-    created = time.gmtime(time.time() if pinned is None else pinned)
-    record = {
-        "format": BASELINE_FORMAT,
-        "tool": f"rag_eval {__version__}",
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", created),
-        "qrels_sha256": qrels_sha256,
-        "conventions": _conventions_record(result),
-        "mean": means,
-        "per_query": per_query,
-        "unscored": result["unscored"],
-    }
-    return json.dumps(dict(record, **(extra or {})), sort_keys=True, indent=2) + "\n"
+    by_query: Dict[str, Dict[str, float]] = {}
+    for metric, scores in sorted(per_query.items()):
+        for qid, value in scores.items():
+            by_query.setdefault(qid, {})[metric] = value
+    extra = dict(extra or {})
+    if "meta" in extra:  # the Python version changes with the machine, not the system: --output records it
+        extra["meta"] = {key: value for key, value in extra["meta"].items() if key != "python"}
+    record = {"mean": means, "format": BASELINE_FORMAT, "tool": f"rag_eval {__version__}",
+              "qrels_sha256": qrels_sha256, "conventions": _conventions_record(result), "unscored": result["unscored"],
+              **{key: value for key, value in extra.items() if key != "judgments"}, "per_query": by_query,
+              **{key: value for key, value in extra.items() if key == "judgments"}}
+    return _expanded(record, {"per_query": 1, "judgments": 2}) + "\n"
+
+
+def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
+    """JSON, a member per line to ``levels`` deep (``depths``: per key), deeper ones on their key's line."""
+    if not levels or not isinstance(value, (dict, list)) or not value:
+        return json.dumps(value, sort_keys=True)
+    inner = indent + "  "
+    items = value.items() if isinstance(value, dict) else None
+    lines = [f"{json.dumps(key)}: {_expanded(item, {}, depths.get(key, levels - 1), inner)}" for key, item in
+             (sorted(items) if indent else items)] if items is not None else [_expanded(item, {}, levels - 1, inner)
+                                                                             for item in value]
+    brackets = "{}" if items is not None else "[]"
+    return brackets[0] + "\n" + ",\n".join(inner + line for line in lines) + "\n" + indent + brackets[1]
 
 
 def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
@@ -2617,8 +2696,12 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
 
 
 def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = GateSettings(),
-         slices: Optional[Slices] = None) -> dict:
+         slices: Optional[Slices] = None, **fields) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
+
+    ``baseline`` may be a plain ``{metric: mean}``, ``settings`` a rule name, and ``fields`` set those of
+    ``settings`` by name (``max_drop`` is ``default``, a number a tolerance):
+    ``gate(result, {"ndcg@5": 0.52}, rule="significant", max_drop=0.01)``.
 
     A baseline gates every one of its metrics but ``settings.not_gated`` (see _baseline_targets), and every
     slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
@@ -2626,6 +2709,20 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
     says.
     """
+    if isinstance(baseline, _MAPPINGS):
+        baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
+    if isinstance(settings, str):
+        settings, fields = GateSettings(), dict(fields, rule=settings)
+    fields = {"default" if name == "max_drop" else name: value for name, value in fields.items()}
+    unknown = sorted(set(fields) - set(GateSettings._fields))
+    if not isinstance(settings, GateSettings) or unknown:
+        raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
+                        f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
+    settings = settings._replace(**{name: Tolerance(value) if name == "default" and _is_finite(value) else value
+                                    for name, value in fields.items()})
+    if settings.rule not in GATE_RULES:
+        raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
+                           f"choose from {', '.join(GATE_RULES)})")
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
     paired, p_holm, p_adjusted = _paired_family(targets, settings)
     if settings.rule == "significant" and baseline is not None and not paired:
@@ -3047,7 +3144,7 @@ _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
 # A header line of a text file may use these, and PyTerrier's docno and label (and MS MARCO's pid), first
 # found first: PyTerrier's docid is its index's number for the docno, which comes first.
-_ROW_DOC = ("docno",) + _JSONL_DOC
+_ROW_DOC = ("docno",) + _JSONL_DOC + ("chunk_id",)  # chunk_id last: a row that also names its doc_id is that document's
 _HEADER_DOC = _ROW_DOC + ("pid",)
 _HEADER_GRADE = ("label",) + _JSONL_GRADE  # label: PyTerrier's
 _QRELS_HEADERS = "qid docno label (PyTerrier), query-id corpus-id score (BEIR), query_id doc_id relevance"
@@ -3354,7 +3451,8 @@ def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno
 
 
 def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
-    return _string_id(_row_field(row, names, what, source, lineno), what, source, lineno)
+    value = _row_field(row, names, what, source, lineno)
+    return str(value) if _is_int(value) else _string_id(value, what, source, lineno)
 
 
 def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
@@ -3418,7 +3516,7 @@ def _clipped_repr(value) -> str:
 
 def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
     if not isinstance(value, str):
-        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}", source, lineno)
+        raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_instead(value)}", source, lineno)
     return value
 
 
@@ -3485,6 +3583,9 @@ def _header(inp: _Input) -> Optional[_Header]:
     if text.startswith("#") or "\0" in text:
         return None  # a comment, as TREC files may start with; or a NUL, which the reader names
     delimiter = "\t" if "\t" in text else "," if "," in text else None
+    if delimiter is None and _first_column(text.lower().split(";"), _JSONL_QUERY) is not None:
+        raise RagEvalError("fields separated by ';' (a CSV saved by Excel in a European locale?): save it with "
+                           "commas or tabs as the separator", inp.source, lineno)
     try:
         names = [name.lower() for name in _split_row(line.rstrip("\r") if delimiter else text, delimiter)]
     except ValueError:
@@ -3619,9 +3720,16 @@ def _grades_look_like_ranks(qrels: Qrels) -> bool:
     return longest >= 5
 
 
+def _whole(grade):
+    """A float grade that is whole (``1.0``: pandas writes an integer column with a gap so) as that integer."""
+    return int(grade) if type(grade) is float and grade.is_integer() else grade
+
+
 def _grade(text: str, source: str, lineno: int) -> int:
-    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE."""
+    """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE; ``1.0`` is 1 (see _whole)."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
+    whole, dot, zeros = digits.partition(".")
+    digits = whole if dot and zeros and not zeros.strip("0") else digits
     if not (digits.isascii() and digits.isdigit()):
         raise RagEvalError(f"grade must be an integer, got {_clipped_repr(text)}", source, lineno)
     value = _ascii_int(digits, digits=10)
@@ -3642,9 +3750,10 @@ def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]
             return _span_qrels(chain([(lineno, row)], rows), inp.source)
         qid = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
         docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
-        grade = _row_field(row, _HEADER_GRADE, "grade", inp.source, lineno)
+        grade = _whole(_row_field(row, _HEADER_GRADE, "grade", inp.source, lineno))
         if not _is_int(grade):
-            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}", inp.source, lineno)
+            raise RagEvalError(f"grade must be an integer, got {_clipped_repr(grade)}{_instead(grade, True)}",
+                               inp.source, lineno)
         _add_judgment(qrels, qid, docid, grade, inp.source, lineno)
     return _without_negative(qrels)
 
@@ -3664,6 +3773,9 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
+                for docs in qrels.values() if isinstance(qrels, dict) else ():
+                    if isinstance(docs, dict) and float in set(map(type, docs.values())):
+                        docs.update((docid, _whole(grade)) for docid, grade in docs.items())
                 _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
@@ -4315,8 +4427,8 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
         elif scored != ("score" in row):
             raise RagEvalError("some rows have a score and some do not", inp.source, lineno)
         if scored and not _is_finite(row["score"]):
-            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}", inp.source,
-                               lineno)
+            raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}"
+                               f"{_instead(row['score'])}", inp.source, lineno)
         if query != qid or len(ids) > REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
@@ -4355,7 +4467,9 @@ def _scored_pairs(qid: str, entry: list, source: str) -> dict:
     """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
     scores: Dict[str, float] = {}
     for pair in entry:
-        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
+        if isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0]):
+            pair = (str(pair[0]), pair[1])  # an integer id, as its decimal string
+        if not (isinstance(pair, (list, tuple)) and len(pair) == 2 and isinstance(pair[0], str) and _is_finite(pair[1])):
             raise RagEvalError(f"query {_clipped_repr(qid)}: expected [document id, score] pairs, got "
                                f"{_clipped_repr(pair)}", source)
         if scores.get(pair[0], pair[1]) <= pair[1]:
@@ -4478,9 +4592,13 @@ _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
 def _json_strings(stream: _JsonStream) -> Iterator[str]:
-    """The strings of the JSON list at the stream's position, one at a time; anything else: ``_ReadAgain``."""
+    """The ids of the JSON list at the stream's position, one at a time (an integer as its decimal string);
+    anything else: ``_ReadAgain``."""
     for _ in stream.items("]"):
-        yield stream.parse(string=True)
+        value = stream.parse(string=stream.text[stream.pos:stream.pos + 1] not in "-0123456789")
+        if not (isinstance(value, str) or _is_int(value)):
+            raise _ReadAgain()  # a fraction: the plain reader says what is wrong
+        yield value if isinstance(value, str) else str(value)  # an integer id, as its decimal string
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4507,8 +4625,9 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
     else:
         rows = _first_item_is(document, dict)
         if not rows:  # checked whole first, [[doc, score], ...] pairs as {doc: score}: the first error is its first
-            if isinstance(document, dict):
-                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list)
+            if isinstance(document, dict):  # integer ids read as their decimal strings
+                document = {qid: scores_of(qid, entry) if _first_item_is(entry, list) else
+                            [str(doc) if _is_int(doc) else doc for doc in entry] if isinstance(entry, list)
                             else entry for qid, entry in document.items()}
             _check_run(document, inp.source)
         members = document if rows else ((qid, iter(entry) if isinstance(entry, list) else entry)
@@ -4675,6 +4794,8 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
                                            "unscored")}
     report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
     report["mean"] = dict(result["mean"])
+    if "conventions" in result:
+        report["gain"] = result["conventions"]["gain"]
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
@@ -4891,6 +5012,14 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
+def _gain_line(report: dict) -> str:
+    """Which nDCG a report shows, when it shows one: other tools' default differs from ours."""
+    if not any(key.rpartition(":")[2].split("@")[0] in ("ndcg", "doc.ndcg") for key in report["mean"]):
+        return ""
+    return ("nDCG gain: exp, 2**grade - 1 (BEIR, MTEB, ir_measures and ranx report linear: --gain linear)"
+            if report.get("gain", "exp") == "exp" else "nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)")
+
+
 def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
     def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
@@ -4899,7 +5028,8 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     quoted = _markdown_input if markdown else _one_line
     heading = _verdict_line(report, quoted) + _gate_context_text(report.get("gate"), digits, quoted)
     parts = ["### rag_eval: " + heading if markdown else heading,
-             table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate"))]
+             table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate")),
+             _gain_line(report)]
     drops = _drop_lines(report, digits, quoted)
     if markdown:  # a paragraph per drop line, its metric in bold
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
@@ -5121,6 +5251,10 @@ def _annotations(kind: str, messages: List[str]) -> List[str]:
     return [_annotation(kind, message) for message in messages]
 
 
+SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
+                  "(--gate significant: when the fall is shown to; inconclusive: too few queries to tell)")
+
+
 def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
                   markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
     """The markdown report for a step summary or a pull-request comment: what failed right under the
@@ -5131,6 +5265,13 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
 
     heading, _, rest = markdown(report, digits).partition("\n\n")
     parts = [heading, listed(failures), rest.rstrip("\n")]
+    if "gate" in report:  # one run gated: the columns read first, a legend, the rest a click away
+        rows = _metric_rows(report, digits)
+        keep = [place for place, name in enumerate(rows[0]) if name in ("metric", "mean", "baseline", "delta",
+                                                                         "allowed drop", "verdict")]
+        parts[2:] = [SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
+                         [[row[place] for place in keep] for row in rows], {0: _markdown_metric})), _gain_line(report),
+                     f"<details><summary>Every column, the largest drops</summary>\n\n{parts[2]}\n\n</details>"]
     if warnings:
         parts.append(f"<details><summary>Notes and warnings ({len(warnings)})</summary>\n\n"
                      f"{listed(warnings)}\n\n</details>")
@@ -5265,9 +5406,9 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     rows = _comparison_rows(report, digits)
     if markdown:
         parts = ["### rag_eval: " + verdict, method, _markdown_table(rows, {0: _markdown_metric, 1: _markdown_input}),
-                 "\n".join(f"- {line}" for line in notes)]
+                 _gain_line(runs[0]), "\n".join(f"- {line}" for line in notes)]
     else:
-        parts = [verdict + "\n" + method, _aligned(rows), "\n".join(notes)]
+        parts = [verdict + "\n" + method, _aligned(rows), _gain_line(runs[0]), "\n".join(notes)]
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
@@ -5453,6 +5594,19 @@ def _build_parser():
         def _print_message(self, message, file=None):  # --help, --version: argparse would exit 0 on a failed stdout
             _deliver(message)
 
+        def _check_value(self, action, value):  # argparse's own check of choices, with a did-you-mean
+            if action.choices is not None and value not in action.choices:
+                raise argparse.ArgumentError(action, f"invalid choice: {_clipped_repr(value)} ("
+                                             f"{_did_you_mean(value, action.choices)}choose from {', '.join(action.choices)})")
+
+        def parse_args(self, args=None, namespace=None):  # argparse's, naming the option a misspelt one means
+            args, extras = self.parse_known_args(args, namespace)
+            if extras:
+                options = [option for option in self._option_string_actions if option.startswith("--")]
+                close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("--") else ""
+                self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
+            return args
+
     def typed(parse):
         """argparse shows an ArgumentTypeError's own words after the option's name."""
         def convert(text):
@@ -5464,6 +5618,8 @@ def _build_parser():
         return convert
 
     parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
+                    usage="%(prog)s QRELS RUN [RUN ...] [--k K] [--baseline FILE] [--save-baseline FILE]\n"
+                          "                [--max-drop X] [--format FORMAT] [option ...]",
                     description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.")
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
                         help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
@@ -5472,19 +5628,22 @@ def _build_parser():
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
                              "with a header (PyTerrier), maybe gzipped; - for stdin. "
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
-    parser.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
+    first = parser.add_argument_group("a first gate (more in docs/gate.md)")
+    first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
                              "repeated, the cutoffs add up")
-    parser.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_ALL_MEASURES))
-    gating = parser.add_argument_group("gate")
-    gating.add_argument("--baseline", metavar="FILE",
+    first.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
-    gating.add_argument("--baseline-run", metavar="RUN",
-                        help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
+    first.add_argument("--save-baseline", metavar="FILE",
+                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
+    first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
                         help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    first.add_argument("--format", choices=tuple(FORMATTERS),
+                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
+    gating = parser.add_argument_group("gate")
+    gating.add_argument("--baseline-run", metavar="RUN",
+                        help="gate against this older run, scored here with the same qrels and conventions")
     gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
                         help="baseline metrics left out of the gate on purpose (a baseline gates every metric it "
                              "holds, whatever --k and --measures say); listed in every report")
@@ -5498,6 +5657,9 @@ def _build_parser():
     gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
                         help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
+    gating.add_argument("--acknowledge", choices=ACKNOWLEDGEABLE, action="append", default=[],
+                        help="make a warning that repeats until the data change a note (few-judged: few documents "
+                             "of the top k judged); saved in the baseline by --save-baseline and --update-baseline")
     gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
     gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
@@ -5518,32 +5680,63 @@ def _build_parser():
     gating.add_argument("--baseline-qrels", metavar="QRELS",
                         help="with --baseline-run: the judgments the old run was scored on; each delta is split "
                              "into the part due to the labels and the part due to the system")
-    gating.add_argument("--save-baseline", metavar="FILE",
-                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
                         help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
                              "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
-    parser.add_argument("--gain", choices=GAINS, default="exp",
+    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
+                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
+    scoring = parser.add_argument_group("scoring")
+    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+                        help="measures to report: " + ", ".join(_ALL_MEASURES))
+    scoring.add_argument("--gain", choices=GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    parser.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
+    scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
-    parser.add_argument("--judged-only", action="store_true",
+    scoring.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
-    parser.add_argument("--allow-partial-run", action="store_true",
+    scoring.add_argument("--allow-partial-run", action="store_true",
                         help=f"score a run that has results for fewer than {round(MIN_COVERAGE * 100)}%% of the scored queries "
                              "(default: an input error, as a truncated run would be)")
-    parser.add_argument("--drop-unknown-queries", action="store_true",
+    scoring.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
-    parser.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    parser.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+    scoring.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    parser.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
+    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
                         help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
-    parser.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+    scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
+    scoring.add_argument("--no-symlinks", action="store_true",
+                        help="refuse an input whose path, as written, passes through a symbolic link "
+                             "(a pull request can commit one that points at any readable file)")
+    reports = parser.add_argument_group("reports")
+    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
+    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
+                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
+    reports.add_argument("--slices", metavar="FILE",
+                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
+                              "--max-drop SLICE:METRIC=X gates one")
+    reports.add_argument("--output", metavar="FILE",
+                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
+    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    reports.add_argument("--metrics-file", metavar="FILE",
+                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
+    reports.add_argument("--unjudged", metavar="FILE",
+                         help="write the unjudged documents of each top k as JSONL to label (most consequential "
+                              "first), with their texts from --queries, --corpus and --chunks when given")
+    reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
+                                                           "(or _id) and text (BEIR's queries.jsonl)")
+    reports.add_argument("--quiet", action="store_true",
+                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
+                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
+    reports.add_argument("--explain", action="store_true",
+                         help="print every measure's definition and its names in other tools, then exit")
+    reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
     spans.add_argument("--chunks", metavar="FILE",
                        help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
@@ -5562,35 +5755,6 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets; with --corpus, its text), then exit")
-    reports = parser.add_argument_group("reports")
-    reports.add_argument("--format", choices=tuple(FORMATTERS), default="json",
-                         help="stdout: json (default), table, markdown or csv")
-    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
-    reports.add_argument("--slices", metavar="FILE",
-                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
-                              "--max-drop SLICE:METRIC=X gates one")
-    reports.add_argument("--output", metavar="FILE",
-                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
-    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
-    reports.add_argument("--metrics-file", metavar="FILE",
-                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
-    reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label (most consequential first)")
-    reports.add_argument("--quiet", action="store_true",
-                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
-                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
-    parser.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path, as written, passes through a symbolic link "
-                             "(a pull request can commit one that points at any readable file)")
-    reports.add_argument("--explain", action="store_true",
-                         help="print every measure's definition and its names in other tools, then exit")
-    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
-                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
-    parser.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     return parser
 
 
@@ -5611,10 +5775,11 @@ def _warn(message: str, command: bool = False) -> None:
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None or args.run is None:
-        raise RagEvalError("the following arguments are required: QRELS RUN (or --explain)")
+        raise RagEvalError(f"the following argument is required: RUN (QRELS is {_file_name(args.qrels)})"
+                           if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus) if path]
+                                args.chunks, args.corpus, args.queries) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5625,6 +5790,8 @@ def _check_options(args) -> None:
         raise RagEvalError("--update-baseline needs --baseline FILE (a file it can rewrite)")
     if args.ratchet and not args.update_baseline:
         raise RagEvalError("--ratchet goes with --update-baseline")
+    if args.queries and not args.unjudged:
+        raise RagEvalError("--queries goes with --unjudged: it gives the worklist its queries' text")
     if args.calibrate and not (args.baseline or args.baseline_run):
         raise RagEvalError("--calibrate needs per-query scores to resample: --baseline FILE (extended) or --baseline-run")
     outputs = [(option, path) for option, path in (("--save-baseline", args.save_baseline), ("--output", args.output),
@@ -5709,7 +5876,8 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
                  for key in sorted(args.not_gated) if baseline is None or key not in baseline.means]
     problems = [problem for problem in problems if problem]
     if problems:
-        hint = f" {_metric_hint()}" if any(": unknown metric " in problem for problem in problems) else ""
+        unknown = [key.rpartition(":")[2] for key, _ in max_drop + minimum if key and not _is_metric_key(key)]
+        hint = f" {_metric_hint(unknown[0])}" if unknown else ""
         raise RagEvalError("; ".join(problems) + hint)
     default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
@@ -5782,6 +5950,7 @@ def _run(args, argv: List[str]) -> int:
     _split_runs(args)
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
+    args.format = args.format or "json"
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
@@ -5811,8 +5980,8 @@ def _run_one(args, argv: List[str]) -> int:
             earlier = _earlier_labels(args, baseline, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
         intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
-        messages = _notes_and_warnings(result, gate_report) + ([_repeated_message(reference["repeated"])]
-                                                                if reference.get("repeated") else [])
+        messages = _notes_and_warnings(result, gate_report, _acknowledged(args, baseline)) + (
+            [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         code = _exit_code(args, gate_report)
@@ -5830,6 +5999,9 @@ def _run_one(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
                                  f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
                                  + (", ".join(shown) + " (--max-drop METRIC=VALUE)" if shown else "none below 1")))
+    if args.unjudged:
+        messages.append(_Message("note", f"to label: set each relevance in {_file_name(args.unjudged)}, then "
+                                         f"{_appending(args)} {_file_name(args.qrels)}"))
     if args.update_baseline:
         baseline_name = _file_name(args.baseline)
         kept = sorted(args.not_gated, key=_metric_order)
@@ -5869,6 +6041,10 @@ def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
     return Baseline(means, per_query_by_metric(old), _conventions_record(old), fingerprint)
+
+
+def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
+    return sorted(set(args.acknowledge) | set(baseline.acknowledged if baseline else ()))
 
 
 def _exit_code(args, gate_report: Optional[dict]) -> int:
@@ -5958,7 +6134,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
     --unjudged lists from the same single read what --judged-only filtered out: a FIFO is read once.
     """
-    if isinstance(qrels, SpanQrels) or args.chunks or args.corpus or args.min_overlap is not None:
+    if isinstance(qrels, SpanQrels) or (args.chunks or args.corpus) and not args.unjudged \
+            or args.min_overlap is not None:  # with --unjudged, chunk-id qrels take them as the worklist's texts
         return _score_spans_file(args, qrels, path)
     sep = args.doc_id_sep
     judged = documents_qrels(qrels, sep) if sep else qrels
@@ -6049,12 +6226,12 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
-        # a worklist: set each relevance (-1 means unjudged) and append the rows to JSONL qrels
-        files.append((args.unjudged, "".join(json.dumps({"query_id": qid, "doc_id": docid, "rank": rank,
-                                                         "relevance": -1}) + "\n" for qid, docid, rank in rows)))
+        files.append((args.unjudged, _worklist(args, rows)))
     # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
+    if extra and _acknowledged(args, baseline):
+        extra["acknowledged"] = _acknowledged(args, baseline)
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6062,6 +6239,30 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, significant_gains(report.get("gate"))
                                                      if args.ratchet else None, extra)))
     return files
+
+
+def _appending(args) -> str:
+    fmt = args.qrels_format
+    if fmt == "auto" and not _read_once(args.qrels):
+        with _opened(args.qrels) as inp:
+            fmt = "header" if _detect_format(inp) == "trec" and _header(inp) else _detect_format(inp)
+    return {"jsonl": "append its rows to", "json": "add each as [query_id][doc_id] = relevance to",
+            "trec": "add each as a line 'query_id 0 doc_id relevance' to"}.get(fmt, "add each as a row (query, document, relevance) to")
+
+
+def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
+    """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
+    queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
+    corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
+    chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
+
+    def text(docid: str) -> Optional[str]:
+        doc, start, end = chunks.get(docid, (docid, None, None))
+        return corpus[doc][start:end] if doc in corpus else None
+
+    return "".join(json.dumps({key: value for key, value in (
+        ("query_id", qid), ("query", queries.get(qid)), ("doc_id", docid), ("text", text(docid)), ("rank", rank),
+        ("relevance", -1)) if value is not None}) + "\n" for qid, docid, rank in rows)
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
@@ -6091,7 +6292,8 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
     if os.environ.get("GITHUB_ACTIONS") == "true":
         summary = os.environ.get("GITHUB_STEP_SUMMARY")
         if summary:
-            text = _step_summary(report, args.digits, shown, failures, markdown, _provenance(args))
+            text = _step_summary(report, args.digits, [line for line in shown if not line.startswith(
+                "rag_eval: note: wrote ")], failures, markdown, _provenance(args))
             try:
                 with open(summary, "a", encoding="utf-8", errors="backslashreplace") as out:
                     out.write(text + "\n")
@@ -6177,8 +6379,8 @@ def _repeated_message(repeated: dict) -> _Message:
                     "each counts once, at its best place (trec_eval refuses such a run)")
 
 
-def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Message]:
-    """What a reader should know beside the numbers, most consequential first."""
+def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged: Iterable[str] = ()) -> List[_Message]:
+    """What a reader should know beside the numbers, most consequential first; ``acknowledged`` ones as notes."""
     found = []
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
@@ -6204,8 +6406,10 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict]) -> List[_Mess
     low = {metric: value for metric, value in result["judged"].items() if value < LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
-        found.append(_Message("warning", f"few documents judged ({shares}{', ...' if len(low) > 2 else ''}): "
-                              "a real gain can look like a loss; label them (--unjudged) or use --judged-only",
+        seen = "few-judged" in acknowledged
+        found.append(_Message("note" if seen else "warning", f"few documents judged ({shares}"
+                              f"{', ...' if len(low) > 2 else ''})" + (", acknowledged" if seen else
+                              ": gains can look like losses (--unjudged, --judged-only, --acknowledge few-judged)"),
                               "unjudged documents count as non-relevant; "
                               + ", ".join(f"{metric} {value:.4f}" for metric, value in low.items())))
     tied = {k: n for k, n in result["ties"].items() if n}
@@ -6327,7 +6531,7 @@ def _label_job(args) -> int:
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check), fixed)
+    _publish(labels_table(check, args.format or "table"), fixed)
     statuses = {status for _, _, status, _ in check.rows}
     if not args.check_labels:
         return EXIT_OK
@@ -6426,8 +6630,14 @@ def _run_candidates(args, argv: List[str]) -> int:
     report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
         report["passed"] = report["verdict"] == "pass"
-    messages = [m._replace(line=f"{s.name}: {m.line}")
-                for s in scored for m in _notes_and_warnings(s.result, gates.get(s.name))]
+    # Each message once, naming its runs; the judged share is the test set's: the lowest of any run.
+    judged = {key: min(s.result["judged"][key] for s in scored) for key in scored[0].result["judged"]}
+    by_line: Dict[_Message, List[str]] = {}
+    for s in scored:
+        for m in _notes_and_warnings(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
+            by_line.setdefault(m, []).append(s.name)
+    messages = [m._replace(line=f"{', '.join(names) if len(names) < len(scored) else 'every run'}: {m.line}")
+                for m, names in by_line.items()]
     text = COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:

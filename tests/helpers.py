@@ -170,3 +170,13 @@ def run_process(argv, env=None, **options):
     done = subprocess.run([sys.executable, "-m", "rag_eval"] + [str(arg) for arg in argv],
                           env=child_env(**{"PYTHONPATH": REPO, **(env or {})}), **options)
     return done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace")
+
+
+def scores_by_metric(saved):
+    """A saved baseline's ``per_query`` (one line per query: query -> {metric: value}) as the gate reads
+    it, metric -> {query: value}."""
+    found = {}
+    for qid, values in saved["per_query"].items():
+        for metric, value in values.items():
+            found.setdefault(metric, {})[qid] = value
+    return found

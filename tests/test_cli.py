@@ -12,6 +12,7 @@ import json
 import math
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -687,7 +688,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
             ("-Infinity score", "run", b'{"q1": {"a": -Infinity}}'),
             ("grade true", "qrels", b'{"q1": {"a": true}}'),
             ("grade 1.5", "qrels", b'{"q1": {"a": 1.5}}'),
-            ("grade 1.0", "qrels", b'{"q1": {"a": 1.0}}'),
+            ("grade 0.5", "qrels", b'{"q1": {"a": 0.5}}'),  # 1.0 reads as 1 (issue 33)
             ('grade "2"', "qrels", b'{"q1": {"a": "2"}}'),
             ("grade -1", "qrels", b'{"q1": {"a": -1}}'),
             ("grade null", "qrels", b'{"q1": {"a": null}}'),
@@ -972,3 +973,19 @@ def wait_until_reading_stdin(proc):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestHelpLeadsWithAFirstGate(unittest.TestCase):
+    """Issue 33: --help led with 50 options, --save-baseline after --calibrate and --seed.  The five a first
+    gate needs come first, in the usage line and as the first group; the rest are grouped by job."""
+
+    def test_the_first_five(self):
+        code, out, err = run_main(["--help"])
+        self.assertEqual((code, err), (0, ""))
+        first = ["--k", "--baseline", "--save-baseline", "--max-drop", "--format"]
+        usage = out.split("\n\n", 1)[0]
+        self.assertEqual(re.findall(r"\[(--[a-z-]+)", usage), first)
+        groups = re.findall(r"^([a-z][a-z ,()./;]+):\n((?:  .*\n)+)", out, re.M)
+        names = [name for name, _ in groups]
+        self.assertEqual(names[2:6], ["a first gate (more in docs/gate.md)", "gate", "scoring", "reports"])
+        self.assertEqual(re.findall(r"^  (--[a-z-]+)", groups[2][1], re.M), first)

@@ -262,7 +262,7 @@ class TestCompareRuns(Workload, unittest.TestCase):
         code, out, _ = main([QRELS, RUN])
         self.assertEqual(code, 0)
         self.assertNotIn("comparison", json.loads(out))
-        self.assertEqual(set(json.loads(out)), {"abstention", "dropped", "k", "mean", "queries", "skipped",
+        self.assertEqual(set(json.loads(out)), {"abstention", "dropped", "gain", "k", "mean", "queries", "skipped",
                                                 "missing", "ties", "unscored", "verdict"})
 
     def test_options_of_one_run_are_refused(self):

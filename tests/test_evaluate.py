@@ -287,13 +287,19 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
                                   f"got {kind}", rag_eval.ndcg_at_k, ranking, {"a": 1}, 1)
 
     def test_ids_must_be_strings(self):
-        self.assert_error("run: query id must be a string, got a number", rag_eval.evaluate, {"q": {"a": 1}}, {1: ["a"]})
-        self.assert_error("qrels: document id must be a string, got a number",
+        # An integer id says what to write instead (issue 33); the files read it as that string.
+        self.assert_error("run: query id must be a string, got a number (write '1')", rag_eval.evaluate,
+                          {"q": {"a": 1}}, {1: ["a"]})
+        self.assert_error("qrels: document id must be a string, got a number (write '1')",
                           rag_eval.evaluate, {"q": {1: 1}}, {"q": ["a"]})
-        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1: {"a": 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number (write '1')", rag_eval.evaluate,
+                          {1: {"a": 1}}, {"q": ["a"]})
+        self.assert_error("qrels: query id must be a string, got a number", rag_eval.evaluate, {1.5: {"a": 1}},
+                          {"q": ["a"]})
         # a bad ranking after a good one (lists and scores mixed, so the check goes query by query)
-        self.assert_error("run: query 'c': ranking must be a list of strings, found a number", rag_eval.evaluate,
-                          {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]}, drop_unknown_queries=True)
+        self.assert_error("run: query 'c': ranking must be a list of strings, found a number (write '1')",
+                          rag_eval.evaluate, {"a": {"x": 1}}, {"a": ["x"], "b": {"x": 1.0}, "c": [1]},
+                          drop_unknown_queries=True)
 
     def test_a_bad_grade_names_its_query_when_there_is_one(self):
         self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "
@@ -415,3 +421,28 @@ class TestConstantsAsDocumented(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestShapesTheLibraryTakes(unittest.TestCase):
+    """What a notebook passes (issue 33): (id, score) pairs and tuples, a tuple ranking, one measure's name.
+    Before, a tuple pair was "found a number", [["doc", 0.9]] "found a list", measures="ndcg" the measures
+    'n', 'd', 'c', 'g'."""
+
+    def test_pairs_and_tuples_are_the_scored_run(self):
+        qrels = {"q": {"a": 2, "b": 1}}
+        scored = rag_eval.evaluate(qrels, {"q": {"a": 0.2, "b": 0.9}}, 2)
+        for run in ({"q": [("a", 0.2), ("b", 0.9)]}, {"q": [["a", 0.2], ["b", 0.9]]}, {"q": (("b", 0.9), ("a", 0.2))}):
+            with self.subTest(run=run):
+                self.assertEqual(rag_eval.evaluate(qrels, run, 2), scored)
+        self.assertEqual(rag_eval.evaluate(qrels, {"q": ("b", "a")}, 2), rag_eval.evaluate(qrels, {"q": ["b", "a"]}, 2))
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"^run: query 'q': expected \[document id, score\] pairs"):
+            rag_eval.evaluate(qrels, {"q": [("a",)]}, 2)
+
+    def test_one_measure_by_name_and_the_key_rule(self):
+        qrels, run = load_fixtures()
+        self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures="ndcg"),
+                         rag_eval.evaluate(qrels, run, 5, measures=["ndcg"]))
+        # per_query keys: bare for one integer k, measure@k for a list, even of one cutoff
+        self.assertEqual(set(rag_eval.evaluate(qrels, run, 5, measures="ndcg")["per_query"]["q1"]), {"ndcg"})
+        self.assertEqual(set(rag_eval.evaluate(qrels, run, [5], measures="ndcg")["per_query"]["q1"]), {"ndcg@5"})
+        self.assertIn("``per_query[qid][\"ndcg@5\"]`` when ``k`` is a list", rag_eval.evaluate.__doc__)

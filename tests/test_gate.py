@@ -26,7 +26,8 @@ from unittest import mock
 
 import rag_eval
 from tests import helpers
-from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main, tagged_lines
+from tests.helpers import (ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main,
+                           scores_by_metric, tagged_lines)
 
 
 def synthetic_runs(seed, queries=30):
@@ -312,10 +313,10 @@ class TestBaselines(GateCase, unittest.TestCase):
         self.assertEqual(out, run_main([QRELS, RUN])[1])  # the report is the same as without it
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
-        self.assertEqual(saved["format"], "rag_eval-baseline/1")
+        self.assertEqual(saved["format"], "rag_eval-baseline/2")
         self.assertEqual(saved["format"], rag_eval.BASELINE_FORMAT)
         self.assertEqual(saved["tool"], f"rag_eval {rag_eval.__version__}")
-        self.assertEqual(saved["created"], "1970-01-02T00:00:00Z")  # SOURCE_DATE_EPOCH = 86400 = one day
+        self.assertNotIn("created", saved)  # a time changes when nothing changed (issue 33)
         self.assertEqual(saved["qrels_sha256"], rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         self.assertRegex(saved["qrels_sha256"], "^[0-9a-f]{64}$")
         expected = {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False, "ties": rag_eval.TIE_RULE}
@@ -323,11 +324,12 @@ class TestBaselines(GateCase, unittest.TestCase):
         self.assertEqual(set(saved["mean"]), set(FIXTURE_MEANS))
         for metric, value in FIXTURE_MEANS.items():
             self.assertAlmostEqual(saved["mean"][metric], value, places=15)  # full precision, not rounded
-        self.assertEqual(set(saved["per_query"]), set(FIXTURE_PER_QUERY))
+        by_metric = scores_by_metric(saved)
+        self.assertEqual(set(by_metric), set(FIXTURE_PER_QUERY))
         for metric, values in FIXTURE_PER_QUERY.items():
-            self.assertEqual(set(saved["per_query"][metric]), {"q1", "q2", "q3"})  # q4 is unscored
+            self.assertEqual(set(by_metric[metric]), {"q1", "q2", "q3"})  # q4 is unscored
             for qid, value in values.items():
-                self.assertAlmostEqual(saved["per_query"][metric][qid], value, places=15)
+                self.assertAlmostEqual(by_metric[metric][qid], value, places=15)
 
     def test_read_baseline_gives_a_baseline(self):
         path = self.path("saved.json")
@@ -933,7 +935,8 @@ class TestPairedGate(unittest.TestCase):
         # KeyError in gate() at ac02464.)
         with open(self.saved, encoding="utf-8") as f:
             data = json.load(f)
-        del data["per_query"]["success@5"]
+        for values in data["per_query"].values():
+            del values["success@5"]
         partial = self.write("partial.json", data)
         gate, lines = self.gate(self.strong, 1, "--gate", "significant", baseline=partial)
         self.assertEqual(gate["metrics"]["success@5"]["verdict"], "regression")
@@ -1266,7 +1269,9 @@ class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
         digests = {"digests": {"q1": {"judged": 2, "sha256": "0" * 16}}}
         self.assertEqual(rag_eval.read_baseline(self.write("d.json", dict(record, judgments=digests))).judgments,
                          digests)
-        for change, words in (({"per_query": {"recall@5": [0.5]}}, "per_query must map metric -> {query: value}"),
+        for change, words in (({"per_query": {"q1": [0.5]}}, "per_query must map query -> {metric: value}"),
+                              ({"format": "rag_eval-baseline/1", "per_query": {"recall@5": [0.5]}},
+                               "per_query must map metric -> {query: value}"),
                               ({"conventions": []}, "conventions must be an object and qrels_sha256 a string"),
                               ({"qrels_sha256": 7}, "conventions must be an object and qrels_sha256 a string"),
                               ({"mean": [0.5]}, "expected an object of name -> number, got a list"),
@@ -1356,10 +1361,13 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         self.assertEqual(rag_eval.read_baseline(self.write("b.json", {"R@5": 0.4})).means, {"recall@5": 0.4})
 
     def test_a_bad_per_query_value_names_its_metric(self):
-        extended = {"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5},
+        extended = {"format": "rag_eval-baseline/1", "mean": {"recall@5": 0.5},
                     "per_query": {"recall@5": {"q1": 0.5, "q2": "x"}}, "conventions": {"k": [5]}, "qrels_sha256": "0"}
-        assert_error_line(self, self.read_error(extended), file=self.path("b.json"), names=[": recall@5: "],
-                          quoted=["q2", "x"], prefix="")
+        by_query = dict(extended, format=rag_eval.BASELINE_FORMAT,
+                        per_query={"q1": {"recall@5": 0.5}, "q2": {"recall@5": "x"}})
+        for record in (extended, by_query):
+            assert_error_line(self, self.read_error(record), file=self.path("b.json"), names=[": recall@5: "],
+                              quoted=["q2", "x"], prefix="")
 
     def test_a_fall_of_exactly_the_allowed_drop_is_no_fall(self):
         epsilon = rag_eval.DROP_EPSILON
@@ -1460,11 +1468,27 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.RagEvalError, "^[^']* 'b'[^']*$"):
             rag_eval.compare_runs([("a", result), ("b", result), ("b", result)], resamples=10)
 
-    def test_a_saved_baseline_is_sorted_json_indented_by_two(self):
-        saved = self.path("b.json")
-        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+    def test_a_saved_baseline_reads_in_a_pull_request(self):
+        # Issue 33: the means first, one line per query (scores, then judgments), nothing that changes when
+        # nothing changed (time, Python version, key order).  Before, sorted JSON put every score on a line
+        # of its own under its metric, and "created" and meta.python changed on every save.
+        saved, again = self.path("b.json"), self.path("again.json")
+        for path, epoch in ((saved, "86400"), (again, "172800")):
+            self.assertEqual(run_main([QRELS, RUN, "--save-baseline", path], env={"SOURCE_DATE_EPOCH": epoch})[0], 0)
         text = self.read(saved).decode("utf-8")
-        self.assertEqual(text, json.dumps(json.loads(text), sort_keys=True, indent=2) + "\n")
+        self.assertEqual(text, self.read(again).decode("utf-8"))
+        record = json.loads(text)
+        self.assertEqual(list(record)[:2], ["mean", "format"])
+        self.assertEqual(list(record)[-2:], ["per_query", "judgments"])
+        self.assertNotIn("created", record)
+        self.assertNotIn("python", record["meta"])
+        lines = text.splitlines()
+        for qid, scores in record["per_query"].items():  # one line each: the query, all its scores
+            self.assertIn(f"    {json.dumps(qid)}: {json.dumps(scores, sort_keys=True)},"
+                          if qid != "q3" else f"    {json.dumps(qid)}: {json.dumps(scores, sort_keys=True)}", lines)
+        self.assertIn('      "q1": {"refund-policy#2": 2, "refund-policy#3": 1},', lines)
+        start = lines.index('  "per_query": {')
+        self.assertEqual(lines[start + 4], "  },")  # q1, q2, q3: a line each
 
 
 POSIX = os.name == "posix"
@@ -1627,3 +1651,75 @@ class TestBaselineAndGate(GateCase, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestGateTakesWhatPeopleWrite(unittest.TestCase):
+    """gate(result, baseline, rule="significant") was a TypeError (issue 33): the settings come by name, a
+    plain {metric: mean} is a baseline, a rule name is settings; anything else names what to pass."""
+
+    def setUp(self):
+        with open(QRELS, encoding="utf-8") as f, open(RUN, encoding="utf-8") as g:
+            self.result = rag_eval.evaluate(json.load(f), json.load(g), 5)
+
+    def test_fields_by_name(self):
+        flat = rag_eval.Baseline({"ndcg@5": 0.52})
+        self.assertEqual(rag_eval.gate(self.result, {"ndcg@5": 0.52}), rag_eval.gate(self.result, flat))
+        # ndcg@5 0.5095 is 0.0105 below 0.52: within the default 0.02, beyond a tolerance of 0.01
+        self.assertEqual(rag_eval.gate(self.result, flat, max_drop=0.01)["verdict"], "regression")
+        self.assertEqual(rag_eval.gate(self.result, flat, default=rag_eval.Tolerance(0.01)),
+                         rag_eval.gate(self.result, flat, max_drop=0.01))
+        self.assertEqual(rag_eval.gate(self.result, flat, "drop"), rag_eval.gate(self.result, flat))
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^--gate significant needs per-query scores"):
+            rag_eval.gate(self.result, flat, rule="significant")  # the rule is taken, and says what it needs
+
+    def test_what_is_not_a_setting(self):
+        with self.assertRaisesRegex(TypeError, r"^gate\(\) takes settings=GateSettings\(\.\.\.\), a rule name, or "
+                                               r"these by name: max_drop, rule, .*; got maxdrop$"):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, maxdrop=0.1)
+        with self.assertRaisesRegex(TypeError, "; got dict$"):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, {"rule": "drop"})
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"^unknown rule 'signifcant' \(did you mean 'significant'\? "):
+            rag_eval.gate(self.result, {"ndcg@5": 0.52}, rule="signifcant")
+
+
+class TestAcknowledgedWarnings(GateCase, unittest.TestCase):
+    """Issue 33: a warning that repeats until the data change (few documents judged, on positives-only qrels)
+    is acknowledged once, in the baseline, and is a note from then on; before, --quiet was the only way out."""
+
+    def test_the_baseline_keeps_the_acknowledgement(self):
+        saved = self.path("b.json")
+        code, _, err = run_main([QRELS, RUN, "--save-baseline", saved, "--acknowledge", "few-judged"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("rag_eval: note: few documents judged (judged@5 0.33), acknowledged", err.splitlines())
+        with open(saved, encoding="utf-8") as f:
+            self.assertEqual(json.load(f)["acknowledged"], ["few-judged"])
+        self.assertEqual(rag_eval.read_baseline(saved).acknowledged, ("few-judged",))
+        code, _, err = run_main([QRELS, RUN, "--baseline", saved])
+        self.assertEqual(code, 0, err)
+        self.assertNotIn("warning", err)
+        self.assertIn("rag_eval: note: few documents judged (judged@5 0.33), acknowledged", err.splitlines())
+        # an update keeps it; a baseline without it warns
+        self.assertEqual(run_main([QRELS, RUN, "--baseline", saved, "--update-baseline"])[0], 0)
+        self.assertEqual(rag_eval.read_baseline(saved).acknowledged, ("few-judged",))
+        plain = self.path("plain.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", plain])[0], 0)
+        with open(plain, encoding="utf-8") as f:
+            self.assertNotIn("acknowledged", json.load(f))
+        self.assertIn("rag_eval: warning: few documents judged", run_main([QRELS, RUN, "--baseline", plain])[2])
+
+    def test_a_bad_acknowledgement_is_refused(self):
+        saved = self.path("b.json")
+        self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+        with open(saved, encoding="utf-8") as f:
+            record = json.load(f)
+        path = self.write("bad.json", dict(record, acknowledged=["few-judgd"]))
+        with self.assertRaises(rag_eval.RagEvalError) as caught:
+            rag_eval.read_baseline(path)
+        self.assertEqual(caught.exception.detail, "acknowledged must be a list of few-judged")
+
+    def test_a_comparison_says_each_warning_once(self):
+        code, _, err = run_main([QRELS, f"a={RUN}", f"b={RUN}", f"c={RUN}"])
+        self.assertEqual(code, 0, err)
+        lines = [line for line in err.splitlines() if "few documents judged" in line]
+        self.assertEqual(len(lines), 1, err)  # was one per run
+        self.assertTrue(lines[0].startswith("rag_eval: warning: every run: few documents judged (judged@5 0.33)"))

@@ -694,6 +694,13 @@ class TestCsvFormat(ReportCase, unittest.TestCase):
 
 
 class TestGitHub(ReportCase, unittest.TestCase):
+    def test_the_summary_names_no_path_of_the_runner(self):
+        # The Action's --output went to the runner's temporary folder, and "wrote /tmp/..." to the summary.
+        summary, output = self.write("summary.md", ""), self.path("report.json")
+        _, err = self.ok([QRELS, RUN, "--output", output], env={"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertIn(f"rag_eval: note: wrote {output}", err.splitlines())  # the log keeps it
+        self.assertNotIn(self.path(""), self.read(summary).decode("utf-8"))
+
     def test_summary_appended_and_annotations(self):
         summary = self.write("summary.md", "")
         env = {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary}
@@ -704,9 +711,18 @@ class TestGitHub(ReportCase, unittest.TestCase):
         failing = ("- `REGRESSION mrr@5: baseline 0.5500, now 0.5000`\n"  # the log's lines, as code spans
                    "- `REGRESSION recall@5: baseline 0.7000, now 0.6667`")
         written = self.read(summary).decode("utf-8")
-        self.assertTrue(written.startswith(heading + "\n\n" + failing + "\n\n" + tables.rstrip("\n") + "\n\n"
-                                           "<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few documents judged (judged@5"),
-                        written)
+        # read in ten seconds (issue 33): a legend, the columns that decide, the gain; every column a click away
+        compact = ("| metric | mean | baseline | delta | allowed drop | verdict |\n|---|---|---|---|---|---|\n"
+                   "| recall@5 | 0.6667 | 0.7000 | -0.0333 | 0.0200 | regression |\n"
+                   "| success@5 | 0.6667 | 0.6667 | 0.0000 | 0.0200 | pass |\n"
+                   "| mrr@5 | 0.5000 | 0.5500 | -0.0500 | 0.0200 | regression |\n"
+                   "| ndcg@5 | 0.5095 | 0.5200 | -0.0105 | 0.0200 | pass |\n\n")
+        self.assertTrue(written.startswith(
+            heading + "\n\n" + failing + "\n\n" + rag_eval.SUMMARY_LEGEND + "\n\n" + compact + TestGainIsNamed.EXP
+            + "\n\n<details><summary>Every column, the largest drops</summary>\n\n" + tables.rstrip("\n")
+            + "\n\n</details>\n\n<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few "
+              "documents judged (judged@5"), written)
+        self.assertEqual(len(rag_eval.SUMMARY_LEGEND.splitlines()), 1)
         self.assertTrue(written.endswith("\n\n</details>\n\n"), written)
         second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
         self.assertEqual(self.read(summary).decode("utf-8"), written * 2)  # appended, not replaced
@@ -1319,6 +1335,30 @@ class TestUnjudged(ReportCase, unittest.TestCase):
         rows = self.worklist([QRELS, RUN, "--doc-id-sep", "#"])
         self.assertEqual([(r["query_id"], r["doc_id"], r["rank"]) for r in rows], FIXTURE_UNJUDGED_DOCS)
 
+    def test_rows_carry_the_texts_and_say_how_they_join(self):
+        # Issue 33: the rows had no query or chunk text (a labeller needed another join), and "append to JSONL
+        # qrels" did not apply to TREC qrels.  BEIR's files: queries.jsonl and corpus.jsonl name ids "_id".
+        queries = self.write("queries.jsonl", '{"_id": "q1", "text": "how do refunds work?"}\n')
+        corpus = self.write("corpus.jsonl", '{"_id": "shipping#1", "title": "", "text": "We ship in 2 days."}\n')
+        rows = self.worklist([QRELS, RUN, "--queries", queries, "--corpus", corpus])
+        self.assertEqual(rows[0], {"query_id": "q1", "query": "how do refunds work?", "doc_id": "shipping#1",
+                                   "text": "We ship in 2 days.", "rank": 1, "relevance": -1})
+        self.assertEqual(rows[1], {"query_id": "q2", "doc_id": "pricing#3", "rank": 1, "relevance": -1})
+        # with a chunk map, a chunk's text is its document's characters
+        chunks = self.write("chunks.jsonl", '{"chunk_id": "shipping#1", "doc_id": "ship", "start": 3, "end": 7}\n')
+        corpus = self.write("docs.jsonl", '{"doc_id": "ship", "text": "We ship in 2 days."}\n')
+        self.assertEqual(self.worklist([QRELS, RUN, "--corpus", corpus, "--chunks", chunks])[0]["text"], "ship")
+        trec = self.write("qrels.trec", "".join(f"{q} 0 {d} {g}\n" for q, docs in rag_eval.read_qrels(QRELS).items()
+                                                for d, g in docs.items()))
+        for qrels, how in ((QRELS, "add each as [query_id][doc_id] = relevance to"),
+                           (trec, "add each as a line 'query_id 0 doc_id relevance' to")):
+            with self.subTest(how=how):
+                _, err = self.ok([qrels, RUN, "--unjudged", self.path("todo.jsonl")])
+                self.assertIn(f"rag_eval: note: to label: set each relevance in {self.path('todo.jsonl')}, then {how} "
+                              f"{qrels}", err.splitlines())
+        self.assertEqual(run_main([QRELS, RUN, "--queries", queries])[2],
+                         "rag_eval: error: --queries goes with --unjudged: it gives the worklist its queries' text\n")
+
     def test_labels_merge_back_into_jsonl_qrels(self):
         rows = self.worklist([QRELS, RUN])
         fixture = rag_eval.read_qrels(QRELS)
@@ -1389,9 +1429,10 @@ class TestExplain(ReportCase, unittest.TestCase):
         self.assertEqual((code, out, err), (0, rag_eval.explain(), ""))
 
     def test_inputs_required_otherwise(self):
-        for argv in ([], [QRELS], ["--format", "table"]):
+        for argv, names in (([], ["QRELS RUN"]), ([QRELS], ["required: RUN (QRELS is "]),
+                            (["--format", "table"], ["QRELS RUN"])):
             with self.subTest(argv=argv):
-                self.assert_error(argv, names=["QRELS RUN"])
+                self.assert_error(argv, names=names)
 
     def test_unknown_format(self):
         self.assert_error([QRELS, RUN, "--format", "xml"], names=["--format"])
@@ -1642,3 +1683,22 @@ class TestReportText(ReportCase, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestGainIsNamed(ReportCase, unittest.TestCase):
+    """Issue 33: nDCG's default gain (exp) differs from BEIR's, MTEB's, ir_measures' and ranx's (linear): every
+    human report names it under the metric table, and the JSON report has it."""
+
+    EXP = "nDCG gain: exp, 2**grade - 1 (BEIR, MTEB, ir_measures and ranx report linear: --gain linear)"
+
+    def test_every_human_report_names_it(self):
+        for fmt in ("table", "markdown"):
+            with self.subTest(fmt=fmt):
+                self.assertIn(self.EXP, self.ok([QRELS, RUN, "--format", fmt])[0].splitlines())
+                linear = self.ok([QRELS, RUN, "--format", fmt, "--gain", "linear"])[0].splitlines()
+                self.assertIn("nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)", linear)
+                compared = self.ok([QRELS, f"a={RUN}", f"b={RUN}", "--format", fmt])[0]
+                self.assertIn(self.EXP, compared.splitlines())
+                self.assertNotIn("nDCG gain", self.ok([QRELS, RUN, "--format", fmt, "--measures", "recall"])[0])
+        self.assertEqual(json.loads(self.ok([QRELS, RUN])[0])["gain"], "exp")
+        self.assertEqual(json.loads(self.ok([QRELS, RUN, "--gain", "linear"])[0])["gain"], "linear")

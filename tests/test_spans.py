@@ -449,6 +449,28 @@ class TestLabels(CommandLineCase):
                           names=[" 1 ", "'q2', 'e' [0, 3)", "--check-labels"])
         assert_error_line(self, self.error([qrels, "--corpus", corpus, "--fix-labels", qrels]), file=qrels)
 
+    def test_check_labels_honours_format(self):
+        # Issue 33: --check-labels --format json printed the text table.  d [0, 10) moved to [2, 12); e's span
+        # and q2's quote no text: unchecked (exit 3).
+        qrels, _, _ = self.files()
+        corpus = self.jsonl("corpus.jsonl", self.CORPUS)
+        argv = [qrels, "--corpus", corpus, "--check-labels", "--format"]
+        code, out, err = run_main(argv + ["json"])
+        self.assertEqual((code, err), (3, ""))
+        report = json.loads(out)
+        self.assertEqual(report["queries"], {"q1": {"valid": 0, "moved": 1, "unchecked": 1, "orphaned": 0},
+                                             "q2": {"valid": 0, "moved": 0, "unchecked": 1, "orphaned": 0}})
+        self.assertEqual(report["spans"][0], {"query_id": "q1", "doc_id": "d", "start": 0, "end": 10,
+                                              "status": "moved", "found": "now [2, 12)"})
+        self.assertEqual(len(report["spans"]), 3)
+        out = run_main(argv + ["csv"])[1]
+        self.assertEqual(out.splitlines()[:2], ["query_id,doc_id,start,end,status,found",
+                                                'q1,d,0,10,moved,"now [2, 12)"'])
+        out = run_main(argv + ["markdown"])[1]
+        self.assertIn("| `q1` | 0 | 1 | 1 | 0 |", out.splitlines())
+        self.assertIn("| moved | `q1` | `d` | [0, 10) | now [2, 12) |", out.splitlines())
+        self.assertEqual(run_main(argv + ["table"])[1], run_main(argv[:-1])[1])  # the table stays the default
+
     def test_to_spans(self):
         _, _, chunks = self.files()
         ids = self.jsonl("ids.jsonl", [{"query_id": "q1", "doc_id": "d#1", "grade": 2},
@@ -838,7 +860,7 @@ class TestSpanInputChecks(CommandLineCase):
                     rag_eval.evaluate_spans(qrels, run, chunks, 1)
                 self.assertTrue(str(caught.exception).startswith(message), str(caught.exception))
         # the judgments are checked first, before the run (here not even a mapping)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: .* a number$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, "^qrels: .* a number \\(write '1'\\)$"):
             rag_eval.evaluate_spans({1: (Span("d", 0, 10, 1),)}, None, chunks, 1)
         # grade 0 is a judgment (not relevant): d [0, 10) relevant at rank 1, d [10, 12) not
         result = rag_eval.evaluate_spans({"q1": (Span("d", 0, 10, 1), Span("d", 10, 12, 0))}, run, chunks, 1,

@@ -15,7 +15,7 @@ import unittest.mock
 from fractions import Fraction
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, REPO, TempDirMixin, assert_error_line, run_main
+from tests.helpers import ERROR_PREFIX, REPO, TempDirMixin, assert_error_line, run_main, scores_by_metric
 
 
 QRELS = os.path.join(REPO, "fixtures", "qrels.json")
@@ -473,8 +473,10 @@ def noisy_run(quality, rng):
 
 
 def record_of(*arguments):
-    """The extended baseline that ``--save-baseline`` (or a ratchet) would write, as read back."""
-    return json.loads(rag_eval._baseline_text(*arguments))
+    """The extended baseline that ``--save-baseline`` (or a ratchet) would write, as read back (``per_query``
+    as metric -> {query: value})."""
+    record = json.loads(rag_eval._baseline_text(*arguments))
+    return dict(record, per_query=scores_by_metric(record))
 
 
 class TestHonestRatchet(unittest.TestCase):
