@@ -45,6 +45,7 @@ VERDICTS = {rag_eval.EXIT_OK: "pass", rag_eval.EXIT_REGRESSION: "regression", ra
 MARKER = "<!-- rag_eval -->"  # first line of the one comment this Action keeps on a pull request
 MAX_COMMENT = 65536  # characters GitHub accepts in a comment body
 MAX_PAGES = 20  # of 100 comments each, searched for the marker
+GITHUB_TOKEN_LOGIN = "github-actions[bot]"  # who a comment posted with the GITHUB_TOKEN is by
 TIMEOUT = 20  # seconds per API request
 
 
@@ -150,10 +151,22 @@ def gate_verdict(report: dict) -> Optional[str]:
     return report.get("verdict")
 
 
+def file_stamp(path: str) -> Optional[Tuple[int, int, int, int]]:
+    """What tells one file at ``path`` from another: rag_eval renames a new file into place (a new inode)."""
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size
+
+
 def outputs_of(code: int, report: str, summary: str) -> Dict[str, str]:
     """The step's outputs: ``passed`` from the exit code (never with nothing gated), ``verdict`` the gate's (from
-    the report) unless rag_eval stopped on an error."""
+    the report) unless rag_eval stopped on an error.  ``report`` is the file this run wrote, or ""; after an error
+    it is never read."""
     means, verdict, not_gated = {}, None, []
+    if code not in (rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_INCONCLUSIVE):
+        report = ""
     if report and os.path.isfile(report):
         try:
             with open(report, encoding="utf-8") as handle:
@@ -231,11 +244,28 @@ def comment_body(summary_text: str) -> str:
     return body
 
 
+def own_login(api: str, token: str) -> str:
+    """The login the token writes comments as: GET /user's for a user's token; ``github-actions[bot]`` for the
+    GITHUB_TOKEN, which that endpoint refuses (HTTP 403), as it does every app's installation token.  A login
+    ending in ``[bot]`` belongs to an app: no person can take it."""
+    import urllib.error
+
+    try:
+        return str(_api("GET", f"{api}/user", token)["login"])
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403, 404):
+            return GITHUB_TOKEN_LOGIN
+        raise
+
+
 def post_comment(summary_text: str, env: Mapping[str, str]) -> str:
     """Create or update this Action's one comment on the pull request; what happened, in a few words.
 
-    A 403 or 404 (a fork's read-only token, no ``pull-requests: write``) is a
-    notice; any other failure a warning.  Neither changes the exit code.
+    Only a comment that starts with MARKER and was written by the token's own login (own_login) is updated,
+    and only when no one else's marked comment came after it: otherwise a new comment is posted, so a
+    verdict forged in another's comment is never the last word; a refused edit also posts a new one.
+    Either is said in the step summary.  A 403 or 404 (a fork's read-only token, no ``pull-requests:
+    write``) is a notice; any other failure a warning.  Neither changes the exit code.
     """
     import urllib.error
 
@@ -245,30 +275,48 @@ def post_comment(summary_text: str, env: Mapping[str, str]) -> str:
         return notice("no comment: this run is not for a pull request")
     if not (api and repo and token):
         return notice("no comment: GITHUB_API_URL, GITHUB_REPOSITORY or the token input is empty")
-    base = f"{api.rstrip('/')}/repos/{repo}"
+    api = api.rstrip("/")
+    base = f"{api}/repos/{repo}"
     body = {"body": comment_body(summary_text)}
+    notes: List[str] = []  # for the step summary: why a new comment, or why none
     try:
-        existing = None
+        me, marked = own_login(api, token).lower(), []
         for page in range(1, MAX_PAGES + 1):
             comments = _api("GET", f"{base}/issues/{number}/comments?per_page=100&page={page}", token)
             if not isinstance(comments, list):
                 break
-            existing = next((c for c in comments if isinstance(c, dict) and str(c.get("body", "")).startswith(MARKER)),
-                            None)
-            if existing is not None or len(comments) < 100:
+            marked += [c for c in comments if isinstance(c, dict) and str(c.get("body", "")).startswith(MARKER)]
+            if len(comments) < 100:
                 break
-        if existing is not None:
-            _api("PATCH", f"{base}/issues/comments/{existing['id']}", token, body)
-            return "updated"
+        logins = [str((c.get("user") or {}).get("login", "")) for c in marked]
+        own = max((i for i, login in enumerate(logins) if login.lower() == me), default=None)
+        others = sorted({login for login in logins[own or 0:] if login.lower() != me})
+        if others:
+            notes.append(f"A comment opening with `{MARKER}` by {', '.join(map(rag_eval._markdown_input, others))} "
+                         "is not this Action's and was left alone.")
+        if own is not None and not others:
+            try:
+                _api("PATCH", f"{base}/issues/comments/{marked[own]['id']}", token, body)
+                return "updated"
+            except urllib.error.HTTPError as exc:
+                if exc.code not in (403, 404):
+                    raise
+                notes.append(f"Editing this Action's comment was refused (HTTP {exc.code}).")
         _api("POST", f"{base}/issues/{number}/comments", token, body)
+        notes += ["This verdict was posted as a new comment."] if notes else []
         return "created"
     except urllib.error.HTTPError as exc:
+        notes += [f"No comment could be posted (HTTP {exc.code}): this step summary has the verdict."] if notes else []
         if exc.code in (403, 404):
             return notice(f"no comment (HTTP {exc.code}): a pull request from a fork, or a job without "
                           "'permissions: pull-requests: write'; the step summary has the report")
         return warning(f"no comment: the API answered HTTP {exc.code}")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return warning(f"no comment: {exc}")
+    finally:
+        if notes and env.get("GITHUB_STEP_SUMMARY"):
+            with contextlib.suppress(OSError), open(env["GITHUB_STEP_SUMMARY"], "a", encoding="utf-8") as out:
+                out.write("\n" + rag_eval._neutralise_workflow_commands(" ".join(notes)) + "\n")
 
 
 def notice(message: str) -> str:
@@ -293,9 +341,11 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
     try:
         argv = action_argv(env, os.path.join(folder, "report.json"))
     except ValueError as exc:
-        argv, message, code = [], str(exc), rag_eval.EXIT_ERROR
+        argv, message, code, report = [], str(exc), rag_eval.EXIT_ERROR, ""
         sys.stderr.write(f"rag_eval: error: {message}\n")
     else:
+        report = report_path(argv)
+        before = file_stamp(report) if report else None  # an earlier step's file, or none
         code, err = run_rag_eval(argv, summary)
         errors = [line[len("rag_eval: error: "):] for line in err.splitlines() if line.startswith("rag_eval: error: ")]
         message = errors[-1] if errors else f"rag_eval exited {code}"
@@ -309,7 +359,8 @@ def main(env: Optional[Mapping[str, str]] = None) -> int:
                 out.write(summary_text)
         except OSError as exc:
             warning(f"cannot append to GITHUB_STEP_SUMMARY ({exc.strerror or exc})")
-    outputs = outputs_of(code, report_path(argv), summary)
+    written = report if report and file_stamp(report) not in (None, before) else ""  # a file this run wrote
+    outputs = outputs_of(code, written, summary)
     if outputs["verdict"] == rag_eval.UNGATED:  # an empty or misspelt baseline input must not look like a pass
         warning("nothing was gated, so nothing passed (verdict 'ungated'): the baseline input is empty (GitHub passes "
                 "a misspelt input as empty) and args name no --baseline-run or --min")

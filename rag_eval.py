@@ -998,13 +998,16 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def read_chunks(path: str, max_bytes: Optional[int] = None) -> Dict[str, Location]:
-    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end).
+def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
+    """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
+    ``keep`` when given (a run's: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
-            _locate_chunk(row, chunks, inp.source, lineno)
+            chunk = _locate_chunk(row, chunks, inp.source, lineno)
+            if keep is not None and chunk not in keep:
+                del chunks[chunk]
     return chunks
 
 
@@ -1427,9 +1430,12 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document") -> Dict[str, str]:
-    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``."""
+def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document",
+                keep: Optional[set] = None) -> Dict[str, str]:
+    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
+    those in ``keep`` when given (the labels' documents: memory follows the labels)."""
     corpus: Dict[str, str] = {}
+    seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
@@ -1437,9 +1443,11 @@ def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "documen
             text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
                 raise RagEvalError(f"text must be a string, got {_json_kind(text)}", inp.source, lineno)
-            if doc in corpus:
+            if doc in seen:
                 raise RagEvalError(f"{what} {_clipped_repr(doc)} appears twice", inp.source, lineno)
-            corpus[doc] = text
+            seen.add(doc)
+            if keep is None or doc in keep:
+                corpus[doc] = text
     return corpus
 
 
@@ -1453,9 +1461,14 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
     end, or its text is found nowhere or more than once (an ambiguous place
     is no place), or it would move onto a place judged with another grade.
     """
-    rows, fixed, moved = [], SpanQrels(), {}
+    rows, fixed, moved, wanted = [], SpanQrels(), {}, {}
+    for span in chain.from_iterable(qrels.values()):  # the quoted texts not at their place, by document
+        text = corpus.get(span.doc_id)
+        if text is not None and span.text is not None and text[span.start:span.end] != span.text:
+            wanted.setdefault(span.doc_id, set()).add(span.text)
+    places = {(doc, quote): where for doc, quotes in wanted.items() for quote, where in _find_all(corpus[doc], quotes)}
     for qid in sorted(qrels):
-        checked = [(span, *_label_status(span, corpus.get(span.doc_id))) for span in qrels[qid]]
+        checked = [(span, *_label_status(span, corpus.get(span.doc_id), places)) for span in qrels[qid]]
         clashed = _clashing_moves([(span, span_now) for span, _, _, span_now in checked])
         kept = {}
         for index, (span, status, found, span_now) in enumerate(checked):
@@ -1491,7 +1504,32 @@ def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
         back |= clash
 
 
-def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
+def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
+    """(quote, (its first offset in ``text`` or -1, how often it is there, up to 2)) for each of ``quotes``.
+    Quotes of 16 characters or more in one pass, whatever their number: a window read every ``step``
+    characters lies in each occurrence at one of its quote's first ``step`` offsets."""
+    scanned = {quote for quote in quotes if len(quote) >= 16}
+    for quote in quotes - scanned:
+        first = text.find(quote)
+        yield quote, (first, 0 if first < 0 else 1 + (text.find(quote, first + 1) >= 0))
+    shortest = min(map(len, scanned), default=16)
+    width = min(32, (shortest + 1) // 2)  # half a quote: a window common in the text is rare among the quotes
+    step = min(64, shortest - width + 1)
+    windows: Dict[str, list] = {}
+    for quote in scanned:
+        for offset in range(step):
+            windows.setdefault(quote[offset:offset + width], []).append((quote, offset))
+    where: Dict[str, set] = {quote: set() for quote in scanned}
+    for at in range(0, len(text) - width + 1, step) if scanned else ():
+        for quote, offset in windows.get(text[at:at + width], ()):
+            if len(where[quote]) < 2 and at >= offset and text.startswith(quote, at - offset):
+                where[quote].add(at - offset)
+    for quote, places in where.items():
+        yield quote, (min(places, default=-1), len(places))
+
+
+def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, str], Tuple[int, int]]
+                  ) -> Tuple[str, str, Span]:
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
@@ -1500,10 +1538,10 @@ def _label_status(span: Span, text: Optional[str]) -> Tuple[str, str, Span]:
         return "orphaned", f"past the end ({len(text)} characters)", span
     if text[span.start:span.end] == span.text:
         return "valid", "", span
-    first = text.find(span.text)
-    if first < 0:
+    first, count = places[span.doc_id, span.text]
+    if count == 0:
         return "orphaned", "quoted text not found", span
-    if text.find(span.text, first + 1) >= 0:
+    if count > 1:
         return "orphaned", "quoted text found more than once", span
     moved = span._replace(start=first, end=first + len(span.text))
     return "moved", f"now [{moved.start}, {moved.end})", moved
@@ -1601,6 +1639,18 @@ EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
 TIE_TOLERANCE = 1e-9
+# Work bounded up front (docs/reliability.md): seconds a resampling may take, at the ns per value resampled
+# measured by tools/bench/bench_budget.py.
+WORK_BUDGET, NS_PER_VALUE = 300, 6
+
+
+def _within_budget(what: str, values: float, option: str, count: int) -> None:
+    """Refuse ``what`` before it starts when its ``values`` resampled would take over WORK_BUDGET s."""
+    seconds = values * NS_PER_VALUE / 1e9
+    if seconds > WORK_BUDGET:
+        raise RagEvalError(f"{what} would take about {seconds:,.0f} s ({values:.2g} values resampled), over the "
+                           f"budget of {WORK_BUDGET} s: {option} {int(count * WORK_BUDGET / seconds)} fits, or fewer "
+                           "metrics or queries")
 
 
 def _random(seed: Union[int, str]):
@@ -2224,8 +2274,10 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
 def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
     [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
-    intervals = {}
-    for metric, scores in sorted(per_query_by_metric(result).items()):
+    intervals, table = {}, per_query_by_metric(result)
+    _within_budget(f"--ci with --resamples {resamples}", resamples * sum(map(len, table.values())), "--resamples",
+                   resamples)
+    for metric, scores in sorted(table.items()):
         values = [scores[qid] for qid in sorted(scores)]
         if _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
@@ -2576,9 +2628,14 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT, _file_mode(os.path.join(folder, name)))
+            # Not through a link, and a regular file: a lock the repository planted (a symlink, a FIFO) is refused.
+            handle = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                             _file_mode(os.path.join(folder, name)))
         except OSError as exc:
             raise RagEvalError(f"cannot lock: {exc.strerror or exc}", lock_path) from None
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            os.close(handle)
+            raise RagEvalError("cannot lock: not a regular file", lock_path)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
             if _identity(lock_path) == _identity(handle):
@@ -2759,6 +2816,8 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     tests = {t.key: t for t in targets if t.before is not None and set(t.before) & set(t.after)}
     deltas = {key: {qid: t.after[qid] - t.before[qid] for qid in set(t.before) & set(t.after)}
               for key, t in tests.items()}
+    _within_budget(f"--resamples {settings.resamples} on {len(deltas)} paired tests",
+                   settings.resamples * sum(map(len, deltas.values())), "--resamples", settings.resamples)
     family = _family(deltas, settings.resamples, settings.seed)
     paired = {}
     for index, key in enumerate(family.keys):
@@ -2847,6 +2906,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
             raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
         scores[name] = {metric: table[metric] for metric in metrics}
     reference, candidates = names[0], names[1:]
+    _within_budget(f"--resamples {resamples} on {len(candidates)} candidate runs", 2 * resamples * len(candidates) *
+                   sum(map(len, scores[reference].values())), "--resamples", resamples)
     means = {name: dict(result["mean"]) for name, result in results}
     best = {metric: max(names, key=lambda name: (means[name][metric], -names.index(name))) for metric in metrics}
     with_reference, adjusted, against_best = {}, {}, {}
@@ -3078,6 +3139,9 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
     quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
+    _within_budget(f"--calibrate {simulations} on {len(queries)} queries x {len(metrics)} metrics", simulations *
+                   (1 + len(PLANTED_DROPS)) * len(rows) * len(metrics) * (2 * quick.resamples if paired_rule else 50),
+                   "--calibrate", simulations)
     scenarios = {}
     for factor in (0.0,) + PLANTED_DROPS:
         rng = _random(f"rag_eval:{settings.seed}:calibrate:{factor}")
@@ -3205,6 +3269,45 @@ def _opened(path: str) -> Iterator[_Input]:
             raw.close()
 
 
+_TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its stream, the file its bytes are kept in)
+
+
+@contextmanager
+def _teed(path: str) -> Iterator[None]:
+    """A run read only once (standard input, a FIFO) keeps its bytes in a temporary file as they are read: it is
+    streamed as a file is, and can be read again (by the plain JSON reader)."""
+    import tempfile
+
+    stream = _open_binary(path, _source_name(path))
+    with tempfile.TemporaryFile(prefix="rag_eval-") as kept:
+        _TEES[path] = (stream, kept)
+        try:
+            yield
+        finally:
+            del _TEES[path]
+            if path != "-":
+                stream.close()
+
+
+class _Teed(io.RawIOBase):
+    """An input read once, from its start: the bytes kept so far, then the stream's, kept too."""
+
+    def __init__(self, stream, kept):
+        super().__init__()
+        self.stream, self.kept = stream, kept
+        kept.seek(0)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.kept.readinto(buffer)
+        if not count:
+            count = self.stream.readinto(buffer)
+            self.kept.write(memoryview(buffer)[:count])
+        return count
+
+
 class _Hashing(io.RawIOBase):
     """A raw stream that feeds every byte it reads to a sha256."""
 
@@ -3231,7 +3334,9 @@ class _Hashing(io.RawIOBase):
 
 def _open_binary(path: str, source: str, hashed: bool = False):
     try:
-        if path == "-":
+        if path in _TEES:
+            stream = io.BufferedReader(_Teed(*_TEES[path]), READ_BLOCK)
+        elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
             stream = sys.stdin.buffer
@@ -4693,7 +4798,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row objects), JSONL, TREC, MS MARCO's
     ``qid pid rank`` or a TSV or CSV with a header (PyTerrier's ``qid docno score rank``), detected from the
     content.  With ``depth`` only the best ``depth`` documents of each query are kept (without scores, its
-    first ``depth`` unique ones); runs are streamed (JSON one query at a time, unless on standard input), so
+    first ``depth`` unique ones); runs are streamed (JSON one query at a time, on standard input too), so
     memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
     run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
     that cut (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids become document ids
@@ -4720,13 +4825,15 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
     if cutoffs is not None and (judged is None or depth is None or once):
         cutoffs = None
     options = _ReadOptions(depth, keep, doc_id_sep, judged, cutoffs, max_bytes)
-    try:
-        return _read_run_once(path, fmt, options, not once, evidence)
-    except _ReadAgain:
-        return _read_run_once(path, fmt, options._replace(cutoffs=None), False, evidence)
+    with _teed(path) if once else suppress():
+        try:
+            return _read_run_once(path, fmt, options, evidence)
+        except _ReadAgain:
+            return _read_run_once(path, fmt, options._replace(cutoffs=None), evidence, plain=True)
 
 
-def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool, evidence: bool = False) -> _RunRead:
+def _read_run_once(path: str, fmt: str, options: _ReadOptions, evidence: bool = False, plain: bool = False
+                   ) -> _RunRead:
     """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4739,7 +4846,7 @@ def _read_run_once(path: str, fmt: str, options: _ReadOptions, stream_json: bool
             return _header_run(inp, header, options)
         if fmt == "trec":
             return _trec_run(inp, options)
-        document = None if stream_json else _parse_json(inp, "run")
+        document = _parse_json(inp, "run") if plain else None
         return _json_run(inp, options, document)
 
 
@@ -5005,8 +5112,9 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
-        role = "false fails" if not outcome["planted_drop"] else "power"
-        lines.append(f"{name} ({role} = regression): {shown}")
+        role = {0.0: "false fails = regression", 1.0: "regression and pass both wrong"}.get(outcome["planted_drop"],
+                                                                                         "power = regression")
+        lines.append(f"{name} ({role}): {shown}")
     if markdown:
         return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
@@ -5113,19 +5221,19 @@ def _format_csv(report: dict, digits: int) -> str:
 
 
 # A cell that a spreadsheet would run as a formula (OWASP's list); numbers such as -0.0123 stay numbers.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_START = ("=", "+", "-", "@")  # a tab or CR is escaped first (_one_line)
 
 
 def _csv_text(rows: List[List[str]]) -> str:
-    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text."""
+    """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text;
+    cells as the table shows them, CRLF line ends (RFC 4180)."""
     import csv
 
     out = io.StringIO()
-    # RFC 4180's CRLF: a field holding a CR or LF is then quoted on every Python (3.9's csv left a lone CR bare).
-    csv.writer(out, lineterminator="\r\n").writerows(
-        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell for cell in row]
-        for row in rows)
-    return _neutralise_workflow_commands(out.getvalue())
+    csv.writer(out, lineterminator="\n").writerows(
+        ["'" + cell if cell.startswith(_FORMULA_START) and _finite_number(cell) is None else cell
+         for cell in map(_one_line, row)] for row in rows)
+    return _neutralise_workflow_commands(out.getvalue()).replace("\n", "\r\n")
 
 
 FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
@@ -5183,64 +5291,58 @@ def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
 
 
 # --- Workflow commands: what a CI runner must not obey, and what it should ---
-# GitHub's runner reads every line a step prints, stdout and stderr alike, and
-# src/Runner.Worker/ActionCommandManager.cs (TryProcessCommand) tries two
-# parsers of src/Runner.Common/ActionCommand.cs in turn: TryParseV2, a line
-# that after TrimStart() starts with "::" and holds a second "::"
-# ("::name key=value,...::data"); and the older TryParse, "##[" anywhere in the
-# line, the name and "key=value;" properties up to the next "]", the data after
-# it.  Either is a command when the name is registered (error, warning, notice,
-# add-mask, set-output, stop-commands, ...): "##[stop-commands]token" mid-line
-# turns every later command of the step off.  Lines split at "\n", "\r" and
-# "\r\n" (.NET's ReadLine).  So no text an input controls (ids, file names, JSON
-# keys, slice names) may print a "#" before "[", nor a line that opens, after
-# white space, with "::".  Each output escapes them in its own syntax, so that
-# its reader still gets the exact text where the format allows: JSON "\u0023",
-# XML "&#35;", a backslash elsewhere (which markdown drops when it renders).
-_COMMAND_ESCAPES = {  # style: (what "#[" becomes, what the first ":" of a line's "::" becomes)
-    "text": ("#\\[", "\\:"),
-    "json": ("\\u0023[", "\\u003a"),
-    "xml": ("&#35;[", "&#58;"),
+# What each runner docs/ci.md names obeys in a line a step prints (docs/ci.md cites the sources), as a pattern
+# whose LAST character is escaped.  With control characters escaped, a line opens only after the tool's "\n".
+_RUNNER_COMMANDS = (
+    ("GitHub Actions", r"#\[|\n[^\S\x00-\x1f\x7f-\x9f\u2028\u2029]*:(?=:)"),  # "##[" anywhere; "::" opening a line
+    ("Azure Pipelines", r"##vso\["),  # anywhere; its "##[group]" ... as GitHub's
+    ("TeamCity", r"##teamcity\["),
+    ("Buildkite", r"\n *(?:-(?=--(?: |$))|\+(?=\+\+(?: |$))|~(?=~~(?: |$))|\^(?=\^\^ \+\+\+))"),  # group lines
+    # any log: control characters (GitLab's ESC[0K sections, Jenkins's ESC[8m notes, erasing lines), bidi controls
+    ("any log", r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]"),
+)
+# Two passes: the regex engine skips fast only to a pattern whose every branch opens with a literal.
+_COMMAND, _CONTROL = (re.compile("|".join(pattern for _, pattern in _RUNNER_COMMANDS[:-1]), re.M),
+                      re.compile(_RUNNER_COMMANDS[-1][1]))
+_ESCAPES: Dict[str, Callable[[str], str]] = {  # output style: a character escaped
+    "text": lambda c: "\\" + c if c.isprintable() else c.encode("unicode_escape").decode("ascii"),
+    "json": lambda c: f"\\u{ord(c):04x}",
+    "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 holds no C0 control
 }
-_LINE_START_COLON = re.compile(r"(^|[\r\n])(\s*):(?=:)")  # \s holds .NET's white space, and more
 MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
 MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
 def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
-    r"""``text`` with nothing that a CI runner would take for a workflow command.
+    r"""``text`` with no command of _RUNNER_COMMANDS and no raw control character, escaped in ``style``: ``json``
+    and ``xml`` decode to the same text (but XML's C0 controls); ``text`` puts a backslash before the character
+    or writes a control character as Python does (``\x1b``).
 
-    ``style`` is the syntax of the output: ``json`` (valid JSON stays valid and
-    decodes to the same values), ``xml`` (the same), or ``text``, where a
-    backslash goes before the ``[`` of ``#[`` and before a line's leading ``::``.
-
-    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz"))
-    b##\[stop-commands]zz
-    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged"))
+    >>> print(_neutralise_workflow_commands("b##[stop-commands]zz ##vso[task.setvariable]x"))
+    b##\[stop-commands]zz ##vso\[task.setvariable]x
+    >>> print(_neutralise_workflow_commands("ok\n  ::error::forged\n--- group\x1b[2K"))
     ok
       \::error::forged
+    \--- group\x1b[2K
     >>> print(_neutralise_workflow_commands('{"id": "a##[notice]x"}', "json"))
-    {"id": "a#\u0023[notice]x"}
+    {"id": "a##\u005bnotice]x"}
     """
-    hash_escape, colon_escape = _COMMAND_ESCAPES[style]
-    if "#[" in text:
-        text = text.replace("#[", hash_escape)
-    if "::" in text:
-        text = _LINE_START_COLON.sub(lambda m: m.group(1) + m.group(2) + colon_escape, text)
-    return text
+    def escaped(match) -> str:
+        return match.group()[:-1] + _ESCAPES[style](match.group()[-1])
+
+    return _CONTROL.sub(escaped, _COMMAND.sub(escaped, "\n" + text)[1:])
 
 
 def _annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
-    (the runner's UnescapeProperty)."""
+    (the runner's UnescapeProperty); both are then neutralised, on one line."""
     def escaped(text: str) -> str:
-        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return _neutralise_workflow_commands(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
-    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C")
-                     for key, value in fields)
-    return f"::{kind} {shown}::" + escaped(_neutralise_workflow_commands(message))
+    shown = ",".join(f"{key}=" + escaped(str(value)).replace(":", "%3A").replace(",", "%2C") for key, value in fields)
+    return f"::{kind} {shown}::" + escaped(message)
 
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
@@ -5300,11 +5402,12 @@ def _openmetrics_text(report: dict) -> str:
     """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
 
     GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
-    A gated slice is a ``slice`` label; label values escape backslash, quote and newline.
+    A gated slice is a ``slice`` label; label values escape backslash, quote and newline, and show any other
+    control character as the table does (``\\x1b``).
     """
     def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
-        shown = ",".join(key + '="' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-                         for key, text in labels)
+        shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
+            "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
         return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
 
     def family(name: str, what: str, samples: List[str]) -> List[str]:
@@ -6252,9 +6355,11 @@ def _appending(args) -> str:
 
 def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
     """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
-    queries = read_corpus(args.queries, args.max_input_bytes, "query") if args.queries else {}
-    corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else {}
-    chunks = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else {}
+    listed = {docid for _, docid, _ in rows}  # what is kept of the side inputs: what the rows name
+    queries = read_corpus(args.queries, args.max_input_bytes, "query", {qid for qid, _, _ in rows}) if args.queries else {}
+    chunks = read_chunks(args.chunks, args.max_input_bytes, listed) if args.chunks else {}
+    corpus = read_corpus(args.corpus, args.max_input_bytes, keep=listed | {where[0] for where in chunks.values()}) \
+        if args.corpus else {}
 
     def text(docid: str) -> Optional[str]:
         doc, start, end = chunks.get(docid, (docid, None, None))
@@ -6463,7 +6568,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+        check = check_labels(qrels, _labelled_corpus(args, qrels))
         orphaned = [row for row in check.rows if row[2] == "orphaned"]
         if orphaned:
             qid, span, _, found = orphaned[0]
@@ -6473,7 +6578,8 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
         qrels, labels = check.fixed, dict(Counter(row[2] for row in check.rows), spans=len(check.rows))
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
-    chunk_map = read_chunks(args.chunks, args.max_input_bytes) if args.chunks else None
+    chunk_map = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(run.values()))) if args.chunks \
+        else None
     located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k,
@@ -6491,6 +6597,10 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run=source)
     return result, run
+
+
+def _labelled_corpus(args, qrels: SpanQrels) -> Dict[str, str]:
+    return read_corpus(args.corpus, args.max_input_bytes, keep={span.doc_id for span in chain.from_iterable(qrels.values())})
 
 
 def _label_job(args) -> int:
@@ -6518,8 +6628,9 @@ def _label_job(args) -> int:
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
-        chunks = read_chunks(args.chunks, args.max_input_bytes)
-        corpus = read_corpus(args.corpus, args.max_input_bytes) if args.corpus else None
+        chunks = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(qrels.values())))
+        corpus = read_corpus(args.corpus, args.max_input_bytes, keep={where[0] for where in chunks.values()}) \
+            if args.corpus else None
         with _naming_files(qrels=args.qrels, chunks=args.chunks, corpus=args.corpus or ""):
             spans = to_spans(qrels, chunks, corpus)
         write_atomically(args.to_spans, spans_text(spans))
@@ -6527,7 +6638,7 @@ def _label_job(args) -> int:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
-    check = check_labels(qrels, read_corpus(args.corpus, args.max_input_bytes))
+    check = check_labels(qrels, _labelled_corpus(args, qrels))
     if args.fix_labels:
         _output_target(args.fix_labels)
     fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import unittest
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Tuple
 from xml.etree import ElementTree
 
 import rag_eval
@@ -438,10 +439,41 @@ class TestActionStep(ActionRun):
             self.assertEqual(outputs["verdict"], "ungated")  # it ran: no baseline, nothing gated
 
 
-class FakeGitHub:
-    """A local stand-in for the issue-comments API: records each request, answers at most ``limit``."""
+class TestOutputsOfThisRun(TempDir):
+    """After an error, ``report`` is empty and ``means`` is ``{}``; a file this run did not write is never read.
+    An --output file left by an earlier passing step (means all 1.0) gave both after an exit 2."""
 
-    def __init__(self, status: int = 200, limit: int = 10):
+    def action_main(self, args: str, run: str = RUN) -> Tuple[int, dict]:
+        import action
+
+        output = self.write("github_output", "")
+        env = {"RAG_EVAL_QRELS": QRELS, "RAG_EVAL_RUN": run, "RAG_EVAL_ARGS": args, "GITHUB_OUTPUT": output,
+               "RUNNER_TEMP": self.tmp}
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            code = action.main(env)
+        return code, read_github_output(output)
+
+    def test_a_stale_report_is_never_read(self):
+        stale = self.write("report.json", {"mean": {"recall@5": 1.0}, "gate": {"verdict": "pass"}})
+        empty = self.write("empty.json", "")
+        for args, run, code in ((f"--output {stale}", empty, 2),  # an input error
+                                (f"--explain --output {stale}", RUN, 0)):  # exit 0, nothing written
+            with self.subTest(args=args):
+                got, outputs = self.action_main(args, run)
+                self.assertEqual((got, outputs["report"], outputs["means"]), (code, "", "{}"))
+                self.assertEqual(json.loads(self.read(stale))["mean"], {"recall@5": 1.0})  # left alone
+        got, outputs = self.action_main(f"--output {stale}")  # this run writes it: read
+        self.assertEqual((got, outputs["report"]), (0, stale))
+        self.assertAlmostEqual(json.loads(outputs["means"])["recall@5"], 2 / 3)  # (1 + 0 + 1) / 3
+
+
+class FakeGitHub:
+    """A local stand-in for the issue-comments API: records each request, answers at most ``limit``.
+
+    GET /user answers ``user`` (a user token's login) or 403, as it does to the GITHUB_TOKEN, whose comments are
+    by ``github-actions[bot]``; a PATCH answers ``patch_status``; every request ``status`` when it is not 200."""
+
+    def __init__(self, status: int = 200, limit: int = 10, user: str = "", patch_status: int = 200):
         self.requests, self.comments, self.status = [], [], status
         fake = self
 
@@ -463,13 +495,19 @@ class FakeGitHub:
                 fake.requests.append((self.command, self.path, self.headers.get("Authorization"), body))
                 if fake.status != 200:
                     return self.answer(fake.status, {"message": "Resource not accessible by integration"})
+                if self.path == "/user":
+                    return self.answer(200, {"login": user}) if user else self.answer(403, {"message": "no"})
                 if self.command == "GET":
                     return self.answer(200, fake.comments)
                 if self.command == "POST":
-                    fake.comments.append({"id": 7, "body": body["body"]})
+                    fake.comments.append({"id": 7 + len(fake.comments), "body": body["body"],
+                                          "user": {"login": user or "github-actions[bot]"}})
                     return self.answer(201, fake.comments[-1])
-                fake.comments[0]["body"] = body["body"]
-                return self.answer(200, fake.comments[0])
+                if patch_status != 200:
+                    return self.answer(patch_status, {"message": "Resource not accessible by integration"})
+                (comment,) = [c for c in fake.comments if self.path.endswith(f"/comments/{c['id']}")]
+                comment["body"] = body["body"]
+                return self.answer(200, comment)
 
             do_GET = do_POST = do_PATCH = handle_any
 
@@ -506,8 +544,10 @@ class TestComment(ActionRun):
         self.assertEqual((first[0], second[0]), (1, 1))
         methods = [(method, path) for method, path, _, _ in api.requests]
         self.assertEqual(methods, [
+            ("GET", "/user"),
             ("GET", "/repos/owner/repo/issues/42/comments?per_page=100&page=1"),
             ("POST", "/repos/owner/repo/issues/42/comments"),
+            ("GET", "/user"),
             ("GET", "/repos/owner/repo/issues/42/comments?per_page=100&page=1"),
             ("PATCH", "/repos/owner/repo/issues/comments/7"),
         ])
@@ -528,7 +568,39 @@ class TestComment(ActionRun):
         notices = [c for c in runner_commands(out) if c[1] == "notice"]
         self.assertEqual(len(notices), 1, out)
         self.assertIn("HTTP 403", notices[0][3])
-        self.assertEqual(len(api.requests), 1)
+        self.assertEqual([path for _, path, _, _ in api.requests], ["/user", "/repos/owner/repo/issues/42/comments"
+                                                                   "?per_page=100&page=1"])
+
+    def test_only_its_own_comment_is_updated(self):
+        # A pull request's author posts the marker with a forged PASS before the gate runs: it was edited, or,
+        # when the edit was refused (HTTP 403), nothing was posted and the forgery stayed the sticky comment.
+        import action
+
+        forged = {"id": 3, "body": "<!-- rag_eval -->\n### rag_eval: PASS", "user": {"login": "author"}}
+        mine = {"id": 5, "body": "<!-- rag_eval -->\nold", "user": {"login": "github-actions[bot]"}}
+        # (token's login, PATCH answer, comments, posted a new one): the step summary says why whenever it posts
+        for user, patch_status, comments, posted in (
+                ("", 200, [forged], True),  # the GITHUB_TOKEN (GET /user refused): github-actions[bot]'s only
+                ("", 200, [mine, forged], True),  # its own, but a forgery came after: a new comment is the last
+                ("", 403, [mine], True),  # its own, the edit refused: a new comment
+                ("", 200, [forged, mine], False),  # its own is the last marked: updated in place
+                ("me", 200, [forged, dict(mine, user={"login": "ME"})], False),  # a user token: GET /user's login
+                ("me", 200, [mine], True)):  # a user token does not edit github-actions[bot]'s
+            with self.subTest(user=user, patch=patch_status, ids=[c["id"] for c in comments]):
+                api = FakeGitHub(user=user, patch_status=patch_status)
+                self.addCleanup(api.close)
+                api.comments = [dict(c) for c in comments]
+                summary = self.write("summary.md", "")
+                env = dict(self.comment_env(api), RAG_EVAL_TOKEN="t", GITHUB_STEP_SUMMARY=summary)
+                with contextlib.redirect_stdout(io.StringIO()):
+                    said = action.post_comment("### rag_eval: FAIL (1: mrr@5)\n", env)
+                self.assertEqual((said, len(api.comments)), ("created", len(comments) + 1) if posted
+                                 else ("updated", len(comments)))
+                self.assertEqual(api.comments[-1]["body"], "<!-- rag_eval -->\n### rag_eval: FAIL (1: mrr@5)\n")
+                for before in comments:  # another's comment is left as it was
+                    if before["user"]["login"].lower() != (user or "github-actions[bot]").lower():
+                        self.assertIn(before, api.comments)
+                self.assertEqual("posted as a new comment" in self.read(summary), posted, self.read(summary))
 
     def test_no_pull_request_no_request(self):
         bash = (bashes() or [None])[0] or self.skipTest("no bash here")
@@ -647,6 +719,91 @@ class TestNoForgedCommands(TempDir):
         self.assertTrue(cut.rstrip().endswith("--output writes every query's scores.*"), cut[-200:])
         self.assertIn("\n\n</details>\n\n*Cut here:", cut)
         self.assertEqual(rag_eval._cut_markdown("short\n", 100), "short\n")
+
+
+
+# What the other runners docs/ci.md names obey, read independently of rag_eval's table.
+OTHER_RUNNERS = re.compile(r"##vso\[|##\[|##teamcity\[|^ *(?:---|\+\+\+|~~~)(?: |$)|^\^\^\^ \+\+\+", re.M)
+RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]|\r(?!\n)")
+OTHER_HOSTILE = ["##vso[task.setvariable variable=RAG_GATE]passed", "p##vso[task.prependpath]/tmp",
+                 "##teamcity[buildStatus status='SUCCESS']", "--- group", "+++ open", "~~~ x", "^^^ +++",
+                 "e\x1b[2K\x1b[1A", "n\x00u\x07l", "nel\x85::error::x", "ls\u2028::error::y", "bidi\u202eRTL\u2066",
+                 "\x1b[0Ksection_start:1:s\r\x1b[0KS", "\x1b[8mha:note"]
+
+
+class TestEveryRunnersCommands(TempDir):
+    """No text from the inputs forms a command of a runner docs/ci.md names, nor carries a raw control or bidi
+    character, in any output: Azure's ##vso[ passed intact, and csv wrote ESC, NUL, BEL, NEL and bidi raw."""
+
+    def setUp(self):
+        super().setUp()
+        self.qrels = self.write("qrels.json", {q: {"d": 1, "e": 1} for q in OTHER_HOSTILE})
+        run = {q: ["e", "x"] for q in OTHER_HOSTILE}
+        run["##vso[task.setvariable variable=DROPPED]1"] = ["e"]
+        self.run_file = self.write("##vso[task.setvariable variable=RUN]x.json", run)
+        self.other = self.write("--- other.json", run)
+        self.slices = self.write("slices.json", {OTHER_HOSTILE[0]: "s##vso[x]", OTHER_HOSTILE[4]: "--- sl"})
+        self.baseline = self.write("baseline.json", {"recall@5": 1.0, "s##vso[x]:recall@5": 1.0})
+
+    def assertClean(self, text, where, line_breaks="\n", commands=True):
+        """No raw control character; with ``commands``, no runner's command (rag_eval's own annotations aside)."""
+        self.assertEqual(RAW_CONTROL.findall(text.replace(line_breaks, "\n")), [], where)
+        if commands:
+            self.assertEqual(OTHER_RUNNERS.findall(text), [], f"{where}: {text[:3000]!r}")
+            self.assertEqual([c for c in runner_commands(text) if c[2].get("title") != "rag_eval"], [], where)
+
+    def argv(self, *more):
+        return [self.qrels, self.run_file, "--drop-unknown-queries", "--slices", self.slices, "--baseline",
+                self.baseline, "--max-drop", "s##vso[x]:recall@5=0", "--meta", "k=v##vso[task.setvariable variable=M]x", *more]
+
+    def test_every_format_stderr_and_file(self):
+        junit, metrics = os.path.join(self.tmp, "j.xml"), os.path.join(self.tmp, "m.txt")
+        summary = self.write("summary.md", "")
+        for several in ((), (self.other,)):
+            for fmt in rag_eval.FORMATTERS:
+                with self.subTest(format=fmt, runs=1 + len(several)):
+                    one = () if several else ("--per-query", "--junit", junit, "--metrics-file", metrics)
+                    argv = self.argv("--format", fmt, *one)
+                    code, out, err = run_main(argv[:2] + list(several) + argv[2:], {"GITHUB_STEP_SUMMARY": summary})
+                    self.assertEqual(code, 1, err)
+                    self.assertClean(out, "stdout", "\r\n" if fmt == "csv" else "\n")
+                    self.assertIn("REGRESSION", err)
+                    self.assertClean(err, "stderr")
+                    for path in (junit, summary):
+                        self.assertClean(self.read(path), path)
+                    self.assertClean(self.read(metrics), metrics, commands=False)  # GitLab's parser reads it, no log
+                    if fmt == "json":
+                        report = json.loads(out)
+                        runs = report.get("runs", [report])
+                        self.assertIn("##vso[task.setvariable variable=DROPPED]1", runs[0]["dropped"])  # exactly
+                        self.assertIn(OTHER_HOSTILE[7], report.get("per_query", [OTHER_HOSTILE[7]]))
+        self.assertIn("s##vso[x]:recall@5", [case.get("name") for case in ElementTree.parse(junit).iter("testcase")])
+
+    def test_annotations_and_error_lines(self):
+        summary = self.write("summary.md", "")
+        code, _, err = run_main(self.argv(), {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})
+        self.assertEqual(code, 1)
+        self.assertClean(err, "annotations")
+        for argv in ([self.qrels, os.path.join(self.tmp, "##vso[x]\x1b[2K.json")],
+                     [self.qrels, self.run_file, "--max-drop", "##vso[task.setvariable]\x85=0.1"]):
+            with self.subTest(argv=argv[-1]):
+                code, _, err = run_main(argv)
+                self.assertEqual((code, len(err.splitlines())), (2, 1), err)
+                self.assertClean(err, "error line")
+
+    def test_neutraliser_of_each_style(self):
+        for text in OTHER_HOSTILE + ["\n--- a", "\n  +++ b\n", "a --- b", "\t::x::"]:
+            with self.subTest(text=text):
+                once = rag_eval._neutralise_workflow_commands(text)
+                self.assertEqual(rag_eval._neutralise_workflow_commands(once), once)
+                self.assertClean(once, "text")
+                encoded = rag_eval._neutralise_workflow_commands(json.dumps({text: [text]}, indent=2), "json")
+                self.assertEqual(json.loads(encoded), {text: [text]})
+                self.assertClean(encoded, "json")
+                xml = rag_eval._neutralise_workflow_commands(ElementTree.tostring(
+                    ElementTree.Element("c", name=text), encoding="unicode"), "xml")
+                self.assertClean(xml, "xml")
+                ElementTree.fromstring(xml)  # still XML
 
 
 _SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)')

@@ -386,17 +386,19 @@ class TestCsvOutput(ContractMixin, unittest.TestCase):
 
     Guards a fixed bug: with rows ended by "\\n" only, csv before Python 3.13
     quotes a field holding "\\n" but not one holding "\\r", so a query id with a
-    carriage return split its row for every CSV reader.
+    carriage return split its row for every CSV reader.  A cell now shows it escaped.
     """
 
-    def test_an_id_with_a_carriage_return_round_trips(self):
+    def test_an_id_with_a_carriage_return_stays_on_its_row(self):
         import csv
 
         qrels = self.write("qrels.json", '{"q\\r1": {"d1": 1}, "q2": {"d2": 1}}')
         run = self.write("run.json", '{"q\\r1": ["d1"], "q2": ["x", "d2"]}')
         out = self.assertResultOrOneErrorLine([qrels, run, "--format", "csv", "--per-query"])
         rows = list(csv.reader(io.StringIO(out, newline="")))
-        self.assertIn("q\r1", [row[0] for row in rows[1:]], rows)
+        self.assertIn("q\\r1", [row[0] for row in rows[1:]], rows)  # as the table shows it: no raw CR in any format
+        self.assertEqual({len(row) for row in rows}, {3})
+        self.assertNotIn("\r", out.replace("\r\n", ""))
 
 
 class TestRegressionLines(ContractMixin, unittest.TestCase):

@@ -1007,6 +1007,20 @@ class TestUpdateBaseline(GateCase, unittest.TestCase):
         self.assertEqual(run_main([QRELS, RUN, "--baseline", path, "--update-baseline", "--max-drop", "0.1"])[0], 0)
         self.assertEqual(rag_eval.read_baseline(path).means["mrr@5"], 1 / 2)
 
+    @unittest.skipUnless(os.name == "posix", "fcntl.flock")
+    def test_a_planted_lock_is_refused(self):
+        # A committed symlink named as the lock made the lock create its target, even under --no-symlinks;
+        # a FIFO (or any file not regular) is no lock either.  Exit 2, the baseline and the target untouched.
+        before, target = self.read(self.baseline), self.path("elsewhere")
+        for plant, extra in ((lambda path: os.symlink(target, path), ["--no-symlinks"]), (os.mkfifo, [])):
+            with self.subTest(plant=plant):
+                lock = self.path(".baseline.json.lock")
+                plant(lock)
+                argv = [QRELS, RUN, "--baseline", self.baseline, "--update-baseline", "--max-drop", "0.1", *extra]
+                self.assert_error(argv, [lock, "cannot lock:"])
+                self.assertEqual((self.read(self.baseline), os.path.lexists(target)), (before, False))
+                os.unlink(lock)
+
     def test_needs_a_baseline(self):
         self.assert_error([QRELS, RUN, "--update-baseline"], ["--update-baseline"])
         self.assert_error([QRELS, RUN, "--baseline-run", RUN, "--update-baseline"])
@@ -1253,6 +1267,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertIn(f"\n\ncalibration: {first}\n  a/a (false fails = regression): regression ", table)
         self.assertIn(f"\n\nCalibration: {first}:\n\n- a/a (false fails = regression): regression ", markdown)
         self.assertIn("\n- drop 2x tolerance (power = regression): ", markdown)
+        self.assertIn("\n- drop 1x tolerance (regression and pass both wrong): ", markdown)  # not power
 
 
 class TestBaselineAndGateEdges(GateCase, unittest.TestCase):

@@ -1436,6 +1436,25 @@ class TestCopyOfTheQrelsOnStandardInput(unittest.TestCase):
                                   names=["(was the qrels file given as the run?)"])
 
 
+class TestJsonRunOnStandardInputIsStreamed(unittest.TestCase):
+    """A JSON run on standard input is read as from a file, one query at a time: it was parsed whole (1.74 GB
+    for a run that takes 94 MB from a file; tools/bench/bench_memory.py).  Its bytes are kept in a temporary
+    file as they are read, so what the streamed reader leaves to the plain one still gets the plain one's
+    error and line."""
+
+    def test_streamed_and_read_again(self):
+        main = TestCopyOfTheQrelsOnStandardInput.main
+        with tempfile.TemporaryDirectory() as folder:
+            qrels = write(folder, "qrels.trec", "q1 0 a 1\nq2 0 b 1\n")  # TREC: only the run could be parsed whole
+            run = write(folder, "run.json", json.dumps({"q1": {"a": 2, "x": 1}, "q2": {"x": 2, "b": 1}}))
+            with mock.patch.object(rag_eval, "_parse_json", side_effect=AssertionError("parsed whole")):
+                from_stdin = main(None, [qrels, "-", "--format", "json"], stdin=run)
+            self.assertEqual(from_stdin, main(None, [qrels, run, "--format", "json"]))
+            twice = write(folder, "twice.json", '{"q1": {"a": 2},\n "q1": {"a": 1}}')  # the plain reader's error
+            self.assertEqual(main(None, [qrels, "-"], stdin=twice)[2].replace("<stdin>", twice),
+                             main(None, [qrels, twice])[2])
+
+
 class TestMappedAndFilteredOnce(unittest.TestCase):
     """--doc-id-sep and --judged-only apply once to a run: while it is read (reduced from a file, or read whole
     from standard input), or, for --unjudged with --judged-only (which needs the unjudged ids), in evaluate."""

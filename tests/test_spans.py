@@ -419,6 +419,32 @@ class TestGate(CommandLineCase):
         self.assertIn("precision@5", err)
 
 
+class TestLabelSearch(unittest.TestCase):
+    """--check-labels looks each quoted text up once per document: 6,000 labels on a 4 MB document cost 8-18x
+    the CPU of 200, a search of the whole document per label.  The answers are a brute-force search's."""
+
+    def test_one_search_per_document_with_the_brute_force_answers(self):
+        rng = random.Random(7)
+        corpus = {doc: "".join(rng.choice("ab c") for _ in range(3000)) for doc in ("d", "e")}
+        qrels = {}
+        for i in range(400):  # quotes of 1 to 40 characters, most moved, some missing or ambiguous
+            doc = rng.choice("de")
+            start = rng.randrange(2900)
+            quote = corpus[doc][start:start + rng.randrange(1, 41)] + ("z" if i % 50 == 0 else "")
+            qrels[f"q{i}"] = (Span(doc, max(0, start - 3), max(0, start - 3) + len(quote), 1, quote),)
+        with mock.patch.object(rag_eval, "_find_all", wraps=rag_eval._find_all) as spy:
+            check = rag_eval.check_labels(qrels, corpus)
+        self.assertEqual(sorted(call.args[0] is corpus["d"] for call in spy.call_args_list), [False, True])
+        for qid, span, status, _ in check.rows:
+            text = corpus[span.doc_id]
+            places = [at for at in range(len(text)) if text.startswith(span.text, at)]
+            expected = ("valid" if text[span.start:span.end] == span.text else "moved" if len(places) == 1
+                        else "orphaned")
+            self.assertEqual(status, expected, (qid, span))
+            if status == "moved":
+                self.assertEqual(check.fixed[qid][0].start, places[0])
+
+
 class TestLabels(CommandLineCase):
     CORPUS = [{"doc_id": "d", "text": "xx0123456789" + "y" * 30}, {"doc_id": "e", "text": "short text"}]
 
@@ -679,6 +705,43 @@ class TestReadingLimits(CommandLineCase):
                 assert_error_line(self, err, file=self.path(name), names=[" 60 ", "--max-input-bytes"])
                 code, _, err = run_main(argv + ["--max-input-bytes", "100000"])
                 self.assertIn(code, (0, 1, rag_eval.EXIT_INCONCLUSIVE), err)
+
+
+class TestSideInputsKeepWhatIsNamed(CommandLineCase):
+    """--corpus keeps the texts of the documents the labels name, --chunks the chunks the run ranks (or, for
+    --to-spans, the judged ones): 367 KB of gzipped corpus (astral characters: 4 bytes a character) peaked at
+    1.75 GB, 20 MB of chunk map at 908 MB.  tools/bench/bench_memory.py measures the memory."""
+
+    UNNAMED = [{"doc_id": f"z{i}", "text": "\U0001F600" * 50} for i in range(30)]
+    MORE_CHUNKS = [{"chunk_id": f"z#{i}", "doc_id": f"z{i}", "start": 0, "end": 9} for i in range(30)]
+
+    def kept(self, function: str, argv) -> list:
+        """What each call of ``function`` returned, the command's exit code checked."""
+        returned = []
+        real = getattr(rag_eval, function)
+
+        def spy(*args, **kwargs):
+            returned.append(real(*args, **kwargs))
+            return returned[-1]
+
+        with mock.patch.object(rag_eval, function, spy):
+            code, _, err = run_main(argv)
+        self.assertIn(code, (0, 1, 3), err)  # 3: --check-labels found spans without quoted text
+        return returned
+
+    def test_corpus_and_chunk_map(self):
+        qrels, run, chunks = self.files(chunks=self.CHUNKS + self.MORE_CHUNKS)
+        corpus = self.jsonl("corpus.jsonl", TestLabels.CORPUS + self.UNNAMED)
+        for argv in ([qrels, "--corpus", corpus, "--check-labels"], [qrels, run, "--corpus", corpus, "--chunks", chunks]):
+            with self.subTest(argv=argv[2:]):
+                (kept,) = self.kept("read_corpus", argv)
+                self.assertEqual(sorted(kept), ["d", "e"])
+        (kept,) = self.kept("read_chunks", [qrels, run, "--chunks", chunks])
+        self.assertEqual(sorted(kept), ["d#1", "d#2", "e#1"])
+        self.assertEqual(len(rag_eval.read_chunks(chunks)), 33)  # the library reads the whole map unless told
+        chunk_qrels = self.jsonl("chunk_qrels.jsonl", [{"query_id": "q1", "doc_id": "d#2", "relevance": 1}])
+        (kept,) = self.kept("read_chunks", [chunk_qrels, "--chunks", chunks, "--to-spans", self.path("s.jsonl")])
+        self.assertEqual(list(kept), ["d#2"])
 
 
 class TestLabelJobs(CommandLineCase):

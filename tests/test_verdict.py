@@ -536,6 +536,55 @@ class TestHonestRatchet(unittest.TestCase):
         self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), {})
 
 
+class TestWorkBudget(TempDirMixin, unittest.TestCase):
+    """Each resampling estimates its cost from its sizes and refuses, before any work, past WORK_BUDGET seconds
+    (exit 2, the estimate and what would fit in the message): --calibrate 100000 on 1,000 queries ran for hours."""
+
+    def baseline(self, queries=1000, metrics=("mrr@5", "ndcg@5", "recall@5", "success@5")):
+        rng = random.Random(5)
+        per_query = {m: {f"q{i}": rng.choice([0.0, 0.5, 1.0]) for i in range(queries)} for m in metrics}
+        return rag_eval.Baseline({m: 0.5 for m in metrics}, per_query)
+
+    def refused(self, patched: str, call, option: str, count: int, values: float) -> None:
+        """``call`` raises before ``patched`` (where the work starts) runs; the estimate is NS_PER_VALUE ns a value."""
+        with unittest.mock.patch.object(rag_eval, patched, side_effect=AssertionError("the work started")):
+            with self.assertRaises(rag_eval.RagEvalError) as caught:
+                call()
+        seconds = values * rag_eval.NS_PER_VALUE / 1e9
+        self.assertIn(f"about {seconds:,.0f} s ({values:.2g} values resampled)", str(caught.exception))
+        self.assertIn(f"{option} {int(count * rag_eval.WORK_BUDGET / seconds)} fits", str(caught.exception))
+
+    def test_calibrate(self):
+        baseline = self.baseline()
+        for rule, per_value in (("drop", 50), ("significant", 2 * rag_eval.CALIBRATION_RESAMPLES)):
+            with self.subTest(rule=rule):  # 3 scenarios x 100000 simulations x 1000 queries x 4 metrics
+                self.refused("_random", lambda: rag_eval.calibrate(baseline, rag_eval.GateSettings(rule=rule), 100000),
+                             "--calibrate", 100000, 3 * 100000 * 1000 * 4 * per_value)
+        self.assertEqual(rag_eval.calibrate(self.baseline(50), rag_eval.GateSettings(), 10)["simulations"], 10)
+
+    def test_paired_gate_intervals_and_comparisons(self):
+        baseline, resamples = self.baseline(), 10 ** 9
+        result = {"k": [5], "mean": baseline.means, "per_query": {q: {m: baseline.per_query[m][q] for m in baseline.means}
+                                                                 for q in baseline.per_query["mrr@5"]}}
+        settings = rag_eval.GateSettings(rule="significant", resamples=resamples)
+        targets = [rag_eval._Target(m, 0.5, 0.5, scores, scores) for m, scores in baseline.per_query.items()]
+        self.refused("_family", lambda: rag_eval._paired_family(targets, settings), "--resamples", resamples,
+                     resamples * 4 * 1000)
+        self.refused("bootstrap_interval", lambda: rag_eval.mean_intervals(result, resamples), "--resamples",
+                     resamples, resamples * 4 * 1000)
+        self.refused("_paired_family", lambda: rag_eval.compare_runs([("a", result), ("b", result)],
+                                                                       resamples=resamples),
+                     "--resamples", resamples, 2 * resamples * 4 * 1000)
+
+    def test_command_line_exit_2(self):
+        qrels = self.write("qrels.json", {f"q{i}": {f"d{i}": 1} for i in range(300)})
+        run = self.write("run.json", {f"q{i}": ["x", f"d{i}"][i % 2:] for i in range(300)})
+        with unittest.mock.patch.object(rag_eval, "_family", side_effect=AssertionError("the work started")):
+            line = self.assert_error([qrels, run, "--baseline-run", run, "--gate", "significant", "--resamples",
+                                      "999999999"], ["--resamples 999999999"])
+        self.assertIn("fits", line)
+
+
 class TestCalibrate(unittest.TestCase):
     def baseline(self, n=300, seed=2):
         rng = random.Random(seed)

@@ -78,6 +78,10 @@ ERROR_PREFIX = "rag_eval: error: "
 # Lines that exit 0 or 1 may print on stderr (REGRESSION lines, and rag_eval's notes, warnings, annotations).
 OK_STDERR_PREFIXES = ("rag_eval: note: ", "rag_eval: warning: ", "REGRESSION ", "::warning ", "::error ")
 OUTPUT_OPTIONS = ("--output", "--junit", "--unjudged", "--save-baseline")
+# What no input may make rag_eval print (docs/ci.md): GitHub's and Azure's "##[", Azure's "##vso[", TeamCity's
+# "##teamcity[", Buildkite's group lines, a raw control or bidi character; rag_eval's own "::error" lines aside.
+FORGED = re.compile(r"##(?:vso|teamcity)?\[|^ *(?:---|\+\+\+|~~~)(?: |$)|^\s*::(?!(?:error|warning|notice) title=rag_eval)"
+                    r"[^\n]*::|[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]", re.M)
 DEFAULT_BUDGET = 5.0
 MAX_CORPUS = 400  # per role: inputs that showed a new behaviour join the corpus, up to this many
 MAX_INPUT = 1 << 20  # mutations never grow an input beyond this (bytes)
@@ -222,7 +226,8 @@ WEIRD_KEYS = [
 WEIRD_IDS = [
     '"\\ud800"', '"\\udcff"', '"q\\udfff"', '"a\\nb"', '"a\\rb"', '""', '" "', '"x\\u2028y"', '"a:b"', '"q1"',
     '"\\u0000"', '"\\u001c"', '"%s"' % ("x" * 10000), '"refund-policy#2\\t"', '"\\u00e9"', '"e\\u0301"', '"#"',
-    '"::error::x"', '"recall@5"', '"<&>\\""',
+    '"::error::x"', '"recall@5"', '"<&>\\""', '"##vso[task.setvariable variable=X]1"', '"##teamcity[x]"',
+    '"--- group"', '"a\\n+++ b"', '"\\u001b[2K\\u001b[1A"', '"\\u0007\\u0085\\u202e\\u2066"', '"\\u001b[0Ksection_start:1:s"',
 ]
 SEPARATORS = [" ", "\t", "  ", " \t ", "\x0b", "\x0c", "\r", "\xa0", "\u3000", "\x1c", "\u2028"]
 
@@ -1318,9 +1323,14 @@ class Fuzzer:
         return None, outcome
 
     def _judge(self, rc, stdout: str, lines: list, argv: list) -> str:
-        """The issue's rule: a result, or exit 2 with one line."""
+        """The issue's rule: a result, or exit 2 with one line; no runner's command nor raw control character
+        (issue 32) on stdout or stderr."""
         if rc not in (0, 1, 2, 3):  # 3: --gate significant found too little evidence (inconclusive)
             return f"exit code {rc!r}, expected 0, 1, 2 or 3"
+        for where, text in (("stdout", stdout.replace("\r\n", "\n")), ("stderr", "\n".join(lines))):
+            forged = FORGED.search(text)
+            if forged:
+                return f"{where} holds {forged.group()!r}: a CI runner's command or a raw control character"
         if rc == 2:
             if stdout:
                 return f"exit 2 with output on stdout: {stdout[:80]!r}"
