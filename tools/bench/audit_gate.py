@@ -347,6 +347,27 @@ def table_calibrate(sims, seed, sizes):
               f"{worse.show('regression')} |", flush=True)
 
 
+def table_calibrate_fixed(sims, seed, n=200, tol=0.05, churn=0.125, pairs_shown=10):
+    """--calibrate where its rates are neither 0 nor 1: a fixed tolerance, a fixed churn."""
+    print(f"\n## --calibrate at a fixed tolerance {tol}, churn {churn:.1%}, {n} queries: calibrate (40 simulations) "
+          f"on each of {pairs_shown} pairs vs this simulation ({sims} pairs)\n")
+    print("| scenario | calibrate: mean over pairs (min-max) | simulated |")
+    print("|---|---|---|")
+    tolerances = {m: tol for m in METRICS}
+    shown = {"a/a": [], "drop 1x tolerance": [], "drop 2x tolerance": []}
+    for _, result_a, result_b in pairs(n, sims, seed, churn)[:pairs_shown]:
+        found = rag_eval.calibrate(baseline_of(result_a), settings_for(tolerances), 40, None,
+                                   rag_eval.per_query_by_metric(result_b))["scenarios"]
+        for name in shown:
+            shown[name].append({o: found[name][o]["rate"] for o in ("pass", "regression", "inconclusive")})
+    for name, factor in (("a/a", 0.0), ("drop 1x tolerance", 1.0), ("drop 2x tolerance", 2.0)):
+        simulated = cell(n, sims, seed, churn=churn, tol=tol, drop=factor)
+        for outcome in ("pass", "regression"):
+            xs = [row[outcome] for row in shown[name]]
+            print(f"| {name}: {outcome} | {100 * sum(xs) / len(xs):.1f}% ({100 * min(xs):.0f}-{100 * max(xs):.0f}) | "
+                  f"{simulated.show(outcome)} |", flush=True)
+
+
 def write_json(path, data):
     with open(path, "w") as out:
         json.dump(data, out)
@@ -506,7 +527,7 @@ def main():
     parser.add_argument("--chains", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizes", default="10,50,200,1000")
-    parser.add_argument("--only", default="aa,drops,candidates,sizing,calibrate,lattice,worst,zoom,cli,ratchet")
+    parser.add_argument("--only", default="aa,drops,candidates,sizing,calibrate,calib2,lattice,worst,zoom,cli,ratchet")
     parser.add_argument("--reference", help="another rag_eval.py: the zoom cells under it too (before a fix)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -523,6 +544,8 @@ def main():
         table_sizing(args.simulations, args.seed, [s for s in sizes if s >= 50])
     if "calibrate" in parts:
         table_calibrate(args.simulations, args.seed, sizes)
+    if "calib2" in parts:
+        table_calibrate_fixed(args.simulations, args.seed)
     if "lattice" in parts:
         pass_lattice(sizes)
     if "worst" in parts:
