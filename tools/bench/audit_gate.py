@@ -505,15 +505,18 @@ def table_worst(sims, seed, n=200, t=0.01375):
               flush=True)
 
 
-def table_zoom(sims, seed, modules):
+ZOOM = "50:0.1:success@5,200:recommended:success@5,50:0.1:success@10,200:0.02:success@10"
+
+
+def table_zoom(sims, seed, modules, cells=ZOOM):
     """The cells near alpha, with more simulations, under each rag_eval given (the one before a fix and after)."""
     global rag_eval
     print(f"\n## Near alpha, {sims} simulations per cell (churn 5-20%), one metric falls by exactly its tolerance: "
           "pass (a false pass, <= 5% asked)\n")
     print("| queries | tolerance | planted on | " + " | ".join(name for name, _ in modules) + " |")
     print("|---|---|---|" + "---|" * len(modules))
-    for n, tol, which in ((50, 0.1, "success@5"), (200, "recommended", "success@5"), (50, 0.1, "success@10"),
-                          (200, 0.02, "success@10")):
+    for n, tol, which in (text.split(":") for text in cells.split(",")):
+        n, tol = int(n), (tol if tol == "recommended" else float(tol))
         shown = []
         for _, module in modules:
             rag_eval = module
@@ -528,6 +531,7 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sizes", default="10,50,200,1000")
     parser.add_argument("--only", default="aa,drops,candidates,sizing,calibrate,calib2,lattice,worst,zoom,cli,ratchet")
+    parser.add_argument("--zoom", default=ZOOM, help="the zoom cells: n:tolerance:metric,...")
     parser.add_argument("--reference", help="another rag_eval.py: the zoom cells under it too (before a fix)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -559,7 +563,7 @@ def main():
             reference = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(reference)
             modules.insert(0, (f"--reference {os.path.basename(args.reference)}", reference))
-        table_zoom(5 * args.simulations, args.seed, modules)
+        table_zoom(5 * args.simulations, args.seed, modules, args.zoom)
     if "cli" in parts:
         table_cli(max(10, args.simulations // 10), args.seed)
     if "ratchet" in parts:
