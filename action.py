@@ -62,12 +62,14 @@ def action_argv(env: Mapping[str, str], report: str) -> List[str]:
     ``run`` (GitHub does not enforce ``required`` on an action's inputs: a
     misspelt input name arrives empty) and for an unfinished quote.
     """
-    for name, what in (("qrels", "judgments"), ("run", "run")):
+    judged = env.get("RAG_EVAL_JUDGED", "").strip()
+    alone = judged and not env.get("RAG_EVAL_QRELS", "").strip() and not env.get("RAG_EVAL_RUN", "").strip()
+    for name, what in () if alone else (("qrels", "judgments"), ("run", "run")):
         if not env.get(f"RAG_EVAL_{name.upper()}", "").strip():
             raise ValueError(f"the {name} input is empty: name the {what} file (with: {name}: ...; GitHub passes an "
                              "input it does not know, or misspelt, as empty)")
-    argv = [env["RAG_EVAL_QRELS"], env["RAG_EVAL_RUN"], "--k", env.get("RAG_EVAL_K") or "5",
-            "--format", "table", "--output", report]
+    argv = ([] if alone else [env["RAG_EVAL_QRELS"], env["RAG_EVAL_RUN"], "--k", env.get("RAG_EVAL_K") or "5"]) + [
+        "--format", "table", "--output", report] + (["--judged", env["RAG_EVAL_JUDGED"]] if judged else [])
     if env.get("RAG_EVAL_BASELINE"):
         argv += ["--baseline", env["RAG_EVAL_BASELINE"]]
     try:

@@ -30,6 +30,7 @@ Public functions
 ``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
 ``calibrate(baseline)``         the gate's false-fail rate and power on its own data
 ``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
+``read_judged(path)``           an LLM judge's scores (Ragas, DeepEval, promptfoo, ...); ``judged_result`` gates them
 ``main(argv=None)``             the command line; returns the exit code
 =============================  ================================================
 
@@ -59,9 +60,11 @@ __all__ = [
     "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
     "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
     "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
-    "judged_at_k", "judged_filter", "label_changes", "labels_table", "main", "maxt", "mean_intervals", "meta_changes",
+    "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
+    "main", "maxt", "mean_intervals", "meta_changes",
     "ndcg_at_k", "parse_metric", "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
-    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_qrels", "read_run", "read_slices",
+    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
+    "read_run", "read_slices",
     "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
     "run_name", "sign_flip_test", "sign_test", "significant_gains",
     "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
@@ -225,20 +228,13 @@ class _Reduced(NamedTuple):
     best: Optional[float]  # the highest score; None for a ranked list (no scores)
 
 
-class _PreparedRun(dict):
-    """A run as the command line read it: checked and mapped to documents (``doc_id_sep``) and, when
-    ``filtered``, filtered (``judged_only``) as it was read, so that ``evaluate`` does neither again."""
-
-    def __init__(self, queries: Mapping[str, RunEntry], filtered: bool):
-        super().__init__(queries)
-        self.filtered = filtered
-
-
-class _ReducedRun(_PreparedRun):
-    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
+class _ReducedRun(dict):
+    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it (checked, mapped to documents and filtered as
+    it was read), with the run's queries that the qrels lack.  The one other kind of run ``evaluate`` takes:
+    deep runs' memory (tools/bench/bench_deep.py: 63 MB against trec_eval's 705 MB at 7,000 x 1,000)."""
 
     def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
-        super().__init__(queries, filtered=True)
+        super().__init__(queries)
         self.unknown = unknown  # sorted
 
 
@@ -312,11 +308,7 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
 
 
 def _dcg(placed: Iterable[Tuple[int, float]], k: int) -> float:
-    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k.
-
-    fsum, not sum: exactly rounded, so the same bits on every Python (sum()
-    changed in 3.12) and in any order of the terms.  Zero gains add nothing.
-    """
+    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k, by fsum (see Statistics)."""
     return math.fsum(gain / math.log2(rank + 1) for rank, gain in placed if rank <= k and gain)
 
 
@@ -490,7 +482,7 @@ def canonical_metric(text: str) -> str:
     ('ndcg@10', 'pricing:precision@5')
     """
     tag, sep, metric = text.rpartition(":")
-    return tag + sep + format_metric(*parse_metric(metric))
+    return text if _is_judged_metric(metric) else tag + sep + format_metric(*parse_metric(metric))
 
 
 def format_metric(name: str, k: int) -> str:
@@ -710,18 +702,18 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     _check_qrels(qrels)
-    prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
-    if not prepared:
+    reduced = isinstance(run, _ReducedRun)
+    if not reduced:
         run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
-        run = run if prepared else documents_run(run, doc_id_sep)
+        run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
 
-    unknown = run.unknown if isinstance(run, _ReducedRun) else sorted(set(run) - set(qrels))
+    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         theirs = _clipped_repr(min(qrels)) if qrels else "none"
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
@@ -732,7 +724,7 @@ def evaluate(
     unscored: List[str] = []
     skipped: List[str] = []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
-    keep = judged_filter(qrels, min_grade) if judged_only and not (prepared and run.filtered) else None
+    keep = judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
@@ -802,7 +794,9 @@ def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
 
 def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
-    return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
+    return {qid: (dict(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry)))
+            if sep not in "\0".join(entry)  # no chunk id (a run read with doc_id_sep is mapped already): checked in C
+            else _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
             else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 
 
@@ -1738,7 +1732,7 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
-PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the processor's cache
+PACK_WIDTH = 2_047  # positions: up to this, packed lookups beat masks; from COARSE_FROM masks with bounds win
 PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
 FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
 COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
@@ -1769,8 +1763,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     width = len(layouts[0]) if layouts else 0
     halves: Dict[int, _Halves] = {}
     if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        packed = len(layouts) > 1 and width <= PACK_WIDTH  # several columns whose lookups share one table
-        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or packed)
+        lookups_pay = len(draws) >= PACK_DRAWS and width < COARSE_FROM
         for index, (scale, whole) in enumerate(grids):
             terms = _mask_terms(whole)
             if not lookups_pay or len(terms) <= FEW_MASKS:
@@ -2279,11 +2272,15 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
                    resamples)
     for metric, scores in sorted(table.items()):
         values = [scores[qid] for qid in sorted(scores)]
-        if _measure_named(parse_metric(metric)[0]).binary:
+        judged = result.get("judge", {}).get("metrics", {}).get(metric)
+        if judged is None and _measure_named(parse_metric(metric)[0]).binary:
             intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
-        else:
+        else:  # a judged metric's own range (negated when lower is better), if its tool documents one
             low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
-            intervals[metric] = Interval(max(low, 0.0), min(high, 1.0))
+            sign = -1 if metric.startswith(JUDGE + "-") else 1
+            span = sorted(sign * x for x in (judged or {}).get("range") or (0.0, 1.0)) \
+                if judged is None or judged["range"] else (low, high)
+            intervals[metric] = Interval(max(low, span[0]), min(high, span[1]))
     return intervals
 
 
@@ -2309,6 +2306,7 @@ class Baseline(NamedTuple):
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
     judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
     acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
+    judge: Optional[dict] = None  # judged scores: the judge's configuration and the answers' digests (judged_result)
 
 
 class Tolerance(NamedTuple):
@@ -2362,7 +2360,8 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     means = _check_means(data["mean"], path, metrics=True)
     scores = {name: _check_means(values, path, metric) for name, (metric, values) in zip(names, per_query.items())}
     cutoffs = data["conventions"].get("k")
-    if not isinstance(cutoffs, list) or not cutoffs or not all(_is_int(k) and k > 0 for k in cutoffs):
+    if not isinstance(cutoffs, list) or not (cutoffs or all(map(_is_judged_metric, means))) or not all(
+            _is_int(k) and k > 0 for k in cutoffs):
         raise RagEvalError(f"conventions.k must be a list of positive integers, got {_clipped_repr(cutoffs)}", path)
     for metric, values in scores.items():  # within float noise (1e-9, relative)
         if metric in means and not (values and math.isclose(math.fsum(values.values()) / len(values), means[metric],
@@ -2375,7 +2374,16 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
                     _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
-                    tuple(acknowledged))
+                    tuple(acknowledged), _check_judge_record(data["judge"], path) if "judge" in data else None)
+
+
+def _check_judge_record(record, path: str) -> dict:
+    """A baseline's ``judge``: the configuration (name -> text) and the answers' and contexts' digests (id -> text)."""
+    if not isinstance(record, dict) or not all(
+            isinstance(record.get(key), dict) and all(isinstance(v, str) for v in record[key].values())
+            for key in ("provenance", "answers", "contexts")):
+        raise RagEvalError("judge must hold provenance, answers and contexts, objects of strings", path)
+    return record
 
 
 def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
@@ -2391,7 +2399,8 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
         if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
-        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON:  # every measure lies in [0, 1]: -1 could never fail
+        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON and not _is_judged_metric((where or name).rpartition(":")[2]):
+            # every measure lies in [0, 1]: -1 could never fail (a judged score's range is its reader's to check)
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must lie in [0, 1], as every measure "
                                f"does, got {_clipped_repr(value)}", path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
@@ -2406,7 +2415,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
 def _is_metric_key(key: str) -> bool:
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return False
     return tag.isprintable()
@@ -2522,7 +2531,8 @@ def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            table.setdefault(format_metric(key, result["k"]) if single else key, {})[qid] = value
+            full = format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key
+            table.setdefault(full, {})[qid] = value
     return table
 
 
@@ -2797,6 +2807,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
         if baseline.conventions is not None:  # reported only (span precision and iou) is no news
             report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
+        if "judge" in result:  # judged scores: the judge's changes and drift
+            _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values())
     report["passed"] = report["verdict"] == "pass"
@@ -3508,12 +3520,12 @@ def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
     return _decode_json(text, inp.source, inp.first_line, what)
 
 
-def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None):
+def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None, decoder=None):
     """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row;
     every failure is one error line, naming a document's line and column of the fault, or a row's line."""
     row_line = None if what else first_line  # a document's own faults have no line but the parser's
     try:
-        return _JSON.decode(text)
+        return (decoder or _JSON).decode(text)
     except json.JSONDecodeError as exc:
         column = f" (column {exc.colno})" if what else ""
         raise RagEvalError(f"invalid JSON: {exc.msg}{column}", source, first_line + exc.lineno - 1) from None
@@ -4887,6 +4899,525 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
     return dict(sorted(members.items()))
 
 
+# === Judged generation scores ===
+# An LLM judge's per-question scores, read from its tool's export, become per-query columns ``judge.<metric>``
+# like evaluate()'s: the same means, gate, baselines and reports (docs/judged.md).
+
+JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
+MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
+MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
+MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
+# Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
+# scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
+_JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity harmfulness maliciousness insensitivity "
+                         "controversiality misogyny criminality".split())
+_JUDGE_HIGHER = frozenset(
+    "faithfulness answer_relevancy response_relevancy answer_relevance context_precision context_recall "
+    "context_entity_recall context_relevance context_relevancy contextual_precision contextual_recall "
+    "contextual_relevancy answer_correctness answer_similarity semantic_similarity factual_correctness "
+    "response_groundedness groundedness answer_accuracy llm_context_precision_with_reference "
+    "llm_context_precision_without_reference llm_context_recall non_llm_context_recall summarization "
+    "correctness model_graded_fact model_graded_qa match includes exact f1 pass".split())
+
+
+class JudgedScore(NamedTuple):
+    """One judge's score of one question on one metric; ``score`` None when the judge failed."""
+
+    id: str
+    metric: str
+    score: Optional[float]
+    repeat: Optional[str] = None
+    answer_sha256: Optional[str] = None
+    contexts_sha256: Optional[str] = None
+    line: Optional[int] = None
+
+
+class JudgedRead(NamedTuple):
+    """A reader's find: the scores, the judge's configuration the export records, and metric -> (direction or
+    None, range or None) for what the tool documents."""
+
+    scores: List[JudgedScore]
+    judge: Dict[str, str]
+    known: Dict[str, Tuple[Optional[str], Optional[Tuple[float, float]]]]
+    source: str
+
+
+def _judge_name(raw) -> str:
+    """A metric's name in its key: lower case, other runs of characters one ``_`` ("Answer Relevancy" is
+    answer_relevancy)."""
+    name = re.sub(r"[^a-z0-9_.]+", "_", str(raw).lower()).strip("_.")
+    if not name:
+        raise RagEvalError(f"metric name {_clipped_repr(raw)} has no letter or digit")
+    return name
+
+
+def _digest(value) -> Optional[str]:
+    """sha256 of an answer or contexts as an export holds them (text as UTF-8, else canonical JSON)."""
+    import hashlib
+
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional[float]:
+    """A score as a float; None (missing) for null, NaN or an empty cell; Inspect's C/P/I/N are 1/0.5/0/0."""
+    if isinstance(value, str):
+        value = value.strip()
+        if value.lower() in ("", "nan", "none", "null"):
+            return None
+        number = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}.get(value, _finite_number(value))
+        if number is None:
+            raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a number", source, line)
+        return number
+    if value is None or isinstance(value, float) and math.isnan(value):
+        return None
+    if not _is_finite(value) and not isinstance(value, bool):
+        raise RagEvalError(f"{what}: score {_clipped_repr(value)} is not a finite number", source, line)
+    return float(value)
+
+
+def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str = "") -> str:
+    """A row's question id, from the documented field or --judged-id (a dotted path)."""
+    if field is None:
+        raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
+                           "--judged-id FIELD", source)
+    value = row
+    for part in ([field] if field in row else field.split(".")):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or isinstance(value, (dict, list, bool)):
+        raise RagEvalError(f"no id in field {_clipped_repr(field)}", source, line)
+    return str(value)
+
+
+def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """The neutral JSONL (docs/judged.md)."""
+    found = []
+    for line, row in rows:
+        qid, metric = (_row_id(row, (name,), name, source, line) for name in ("id", "metric"))
+        repeat = row.get("repeat")
+        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, (int, str))):
+            raise RagEvalError(f"repeat must be an integer or a string, got {_json_kind(repeat)}", source, line)
+        digests = [row.get(name) for name in ("answer_sha256", "contexts_sha256")]
+        if not all(d is None or isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests):
+            raise RagEvalError("answer_sha256 and contexts_sha256 must be 64 lower-case hex digits", source, line)
+        score = None if row.get("error") else _score_value(row.get("score"), metric, source, line)
+        found.append(JudgedScore(qid, metric, score, None if repeat is None else str(repeat), *digests, line))
+    return JudgedRead(found, {}, {}, source)
+
+
+def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """DeepEval's ``test_run_*.json``, by case ``name``; the direction from its success and threshold."""
+    found, models, sides = [], set(), {}
+    for case in data["testCases"]:
+        qid = _judged_key(case, field or "name", source, None)
+        answer, contexts = _digest(case.get("actualOutput")), _digest(case.get("retrievalContext"))
+        for metric in case.get("metricsData") or []:
+            name = str(metric["name"])
+            models.add(str(metric.get("evaluationModel")))
+            score = None if metric.get("error") else _score_value(metric.get("score"), name, source, None)
+            threshold = metric.get("threshold")
+            if score is not None and _is_finite(threshold) and score != threshold and "success" in metric:
+                sides.setdefault(_judge_name(name), set()).add("higher" if metric["success"] == (score > threshold)
+                                                               else "lower")
+            found.append(JudgedScore(qid, name, score, None, answer, contexts))
+    known = {_judge_name(s.metric): ("lower" if _judge_name(s.metric) in _JUDGE_LOWER else "higher", (0.0, 1.0))
+             for s in found}
+    known.update((name, (way.pop(), (0.0, 1.0))) for name, way in sides.items() if len(way) == 1)
+    return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
+
+
+def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Iterable[str], why: str = "",
+                texts: Tuple[Tuple[str, ...], ...] = ((), ()), rename=lambda name: name) -> JudgedRead:
+    """Rows of one column per metric; ``texts``: the answer's and the contexts' columns."""
+    found, metrics = [], list(metrics)
+    for line, row in rows:
+        qid = _judged_key(row, field, source, line, why)
+        sha = [_digest(next((row[name] for name in names if name in row), None)) for names in texts]
+        found += [JudgedScore(qid, rename(name), _score_value(row.get(name), name, source, line), None, *sha, line)
+                  for name in metrics]
+    return JudgedRead(found, {"tool": tool}, {}, source)
+
+
+def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """Ragas' ``to_pandas()`` (CSV or records): its numeric columns are the metrics; no id of its own."""
+    def number(value) -> Optional[bool]:  # a metric's cell: True a number, None empty (NaN, null), False text
+        text = value.strip() if isinstance(value, str) else value
+        if text is None or isinstance(text, str) and text.lower() in ("", "nan", "none", "null"):
+            return None
+        return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
+
+    cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
+    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
+                       (("response", "answer"), ("retrieved_contexts", "contexts")))
+
+
+def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """LangSmith's ``get_test_results()``: ``feedback.<key>`` columns, by ``example_id``."""
+    columns = rows[0][1]
+    outputs = tuple(name for name in columns if name.startswith("outputs."))
+    return _table_rows(rows, source, field or "example_id", "langsmith", [n for n in columns if n[:9] == "feedback."],
+                       texts=(outputs, ()), rename=lambda name: name[9:])
+
+
+def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """TruLens' records: a feedback column (in [0, 1]) beside each ``<name>_calls``; no stable id."""
+    names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
+    read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
+    return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
+
+
+def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+    """promptfoo's ``results.json``: score, success and namedScores per row; a variable is the id."""
+    rows = data["results"]["results"] if isinstance(data["results"], dict) else data["results"]
+    if len({row.get("promptIdx") for row in rows}) > 1:
+        raise RagEvalError("holds several prompts or providers: gate one per file", source)
+    found = []
+    for row in rows:
+        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None,
+                          "rows are positions")
+        scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
+        found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
+                              _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
+    return JudgedRead(found, {"tool": "promptfoo"}, {"score": ("higher", None)}, source)
+
+
+def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
+    """Inspect's samples: each scorer's value (an object: a metric per key), by ``id``, epochs repeats."""
+    found = []
+    for sample in samples:
+        qid = _judged_key(sample, field or "id", source, None)
+        answer = _digest((sample.get("output") or {}).get("completion"))
+        for scorer, score in (sample.get("scores") or {}).items():
+            values = score.get("value") if isinstance(score, dict) else None
+            values = values if isinstance(values, dict) else {scorer: values}
+            found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
+                                  str(sample.get("epoch", 1)), answer) for name, v in values.items()]
+    spec = header.get("eval") or {}
+    return JudgedRead(found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {},
+                      source)
+
+
+def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
+    found, spec, answers = [], {}, {}
+    for line, row in rows:
+        spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
+        if kind == "sampling" and isinstance(data, dict):
+            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+        found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
+                              _score_value(value, name, source, line), None, None, None, line)
+                  for name, value in scores.items()]
+    found = [s._replace(answer_sha256=answers.get(s.id)) for s in found]
+    return JudgedRead(found, {"tool": "openai-evals", "model": ", ".join(map(str, spec.get("completion_fns") or []))},
+                      {}, source)
+
+
+def _first_keys(content) -> set:
+    return set(content[0][1]) if isinstance(content, list) and content else set()
+
+
+def _is_object(content, *keys) -> bool:
+    return isinstance(content, dict) and all(key in content for key in keys)
+
+
+# Every export this tier reads, detected from its content (its kind: JSONL rows, a JSON document, "rows" of a CSV
+# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file.
+_JUDGE_FORMATS = (
+    ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
+    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
+    ("DeepEval test run", "testCases[].name", "json", lambda c: _is_object(c, "testCases"), _deepeval_rows),
+    ("promptfoo results", "a test variable", "json", lambda c: _is_object(c, "evalId", "results"), _promptfoo_rows),
+    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: _is_object(c, "eval", "samples"),
+     lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
+    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: any(name.startswith("samples/") for name in c),
+     lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
+                                   c.get("header.json") or c.get("_journal/start.json") or c.get("start.json") or {})),
+    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c), _langsmith_rows),
+    ("TruLens records", "a stable column", "rows", lambda c: "record_id" in _first_keys(c), _trulens_rows),
+    ("Ragas to_pandas()", "a column", "rows", lambda c: bool({"user_input", "question"} & _first_keys(c)), _ragas_rows),
+)
+
+
+_NAN_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # a judge's NaN (Python writes it) is a missing score
+
+
+def _judged_content(path: str) -> Tuple[str, str, object]:
+    """(source, kind, content): a zip's JSON members, JSONL rows, a JSON document, or rows (records, CSV)."""
+    with _opened(path) as inp:
+        data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
+        source = inp.source
+    if len(data) > MAX_JSON:
+        raise _too_large(source, MAX_JSON)
+    if data[:4] == b"PK\x03\x04":  # Inspect's .eval
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as archive:
+                names = [name for name in archive.namelist() if name.endswith(".json")]
+                if sum(archive.getinfo(name).file_size for name in names) > MAX_JSON:
+                    raise _too_large(source, MAX_JSON)
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
+                                                          _NAN_JSON) for name in names}
+        except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
+            raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source,
+                           1 + data.count(b"\n", 0, exc.start)) from None
+    lines = text.splitlines()
+    filled = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    if not filled:
+        raise RagEvalError("file is empty", source)
+    if filled[0][1].lstrip()[:1] == "{" and filled[0][1].rstrip()[-1:] == "}":  # a JSONL row, or a one-line document
+        rows = [(number, _decode_json(line, source, number, None, _NAN_JSON)) for number, line in filled]
+        if all(isinstance(row, dict) for _, row in rows) and (len(rows) > 1 or "metric" in rows[0][1]):
+            return source, "jsonl", rows
+    if filled[0][1].lstrip()[:1] in "{[":
+        document = _decode_json(text, source, 1, "judged scores", _NAN_JSON)
+        if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
+            return source, "rows", [(None, row) for row in document]
+        return source, "json", document
+    import csv
+
+    reader = csv.reader(io.StringIO(text))
+    header = next(reader)
+    if len(set(header)) < len(header):
+        raise RagEvalError("a column name is repeated in the header", source, 1)
+    return source, "rows", [(reader.line_num, dict(zip(header, row))) for row in reader if row]
+
+
+def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
+    """An LLM judge's per-question scores from a file of any shape of _JUDGE_FORMATS, detected from its content.
+
+    ``id_field`` names the field that holds a question's stable id where the format has none (Ragas, TruLens,
+    promptfoo's variables), or replaces the documented one.  An unknown shape is refused, naming the known.
+    """
+    source, kind, content = _judged_content(path)
+    for name, _, kinds, fits, read in _JUDGE_FORMATS:
+        if kinds == kind and fits(content):
+            try:
+                found = read(content, source, id_field)
+            except (AttributeError, KeyError, TypeError, IndexError) as exc:
+                raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
+                    from None
+            if not found.scores:
+                raise RagEvalError(f"a {name} with no score in it", source)
+            return found
+    known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
+    raise RagEvalError(f"not a judged-scores file this tool knows (expected {known}; see docs/judged.md)", source)
+
+
+def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
+                  max_missing: float = MAX_JUDGE_MISSING) -> dict:
+    """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
+    (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
+    per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
+    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
+    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
+    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
+    direction are refused."""
+    directions = {_judge_name(name): way for name, way in (directions or {}).items()}
+    cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
+    digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
+    known, judge, questions, sources = {}, {}, set(), []
+    for read in reads:
+        sources.append(read.source)
+        known.update(read.known)
+        judge.update(read.judge)
+        for s in read.scores:
+            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
+            if s.repeat in slot:
+                raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
+                    f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),
+                    read.source, s.line)
+            slot[s.repeat] = s.score
+            questions.add(s.id)
+            for kind, value in (("answers", s.answer_sha256), ("contexts", s.contexts_sha256)):
+                if value is not None and digests[kind].setdefault(s.id, value) != value:
+                    raise RagEvalError(f"question {_clipped_repr(s.id)} has two {kind[:-1]} digests", read.source,
+                                       s.line)
+    source, per_query, metrics = ", ".join(sources), {}, {}
+    for metric, by_question in sorted(cells.items()):
+        way, span = known.get(metric, (None, None))
+        if metric in _JUDGE_HIGHER | _JUDGE_LOWER:
+            way, span = way or ("lower" if metric in _JUDGE_LOWER else "higher"), span or (0.0, 1.0)
+        way = directions.get(metric, way)
+        if way is None:
+            raise RagEvalError(f"which way is better for judged metric {metric} is not known: say "
+                               f"--judged-direction {metric}=higher (or =lower)", source)
+        values = [v for slot in by_question.values() for v in slot.values() if v is not None]
+        for value in values if span else ():
+            if not span[0] <= value <= span[1]:
+                raise RagEvalError(f"{metric}: score {value!r} outside its range [{span[0]:g}, {span[1]:g}]", source)
+        scored = {qid: [v for v in slot.values() if v is not None] for qid, slot in by_question.items()}
+        scored = {qid: repeats for qid, repeats in scored.items() if repeats}
+        lost = sorted(questions - set(scored), key=_natural_order)
+        if len(lost) > max_missing * len(questions):
+            raise RagEvalError(f"{metric} has no score for {len(lost)} of {len(questions)} questions (judge errors, "
+                               f"NaN or no row; first: {_clipped_repr(lost[0])}), past the share of {max_missing:g} "
+                               "allowed (--max-judge-missing)", source)
+        key, sign = (JUDGE + "-" + metric, -1.0) if way == "lower" else (JUDGE + metric, 1.0)
+        for qid, repeats in scored.items():
+            per_query.setdefault(qid, {})[key] = sign * math.fsum(repeats) / len(repeats) + 0.0  # + 0.0: no -0.0
+        binary, several = all(v in (0.0, 1.0) for v in values), [vs for vs in scored.values() if len(vs) > 1]
+        metrics[key] = {"direction": way, "range": list(span) if span else None, "questions": len(scored),
+                        "missing": len(lost), "missing_ids": lost[:20], "repeats": max(map(len, by_question.values())),
+                        "judge_errors": sum(v is None for slot in by_question.values() for v in slot.values()),
+                        "flip_rate": sum(len(set(vs)) > 1 for vs in several) / len(several) if binary and several
+                        else None}
+    means = {key: _mean(values[key] for values in per_query.values() if key in values) for key in metrics}
+    return {"k": [], "queries": len(questions), "unscored": [], "skipped": [], "missing": [], "dropped": [],
+            "mean": means, "per_query": per_query, "ties": {}, "judged": {},
+            "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": Conventions()._asdict(),
+            "judge": {"metrics": metrics, **digests, "provenance": judge}}
+
+
+def with_judged(result: dict, judged: dict) -> dict:
+    """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
+    merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"],
+                  per_query={qid: dict(values) for qid, values in result["per_query"].items()})
+    for qid, values in judged["per_query"].items():
+        merged["per_query"].setdefault(qid, {}).update(values)
+    return merged
+
+
+def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
+    """How the judge's configuration differs from the baseline's (none when the baseline records no judge)."""
+    before, after = (baseline.judge or {}).get("provenance"), result["judge"]["provenance"]
+    if before is None:
+        return []
+    return [f"{key}: baseline {_clipped_repr(before.get(key))}, now {_clipped_repr(after.get(key))}"
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+
+def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings) -> None:
+    """The judge's changes (``judge_changes``) and drift into the gate's report.  The anchors are the questions
+    whose answer (and contexts, where both sides give digests) is byte-identical on both sides; on each judged
+    metric their deltas take the sign-flip test (the exact sign test for 0/1 scores), Holm-adjusted over the
+    judged metrics; adjusted p < alpha makes the metric inconclusive, reason "judge drift" (``judge_drift``).
+    ``contexts_changed``: questions whose contexts differ, their deltas mixing in retrieval changes."""
+    old, now = baseline.judge or {}, result["judge"]
+    changes = _judge_changes(baseline, result)
+    if changes:
+        gate_report["judge_changes"] = changes
+    answers, contexts = old.get("answers", {}), old.get("contexts", {})
+    anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
+               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
+    gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
+                                              if contexts.get(qid, sha) != sha), key=_natural_order)
+    tests, scores = {}, per_query_by_metric(result)
+    for key, entry in gate_report["metrics"].items():
+        was, is_now = (baseline.per_query or {}).get(key) or {}, scores.get(key, {})
+        deltas = [is_now[qid] - was[qid] for qid in sorted(anchors & set(was) & set(is_now))]
+        if _is_judged_metric(key) and deltas:
+            p, _ = sign_flip_test(deltas, settings.resamples, _random(f"rag_eval:{settings.seed}:drift:{key}"))
+            shift = math.fsum(deltas) / len(deltas)
+            tests[key] = {"anchors": len(deltas), "shift": shift, "p_value": p,
+                          "share_of_delta": shift / entry["delta"] if entry.get("delta") else None}
+    for key, p in holm({key: test["p_value"] for key, test in tests.items()}).items():
+        tests[key].update(p_holm=p, drifted=p < settings.alpha)
+        if p < settings.alpha and gate_report["metrics"][key]["verdict"] != "missing":
+            gate_report["metrics"][key].update(verdict="inconclusive", reason="judge drift")
+    gate_report["judge_drift"] = tests
+
+
+def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
+    """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``, on the judge's scale: a random
+    subset of the questions, labelled on the answer scored now (and on the baseline's, for the delta)."""
+    found, seen = [], set()
+    with _opened(path) as inp:
+        for line, row in _jsonl_rows(inp):
+            qid, metric = (_row_id(row, (name,), name, inp.source, line) for name in ("id", "metric"))
+            label, old = (_score_value(row.get(name), metric, inp.source, line) for name in ("label", "baseline_label"))
+            if label is None or (qid, _judge_name(metric)) in seen:
+                raise RagEvalError(f"question {_clipped_repr(qid)}: " + ("a second label" if label is not None else
+                                   "a label must be a number"), inp.source, line)
+            seen.add((qid, _judge_name(metric)))
+            found.append((qid, metric, label, old))
+    return found
+
+
+def _covariance(a: List[float], b: List[float]) -> float:
+    mean_a, mean_b = _mean(a), _mean(b)
+    return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
+
+
+def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
+    """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
+
+    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
+    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
+    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
+    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
+    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
+    ``effective_labels``: how many labels alone would give the same variance.
+    """
+    from statistics import NormalDist
+
+    ids = sorted(qid for qid in labels if qid in judged)
+    y, f = [labels[qid] for qid in ids], [judged[qid] for qid in ids]
+    rest = [value for qid, value in judged.items() if qid not in labels]
+    n, others, spreads = len(y), len(rest), [_standard_deviation(y), _standard_deviation(f)]
+    correlation = _covariance(y, f) / (spreads[0] * spreads[1]) if all(spreads) else None
+    entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
+             "estimate": _mean(y), "interval": None, "effective_labels": None}
+    why = (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else "the judge is too weakly correlated"
+           if correlation is None or correlation < MIN_JUDGE_CORRELATION else "every question is labelled"
+           if others < 2 else "")
+    if why:
+        entry["method"] = f"labels alone ({why})"
+    else:
+        weight = _covariance(y, f) / ((1 + n / others) * _standard_deviation(f + rest) ** 2)
+        entry["lambda"] = weight = min(max(weight, 0.0), 1.0)
+    if n < 2:
+        return entry
+    weight = entry["lambda"]
+    residual = [a - weight * b for a, b in zip(y, f)]
+    entry["estimate"] = (weight * _mean(rest) if weight else 0.0) + _mean(residual)
+    var = (weight ** 2 * _standard_deviation(rest) ** 2 / others if weight else 0.0) + \
+        (_standard_deviation(residual) ** 2) / n
+    z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
+    half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
+    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["effective_labels"] = spreads[0] ** 2 / var if var else None
+    return entry
+
+
+def human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
+                 baseline: Optional[Baseline] = None) -> Dict[str, dict]:
+    """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
+    labels of its answers (``baseline_label``), the paired prediction-powered delta (see ppi_mean)."""
+    keys = {key[len(JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
+    scores, found = per_query_by_metric(result), {}
+    for qid, metric, label, old in labels:
+        key = keys.get(_judge_name(metric))
+        if key is None:
+            raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels")
+        sign = -1.0 if key.startswith(JUDGE + "-") else 1.0
+        table = found.setdefault(key, ({}, {}))
+        table[0][qid] = sign * label
+        if old is not None:
+            table[1][qid] = sign * (label - old)
+    report = {}
+    for key, (now, delta) in sorted(found.items()):
+        report[key] = {"mean": ppi_mean(now, scores.get(key, {}))}
+        before = (baseline.per_query or {}).get(key) if baseline is not None else None
+        if before and delta:
+            deltas = {qid: value - before[qid] for qid, value in scores[key].items() if qid in before}
+            report[key]["delta"] = ppi_mean(delta, deltas)
+    return report
+
+
+def _is_judged_metric(key: str) -> bool:
+    return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
+
+
 # === Reporting ===
 # One report (a dict, the JSON format itself) is built once; each format in
 # FORMATTERS renders it.
@@ -4915,12 +5446,14 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
         report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
     if slices is not None:
         report["slices"] = slice_report(result, slices)
+    if "judge" in result:  # per judged metric: direction, range, questions, missing ones, repeats; the judge
+        report["judge"] = {key: result["judge"][key] for key in ("metrics", "provenance")}
     return report
 
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
     k = result["k"]
-    return {qid: dict(sorted((key if isinstance(k, list) else format_metric(key, k), value)
+    return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(JUDGE) else format_metric(key, k), value)
                              for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
@@ -4975,8 +5508,8 @@ def _natural_order(text: str) -> tuple:
 def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
     """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
     verdicts = [entry.get("verdict")] if entry else []
-    if entry and entry.get("verdict") == "inconclusive" and entry.get("queries_needed"):
-        verdicts = [f"inconclusive (~{entry['queries_needed']} queries would resolve it)"]
+    if entry and entry.get("verdict") == "inconclusive" and (entry.get("reason") or entry.get("queries_needed")):
+        verdicts = [f"inconclusive ({entry.get('reason') or '~%d queries would resolve it' % entry['queries_needed']})"]
     if floor is not None:
         verdicts.append("floor met" if floor["verdict"] == "pass" else f"below floor {floor['min']:g}")
     failing = [v for v in verdicts if v in ("missing", "regression") or (v or "").startswith("below floor")]
@@ -5085,7 +5618,8 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
                        key=_metric_order)
     scored = _plural(report["queries"], "query", "queries")
     named = ([_metric_name(key, quoted) for key in keys] for keys in (failed, undecided))
-    return f"{_verdict_word(*named)}, rule '{gate_report['rule']}', {scored} scored{coverage}"
+    drift = ", judge drift" if any(t["drifted"] for t in gate_report.get("judge_drift", {}).values()) else ""
+    return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
 def _gate_caption(gate_report: Optional[dict]) -> str:
@@ -5443,6 +5977,10 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     if gate_report.get("meta_changes"):
         lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
+    if gate_report.get("judge_changes"):
+        lines.append("judge changed since the baseline: " + "; ".join(map(quoted, gate_report["judge_changes"])))
+    lines += [f"judge drift: {_metric_name(key, quoted)} moved {t['shift']:+.{digits}f} on {t['anchors']} unchanged "
+              f"answers (p {t['p_holm']:.2g})" for key, t in gate_report.get("judge_drift", {}).items() if t["drifted"]]
     if gate_report.get("label_changes"):
         lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted=quoted))
     if gate_report.get("delta_split"):
@@ -5629,6 +6167,16 @@ _alpha_arg = _checked_arg(_finite_number, lambda value: 1e-15 <= value < 1, "a n
 _score_arg = _checked_arg(_finite_number, lambda value: True, "a finite number")
 _min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a fraction in (0, 1], such as 0.5")
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
+
+
+def _direction_arg(text: str) -> Tuple[str, str]:
+    metric, _, way = text.rpartition("=")
+    if way not in ("higher", "lower") or not metric:
+        raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
+    return _judge_name(metric[len(JUDGE):] if metric.startswith(JUDGE) else metric), way
+
+
+_fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
 
 
 def _separator_arg(text: str) -> str:
@@ -5858,6 +6406,19 @@ def _build_parser():
     spans.add_argument("--to-spans", metavar="OUT",
                        help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
                             "offsets; with --corpus, its text), then exit")
+    judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
+    judged.add_argument("--judged", metavar="FILE", action="append", default=[],
+                        help="an LLM judge's scores, gated beside QRELS RUN or alone: the neutral JSONL or an export "
+                             "of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens, OpenAI evals; repeatable")
+    judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
+    judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
+                        metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
+    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=MAX_JUDGE_MISSING, metavar="X",
+                        help=f"largest share of a metric's questions without a score (default {MAX_JUDGE_MISSING})")
+    judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+                        help="the judge's configuration (model=..., temperature=...), kept in the baseline")
+    judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
+    judged.add_argument("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
     return parser
 
 
@@ -5877,12 +6438,16 @@ def _warn(message: str, command: bool = False) -> None:
 
 def _check_options(args) -> None:
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
-    if args.qrels is None or args.run is None:
+    if args.qrels is None and args.judged and not args.run:
+        if args.baseline_run or args.unjudged or args.chunks or args.corpus:
+            raise RagEvalError("--baseline-run, --unjudged, --chunks and --corpus need QRELS RUN")
+    elif args.qrels is None or args.run is None:
         raise RagEvalError(f"the following argument is required: RUN (QRELS is {_file_name(args.qrels)})"
-                           if args.qrels else "the following arguments are required: QRELS RUN (or --explain)")
+                           if args.qrels else "the following arguments are required: QRELS RUN (or --judged FILE, "
+                           "or --explain)")
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
-                                args.chunks, args.corpus, args.queries) if path]
+                                args.chunks, args.corpus, args.queries, *args.judged, args.human_labels) if path]
     if inputs.count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
     if args.no_symlinks:
@@ -5992,7 +6557,7 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     """What is wrong with a metric (or slice:metric) that a tolerance or floor names, or None."""
     tag, _, metric = key.rpartition(":")
     try:
-        parse_metric(metric)
+        _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return f"{option}: unknown metric {_clipped_repr(metric)}"  # the hint, once for all, follows the list
     members = slice_members(slices or {})
@@ -6014,7 +6579,8 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     if not set(baseline.means) & set(result["mean"]):
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
                            f"{', '.join(sorted(baseline.means)) or 'nothing'})", args.baseline)
-    differences = _differences(baseline, result, fingerprint)
+    retrieval = args.qrels and not all(_is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)
+    differences = _differences(baseline, result, fingerprint) if retrieval else []  # judged alone: no qrels to compare
     qrels_changed = any(d.startswith("qrels:") for d in differences)
     if qrels_changed and args.allow_qrels_change:
         differences = [d for d in differences if not d.startswith("qrels:")]
@@ -6034,12 +6600,16 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
 
     roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
              ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus))
+             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus),
+             ("human_labels", args.human_labels))
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
                 inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
-    full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.qrels:
+        full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
+    if args.judged:
+        full["inputs"]["judged"] = [{"path": path, "sha256": digests.get(path)} for path in args.judged]
     if runs:
         full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
     return json.dumps(full, sort_keys=True, indent=2) + "\n"
@@ -6057,7 +6627,7 @@ def _run(args, argv: List[str]) -> int:
     _check_options(args)
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
-    args.meta = dict(args.meta)
+    args.meta, args.judge = dict(args.meta), dict(args.judge)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
         raise RagEvalError("standard output is closed: the report would go nowhere")
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
@@ -6074,8 +6644,10 @@ def _run_one(args, argv: List[str]) -> int:
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
             baseline, slices, qrels = _read_judgments(args)
-            args.needed = _baseline_needs(args, baseline, qrels)
-            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged))
+            args.needed = _baseline_needs(args, baseline, qrels) if args.run else []
+            result, run = _score_file(args, qrels, args.run, whole=bool(args.judged_only and args.unjudged)) \
+                if args.run else (None, {})
+            result = _judged_scores(args, result)
             fingerprint = _fingerprint(args, qrels)
             reference = _score_file(args, qrels, args.baseline_run)[0] if args.baseline_run else {}
             if args.baseline_run:
@@ -6087,6 +6659,10 @@ def _run_one(args, argv: List[str]) -> int:
             [_repeated_message(reference["repeated"])] if reference.get("repeated") else [])
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
+        if args.human_labels:  # beside the verdict, never in it: a check of the judge against people
+            with _naming_files(labels=args.human_labels):
+                report["human"] = human_report(read_human_labels(args.human_labels), result, baseline)
+            messages += _human_messages(report["human"])
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
         text = FORMATTERS[args.format](report, args.digits)
@@ -6130,7 +6706,17 @@ def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
     """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
     baseline = read_baseline(args.baseline) if args.baseline else None
     slices = read_slices(args.slices) if args.slices else None
-    return baseline, slices, read_qrels(args.qrels, args.qrels_format)
+    return baseline, slices, read_qrels(args.qrels, args.qrels_format) if args.qrels else {}
+
+
+def _judged_scores(args, result: Optional[dict]) -> dict:
+    """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
+    if not args.judged:
+        return result
+    judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
+                           args.max_judge_missing)
+    judged["judge"]["provenance"].update(args.judge)
+    return judged if result is None else with_judged(result, judged)
 
 
 def _fingerprint(args, qrels: Qrels) -> str:
@@ -6224,6 +6810,8 @@ def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[st
     scored = {format_metric(*pair) for pair in _check_measures(_asked_measures(args, qrels), args.k, table)}
     needs = []
     for key in baseline.means if baseline is not None else ():
+        if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
+            continue
         name, k = parse_metric(key.rpartition(":")[2])
         metric = format_metric(name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name, k)  # spans: both levels
         if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
@@ -6250,8 +6838,6 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs,
                                              args.max_input_bytes)
-    if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
-        run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,
@@ -6293,6 +6879,10 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
         raise RagEvalError("--ratchet would keep means measured on other judgments; update without it", args.baseline)
+    changes = _judge_changes(baseline, result) if baseline is not None and "judge" in result else []
+    if changes and not args.allow_judge_change:
+        raise RagEvalError("not comparable, graded by another judge: " + "; ".join(changes)
+                           + " (save a new baseline, or accept the change with --allow-judge-change)", args.baseline)
     settings = _gate_settings(args, result, slices, baseline)._replace(runs=runs)
     if baseline is None and not settings.floors:
         return None
@@ -6300,6 +6890,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
     gate_report["qrels_changed"] = qrels_changed
+
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
     if changes:  # only then: the same provenance (or an older baseline that records none) adds nothing
         gate_report["meta_changes"] = changes
@@ -6335,6 +6926,8 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         if args.save_baseline or args.update_baseline else {}
     if extra and _acknowledged(args, baseline):
         extra["acknowledged"] = _acknowledged(args, baseline)
+    if extra and "judge" in result:
+        extra["judge"] = {key: result["judge"][key] for key in ("provenance", "answers", "contexts")}
     if args.save_baseline:
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
@@ -6374,9 +6967,11 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
     """``--gate significant`` tests the drop it gates only when both sides hold the same queries: with other
     judgments (--allow-qrels-change) a mean may cover 30 queries and the paired test the 5 that both sides
     share (a drop of 0.83 then passed as "not significant")."""
-    now = set(result["per_query"])
-    for metric, before in sorted((baseline.per_query or {}).items()):
-        if metric in baseline.means and metric in result["mean"] and set(before) != now:
+    scores = per_query_by_metric(result)
+    for metric, before in sorted((baseline.per_query or {}).items()):  # a judged metric's errors may differ by side
+        now = set(scores.get(metric, ()))
+        if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(
+                metric):
             shared = len(now & set(before))
             raise RagEvalError(f"--gate significant cannot test {metric}: the baseline scored {len(before)} queries "
                                f"and this run {len(now)}, {shared} of them shared, so a paired test would not test the "
@@ -6501,6 +7096,27 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
     if result.get("repeated"):
         found.append(_repeated_message(result["repeated"]))
+    for key, entry in result.get("judge", {}).get("metrics", {}).items():
+        if entry["missing"]:
+            found.append(_Message("warning", f"{key}: no score for {entry['missing']} of {result['queries']} questions "
+                                  "(judge errors, NaN or no row), left out of its mean and test",
+                                  "first: " + ", ".join(map(_one_line, entry["missing_ids"]))))
+        if entry["flip_rate"]:
+            found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
+                                  "questions judged more than once; each question counts once, as its repeats' mean"))
+    for key, test in (gate_report or {}).get("judge_drift", {}).items():
+        if test["drifted"]:
+            share = "" if test["share_of_delta"] is None else f", {test['share_of_delta']:.0%} of its delta"
+            found.append(_Message("warning", f"judge drift: {key} moved {test['shift']:+.4f} on {test['anchors']} "
+                                  f"unchanged answers (p {test['p_holm']:.2g}{share}); its verdict is inconclusive"))
+    if (gate_report or {}).get("judge_changes"):
+        found.append(_Message("warning", "graded by another judge (--allow-judge-change): "
+                              + "; ".join(map(_one_line, gate_report["judge_changes"]))))
+    if (gate_report or {}).get("contexts_changed"):
+        changed = gate_report["contexts_changed"]
+        found.append(_Message("note", f"the contexts of {_plural(len(changed), 'question', 'questions')} differ from "
+                              "the baseline's: their judged deltas mix in retrieval changes",
+                              "first: " + ", ".join(map(_one_line, changed[:20]))))
     if gate_report is not None and gate_report["qrels_changed"]:
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report is not None and gate_report.get("not_gated"):
@@ -6528,6 +7144,22 @@ def _notes_and_warnings(result: dict, gate_report: Optional[dict], acknowledged:
     return found
 
 
+def _human_messages(human: Dict[str, dict]) -> List[_Message]:
+    """A note per judged metric with human labels (see human_report)."""
+    found = []
+    for key, entry in human.items():
+        parts = []
+        for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
+            if e and e["interval"]:
+                low, high = e["interval"]
+                r = "-" if e["correlation"] is None else f"{e['correlation']:.2f}"
+                effective = "" if e["effective_labels"] is None else f", worth {e['effective_labels']:.0f} labels"
+                parts.append(f"{what} {e['estimate']:.4f} [{low:.4f}, {high:.4f}] by {e['method']}, {e['labels']} "
+                             f"labels, judge-human r {r}{effective}")
+        found.append(_Message("note", f"human labels, {key}: " + ("; ".join(parts) or "fewer than 2 labels")))
+    return found
+
+
 def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
     """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
@@ -6539,7 +7171,7 @@ def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
               and entry["allowed_drop"] < entry["resolution"]]
     undecided = [metric + (f" (~{entry['queries_needed']} queries would resolve it)"
                            if entry.get("queries_needed") else "")
-                 for metric, entry in entries if entry["verdict"] == "inconclusive"]
+                 for metric, entry in entries if entry["verdict"] == "inconclusive" and not entry.get("reason")]
     first, found = [], []
     if coarse:
         first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
@@ -6659,7 +7291,7 @@ MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
 _ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
                     ("update_baseline", "--update-baseline"), ("junit", "--junit"),
-                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"))
+                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"), ("judged", "--judged"))
 
 
 class _Scored(NamedTuple):

@@ -94,6 +94,12 @@ class TestBenchmarksRun(unittest.TestCase):
         self.assertIn("| rag_eval --baseline-run OLD | 100% |", out)
         self.assertIn("per changed query x metric x resample over 2 sizes", out)
 
+    def test_ppi_coverage(self):
+        out = self.run_script("tools/bench/ppi_coverage.py", "--simulations", "20", "--questions", "120",
+                              "--truth-draws", "20000")
+        self.assertIn("50 labels of 120 questions, 20 simulations", out)  # MIN_HUMAN_LABELS, the default
+        self.assertEqual(out.count("\n| "), 6)  # the header and five scenarios
+
     def test_bench_rows(self):
         with tempfile.TemporaryDirectory() as workdir:
             out = self.run_script("tools/bench/bench_rows.py", "--reference", "rag_eval.py", "--queries", "30", "--docs",
