@@ -85,7 +85,7 @@ from collections import Counter, abc
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, groupby, islice, repeat
 from operator import getitem, itemgetter, lt, mul, truediv
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -2810,7 +2810,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         if "judge" in result:  # judged scores: the judge's changes and drift
             _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
-                                         for entry in report[part].values())
+                                         for entry in report[part].values()) if metrics or report["floors"] else UNGATED
     report["passed"] = report["verdict"] == "pass"
     return report
 
@@ -4377,7 +4377,7 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
             if qid is None:
                 _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
             swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) \
-                and fields[-1].isdigit() else ""  # its last field a grade
+                and fields[-1].isdigit() and len(fields[-1]) == 1 else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
         elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
@@ -4418,34 +4418,27 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks in any
-    line order (its evaluation places each line by its rank) distinct, with 1, and 1 to n if it ended.
-
-    A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
-    (as MS MARCO's judgments), is a ranking of depth 1 too: the file is a run
-    only if some query of its head has more than one line.  Grades 1, 2 in a
-    first query still read as ranks.
-    """
+    """Whether a text run is MS MARCO's ``qid pid rank``, in any line order (its evaluation places each line by
+    its rank): three fields, the first query's ranks positive, and a query's lines that break off and come back
+    (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended, and a
+    query of several lines (one per query, rank 1, is a qrels file too).  A qrels file has grades: 0, 1 twice."""
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
+    rows: List[List[bytes]] = []  # (query, pid, rank) of each line
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        first = first or fields[0]
-        lines[fields[0]] += 1
-        if fields[0] != first or len(lines) > 1:  # the first query ended: its ranks must be 1 to n, not grades
-            if len(ranks) > 1 or lines[fields[0]] > 1:
-                break
-            continue
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
-        if not rank or rank in ranks:
-            return False
-        ranks.add(rank)
-    return 1 in ranks and max(lines.values()) > 1 and (len(lines) == 1 or len(ranks) == max(ranks))
+        rows.append(fields)
+    stretches = [[rank for _, _, rank in lines] for _, lines in groupby(rows, itemgetter(0))]  # a query's run of lines
+    ranks = [int(rank) if rank.isdigit() and len(rank) <= 9 else 0 for rank in (stretches or [[b""]])[0]]
+    if 0 in ranks:
+        return False
+    if len({row[0] for row in rows}) < len(stretches):
+        return True
+    return len(set(ranks)) == len(ranks) and 1 in ranks and len(rows) > len(stretches) and (
+        len(stretches) == 1 or max(ranks) == len(ranks))
 
 
 def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
@@ -5049,7 +5042,8 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
 
     cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
-    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    names = [name for name, kinds in cells.items() if False not in kinds and (True in kinds or name in _JUDGE_HIGHER
+                                                                             | _JUDGE_LOWER)]  # all NaN: missing
     return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 
@@ -5090,7 +5084,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
     for sample in samples:
         qid = _judged_key(sample, field or "id", source, None)
         answer = _digest((sample.get("output") or {}).get("completion"))
-        for scorer, score in (sample.get("scores") or {}).items():
+        for scorer, score in (sample.get("scores") or {None: None}).items():  # None: missing
             values = score.get("value") if isinstance(score, dict) else None
             values = values if isinstance(values, dict) else {scorer: values}
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
@@ -5101,13 +5095,14 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
 
 
 def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
+    """OpenAI evals' record: ``match``, ``metrics`` events by ``sample_id``; the answer: its first ``sampling``."""
     found, spec, answers = [], {}, {}
     for line, row in rows:
         spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
         if kind == "sampling" and isinstance(data, dict):
-            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
-        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+            answers.setdefault(_judged_key(row, field or "sample_id", source, line), _digest(data.get("sampled")))
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
+            None: None} if kind == "sampling" else {}  # None: missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
                               _score_value(value, name, source, line), None, None, None, line)
                   for name, value in scores.items()]
@@ -5205,7 +5200,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
             except (AttributeError, KeyError, TypeError, IndexError) as exc:
                 raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
                     from None
-            if not found.scores:
+            if not any(s.metric for s in found.scores):
                 raise RagEvalError(f"a {name} with no score in it", source)
             return found
     known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
@@ -5217,10 +5212,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
     (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
     per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
-    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
-    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
-    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
-    direction are refused."""
+    the judge's configuration (``provenance``).  Repeats, missing scores and what is refused: docs/judged.md."""
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
     digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
@@ -5229,8 +5221,8 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
         sources.append(read.source)
         known.update(read.known)
         judge.update(read.judge)
-        for s in read.scores:
-            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
+        for s in read.scores:  # metric None: a question scored on nothing (an error), missing
+            slot = {} if s.metric is None else cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
             if s.repeat in slot:
                 raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
                     f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),
@@ -5307,7 +5299,7 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
         gate_report["judge_changes"] = changes
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
     anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
-               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
+               and len({contexts.get(qid), now["contexts"].get(qid)} - {None}) < 2}  # contexts where both give them
     gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
                                               if contexts.get(qid, sha) != sha), key=_natural_order)
     tests, scores = {}, per_query_by_metric(result)
@@ -5349,15 +5341,8 @@ def _covariance(a: List[float], b: List[float]) -> float:
 
 def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
-    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
-
-    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
-    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
-    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
-    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
-    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
-    ``effective_labels``: how many labels alone would give the same variance.
-    """
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
+    estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
     from statistics import NormalDist
 
     ids = sorted(qid for qid in labels if qid in judged)
@@ -5384,7 +5369,8 @@ def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidenc
         (_standard_deviation(residual) ** 2) / n
     z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
-    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["interval"] = list(clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
+        else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
     entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 
@@ -6072,6 +6058,8 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
                 row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
                            if gated else missing)
             rows.append(row)
+    for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for all
+        rows += [[metric, name] + [missing] * (len(rows[0]) - 3) + ["not gated"] for name in gates]
     return rows
 
 
@@ -6139,10 +6127,13 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
+    """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
-    value = _finite_number(amount)
-    if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_clipped_repr(text)}")
+    value, key = _finite_number(amount), metric.rpartition(":")[2]
+    if not sep or not metric or value is None or not 0 <= (-value if key[:7] == JUDGE + "-" else value) <= (
+            math.inf if _is_judged_metric(key) else 1):
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1 (a judged metric's on its scale, at most "
+                           f"0 for judge.-NAME), such as recall@5=0.8, got {_clipped_repr(text)}")
     return metric, value
 
 
@@ -6889,6 +6880,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if settings.rule == "significant" and baseline is not None:
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
+    if gate_report["verdict"] == UNGATED:
+        raise RagEvalError("--not-gated names every metric of the baseline, so nothing would be gated")
     gate_report["qrels_changed"] = qrels_changed
 
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
@@ -7026,14 +7019,14 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
-    document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
+    """Why no run id is judged: the --doc-id-sep that makes them meet and leaves one side whole, documents ('kb-0263_1'
+    and 'kb-0263#1' meet at '-' as 'kb', every score 1), else an id of each side."""
     sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
               if qid in qrels]
+    sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
-        several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
-        if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
-                                                   for qid, ids in sample for docid in ids):
+        if any(all(document_of(d, sep) == d for d in side) for side in sides) and any(
+                document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]} for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
     ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))

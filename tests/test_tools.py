@@ -106,6 +106,11 @@ class TestBenchmarksRun(unittest.TestCase):
         worst = float(out.split("\n| 50 | ")[1].split("%")[0])  # the exact false pass at a drop of the tolerance
         self.assertLessEqual(worst, 5.0)
 
+    def test_drift_false_rate(self):
+        out = self.run_script("tools/bench/drift_false_rate.py", "--simulations", "5", "--questions", "20",
+                              "--changed", "5")
+        self.assertEqual(out.count("\n| "), 4)  # graded and pass/fail, each unchanged and shifted
+
     def test_bench_rows(self):
         with tempfile.TemporaryDirectory() as workdir:
             out = self.run_script("tools/bench/bench_rows.py", "--reference", "rag_eval.py", "--queries", "30", "--docs",
