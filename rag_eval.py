@@ -2178,7 +2178,7 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     e = tolerance + g  # D = e + u, u**2 = c (variance + D reach)
     beyond = e + (c * reach + math.sqrt((c * reach) ** 2 + 4 * c * (variance + e * reach))) / 2
     passing = (_quantile(1 - (1 - power) / tests, 0) * math.sqrt(variance / queries)
-               + _bound_width(spread, queries, _quantile(1 - alpha, df), reach))
+               + _bound_width(spread, queries, _quantile(1 - alpha, df), reach) + reach / (2 * queries))
     for _ in range(4):  # then down towards the fixed points with w itself and D (reach - D) (up to reach / 2)
         spreads = [math.sqrt(variance + min(fall, reach / 2) * (reach - min(fall, reach / 2)))
                    for fall in (2 * found, beyond)]
@@ -2884,7 +2884,8 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
         tests = tests * settings.runs
         wide = _bound_width(spread, n, _quantile(1 - alpha / tests, n - 1), reach) if n >= 2 else None
-        low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) if n >= 2 else None
+        # the pass bound a half step lower, a continuity correction (docs/gate.md, "The rule")
+        low = mean - _bound_width(spread, n, _quantile(1 - alpha, n - 1), reach) - reach / (2 * n) if n >= 2 else None
         as_is = ("queries", "improved", "worse", "same", "mean_delta", "p_value", "exact", "hit_to_miss")
         entry.update({name: getattr(comparison, name) for name in as_is}, p_holm=p_holm,
                      p_adjusted=min(1.0, p_adjusted * settings.runs),  # as compare_runs adjusts it

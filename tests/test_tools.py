@@ -100,6 +100,12 @@ class TestBenchmarksRun(unittest.TestCase):
         self.assertIn("50 labels of 120 questions, 20 simulations", out)  # MIN_HUMAN_LABELS, the default
         self.assertEqual(out.count("\n| "), 6)  # the header and five scenarios
 
+    def test_audit_gate(self):
+        out = self.run_script("tools/bench/audit_gate.py", "--only", "lattice,cli", "--sizes", "50", "--simulations", "10")
+        self.assertIn("10 of 10 exit codes equal", out)  # the command line gives the library's verdicts
+        worst = float(out.split("\n| 50 | ")[1].split("%")[0])  # the exact false pass at a drop of the tolerance
+        self.assertLessEqual(worst, 5.0)
+
     def test_drift_false_rate(self):
         out = self.run_script("tools/bench/drift_false_rate.py", "--simulations", "5", "--questions", "20",
                               "--changed", "5")
