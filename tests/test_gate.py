@@ -1697,6 +1697,21 @@ class TestGateTakesWhatPeopleWrite(unittest.TestCase):
             rag_eval.gate(self.result, {"ndcg@5": 0.52}, rule="signifcant")
 
 
+    def test_tolerances_as_numbers_and_strings(self):
+        """max_drop="5%" and tolerances={"ndcg@5": 0.01} were an AttributeError ('str' / 'float' object has no
+        attribute 'allowed'), max_drop=-1 a gate that always failed: they read as --max-drop reads them."""
+        flat = {"ndcg@5": 0.52}
+        self.assertEqual(rag_eval.gate(self.result, flat, max_drop="5%"),
+                         rag_eval.gate(self.result, flat, default=rag_eval.Tolerance(0.05, True)))
+        self.assertEqual(rag_eval.gate(self.result, flat, tolerances={"ndcg@5": 0.01})["metrics"]["ndcg@5"]["verdict"],
+                         "regression")
+        self.assertEqual(rag_eval.gate(self.result, flat, tolerances={"ndcg@5": 0.01}),
+                         rag_eval.gate(self.result, flat, tolerances={"ndcg@5": rag_eval.Tolerance(0.01)}))
+        for bad in (-1, "abc", 2, True):
+            with self.subTest(max_drop=bad), self.assertRaisesRegex(rag_eval.RagEvalError, "^expected a "):
+                rag_eval.gate(self.result, flat, max_drop=bad)
+
+
 class TestAcknowledgedWarnings(GateCase, unittest.TestCase):
     """Issue 33: a warning that repeats until the data change (few documents judged, on positives-only qrels)
     is acknowledged once, in the baseline, and is a note from then on; before, --quiet was the only way out."""
