@@ -228,20 +228,13 @@ class _Reduced(NamedTuple):
     best: Optional[float]  # the highest score; None for a ranked list (no scores)
 
 
-class _PreparedRun(dict):
-    """A run as the command line read it: checked and mapped to documents (``doc_id_sep``) and, when
-    ``filtered``, filtered (``judged_only``) as it was read, so that ``evaluate`` does neither again."""
-
-    def __init__(self, queries: Mapping[str, RunEntry], filtered: bool):
-        super().__init__(queries)
-        self.filtered = filtered
-
-
-class _ReducedRun(_PreparedRun):
-    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it, with the run's queries that the qrels lack."""
+class _ReducedRun(dict):
+    """qid -> ``_Reduced``: a run as ``_read_run`` reduces it (checked, mapped to documents and filtered as
+    it was read), with the run's queries that the qrels lack.  The one other kind of run ``evaluate`` takes:
+    deep runs' memory (tools/bench/bench_deep.py: 63 MB against trec_eval's 705 MB at 7,000 x 1,000)."""
 
     def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
-        super().__init__(queries, filtered=True)
+        super().__init__(queries)
         self.unknown = unknown  # sorted
 
 
@@ -315,11 +308,7 @@ def _reciprocal_rank(q: Judged, k: int) -> float:
 
 
 def _dcg(placed: Iterable[Tuple[int, float]], k: int) -> float:
-    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k.
-
-    fsum, not sum: exactly rounded, so the same bits on every Python (sum()
-    changed in 3.12) and in any order of the terms.  Zero gains add nothing.
-    """
+    """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k, by fsum (see Statistics)."""
     return math.fsum(gain / math.log2(rank + 1) for rank, gain in placed if rank <= k and gain)
 
 
@@ -713,18 +702,18 @@ def evaluate(
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     qrels = _check_qrels(qrels)
-    prepared = isinstance(run, _PreparedRun)  # checked, and mapped to documents, as it was read
-    if not prepared:
+    reduced = isinstance(run, _ReducedRun)
+    if not reduced:
         run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
         qrels = documents_qrels(qrels, doc_id_sep)
-        run = run if prepared else documents_run(run, doc_id_sep)
+        run = run if reduced else documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
 
-    unknown = run.unknown if isinstance(run, _ReducedRun) else sorted(set(run) - set(qrels))
+    unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
         theirs = _clipped_repr(min(qrels)) if qrels else "none"
         raise RagEvalError(f"{len(unknown)} run queries are not in the qrels (first: {_clipped_repr(unknown[0])}; "
@@ -735,7 +724,7 @@ def evaluate(
     unscored: List[str] = []
     skipped: List[str] = []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
-    keep = judged_filter(qrels, min_grade) if judged_only and not (prepared and run.filtered) else None
+    keep = judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
@@ -805,7 +794,9 @@ def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
 
 def documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
-    return {qid: _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
+    return {qid: (dict(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry)))
+            if sep not in "\0".join(entry)  # no chunk id (a run read with doc_id_sep is mapped already): checked in C
+            else _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
             else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 
 
@@ -1746,7 +1737,7 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
 LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
-PACK_WIDTH = 4_096  # positions: up to this, packed lookup tables stay in the processor's cache
+PACK_WIDTH = 2_047  # positions: up to this, packed lookups beat masks; from COARSE_FROM masks with bounds win
 PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
 FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
 COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
@@ -1777,8 +1768,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     width = len(layouts[0]) if layouts else 0
     halves: Dict[int, _Halves] = {}
     if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        packed = len(layouts) > 1 and width <= PACK_WIDTH  # several columns whose lookups share one table
-        lookups_pay = len(draws) >= PACK_DRAWS and (width < COARSE_FROM or packed)
+        lookups_pay = len(draws) >= PACK_DRAWS and width < COARSE_FROM
         for index, (scale, whole) in enumerate(grids):
             terms = _mask_terms(whole)
             if not lookups_pay or len(terms) <= FEW_MASKS:
@@ -6854,8 +6844,6 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
     depth = None if whole else used[-1] + 1  # one more than the largest cutoff: enough to see a tie across it
     run, any_judged, repeated, _ = _read_run(path, args.run_format, depth, keep, sep, judged, cutoffs,
                                              args.max_input_bytes)
-    if not isinstance(run, _ReducedRun):  # read plainly (standard input, --unjudged): evaluate need not map it again
-        run = _PreparedRun(run, filtered=keep is not None)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate(qrels, run, args.k[0] if len(args.k) == 1 else args.k, measures=measures,
                           gain=args.gain, min_grade=args.min_grade, judged_only=args.judged_only,

@@ -2,7 +2,7 @@
 
     python3 tools/bench/bench_rows.py --reference OLD/rag_eval.py [--queries 10000] [--docs 100] [--k 10,1000]
                                 [--formats msmarco,jsonl] [--repeat 3] [--workdir /tmp/rag_eval_bench]
-                                [--files QRELS,RUN]
+                                [--files QRELS,RUN] [--stdin] [--options "MORE OPTIONS"]
 
 Standard library only.  Generates, once and cached in ``--workdir``, seeded TREC
 qrels (1-6 judged documents per query, most of them retrieved near the top)
@@ -16,11 +16,14 @@ a shared machine), median wall seconds, and this copy's CPU time over the
 reference's; the two copies' outputs must be byte-identical, or it fails.
 ``--files QRELS,RUN`` times those files instead (bench.py's 10k TREC run, say),
 with bench.py's floor (the two files' lines read and split) in the same rounds.
+``--stdin`` pipes the run on standard input (read once, so not reduced while
+read: the path of ``--unjudged`` too); ``--options`` adds rag_eval options.
 """
 
 import argparse
 import os
 import random
+import shlex
 import shutil
 import statistics
 import sys
@@ -59,6 +62,8 @@ def main(argv=None):
     parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "rag_eval_bench"))
     parser.add_argument("--rag-eval", default=bench.DEFAULT_RAG_EVAL)
     parser.add_argument("--files", help="QRELS,RUN: time these instead of the generated runs, beside the floor")
+    parser.add_argument("--stdin", action="store_true", help="pipe the run on standard input")
+    parser.add_argument("--options", default="", help="more rag_eval options, one string (\"--doc-id-sep '#'\")")
     args = parser.parse_args(argv)
     stem = os.path.join(args.workdir, f"rows_{args.queries}x{args.docs}_seed{args.seed}_v{GENERATOR_VERSION}")
     paths = {"qrels": stem + ".qrels", "msmarco": stem + ".run.tsv", "jsonl": stem + ".run.jsonl"}
@@ -85,7 +90,10 @@ def main(argv=None):
         for (fmt, k) in cases:
             for label, folder in copies.items():
                 out = os.path.join(args.workdir, f"rows_out_{label}.txt")
-                command = [sys.executable, "-m", "rag_eval", paths["qrels"], paths[fmt], "--k", k, "--digits", "17"]
+                command = [sys.executable, "-m", "rag_eval", paths["qrels"], "-" if args.stdin else paths[fmt],
+                           "--k", k, "--digits", "17", *shlex.split(args.options)]
+                if args.stdin:  # the shell execs Python: the CPU time is rag_eval's alone
+                    command = ["sh", "-c", f'exec "$@" < {shlex.quote(paths[fmt])}', "sh", *command]
                 if folder is None:
                     command = [sys.executable, "-c", bench.FLOOR, paths["qrels"], paths[fmt]]
                 result = bench.measure(command, out, dict(env, PYTHONPATH=folder or ""), bench_deep.WRAPPER)
