@@ -828,10 +828,10 @@ def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str]
 
 
 def _check_qrels(qrels, source: str = "qrels") -> Qrels:
-    """``qrels`` checked, a grade written ``1.0`` (pandas writes an integer column with a gap so) as 1."""
+    """``qrels`` checked, a grade ``1.0`` as 1 (see _whole)."""
     if not isinstance(qrels, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_json_kind(qrels)}"
-                           f"{' (a path? read_qrels reads it)' * isinstance(qrels, str)}", source)
+                           f"{' (a path? read_qrels(path))' * isinstance(qrels, str)}", source)
     judgments = list(qrels.values())
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
@@ -889,7 +889,7 @@ def _library_run(run: Run) -> Run:
 def _check_run(run, source: str = "run") -> None:
     if not isinstance(run, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> ranking, got {_json_kind(run)}"
-                           f"{' (a path? read_run reads it)' * isinstance(run, str)}", source)
+                           f"{' (a path? read_run(path))' * isinstance(run, str)}", source)
     entries = list(run.values())
     if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
             and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
@@ -6140,7 +6140,7 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
 
 
 def _as_tolerance(value) -> Tolerance:
-    """A library caller's tolerance: a Tolerance, a number or a string as --max-drop takes it (``"5%"``)."""
+    """A Tolerance, or a number or text as --max-drop reads it (``"5%"``)."""
     return value if isinstance(value, Tolerance) else _tolerance_arg(str(value))[1]
 
 
@@ -7466,6 +7466,8 @@ def _error_line(exc: BaseException, after: str = "") -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    if isinstance(argv, str):  # it would be read a character at a time
+        raise TypeError(f"main() takes a list of arguments: main({argv.split()!r})")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:

@@ -453,10 +453,15 @@ class TestShapesTheLibraryTakes(unittest.TestCase):
         for ranking, kind in (({"a"}, "a set"), ((d for d in "a"), "a generator")):
             with self.subTest(kind), self.assertRaisesRegex(rag_eval.RagEvalError, f"score, got {kind}$"):
                 rag_eval.evaluate({"q": {"a": 1}}, {"q": ranking}, 5)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_qrels reads it\)$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_qrels\(path\)\)$"):
             rag_eval.evaluate("qrels.json", run, 5)
-        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_run reads it\)$"):
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_run\(path\)\)$"):
             rag_eval.evaluate(qrels, "run.json", 5)
+
+    def test_main_takes_a_list(self):
+        """main("qrels.json run.json") read a character at a time: "two runs are named 'r'", exit 2."""
+        with self.assertRaisesRegex(TypeError, r"^main\(\) takes a list of arguments: main\(\['q.json', 'r.json'\]\)$"):
+            rag_eval.main("q.json r.json")
 
     def test_one_measure_by_name_and_the_key_rule(self):
         qrels, run = load_fixtures()
