@@ -85,7 +85,7 @@ from collections import Counter, abc
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from functools import lru_cache
-from itertools import accumulate, chain, islice, repeat
+from itertools import accumulate, chain, groupby, islice, repeat
 from operator import getitem, itemgetter, lt, mul, truediv
 from types import MappingProxyType
 from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
@@ -2816,7 +2816,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         if "judge" in result:  # judged scores: the judge's changes and drift
             _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
-                                         for entry in report[part].values())
+                                         for entry in report[part].values()) if metrics or report["floors"] else UNGATED
     report["passed"] = report["verdict"] == "pass"
     return report
 
@@ -4378,7 +4378,7 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
             if qid is None:
                 _header_error(fields, source, lineno, "a run line", _RUN_HEADERS)
             swapped = "; is this a qrels file? the order is QRELS RUN" if qid is None and len(fields) in (3, 4) \
-                and fields[-1].isdigit() else ""  # its last field a grade
+                and fields[-1].isdigit() and len(fields[-1]) == 1 else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
         elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
@@ -4419,34 +4419,27 @@ def _as_text(text: Union[str, bytes]) -> str:
 
 
 def _msmarco_layout(inp: _Input) -> bool:
-    """Whether a text run is MS MARCO's ``qid pid rank``: three fields, and the first query's ranks in any
-    line order (its evaluation places each line by its rank) distinct, with 1, and 1 to n if it ended.
-
-    A qrels file given as the run has three fields too (BEIR's TSV), but its
-    third column is a grade: 0, or 1 twice.  One judgment per query, grade 1
-    (as MS MARCO's judgments), is a ranking of depth 1 too: the file is a run
-    only if some query of its head has more than one line.  Grades 1, 2 in a
-    first query still read as ranks.
-    """
+    """Whether a text run is MS MARCO's ``qid pid rank``, in any line order (its evaluation places each line by
+    its rank): three fields, the first query's ranks positive, and a query's lines that break off and come back
+    (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended, and a
+    query of several lines (one per query, rank 1, is a qrels file too).  A qrels file has grades: 0, 1 twice."""
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    first, ranks, lines = None, set(), Counter()  # the first query, its ranks; every query's lines
+    rows: List[List[bytes]] = []  # (query, pid, rank) of each line
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
             continue
         if len(fields) != 3:
             break
-        first = first or fields[0]
-        lines[fields[0]] += 1
-        if fields[0] != first or len(lines) > 1:  # the first query ended: its ranks must be 1 to n, not grades
-            if len(ranks) > 1 or lines[fields[0]] > 1:
-                break
-            continue
-        rank = int(fields[2]) if fields[2].isdigit() and len(fields[2]) <= 9 else 0
-        if not rank or rank in ranks:
-            return False
-        ranks.add(rank)
-    return 1 in ranks and max(lines.values()) > 1 and (len(lines) == 1 or len(ranks) == max(ranks))
+        rows.append(fields)
+    stretches = [[rank for _, _, rank in lines] for _, lines in groupby(rows, itemgetter(0))]  # a query's run of lines
+    ranks = [int(rank) if rank.isdigit() and len(rank) <= 9 else 0 for rank in (stretches or [[b""]])[0]]
+    if 0 in ranks:
+        return False
+    if len({row[0] for row in rows}) < len(stretches):
+        return True
+    return len(set(ranks)) == len(ranks) and 1 in ranks and len(rows) > len(stretches) and (
+        len(stretches) == 1 or max(ranks) == len(ranks))
 
 
 def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
@@ -6073,6 +6066,8 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
                 row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
                            if gated else missing)
             rows.append(row)
+    for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for all
+        rows += [[metric, name] + [missing] * (len(rows[0]) - 3) + ["not gated"] for name in gates]
     return rows
 
 
@@ -6895,6 +6890,8 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     if settings.rule == "significant" and baseline is not None:
         _check_same_queries(baseline, result)
     gate_report = gate(result, baseline, settings, slices)
+    if gate_report["verdict"] == UNGATED:
+        raise RagEvalError("--not-gated names every metric of the baseline, so nothing would be gated")
     gate_report["qrels_changed"] = qrels_changed
 
     changes = meta_changes(baseline.meta, args.meta) if baseline is not None and baseline.meta is not None else []
@@ -7032,14 +7029,14 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
 def _separator_hint(run: Run, qrels: Qrels) -> str:
-    """Why no run id is judged: the --doc-id-sep that makes them meet while most queries keep more than one
-    document ('kb-0263_1' and 'kb-0263#1' meet at '-' as 'kb': every score 1), else an id of each side."""
+    """Why no run id is judged: the --doc-id-sep that makes them meet and leaves one side whole, documents ('kb-0263_1'
+    and 'kb-0263#1' meet at '-' as 'kb', every score 1), else an id of each side."""
     sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
               if qid in qrels]
+    sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
-        several = [len({document_of(docid, sep) for docid in ids}) > 1 for _, ids in sample if len(set(ids)) > 1]
-        if sum(several) * 2 >= len(several) and any(document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]}
-                                                   for qid, ids in sample for docid in ids):
+        if any(all(document_of(d, sep) == d for d in side) for side in sides) and any(
+                document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]} for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
     ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))

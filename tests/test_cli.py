@@ -546,6 +546,26 @@ class TestHints(TempDirMixin, unittest.TestCase):
         qrels = self.write("docs.json", json.dumps({"q1": {"refund-policy": 2}, "q2": {"sla-uptime": 1}}))
         self.assertIn("--doc-id-sep '#' would make them meet", run_main([qrels, run])[2])
 
+    def test_no_separator_hint_between_two_kinds_of_chunk_id(self):
+        # 'kb-0263.pdf#1' against 'kb-0263.pdf:1', queries retrieving several documents: '.' once was offered,
+        # and applied scored documents, not chunks (every score 1.0 here).  A separator is offered only where
+        # one side is left whole by it (it names documents, or chunk ids with a suffix)
+        qrels = self.write("q.json", json.dumps({"q1": {"kb-0263.pdf#1": 1, "kb-0264.pdf#2": 1},
+                                                 "q2": {"kb-0512.pdf#1": 2}}))
+        run = self.write("r.json", json.dumps({"q1": ["kb-0263.pdf:2", "kb-0100.pdf:2", "kb-0264.pdf:1"],
+                                               "q2": ["kb-0512.pdf:3", "kb-0007.pdf:3"]}))
+        code, _, err = run_main([qrels, run])
+        self.assertEqual(code, rag_eval.EXIT_ERROR)
+        self.assertNotIn("--doc-id-sep", err)
+        assert_error_line(self, err, file=run, quoted=["kb-0263.pdf:2", "kb-0263.pdf#1", ":2", "#1"])
+        self.assertEqual(json.loads(run_main([qrels, run, "--doc-id-sep", "."])[1])["mean"]["mrr@5"], 1.0)
+        # the run's chunk ids with a suffix: '.' leaves the qrels' whole and makes the ids meet, chunk for chunk
+        suffixed = self.write("s.json", json.dumps({"q1": ["kb-0100#2.pdf", "kb-0263#1.pdf"], "q2": ["kb-0512#1.pdf"]}))
+        chunks = self.write("c.json", json.dumps({"q1": {"kb-0263#1": 1, "kb-0264#2": 1}, "q2": {"kb-0512#1": 2}}))
+        self.assertIn("--doc-id-sep '.' would make them meet", run_main([chunks, suffixed])[2])
+        code, out, _ = run_main([chunks, suffixed, "--doc-id-sep", "."])
+        self.assertEqual(json.loads(out)["mean"]["mrr@5"], (1 / 2 + 1) / 2)
+
     def test_ids_that_share_nothing_get_no_hint(self):
         run = self.write("other.json", json.dumps({"q1": ["zzz"], "q2": ["yyy"], "q3": ["xxx"]}))
         code, _, err = run_main(["fixtures/qrels.json", run])

@@ -332,6 +332,21 @@ class TestCandidatesGate(Workload, unittest.TestCase):
                 self.assertEqual(bool(regressions), ten in runs, err)
                 self.assertTrue(all(line.endswith("(run ten_lost)") for line in regressions), err)
 
+    def test_every_report_of_several_runs_lists_what_was_not_gated(self):
+        # --not-gated with several runs: the table, markdown and csv (which once had no word of it) hold a
+        # 'not gated' row per metric and run, the JSON each run's gate.not_gated
+        argv = [QRELS, RUN, f"same={RUN}", "--baseline", BASELINE, "--not-gated", "recall@5,mrr@5"]
+        code, out, err = main(argv)
+        self.assertEqual(code, 0, err)
+        self.assertEqual([run["gate"]["not_gated"] for run in json.loads(out)["runs"]], [["recall@5", "mrr@5"]] * 2)
+        for fmt in ("table", "markdown", "csv"):
+            with self.subTest(format=fmt):
+                code, out, err = main(argv + ["--format", fmt])
+                self.assertEqual(code, 0, err)
+                rows = [line.replace("`", "") for line in out.splitlines() if line.rstrip(" |").endswith("not gated")]
+                self.assertEqual([row.replace("|", " ").replace(",", " ").split()[:2] for row in rows],
+                                 [["recall@5", "run"], ["recall@5", "same"], ["mrr@5", "run"], ["mrr@5", "same"]])
+
     def test_no_baseline_no_gate(self):
         bad = self.ranked("poor", 0.1, 5)  # finds little: worse, but nothing to gate against
         code, out, err = main([self.qrels_path, self.ranked("good", 0.9, 4), bad])

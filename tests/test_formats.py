@@ -308,6 +308,27 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         line = assert_error_line(self, err, file=self.path("scores.tsv"), line=1, names=[" 3"])
         self.assertNotIn(";", line)  # no hint
 
+    def test_msmarco_run_in_any_line_order_across_queries(self):
+        # The whole file sorted by pid (as 'sort -k2' leaves it) or shuffled: queries' lines
+        # interleave, the first query's rank 1 may be far off, and it was refused as a TREC run with the hint
+        # that blames the argument order.  A query whose lines break off and come back is no qrels file.
+        import random
+
+        ranked = self.write("run.json", self.ranked())
+        lines = [f"{qid}\t{docid}\t{rank}\n" for qid, docs in self.ranked().items() for rank, docid in enumerate(docs, 1)]
+        for order, key in (("pid", lambda line: line.split("\t")[1]), ("shuffled", None)):
+            with self.subTest(order=order):
+                text = "".join(sorted(lines, key=key) if key else random.Random(5).sample(lines, len(lines)))
+                self.same_everywhere(self.write("run.tsv", text), ranked)
+
+    def test_no_qrels_hint_where_the_last_field_is_no_grade(self):
+        # 'qid docid 12': an integer score or a rank, not a grade (grades are one digit): the error names the
+        # line, and blames no argument order
+        code, err = self.scored(self.write("int.tsv", "q1\ta\t12\nq1\tb\t11\nq2\tc\t15\n"))
+        self.assertEqual(code, 2)
+        line = assert_error_line(self, err, file=self.path("int.tsv"), line=1, names=[" 3"])
+        self.assertNotIn("QRELS RUN", line)
+
     def test_msmarco_run_is_reduced_as_it_streams(self):
         qrels = rag_eval.read_qrels(self.qrels)
         read = rag_eval._read_run(self.write("run.tsv", self.msmarco()), depth=4, judged=qrels, cutoffs=[3])

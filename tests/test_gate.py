@@ -173,6 +173,23 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
         self.assertIn("--not-gated: mrr@20 is not in the baseline",
                       run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", "mrr@20"])[2])
 
+    def test_leaving_every_metric_out_is_no_pass(self):
+        # --not-gated naming every metric of the baseline once passed (verdict pass, exit 0, rag_eval_passed 1)
+        # with nothing gated: refused; the library's gate of nothing says ungated, never pass
+        every = sorted(rag_eval.read_baseline(self.extended).means)
+        code, out, err = run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", ",".join(every)])
+        self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
+        assert_error_line(self, err, names=["--not-gated"])
+        baseline = rag_eval.read_baseline(self.extended)
+        result = rag_eval.evaluate(rag_eval.read_qrels(self.qrels), rag_eval.read_run(self.new), [5, 10])
+        report = rag_eval.gate(result, baseline, rag_eval.GateSettings(not_gated=frozenset(every)))
+        self.assertEqual((report["verdict"], report["passed"]), (rag_eval.UNGATED, False))
+        self.assertEqual(rag_eval.gate(result, None)["verdict"], rag_eval.UNGATED)
+        # a floor is something to gate
+        code, out, err = run_main([self.qrels, self.new, "--baseline", self.extended, "--not-gated", ",".join(every),
+                                   "--min", "recall@5=0.5"])
+        self.assertEqual((code, json.loads(out)["verdict"]), (rag_eval.EXIT_OK, "pass"), err)
+
     def test_an_update_keeps_what_the_call_did_not_ask_for(self):
         # --update-baseline --k 5 once deleted the @10 means, and --k 5,10 then called them new, never gated
         better = self.write("better.json", {f"q{i}": [f"d{i}a", f"d{i}b"] for i in range(1, 5)})
@@ -197,6 +214,17 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
                                    "--k", "5", "--gain", "linear"])
         self.assertEqual((code, out), (rag_eval.EXIT_ERROR, ""))
         self.assertIn("gain", err)
+
+    def test_an_extended_baseline_metric_the_run_cannot_compute_is_missing(self):
+        # an extended baseline holding a metric no call scores here (iou@5, of evidence spans): missing, a
+        # regression, as in a flat one (a planted copy that gated only what was scored passed the suite)
+        with open(self.extended) as handle:
+            data = json.load(handle)
+        data["mean"]["iou@5"] = 0.5
+        code, out, err = run_main([self.qrels, self.old, "--baseline", self.write("b.json", data), "--k", "5"])
+        self.assertEqual(code, rag_eval.EXIT_REGRESSION, err)
+        self.assertEqual(json.loads(out)["gate"]["metrics"]["iou@5"]["verdict"], "missing")
+        self.assertIn("REGRESSION iou@5: baseline 0.5000, now missing", err.splitlines())
 
     def test_a_metric_the_run_cannot_compute_is_missing(self):
         code, out, err = run_main(["fixtures/qrels.json", "fixtures/run.json", "--baseline",
@@ -903,6 +931,19 @@ class TestPairedGate(unittest.TestCase):
         self.assertNotEqual([intervals["1"][0][m] for m in bootstrapped], [intervals["2"][0][m] for m in bootstrapped])
         self.assertEqual(intervals["1"][0]["success@5"], intervals["2"][0]["success@5"])
 
+    def test_ci_intervals_of_several_runs_follow_the_seed(self):
+        # several runs in one call draw their intervals from --seed too (a planted copy that dropped it there
+        # passed the suite): same seed, same bytes; another, another draw
+        intervals = {}
+        for seed in ("1", "2", "1"):
+            code, out, err = run_main([self.qrels, self.base, self.strong, "--resamples", "200", "--seed", seed, "--ci"])
+            self.assertEqual(code, 0, err)
+            intervals.setdefault(seed, []).append([run["intervals"] for run in json.loads(out)["runs"]])
+        self.assertEqual(intervals["1"][0], intervals["1"][1])
+        for one, other in zip(intervals["1"][0], intervals["2"][0]):
+            self.assertNotEqual(one["recall@5"], other["recall@5"])
+            self.assertEqual(one["success@5"], other["success@5"])  # Clopper-Pearson, no draw
+
     def test_significant_refuses_a_baseline_of_queries_the_run_no_longer_has(self):
         # New judgments drop queries the baseline scored (--allow-qrels-change): a paired test on the shared
         # queries would not test the drop of the means, so --gate significant refuses; --gate drop gates the means.
@@ -1128,6 +1169,24 @@ class TestGateDetails(GateCase, unittest.TestCase):
         self.assertEqual(updated.per_query["recall@5"], {"q1": 1.0, "q2": 1.0, "q3": 1.0})
         (note,) = [line for line in tagged_lines(err, "note") if saved in line]
         self.assertTrue(note.endswith(": ndcg@5"), note)
+
+    def test_an_update_keeps_a_not_gated_metric_the_call_scored(self):
+        # ndcg@5 scored (the default measures) but not gated: its new value was never judged, so an update
+        # (plain or ratchet) keeps the old mean and scores (a planted copy that wrote the new ones passed)
+        better = self.write("better.json", {"q1": ["shipping#1", "refund-policy#2", "refund-policy#9", "refund-policy#3"],
+                                            "q2": ["sla-uptime#1"], "q3": ["sso-setup#5", "okta-guide#1", "sso-setup#4"]})
+        for ratchet in ([], ["--ratchet"]):
+            with self.subTest(ratchet=ratchet):
+                saved = self.path("saved.json")
+                self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved])[0], 0)
+                before = rag_eval.read_baseline(saved)
+                code, out, err = run_main([QRELS, better, "--baseline", saved, "--update-baseline", "--not-gated", "ndcg@5",
+                                           *ratchet])
+                self.assertEqual(code, 0, err)
+                self.assertGreater(json.loads(out)["mean"]["ndcg@5"], before.means["ndcg@5"])  # scored, and rose
+                updated = rag_eval.read_baseline(saved)
+                self.assertEqual((updated.means["ndcg@5"], updated.per_query["ndcg@5"]),
+                                 (before.means["ndcg@5"], before.per_query["ndcg@5"]))
 
     def test_regressions_refuses_nan(self):
         for current, baseline in [({"recall@5": 0.1}, {"recall@5": float("nan")}),
