@@ -2450,8 +2450,9 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
         return []
     now = _conventions_record(result)
     keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
-    found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
-             for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
+    found = [f"{key}: baseline {_clipped_repr(was)}, now {_clipped_repr(now.get(key))}" + (
+        f" (use --{key.replace('_', '-')}{'' if was is True else ' ' + _clip(str(was))})" if was not in (None, False) else "")
+        for key in keys if key != "k" and (was := baseline.conventions.get(key)) != now.get(key)]
     # Cutoffs are not conventions: the call scores the baseline's own too (see _baseline_needs).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")

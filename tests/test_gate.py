@@ -499,6 +499,16 @@ class TestProvenance(GateCase, unittest.TestCase):
             with self.subTest(option):
                 self.assert_error([QRELS, RUN, "--baseline", self.saved, *option], [self.saved, *names])
 
+    def test_the_refusal_names_the_option_that_matches(self):
+        """A baseline saved with --gain linear, gated without it, said only "save a new baseline" (issue 33)."""
+        linear = self.path("linear.json")
+        self.assertEqual(run_main([QRELS, RUN, "--gain", "linear", "--judged-only", "--save-baseline", linear])[0], 0)
+        code, _, err = run_main([QRELS, RUN, "--baseline", linear])
+        self.assertEqual(code, 2, err)
+        self.assertIn("gain: baseline 'linear', now 'exp' (use --gain linear)", err)
+        self.assertIn("judged_only: baseline True, now False (use --judged-only)", err)
+        self.assertNotIn("(use", run_main([QRELS, RUN, "--baseline", self.saved, "--judged-only"])[2])  # False: no option
+
     def test_more_cutoffs_than_the_baseline_are_comparable(self):
         # every @5 metric of the baseline is computed again, with the same conventions
         code, out, err = run_main([QRELS, RUN, "--baseline", self.saved, "--k", "3,5"])
