@@ -5044,7 +5044,8 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
         return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
 
     cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
-    names = [name for name, kinds in cells.items() if False not in kinds and True in kinds]
+    names = [name for name, kinds in cells.items() if False not in kinds and (True in kinds or name in _JUDGE_HIGHER
+                                                                             | _JUDGE_LOWER)]  # all NaN: missing
     return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 
@@ -5085,7 +5086,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
     for sample in samples:
         qid = _judged_key(sample, field or "id", source, None)
         answer = _digest((sample.get("output") or {}).get("completion"))
-        for scorer, score in (sample.get("scores") or {}).items():
+        for scorer, score in (sample.get("scores") or {None: None}).items():  # None: missing
             values = score.get("value") if isinstance(score, dict) else None
             values = values if isinstance(values, dict) else {scorer: values}
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
@@ -5096,13 +5097,14 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
 
 
 def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
-    """OpenAI evals' record: ``match`` and ``metrics`` events by ``sample_id``; answers from ``sampling``."""
+    """OpenAI evals' record: ``match``, ``metrics`` events by ``sample_id``; the answer: its first ``sampling``."""
     found, spec, answers = [], {}, {}
     for line, row in rows:
         spec, data, kind = row.get("spec", spec), row.get("data"), row.get("type")
         if kind == "sampling" and isinstance(data, dict):
-            answers[_judged_key(row, field or "sample_id", source, line)] = _digest(data.get("sampled"))
-        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {}
+            answers.setdefault(_judged_key(row, field or "sample_id", source, line), _digest(data.get("sampled")))
+        scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
+            None: None} if kind == "sampling" else {}  # None: missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
                               _score_value(value, name, source, line), None, None, None, line)
                   for name, value in scores.items()]
@@ -5200,7 +5202,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
             except (AttributeError, KeyError, TypeError, IndexError) as exc:
                 raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
                     from None
-            if not found.scores:
+            if not any(s.metric for s in found.scores):
                 raise RagEvalError(f"a {name} with no score in it", source)
             return found
     known = ", ".join(name for name, *_ in _JUDGE_FORMATS)
@@ -5212,10 +5214,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
     (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
     per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
-    the judge's configuration (``provenance``).  A question counts once, the mean of its repeats; with no score
-    (a judge error, NaN, no row) it is left out of that metric and counted, and past ``max_missing`` of the
-    questions the input is refused.  Duplicate rows, a score out of its range and a metric of unknown
-    direction are refused."""
+    the judge's configuration (``provenance``).  Repeats, missing scores and what is refused: docs/judged.md."""
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
     digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
@@ -5224,8 +5223,8 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
         sources.append(read.source)
         known.update(read.known)
         judge.update(read.judge)
-        for s in read.scores:
-            slot = cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
+        for s in read.scores:  # metric None: a question scored on nothing (an error), missing
+            slot = {} if s.metric is None else cells.setdefault(_judge_name(s.metric), {}).setdefault(s.id, {})
             if s.repeat in slot:
                 raise RagEvalError(f"question {_clipped_repr(s.id)} scored twice on {_judge_name(s.metric)}" + (
                     f" in repeat {_clipped_repr(s.repeat)}" if s.repeat else " (repeats need a repeat number)"),
@@ -5302,7 +5301,7 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
         gate_report["judge_changes"] = changes
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
     anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
-               and contexts.get(qid) == now["contexts"].get(qid, contexts.get(qid))}
+               and len({contexts.get(qid), now["contexts"].get(qid)} - {None}) < 2}  # contexts where both give them
     gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
                                               if contexts.get(qid, sha) != sha), key=_natural_order)
     tests, scores = {}, per_query_by_metric(result)
@@ -5344,15 +5343,8 @@ def _covariance(a: List[float], b: List[float]) -> float:
 
 def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
-    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).
-
-    With n labelled questions (Y human, f judge) and N others (f~ judge only): estimate = lambda mean(f~) +
-    mean(Y - lambda f), variance lambda^2 var(f~) / N + var(Y - lambda f) / n, the power-tuning weight lambda =
-    cov(Y, f) / ((1 + n / N) var(f)), f of every judged question, kept in [0, 1] (0: the labels alone, 1:
-    plain PPI); the interval uses Student's t with n - 1 degrees of freedom (Cornish-Fisher).  Under
-    MIN_HUMAN_LABELS labels, or a judge-human correlation under MIN_JUDGE_CORRELATION, the labels alone.
-    ``effective_labels``: how many labels alone would give the same variance.
-    """
+    ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
+    estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
     from statistics import NormalDist
 
     ids = sorted(qid for qid in labels if qid in judged)
@@ -5379,7 +5371,8 @@ def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidenc
         (_standard_deviation(residual) ** 2) / n
     z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
-    entry["interval"] = [entry["estimate"] - half, entry["estimate"] + half]
+    entry["interval"] = list(clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
+        else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
     entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 
@@ -6141,10 +6134,13 @@ def _as_tolerance(value) -> Tolerance:
 
 
 def _floor_arg(text: str) -> Tuple[str, float]:
+    """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
-    value = _finite_number(amount)
-    if not sep or not metric or value is None or not 0 <= value <= 1:
-        raise RagEvalError(f"expected metric=value with a value from 0 to 1, such as recall@5=0.8, got {_clipped_repr(text)}")
+    value, key = _finite_number(amount), metric.rpartition(":")[2]
+    if not sep or not metric or value is None or not 0 <= (-value if key[:7] == JUDGE + "-" else value) <= (
+            math.inf if _is_judged_metric(key) else 1):
+        raise RagEvalError(f"expected metric=value with a value from 0 to 1 (a judged metric's on its scale, at most "
+                           f"0 for judge.-NAME), such as recall@5=0.8, got {_clipped_repr(text)}")
     return metric, value
 
 

@@ -110,6 +110,22 @@ class Directions(JudgedTempDir, unittest.TestCase):
         self.assertEqual((code, entry["verdict"]), (1, "regression"))
 
 
+    def test_floors_of_judged_metrics_on_their_own_scale(self):
+        # review34: "hallucination at most 0.2" is the floor -0.2 of judge.-hallucination; a tone on a 1-5 scale
+        # takes a floor of 4.  Both were refused ("a value from 0 to 1").
+        code, report, _ = report_of(["--judged", BASE, "--min", "judge.-hallucination=-0.1"])  # mean 0.7/6 = 0.117
+        self.assertEqual((code, report["gate"]["floors"]["judge.-hallucination"]["verdict"]), (1, "below floor"))
+        self.assertEqual(report_of(["--judged", BASE, "--min", "judge.-hallucination=-0.12"])[0], 0)
+        path = self.write_rows("t.jsonl", [{"id": "q1", "metric": "tone", "score": 3.0},
+                                           {"id": "q2", "metric": "tone", "score": 4.0}])
+        self.assertEqual(run_main(["--judged", path, "--judged-direction", "tone=higher", "--min", "judge.tone=4"])[0], 1)
+        for wrong in ("judge.-hallucination=0.1", "judge.faithfulness=-0.5", "recall@5=1.5"):  # could never fail/pass
+            with self.subTest(wrong):
+                code, _, err = run_main(["--judged", BASE, "--min", wrong])
+                self.assertEqual(code, 2)
+                assert_error_line(self, err, names=["--min"])
+
+
 class JudgeErrors(JudgedTempDir, unittest.TestCase):
     """A judge error, NaN or missing score is missing, never 0; past the documented share, refused."""
 
@@ -123,6 +139,30 @@ class JudgeErrors(JudgedTempDir, unittest.TestCase):
         (warning,) = tagged_lines(err, "warning")
         self.assertIn("judge.faithfulness", warning)
         self.assertIn("1 of 6", warning)
+
+    def test_a_sample_the_judge_never_scored_is_missing(self):
+        # review34: an Inspect sample that errored has no scores, an OpenAI evals sample that failed has its
+        # sampling event and no match: both questions vanished (20 questions became 18, none counted missing)
+        with open(os.path.join(JUDGED, "inspect_log.json"), encoding="utf-8") as handle:
+            log = json.load(handle)
+        for item in log["samples"]:
+            if item["id"] == "q2":
+                item.update(scores=None, error={"message": "RateLimitError", "traceback": ""})
+        inspect = os.path.join(self.tmp, "log.json")
+        with open(inspect, "w", encoding="utf-8") as handle:
+            json.dump(log, handle)
+        with open(os.path.join(JUDGED, "openai_evals.jsonl"), encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
+        events = self.write_rows("events.jsonl", [row for row in rows if not (
+            row.get("type") == "match" and row.get("sample_id") == "rag-qa.dev.0")])
+        for path, key, ids in ((inspect, "judge.model_graded_fact", ["q2"]), (events, "judge.match", ["rag-qa.dev.0"])):
+            with self.subTest(path):
+                code, _, err = run_main(["--judged", path])
+                self.assertEqual(code, 2)
+                assert_error_line(self, err, path, quoted=ids, names=["--max-judge-missing"])
+                result = rag_eval.judged_result([rag_eval.read_judged(path)], max_missing=0.5)
+                entry = result["judge"]["metrics"][key]
+                self.assertEqual((result["queries"], entry["missing"], entry["missing_ids"]), (3, 1, ids))
 
     def test_past_the_share_the_input_is_refused(self):
         code, _, err = run_main(["--judged", NOW])  # 1 of 6 = 0.167 > the default 0.1
@@ -213,6 +253,23 @@ class ReadersOfExports(unittest.TestCase):
                 self.assertEqual(result["mean"]["judge.faithfulness"], (1.0 + 0.5 + 0.75) / 3)
                 self.assertAlmostEqual(result["mean"]["judge.answer_relevancy"], (0.9 + 0.7) / 2)
 
+    def test_ragas_metric_column_all_nan_is_missing_not_absent(self):
+        # review34: a documented metric whose every cell is NaN (the judge failed on every row) vanished from the
+        # result, so a baseline gate called it "missing" (exit 1) instead of refusing the judge errors (exit 2)
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.csv")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("user_input,response,reference,faithfulness,answer_relevancy\n"
+                             + "".join(f"q{i},a,,,0.{i}\n" for i in range(1, 6)))
+            with self.assertRaises(rag_eval.RagEvalError) as caught:
+                self.read(path, "user_input")
+            assert_error_line(self, str(caught.exception), path, prefix="", names=["faithfulness", "5 of 5"])
+            result = rag_eval.judged_result([rag_eval.read_judged(path, "user_input")], max_missing=1.0)
+        self.assertEqual(sorted(result["mean"]), ["judge.answer_relevancy", "judge.faithfulness"])  # not reference
+        self.assertEqual(result["judge"]["metrics"]["judge.faithfulness"]["missing"], 5)
+
     def test_ragas_without_an_id_field_is_refused(self):
         with self.assertRaises(rag_eval.RagEvalError) as caught:
             rag_eval.read_judged(sample("ragas.csv"))
@@ -265,6 +322,21 @@ class ReadersOfExports(unittest.TestCase):
         result = self.read("openai_evals.jsonl")
         self.assertAlmostEqual(result["mean"]["judge.match"], 2 / 3)
         self.assertEqual(result["judge"]["provenance"]["model"], "gpt-4o-mini")
+
+
+class OpenAIEvalsModelGraded(JudgedTempDir, unittest.TestCase):
+    def test_the_answer_is_the_first_sampling_event_not_the_graders(self):
+        # review34: a model-graded eval (evals/elsuite/modelgraded/classify.py) samples the completion, then the
+        # grader, both recorded as sampling events of the sample; the grader's "Y" was taken as the answer, so
+        # changed answers the grader passed again looked byte-identical: false drift anchors
+        rows = [{"spec": {"completion_fns": ["gpt-4o-mini"]}}]
+        for i, answer in enumerate(("Paris", "Lyon")):
+            rows += [{"sample_id": f"s.{i}", "type": "sampling", "data": {"prompt": "q", "sampled": [answer]}},
+                     {"sample_id": f"s.{i}", "type": "sampling", "data": {"prompt": "grade", "sampled": ["Y"]}},
+                     {"sample_id": f"s.{i}", "type": "metrics", "data": {"score": 1.0}}]
+        result = rag_eval.judged_result([rag_eval.read_judged(self.write_rows("e.jsonl", rows))],
+                                        {"score": "higher"})
+        self.assertEqual(len(set(result["judge"]["answers"].values())), 2)
 
 
 class RetrievalAndJudgedTogether(JudgedTempDir, unittest.TestCase):
@@ -405,6 +477,15 @@ class JudgeDrift(JudgedTempDir, unittest.TestCase):
         self.assertFalse(report["gate"]["judge_drift"]["judge.faithfulness"]["drifted"])
         self.assertEqual(report["gate"]["metrics"]["judge.faithfulness"]["verdict"], "regression")
 
+    def test_contexts_digests_on_one_side_only_keep_the_anchors(self):
+        # review34: the docs compare contexts "where both sides give their digests"; a baseline saved without them
+        # and a run with them had no anchor at all, so a drifted judge read as a regression (exit 1), not exit 3
+        base = os.path.join(self.tmp, "b.json")
+        run_main(["--judged", self.write_rows("b.jsonl", self.rows(0, 0)), "--save-baseline", base])
+        now = self.write_rows("n.jsonl", [dict(row, contexts_sha256="c" * 64) for row in self.rows(-0.05, -0.05)])
+        code, report, _ = report_of(["--judged", now, "--baseline", base])
+        self.assertEqual((code, report["gate"]["judge_drift"]["judge.faithfulness"]["anchors"]), (3, 15))
+
     def test_changed_contexts_are_reported(self):
         rows = [{"id": "q1", "metric": "faithfulness", "score": 0.5, "answer_sha256": "a" * 64,
                  "contexts_sha256": "b" * 64}]
@@ -495,6 +576,16 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         self.assertEqual(got["lambda"], 0.0)
         self.assertAlmostEqual(got["estimate"], sum(human) / 10)
         self.assertAlmostEqual(got["effective_labels"], 10)
+
+    def test_labels_alone_of_pass_fail_never_a_zero_width_interval(self):
+        # review34: 50 passes of 50 gave the 95% interval [1, 1]; where 3% of all answers fail, it covered the
+        # truth in 66% of seeded sets (labels alone: Clopper-Pearson, exact for 0/1, as --ci's pass/fail means)
+        labels = {f"q{i}": 1.0 for i in range(50)}
+        judged = {f"q{i}": 1.0 if i % 7 else 0.0 for i in range(300)}
+        got = rag_eval.ppi_mean(labels, judged)
+        self.assertTrue(got["method"].startswith("labels alone"))
+        self.assertEqual(got["interval"], list(rag_eval.clopper_pearson(50, 50)))
+        self.assertLess(got["interval"][0], 0.93)
 
     def test_a_weak_judge_the_labels_alone(self):
         human, _, rest = self.data()

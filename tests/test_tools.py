@@ -100,6 +100,11 @@ class TestBenchmarksRun(unittest.TestCase):
         self.assertIn("50 labels of 120 questions, 20 simulations", out)  # MIN_HUMAN_LABELS, the default
         self.assertEqual(out.count("\n| "), 6)  # the header and five scenarios
 
+    def test_drift_false_rate(self):
+        out = self.run_script("tools/bench/drift_false_rate.py", "--simulations", "5", "--questions", "20",
+                              "--changed", "5")
+        self.assertEqual(out.count("\n| "), 4)  # graded and pass/fail, each unchanged and shifted
+
     def test_bench_rows(self):
         with tempfile.TemporaryDirectory() as workdir:
             out = self.run_script("tools/bench/bench_rows.py", "--reference", "rag_eval.py", "--queries", "30", "--docs",
