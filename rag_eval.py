@@ -698,7 +698,7 @@ def evaluate(
     its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = [measures] if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
+    asked = measures.split(",") if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -706,7 +706,7 @@ def evaluate(
     cutoffs = sorted({cutoff for _, cutoff in pairs})
     conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
-    _check_qrels(qrels)
+    qrels = _check_qrels(qrels)
     reduced = isinstance(run, _ReducedRun)
     if not reduced:
         run = _library_run(run)
@@ -832,17 +832,21 @@ def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str]
 # --- Validating in-memory inputs (files and library callers alike) ---
 
 
-def _check_qrels(qrels, source: str = "qrels") -> None:
+def _check_qrels(qrels, source: str = "qrels") -> Qrels:
+    """``qrels`` checked, a grade ``1.0`` as 1 (see _whole)."""
     if not isinstance(qrels, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_json_kind(qrels)}", source)
+        raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_json_kind(qrels)}"
+                           f"{' (a path? read_qrels(path))' * isinstance(qrels, str)}", source)
     judgments = list(qrels.values())
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
         if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
-            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
+            return qrels  # the common case, checked in C for all queries at once; the loop below says what is wrong
+    qrels = {qid: {d: _whole(g) for d, g in docs.items()} if isinstance(docs, _MAPPINGS) else docs for qid, docs in qrels.items()}
     for qid, docs in qrels.items():
         _string_id(qid, "query id", source)
         _check_grades(docs, source, qid)
+    return qrels
 
 
 def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
@@ -889,7 +893,8 @@ def _library_run(run: Run) -> Run:
 
 def _check_run(run, source: str = "run") -> None:
     if not isinstance(run, _MAPPINGS):
-        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_json_kind(run)}", source)
+        raise RagEvalError(f"expected a JSON object of query -> ranking, got {_json_kind(run)}"
+                           f"{' (a path? read_run(path))' * isinstance(run, str)}", source)
     entries = list(run.values())
     if _all_of(run, str) and (_all_of(entries, list) or _all_of(entries, dict)) \
             and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
@@ -1361,7 +1366,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = [measures] if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = measures.split(",") if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -2450,8 +2455,9 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
         return []
     now = _conventions_record(result)
     keys = [*now] + ([] if "min_overlap" in now else ["min_overlap"])  # evidence spans, either side
-    found = [f"{key}: baseline {_clipped_repr(baseline.conventions.get(key))}, now {_clipped_repr(now.get(key))}"
-             for key in keys if key != "k" and baseline.conventions.get(key) != now.get(key)]
+    found = [f"{key}: baseline {_clipped_repr(was)}, now {_clipped_repr(now.get(key))}" + (
+        f" (use --{key.replace('_', '-')}{'' if was is True else ' ' + _clip(str(was))})" if was not in (None, False) else "")
+        for key in keys if key != "k" and (was := baseline.conventions.get(key)) != now.get(key)]
     # Cutoffs are not conventions: the call scores the baseline's own too (see _baseline_needs).
     if baseline.qrels_sha256 != qrels_sha256:
         found.append(f"qrels: baseline sha256 {baseline.qrels_sha256[:12]}..., now {qrels_sha256[:12]}...")
@@ -2499,7 +2505,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
               "qrels_sha256": qrels_sha256, "conventions": _conventions_record(result), "unscored": result["unscored"],
               **{key: value for key, value in extra.items() if key != "judgments"}, "per_query": by_query,
               **{key: value for key, value in extra.items() if key == "judgments"}}
-    return _expanded(record, {"per_query": 1, "judgments": 2}) + "\n"
+    return _format_json(record, 0, _expanded(record, {"per_query": 1, "judgments": 2}))
 
 
 def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
@@ -2792,8 +2798,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if not isinstance(settings, GateSettings) or unknown:
         raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
                         f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
-    settings = settings._replace(**{name: Tolerance(value) if name == "default" and _is_finite(value) else value
-                                    for name, value in fields.items()})
+    settings = settings._replace(**fields)
+    settings = settings._replace(default=_as_tolerance(settings.default), tolerances={
+        metric: _as_tolerance(value) for metric, value in settings.tolerances.items()})
     if settings.rule not in GATE_RULES:
         raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
                            f"choose from {', '.join(GATE_RULES)})")
@@ -3091,8 +3098,7 @@ def _query_digest(docs: Mapping[str, int]) -> str:
 def _check_stored_judgments(stored, path: str) -> dict:
     """A baseline's ``judgments`` record, checked."""
     if isinstance(stored, dict) and set(stored) == {"qrels"}:
-        _check_qrels(stored["qrels"], path)
-        return stored
+        return {"qrels": _check_qrels(stored["qrels"], path)}
     if isinstance(stored, dict) and set(stored) == {"digests"} and isinstance(stored["digests"], dict) and all(
             isinstance(entry, dict) and _is_int(entry.get("judged")) and isinstance(entry.get("sha256"), str)
             for entry in stored["digests"].values()):
@@ -3611,7 +3617,7 @@ def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[
 
 def _json_kind(value) -> str:
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
-    return names.get(type(value), "a number")
+    return names.get(type(value)) or ("a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
 def _ascii_int(text: str, digits: int = 9) -> Optional[int]:
@@ -3913,10 +3919,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             if _first_item_is(qrels, dict):  # as pandas' to_json(orient="records") writes them: the JSONL rules
                 qrels = _read_rows(inp.source, qrels, lambda rows: _jsonl_qrels(inp, rows))
             else:
-                for docs in qrels.values() if isinstance(qrels, dict) else ():
-                    if isinstance(docs, dict) and float in set(map(type, docs.values())):
-                        docs.update((docid, _whole(grade)) for docid, grade in docs.items())
-                _check_qrels(qrels, inp.source)
+                qrels = _check_qrels(qrels, inp.source)
         elif fmt == "jsonl":
             qrels = _jsonl_qrels(inp)
         else:
@@ -5478,10 +5481,10 @@ def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     return report
 
 
-def _format_json(report: dict, digits: int) -> str:
-    """The report as one JSON object, keys sorted, every number exact (the shortest repr):
+def _format_json(report: dict, digits: int, text: str = "") -> str:
+    """The report as one JSON object (or its ``text``), keys sorted, every number exact (the shortest repr):
     scripts compare them, so ``digits`` is for the formats people read."""
-    return _neutralise_workflow_commands(json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
+    return _neutralise_workflow_commands(text or json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
 def _format_number(value, digits: int, missing: str = "-") -> str:
@@ -6149,6 +6152,11 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
+def _as_tolerance(value) -> Tolerance:
+    """A Tolerance, or a number or text as --max-drop reads it (``"5%"``)."""
+    return value if isinstance(value, Tolerance) else _tolerance_arg(str(value))[1]
+
+
 def _floor_arg(text: str) -> Tuple[str, float]:
     """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
@@ -6268,7 +6276,7 @@ def _build_parser():
             args, extras = self.parse_known_args(args, namespace)
             if extras:
                 options = [option for option in self._option_string_actions if option.startswith("--")]
-                close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("--") else ""
+                close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("-") else ""
                 self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
             return args
 
@@ -6626,7 +6634,7 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
         full["inputs"]["judged"] = [{"path": path, "sha256": digests.get(path)} for path in args.judged]
     if runs:
         full["inputs"]["runs"] = [{"name": s.name, "path": s.path, "sha256": digests.get(s.path)} for s in runs]
-    return json.dumps(full, sort_keys=True, indent=2) + "\n"
+    return _format_json(full, 0)
 
 
 def _run(args, argv: List[str]) -> int:
@@ -6958,9 +6966,9 @@ def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
         doc, start, end = chunks.get(docid, (docid, None, None))
         return corpus[doc][start:end] if doc in corpus else None
 
-    return "".join(json.dumps({key: value for key, value in (
+    return _format_json({}, 0, "\n".join(json.dumps({key: value for key, value in (
         ("query_id", qid), ("query", queries.get(qid)), ("doc_id", docid), ("text", text(docid)), ("rank", rank),
-        ("relevance", -1)) if value is not None}) + "\n" for qid, docid, rank in rows)
+        ("relevance", -1)) if value is not None}) for qid, docid, rank in rows)) if rows else ""
 
 
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
@@ -7451,6 +7459,8 @@ def _error_line(exc: BaseException, after: str = "") -> str:
 
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit code."""
+    if isinstance(argv, str):  # it would be read a character at a time
+        raise TypeError(f"main() takes a list of arguments: main({argv.split()!r})")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = None
     try:

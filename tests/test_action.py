@@ -803,6 +803,22 @@ class TestEveryRunnersCommands(TempDir):
                         self.assertIn(OTHER_HOSTILE[7], report.get("per_query", [OTHER_HOSTILE[7]]))
         self.assertIn("s##vso[x]:recall@5", [case.get("name") for case in ElementTree.parse(junit).iter("testcase")])
 
+    def test_files_written(self):
+        """--output, --save-baseline and --unjudged wrote ##vso[ (and ##[, ##teamcity[) raw: a step that shows
+        the report or the baseline ran them.  JSON escapes read back as the same ids."""
+        paths = {option: os.path.join(self.tmp, name) for option, name in
+                 (("--output", "o.json"), ("--save-baseline", "b.json"), ("--unjudged", "u.jsonl"))}
+        code, _, err = run_main([self.qrels, self.run_file, "--drop-unknown-queries", "--slices", self.slices,
+                                 "--meta", "k=v##vso[task.setvariable variable=M]x"] + [
+            part for option, path in paths.items() for part in (option, path)])
+        self.assertEqual(code, 0, err)
+        for option, path in paths.items():
+            with self.subTest(option):
+                text = self.read(path)
+                self.assertClean(text, option)
+                read = [json.loads(line) for line in text.splitlines()] if option == "--unjudged" else json.loads(text)
+                self.assertIn(OTHER_HOSTILE[0], json.dumps(read, ensure_ascii=False))  # the exact id, read back
+
     def test_annotations_and_error_lines(self):
         summary = self.write("summary.md", "")
         code, _, err = run_main(self.argv(), {"GITHUB_ACTIONS": "true", "GITHUB_STEP_SUMMARY": summary})

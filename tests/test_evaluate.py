@@ -438,6 +438,31 @@ class TestShapesTheLibraryTakes(unittest.TestCase):
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"^run: query 'q': expected \[document id, score\] pairs"):
             rag_eval.evaluate(qrels, {"q": [("a",)]}, 2)
 
+    def test_what_the_files_take(self):
+        """measures="ndcg,recall" (as --measures) was "unknown measure 'ndcg,recall'"; a grade 1.0 (pandas), read
+        from a file as 1, was refused in memory as "is this a run?"; a set or generator ranking was "a number", a
+        path "a string"."""
+        qrels, run = load_fixtures()
+        self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures="ndcg@5,recall"),
+                         rag_eval.evaluate(qrels, run, 5, measures=["ndcg@5", "recall"]))
+        floats = {qid: {doc: float(grade) for doc, grade in docs.items()} for qid, docs in qrels.items()}
+        self.assertEqual(rag_eval.evaluate(floats, run, 5), rag_eval.evaluate(qrels, run, 5))
+        self.assertEqual(floats["q1"], {doc: float(grade) for doc, grade in qrels["q1"].items()})  # not changed
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"grade must be .*, got 1\.5"):
+            rag_eval.evaluate({"q": {"a": 1.5}}, {"q": ["a"]}, 5)
+        for ranking, kind in (({"a"}, "a set"), ((d for d in "a"), "a generator")):
+            with self.subTest(kind), self.assertRaisesRegex(rag_eval.RagEvalError, f"score, got {kind}$"):
+                rag_eval.evaluate({"q": {"a": 1}}, {"q": ranking}, 5)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_qrels\(path\)\)$"):
+            rag_eval.evaluate("qrels.json", run, 5)
+        with self.assertRaisesRegex(rag_eval.RagEvalError, r"got a string \(a path\? read_run\(path\)\)$"):
+            rag_eval.evaluate(qrels, "run.json", 5)
+
+    def test_main_takes_a_list(self):
+        """main("qrels.json run.json") read a character at a time: "two runs are named 'r'", exit 2."""
+        with self.assertRaisesRegex(TypeError, r"^main\(\) takes a list of arguments: main\(\['q.json', 'r.json'\]\)$"):
+            rag_eval.main("q.json r.json")
+
     def test_one_measure_by_name_and_the_key_rule(self):
         qrels, run = load_fixtures()
         self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures="ndcg"),

@@ -499,6 +499,16 @@ class TestProvenance(GateCase, unittest.TestCase):
             with self.subTest(option):
                 self.assert_error([QRELS, RUN, "--baseline", self.saved, *option], [self.saved, *names])
 
+    def test_the_refusal_names_the_option_that_matches(self):
+        """A baseline saved with --gain linear, gated without it, said only "save a new baseline" (issue 33)."""
+        linear = self.path("linear.json")
+        self.assertEqual(run_main([QRELS, RUN, "--gain", "linear", "--judged-only", "--save-baseline", linear])[0], 0)
+        code, _, err = run_main([QRELS, RUN, "--baseline", linear])
+        self.assertEqual(code, 2, err)
+        self.assertIn("gain: baseline 'linear', now 'exp' (use --gain linear)", err)
+        self.assertIn("judged_only: baseline True, now False (use --judged-only)", err)
+        self.assertNotIn("(use", run_main([QRELS, RUN, "--baseline", self.saved, "--judged-only"])[2])  # False: no option
+
     def test_more_cutoffs_than_the_baseline_are_comparable(self):
         # every @5 metric of the baseline is computed again, with the same conventions
         code, out, err = run_main([QRELS, RUN, "--baseline", self.saved, "--k", "3,5"])
@@ -1754,6 +1764,21 @@ class TestGateTakesWhatPeopleWrite(unittest.TestCase):
             rag_eval.gate(self.result, {"ndcg@5": 0.52}, {"rule": "drop"})
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"^unknown rule 'signifcant' \(did you mean 'significant'\? "):
             rag_eval.gate(self.result, {"ndcg@5": 0.52}, rule="signifcant")
+
+
+    def test_tolerances_as_numbers_and_strings(self):
+        """max_drop="5%" and tolerances={"ndcg@5": 0.01} were an AttributeError ('str' / 'float' object has no
+        attribute 'allowed'), max_drop=-1 a gate that always failed: they read as --max-drop reads them."""
+        flat = {"ndcg@5": 0.52}
+        self.assertEqual(rag_eval.gate(self.result, flat, max_drop="5%"),
+                         rag_eval.gate(self.result, flat, default=rag_eval.Tolerance(0.05, True)))
+        self.assertEqual(rag_eval.gate(self.result, flat, tolerances={"ndcg@5": 0.01})["metrics"]["ndcg@5"]["verdict"],
+                         "regression")
+        self.assertEqual(rag_eval.gate(self.result, flat, tolerances={"ndcg@5": 0.01}),
+                         rag_eval.gate(self.result, flat, tolerances={"ndcg@5": rag_eval.Tolerance(0.01)}))
+        for bad in (-1, "abc", 2, True):
+            with self.subTest(max_drop=bad), self.assertRaisesRegex(rag_eval.RagEvalError, "^expected a "):
+                rag_eval.gate(self.result, flat, max_drop=bad)
 
 
 class TestAcknowledgedWarnings(GateCase, unittest.TestCase):
