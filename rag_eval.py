@@ -9,33 +9,47 @@ A RAG answer fails in three places: retrieval misses the evidence, ranking
 pushes it below the cutoff, or generation misuses it.  This module measures
 the first two with arithmetic over labels, cheap enough for every commit.
 
-Public functions
-================
+Public names (``__all__``)
+==========================
 
-=============================  ================================================
-``evaluate(qrels, run, k)``     score every query; means, per-query values, unscored
-``regressions(now, was, d)``    metrics that are missing or fell by more than ``d``
-``gate(result, baseline)``      tolerances, floors, slices, paired statistics
-``notes(result, gate)``         the notes and warnings the command line prints
-``compare_paired(m, old, new)`` sign-flip test, bootstrap interval, largest drops
-``read_qrels(path)``            judgments from JSON, JSONL or TREC (gzip, ``-``)
-``read_run(path)``              a run from JSON, JSONL or TREC (gzip, ``-``)
-``read_baseline(path)``         a flat baseline of means, or an extended one
-``read_slices(path)``           query tags, for means per slice
-``build_report(result)``        the report; ``FORMATTERS`` render it
-``recall_at_k`` ...             one function per measure: ``(ranking, grades, k)``
-``parse_metric("ndcg@10")``     ``("ndcg", 10)``; ``format_metric`` turns it back
-``compare_runs(results)``       several runs against a reference, one adjusted family
-``evaluate_spans(...)``         evidence spans: measures of the covered evidence
-``check_labels(spans, corpus)`` evidence labels against the documents: valid, moved, orphaned
-``maxt(deltas)``                step-down MaxT adjusted p-values of a family of tests
-``calibrate(baseline)``         the gate's false-fail rate and power on its own data
-``canonical_metric("nDCG@10")`` ``"ndcg@10"``: other tools' spellings, spelled ours
-``read_judged(path)``           an LLM judge's scores (Ragas, DeepEval, promptfoo, ...); ``judged_result`` gates them
-``main(argv=None)``             the command line; returns the exit code
-``parse_args(argv)``            its options, as ``main`` reads them
-``annotation(kind, message)``   a GitHub workflow command (error, warning, notice), escaped
-=============================  ================================================
+======================  ==========================================================
+``evaluate``            score every query: means, per-query values, unscored
+``evaluate_spans``      the same over evidence spans (docs/spans.md)
+``regressions``         metrics that are missing or fell by more than a tolerance
+``gate``                tolerances, floors, slices, paired statistics: the verdict
+``GateSettings``        the gate's rule and its settings
+``Tolerance``           one metric's allowed drop
+``Baseline``            what ``read_baseline`` returns and ``gate`` takes
+``notes``               the notes and warnings the command line prints
+``compare_paired``      sign-flip test, bootstrap interval, largest drops
+``compare_runs``        several runs against a reference, one adjusted family
+``read_qrels``          judgments from JSON, JSONL or TREC (gzip, ``-``)
+``read_run``            a run from JSON, JSONL or TREC (gzip, ``-``)
+``read_baseline``       a flat baseline of means, or an extended one
+``read_slices``         query tags, for means per slice
+``read_judged``         an LLM judge's scores (Ragas, DeepEval, promptfoo, ...)
+``judged_result``       those scores as a result ``gate`` takes
+``build_report``        the report of a result
+``FORMATTERS``          its renderings: json, table, markdown, csv
+``MEASURES``            the table of measures
+``parse_metric``        ``"ndcg@10"`` to ``("ndcg", 10)``
+``format_metric``       and back
+``recall_at_k``         one function per measure: ``(ranking, grades, k)``
+``success_at_k``
+``reciprocal_rank``
+``ndcg_at_k``
+``precision_at_k``
+``ap_at_k``
+``judged_at_k``
+``sign_flip_test``      the paired test, usable alone
+``bootstrap_interval``  the paired interval, usable alone
+``maxt``                step-down MaxT adjusted p-values of a family of tests
+``calibrate``           the gate's false-fail rate and power on its own data
+``RagEvalError``        the one exception: bad input, located
+``main``                the command line; returns the exit code
+``parse_args``          its options, as ``main`` reads them
+``annotation``          a CI workflow command, escaped (action.py's)
+======================  ==========================================================
 
 >>> grades = {"a": 2, "b": 0, "c": 1}
 >>> recall_at_k(["b", "a", "x"], grades, k=2)
@@ -57,23 +71,12 @@ stdout went away (``| head``), 143 terminated (SIGTERM).
 from __future__ import annotations
 
 __all__ = [
-    "Baseline", "EXIT_BROKEN_PIPE", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED", "EXIT_OK",
-    "EXIT_REGRESSION", "EXIT_TERMINATED", "FORMATTERS", "GateSettings", "Interval", "LabelCheck", "MEASURES",
-    "Measure", "PairedComparison", "RagEvalError", "Span", "SpanQrels", "Tolerance", "annotation", "ap_at_k",
-    "bootstrap_interval",
-    "build_report", "calibrate", "canonical_metric", "check_labels", "chunk_locations", "clopper_pearson",
-    "compare_paired", "compare_runs", "delta_split", "detectable_drop", "document_of", "documents_qrels",
-    "documents_run", "evaluate", "evaluate_spans", "explain", "fixed_labels_text", "format_metric", "gate", "holm",
-    "judged_at_k", "judged_filter", "judged_result", "label_changes", "labels_table",
-    "main", "maxt", "mean_intervals", "meta_changes",
-    "ndcg_at_k", "notes", "parse_args", "parse_metric",
-    "per_query_by_metric", "precision_at_k", "provenance", "qrels_fingerprint",
-    "queries_needed", "read_baseline", "read_chunks", "read_corpus", "read_judged", "read_qrels",
-    "read_run", "read_slices",
-    "recall_at_k", "reciprocal_rank", "regressions", "resolution", "resolved_tolerances",
-    "run_name", "sign_flip_test", "sign_test", "significant_gains",
-    "slice_members", "slice_report", "spans_text", "stored_judgments", "success_at_k", "to_spans",
-    "unjudged_documents", "write_atomically",
+    "Baseline", "FORMATTERS", "GateSettings", "MEASURES", "RagEvalError", "Tolerance", "annotation",
+    "ap_at_k", "bootstrap_interval", "build_report", "calibrate", "compare_paired", "compare_runs",
+    "evaluate", "evaluate_spans", "format_metric", "gate", "judged_at_k", "judged_result", "main", "maxt",
+    "ndcg_at_k", "notes", "parse_args", "parse_metric", "precision_at_k", "read_baseline", "read_judged",
+    "read_qrels", "read_run", "read_slices", "recall_at_k", "reciprocal_rank", "regressions",
+    "sign_flip_test", "success_at_k",
 ]
 __version__ = "0.1.0"
 
@@ -105,30 +108,30 @@ EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a closed pipe
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
-DEFAULT_K = 5
-DEFAULT_MAX_DROP = 0.02
-DEFAULT_DIGITS = 4
-GAINS = ("exp", "linear")
-FORMATS = ("auto", "json", "jsonl", "trec")
-MAX_GRADE = 2**31 - 1  # trec_eval reads grades into a C long; beyond that, a float loses them
-MAX_EXP_GRADE = 100  # 2**grade - 1 overflows a float past 1023; far beyond any real label
-LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artefact
+_DEFAULT_K = 5
+_DEFAULT_MAX_DROP = 0.02
+_DEFAULT_DIGITS = 4
+_GAINS = ("exp", "linear")
+_FORMATS = ("auto", "json", "jsonl", "trec")
+_MAX_GRADE = 2**31 - 1  # trec_eval reads grades into a C long; beyond that, a float loses them
+_MAX_EXP_GRADE = 100  # 2**grade - 1 overflows a float past 1023; far beyond any real label
+_LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artefact
 # A run with results for fewer of the scored queries looks truncated (the retriever died): the
 # command line refuses it unless --allow-partial-run.  Half: a real run skips a few, not most.
-MIN_COVERAGE = 0.5
+_MIN_COVERAGE = 0.5
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
-DROP_EPSILON = 1e-12
-CLIP = 16  # characters of any one input value that an error message quotes
-MAX_ERROR_LINE = 300  # characters of an error line, whatever it quotes
+_DROP_EPSILON = 1e-12
+_CLIP = 16  # characters of any one input value that an error message quotes
+_MAX_ERROR_LINE = 300  # characters of an error line, whatever it quotes
 # With evidence judgments, "doc.ndcg@10" is ndcg@10 of the documents the spans lie in (see evaluate_spans).
-DOC_LEVEL = "doc."
+_DOC_LEVEL = "doc."
 # What counts as a JSON object; dict first: isinstance() stops at the common case before the abstract-class check.
 _MAPPINGS = (dict, abc.Mapping)
 
 
 # The conventions every measure shares, for --help and --explain.
-RULES = """\
+_RULES = """\
 Top k means the first k unique ids; a repeated id counts once, at its best place
 (with --doc-id-sep, k counts documents).  Unjudged documents count as
 non-relevant.  Scored runs are ordered by score descending, ties broken by docid
@@ -164,7 +167,7 @@ Run = Dict[str, RunEntry]
 Slices = Dict[str, List[str]]  # qid -> tags
 
 
-class Conventions(NamedTuple):
+class _Conventions(NamedTuple):
     """How grades become relevance and gain; recorded with every result."""
 
     gain: str = "exp"  # "exp": 2**grade - 1; "linear": the grade itself
@@ -203,7 +206,7 @@ def _ranking(entry: RunEntry) -> List[str]:
     return _order_scored(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry))
 
 
-def judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool]:
+def _judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool]:
     """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``.
 
     Unjudged documents go before any cutoff applies, so the top k holds k judged ones.  A query
@@ -243,14 +246,14 @@ class _ReducedRun(dict):
         self.unknown = unknown  # sorted
 
 
-def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: int, conv: _Conventions) -> Judged:
     """Turn one query's unique ranking into what the measures read, once."""
     placed = [(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades]
     return _judged_from_places(placed, grades, depth, conv)
 
 
 def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int,
-                        conv: Conventions) -> Judged:
+                        conv: _Conventions) -> Judged:
     """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
 
     Grades are never negative here (the readers drop negative ones), and a
@@ -266,17 +269,17 @@ def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int]
     )
 
 
-def _judged_from_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: Conventions) -> Judged:
+def _judged_from_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: _Conventions) -> Judged:
     """``_judged_from_places`` of a reduced query: every document unjudged but the few it names."""
     placed = sorted((rank, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth)  # -1: unjudged
     return _judged_from_places([(rank, grade) for rank, grade in placed if grade >= 0], grades, depth, conv)
 
 
-def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: int, conv: Conventions,
+def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: int, conv: _Conventions,
                   keep: Optional[Callable[[str, str], bool]],
                   cutoffs: Iterable[int]) -> Tuple[Judged, int, Iterable[int]]:
     """One query of a run as the measures read it, how many documents it ranks, and the cutoffs its scores
-    tie across; ``keep`` (``judged_filter``) drops documents first."""
+    tie across; ``keep`` (``_judged_filter``) drops documents first."""
     if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
         return _judged_from_reduced(entry, grades, depth, conv), entry.length, entry.tied
     ranking = _ranking(entry)
@@ -407,7 +410,7 @@ MEASURES: Tuple[Measure, ...] = (
     ),
 )
 _BY_NAME: Dict[str, Measure] = {m.name: m for m in MEASURES}
-DEFAULT_MEASURES = tuple(m.name for m in MEASURES if m.default)
+_DEFAULT_MEASURES = tuple(m.name for m in MEASURES if m.default)
 
 
 def _spellings() -> Dict[str, str]:
@@ -433,7 +436,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     """Split a metric name into (measure, k); the inverse of ``format_metric``.
 
     Other tools' spellings of the same number are accepted (``nDCG@10``,
-    ``ndcg_cut_10``, ``hit_rate@10``, ``RR@10``...; see ``explain()``); the
+    ``ndcg_cut_10``, ``hit_rate@10``, ``RR@10``...; see ``_explain()``); the
     name printed back is always ours.
 
     >>> parse_metric("ndcg@10"), parse_metric("ndcg_cut_10"), parse_metric("R@100")
@@ -443,7 +446,7 @@ def parse_metric(text: str) -> Tuple[str, int]:
     """
     stem = text.rstrip("0123456789")
     cutoff = text[len(stem):]
-    level = DOC_LEVEL if stem.lower().startswith(DOC_LEVEL) else ""
+    level = _DOC_LEVEL if stem.lower().startswith(_DOC_LEVEL) else ""
     name = _SPELLINGS.get(stem[len(level):].lower())
     name = None if level and name not in _BY_NAME else name  # a measure of spans only has no document level
     k = _ascii_int(cutoff)
@@ -455,14 +458,14 @@ def parse_metric(text: str) -> Tuple[str, int]:
 def _measure_named(name: str):
     """The row of a measure name, with or without its level (``doc.ndcg``): from MEASURES, else
     from SPAN_MEASURES (a measure of evidence spans only, such as iou)."""
-    name = name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name
+    name = name[len(_DOC_LEVEL):] if name.startswith(_DOC_LEVEL) else name
     return _BY_NAME.get(name) or _SPAN_BY_NAME[name]
 
 
 def _measure_place(name: str) -> int:
     """Where a measure comes in reports: the table's order, then the evidence-only measures."""
     row = _measure_named(name)
-    return MEASURES.index(row) if row in MEASURES else len(MEASURES) + SPAN_MEASURES.index(row)
+    return MEASURES.index(row) if row in MEASURES else len(MEASURES) + _SPAN_MEASURES.index(row)
 
 
 def _metric_hint(text: str = "") -> str:  # every measure: those of the table below and those of evidence spans (iou)
@@ -480,10 +483,10 @@ def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> s
     return f"did you mean {close[0] + number!r}? " if close else ""
 
 
-def canonical_metric(text: str) -> str:
+def _canonical_metric(text: str) -> str:
     """A metric (or ``slice:metric``) in any spelling ``parse_metric`` takes, spelled ours.
 
-    >>> canonical_metric("NDCG@10"), canonical_metric("pricing:P_5")
+    >>> _canonical_metric("NDCG@10"), _canonical_metric("pricing:P_5")
     ('ndcg@10', 'pricing:precision@5')
     """
     tag, sep, metric = text.rpartition(":")
@@ -497,7 +500,7 @@ def format_metric(name: str, k: int) -> str:
 
 def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int], k: int, **conventions) -> float:
     _check_k(k)
-    conv = Conventions(**conventions)
+    conv = _Conventions(**conventions)
     _check_conventions(conv)
     _check_grades(grades, "grades")
     if not isinstance(ranking, (list, *_MAPPINGS)):
@@ -505,10 +508,10 @@ def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int]
                            "ranking")
     _check_run({"ranking": ranking}, "ranking")
     if conv.doc_id_sep is not None:
-        grades = documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
-        ranking = documents_run({"q": ranking}, conv.doc_id_sep)["q"]
+        grades = _documents_qrels({"q": grades}, conv.doc_id_sep)["q"]
+        ranking = _documents_run({"q": ranking}, conv.doc_id_sep)["q"]
     _check_gain_range({"q": grades}, conv)
-    keep = judged_filter({"q": grades}, conv.min_grade) if conv.judged_only else None
+    keep = _judged_filter({"q": grades}, conv.min_grade) if conv.judged_only else None
     return _BY_NAME[name].compute(_judged_query("q", ranking, grades, k, conv, keep, ())[0], k)
 
 
@@ -627,22 +630,22 @@ def _check_cutoffs(k) -> List[int]:
     return sorted(set(cutoffs))
 
 
-def _check_gain_range(qrels: Qrels, conv: Conventions) -> None:
+def _check_gain_range(qrels: Qrels, conv: _Conventions) -> None:
     """2**grade overflows a float past grade 1023; such grades are a labelling error."""
     if conv.gain == "exp":
         top = max((grade for docs in qrels.values() for grade in docs.values()), default=0)
-        if top > MAX_EXP_GRADE:
+        if top > _MAX_EXP_GRADE:
             raise RagEvalError(f"grade {top} is too large for the exponential gain 2**grade - 1 "
-                               f"(at most {MAX_EXP_GRADE}; --gain linear takes any)", "qrels")
+                               f"(at most {_MAX_EXP_GRADE}; --gain linear takes any)", "qrels")
 
 
-def _check_conventions(conv: Conventions) -> None:
+def _check_conventions(conv: _Conventions) -> None:
     if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
         raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_clipped_repr(conv.doc_id_sep)}")
     if conv.judged_only not in (True, False):
         raise RagEvalError(f"judged_only must be true or false, got {_clipped_repr(conv.judged_only)}")
-    if conv.gain not in GAINS:
-        raise RagEvalError(f"gain must be one of {', '.join(GAINS)}, got {_clipped_repr(conv.gain)}")
+    if conv.gain not in _GAINS:
+        raise RagEvalError(f"gain must be one of {', '.join(_GAINS)}, got {_clipped_repr(conv.gain)}")
     if not _is_int(conv.min_grade) or conv.min_grade < 1:
         raise RagEvalError(f"min grade must be a positive integer, got {_clipped_repr(conv.min_grade)}")
 
@@ -664,7 +667,7 @@ def _means(per_query: Mapping[str, Mapping[str, float]],
 def evaluate(
     qrels: Qrels,
     run: Run,
-    k: Union[int, Iterable[int]] = DEFAULT_K,
+    k: Union[int, Iterable[int]] = _DEFAULT_K,
     *,
     measures: Optional[Iterable[str]] = None,
     gain: str = "exp",
@@ -693,18 +696,18 @@ def evaluate(
     - ``abstention``: the unscored queries the run returned nothing for (no entry, an empty ranking,
       or no score at or above ``abstain_below``): the right answer to an unanswerable question.
 
-    With ``doc_id_sep``, chunk ids become document ids first (see ``document_of``): a document is
+    With ``doc_id_sep``, chunk ids become document ids first (see ``_document_of``): a document is
     judged by its best chunk, counts once, and is ranked at its best chunk's place; with scores it takes
     its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(DEFAULT_MEASURES if measures is None else measures)
+    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_MEASURES if measures is None else measures)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
         raise RagEvalError("no measure chosen")
     cutoffs = sorted({cutoff for _, cutoff in pairs})
-    conv = Conventions(gain, min_grade, judged_only, doc_id_sep)
+    conv = _Conventions(gain, min_grade, judged_only, doc_id_sep)
     _check_conventions(conv)
     qrels = _check_qrels(qrels)
     reduced = isinstance(run, _ReducedRun)
@@ -712,8 +715,8 @@ def evaluate(
         run = _library_run(run)
         _check_run(run)
     if doc_id_sep is not None:
-        qrels = documents_qrels(qrels, doc_id_sep)
-        run = run if reduced else documents_run(run, doc_id_sep)
+        qrels = _documents_qrels(qrels, doc_id_sep)
+        run = run if reduced else _documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
     if abstain_below is not None and not _is_finite(abstain_below):
         raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
@@ -729,7 +732,7 @@ def evaluate(
     unscored: List[str] = []
     skipped: List[str] = []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
-    keep = judged_filter(qrels, min_grade) if judged_only and not reduced else None
+    keep = _judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
         grades = qrels[qid]
         q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
@@ -783,45 +786,45 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
 
 
-def document_of(docid: str, sep: str) -> str:
+def _document_of(docid: str, sep: str) -> str:
     """The document a chunk id belongs to: the part before the first ``sep``.
 
-    >>> document_of("refund-policy#2", "#"), document_of("msmarco_v2.1_doc_00_8800#4_1633", "#")
+    >>> _document_of("refund-policy#2", "#"), _document_of("msmarco_v2.1_doc_00_8800#4_1633", "#")
     ('refund-policy', 'msmarco_v2.1_doc_00_8800')
     """
     return docid.split(sep, 1)[0] or docid
 
 
-def documents_qrels(qrels: Qrels, sep: str) -> Qrels:
+def _documents_qrels(qrels: Qrels, sep: str) -> Qrels:
     """Judgments per document: the best grade among the document's chunks."""
     return {qid: _best_by_document(docs, sep) for qid, docs in qrels.items()}
 
 
-def documents_run(run: Run, sep: str) -> Run:
+def _documents_run(run: Run, sep: str) -> Run:
     """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
     return {qid: (dict(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry)))
             if sep not in "\0".join(entry)  # no chunk id (a run read with doc_id_sep is mapped already): checked in C
             else _best_by_document(entry, sep) if isinstance(entry, _MAPPINGS)
-            else list(dict.fromkeys(document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
+            else list(dict.fromkeys(_document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 
 
 def _best_by_document(values: Mapping[str, float], sep: str) -> Dict[str, float]:
     """chunk id -> value (a grade, a score) as document id -> the best value of its chunks."""
     best: Dict[str, float] = {}
     for docid, value in values.items():
-        document = document_of(docid, sep)
+        document = _document_of(docid, sep)
         best[document] = max(value, best.get(document, value))
     return best
 
 
-def unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
+def _unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
     """``(qid, docid, rank)`` for every unjudged document in a judged query's top k.
 
     The most consequential first: by rank (an unjudged document at rank 1
     moves every measure; one at rank k barely moves nDCG), then by query.
     """
     if doc_id_sep is not None:
-        qrels, run = documents_qrels(qrels, doc_id_sep), documents_run(run, doc_id_sep)
+        qrels, run = _documents_qrels(qrels, doc_id_sep), _documents_run(run, doc_id_sep)
     found = []
     for qid in sorted(qrels):
         ranking = _ranking(run.get(qid, []))
@@ -840,7 +843,7 @@ def _check_qrels(qrels, source: str = "qrels") -> Qrels:
     judgments = list(qrels.values())
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
-        if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= MAX_GRADE:
+        if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= _MAX_GRADE:
             return qrels  # the common case, checked in C for all queries at once; the loop below says what is wrong
     qrels = {qid: {d: _whole(g) for d, g in docs.items()} if isinstance(docs, _MAPPINGS) else docs for qid, docs in qrels.items()}
     for qid, docs in qrels.items():
@@ -857,13 +860,13 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
         raise RagEvalError(f"{query}{': ' if query else ''}expected an object of document -> grade, got {_json_kind(docs)}"
                            f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
-            and max(docs.values(), default=0) <= MAX_GRADE:
+            and max(docs.values(), default=0) <= _MAX_GRADE:
         return  # the common case, checked in C; the loop below finds what is wrong otherwise
     for docid, grade in docs.items():
         _string_id(docid, "document id", source)
-        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+        if not _is_int(grade) or not 0 <= grade <= _MAX_GRADE:
             raise RagEvalError(f"{query}{', ' if query else ''}document {_clipped_repr(docid)}: grade must be a non-negative integer "
-                               f"(at most {MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
+                               f"(at most {_MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
 
 
 def _instead(value, grade: bool = False) -> str:
@@ -932,7 +935,7 @@ def _check_run(run, source: str = "run") -> None:
 # run's own rows or by a chunk map (--chunks).  The measures read, per query,
 # the rank at which each span became covered and the characters retrieved.
 
-DEFAULT_MIN_OVERLAP = 0.5
+_DEFAULT_MIN_OVERLAP = 0.5
 Location = Tuple[str, int, int]  # (doc_id, start, end) of a chunk
 
 
@@ -954,10 +957,10 @@ class SpanQrels(dict):
     rows: Optional[List[Tuple[str, Location, dict]]] = None
 
 
-LABEL_STATUSES = ("valid", "moved", "unchecked", "orphaned")  # of a span checked against its document
+_LABEL_STATUSES = ("valid", "moved", "unchecked", "orphaned")  # of a span checked against its document
 
 
-class LabelCheck(NamedTuple):
+class _LabelCheck(NamedTuple):
     """The spans checked against a corpus: ``fixed`` holds the qrels with moved spans re-anchored."""
 
     fixed: SpanQrels
@@ -985,7 +988,7 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
         doc = _row_id(row, _JSONL_DOC, "document id", source, lineno)
         start, end = _offsets(row, source, lineno)
         grade = _row_field(row, _JSONL_GRADE, "grade", source, lineno)
-        if not _is_int(grade) or not 0 <= grade <= MAX_GRADE:
+        if not _is_int(grade) or not 0 <= grade <= _MAX_GRADE:
             raise RagEvalError(f"grade must be a non-negative integer, got {_clipped_repr(grade)}", source, lineno)
         text = row.get("text")
         if text is not None and (not isinstance(text, str) or not text):
@@ -1002,13 +1005,13 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
+def _read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
     """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
     ``keep`` when given (a run's: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
     chunks: Dict[str, Location] = {}
     with _opened(path) as inp:
-        for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
+        for lineno, row in _jsonl_rows(inp, _MAX_RUN_BYTES if max_bytes is None else max_bytes):
             chunk = _locate_chunk(row, chunks, inp.source, lineno)
             if keep is not None and chunk not in keep:
                 del chunks[chunk]
@@ -1018,7 +1021,7 @@ def read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] 
 def _short_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
     value = _row_id(row, names, what, source, lineno)
     if _too_long_id(value):
-        raise RagEvalError(f"{what} longer than {MAX_ID} bytes", source, lineno)
+        raise RagEvalError(f"{what} longer than {_MAX_ID} bytes", source, lineno)
     return value
 
 
@@ -1040,10 +1043,10 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
     rank by score (ties by chunk id, descending), rows without by file order.
     The limits are ``read_run``'s.
     """
-    return _read_run(path, fmt, max_bytes=MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
+    return _read_run(path, fmt, max_bytes=_MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
-def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
+def _chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
                     source: str = "run", map_source: str = "chunks") -> Dict[str, Location]:
     """Where every chunk of the run lies: the run's own location or the chunk map's (they must agree)."""
     chunk_map = chunk_map or {}
@@ -1066,7 +1069,7 @@ def chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optiona
 # --- Normalising one query: spans against ranked chunks ---
 
 
-class Evidence(NamedTuple):
+class _Evidence(NamedTuple):
     """One query's spans against its ranked chunks: all that an evidence measure may read."""
 
     relevant: List[int]  # the rank at which each relevant span became covered (within the depth), sorted
@@ -1151,8 +1154,8 @@ def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex
     return index
 
 
-def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: Conventions,
-              min_overlap: Tuple[int, int]) -> Evidence:
+def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: _Conventions,
+              min_overlap: Tuple[int, int]) -> _Evidence:
     """What a query's ranked chunks (``top``, unique numbers) retrieve of its spans, rank by rank.
 
     A span is covered at the rank where the characters it shares with the union of the chunks so far
@@ -1200,7 +1203,7 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
                                                 chunks.starts[chunk], chunks.ends[chunk])
     covered.sort()
     ideal.sort(reverse=True)
-    return Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
+    return _Evidence([rank for rank, _, is_relevant in covered if is_relevant], [rank for rank, _, _ in covered],
                     [gain / math.log2(rank + 1) for rank, gain, _ in covered],
                     [gain / math.log2(rank + 1) for rank, gain in enumerate(ideal, 1)], num_relevant,
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
@@ -1247,7 +1250,7 @@ def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> i
 # they read only ``relevant`` and ``num_relevant``, which an Evidence holds for spans as Judged does for documents.
 
 
-def _span_ndcg(q: Evidence, k: int) -> float:
+def _span_ndcg(q: _Evidence, k: int) -> float:
     ideal = math.fsum(q.ideal[:k])
     if ideal <= 0:
         return 0.0
@@ -1255,55 +1258,55 @@ def _span_ndcg(q: Evidence, k: int) -> float:
     return min(1.0, found / ideal)  # one chunk covering several spans can earn more than the ideal's one per rank
 
 
-def _characters_at(q: Evidence, k: int) -> Tuple[int, int]:
+def _characters_at(q: _Evidence, k: int) -> Tuple[int, int]:
     depth = min(k, len(q.retrieved))
     return (q.retrieved[depth - 1], q.hits[depth - 1]) if depth else (0, 0)
 
 
-def _span_precision(q: Evidence, k: int) -> float:
+def _span_precision(q: _Evidence, k: int) -> float:
     chars, hits = _characters_at(q, k)
     return hits / chars if chars else 0.0
 
 
-def _span_iou(q: Evidence, k: int) -> float:
+def _span_iou(q: _Evidence, k: int) -> float:
     chars, hits = _characters_at(q, k)
     together = chars + q.relevant_chars - hits
     return hits / together if together else 0.0
 
 
-class SpanMeasure(NamedTuple):
+class _SpanMeasure(NamedTuple):
     """A measure of ``MEASURES`` on spans (the same number when every chunk is one span), or of spans only."""
 
     name: str
-    compute: Callable[[Evidence, int], float]
+    compute: Callable[[_Evidence, int], float]
     definition: str
     binary: bool = False  # every per-query value is 0 or 1
     gate: bool = True  # else reported, gated when --measures names it
 
 
-SPAN_MEASURES: Tuple[SpanMeasure, ...] = (
-    SpanMeasure("recall", _recall, "relevant spans covered by the union of the top k chunks / relevant spans "
+_SPAN_MEASURES: Tuple[_SpanMeasure, ...] = (
+    _SpanMeasure("recall", _recall, "relevant spans covered by the union of the top k chunks / relevant spans "
                 "of the query.  A span is covered when the characters it shares with the union reach "
                 "--min-overlap of its length (default 0.5), however many chunks hold them."),
-    SpanMeasure("success", _success, "1 if the union of the top k chunks covers a relevant span, else 0.", True),
-    SpanMeasure("mrr", _reciprocal_rank, "1 / the first rank r at which the union of the top r chunks covers a "
+    _SpanMeasure("success", _success, "1 if the union of the top k chunks covers a relevant span, else 0.", True),
+    _SpanMeasure("mrr", _reciprocal_rank, "1 / the first rank r at which the union of the top r chunks covers a "
                 "relevant span, 0 if none within k."),
-    SpanMeasure("ndcg", _span_ndcg, "each span's gain counts once, discounted at the rank where it became covered; "
+    _SpanMeasure("ndcg", _span_ndcg, "each span's gain counts once, discounted at the rank where it became covered; "
                 "the ideal ranks every judged span once, best grades first.  Capped at 1: one large chunk covering "
                 "several spans at rank 1 can exceed the ideal."),
-    SpanMeasure("precision", _span_precision, "characters of the union of the top k chunks inside a relevant span / "
+    _SpanMeasure("precision", _span_precision, "characters of the union of the top k chunks inside a relevant span / "
                 "characters of that union (0 if nothing was retrieved): what large chunks cost.", gate=False),
-    SpanMeasure("iou", _span_iou, "characters retrieved and relevant / characters retrieved or relevant, over the "
+    _SpanMeasure("iou", _span_iou, "characters retrieved and relevant / characters retrieved or relevant, over the "
                 "top k chunks' union and the relevant spans' union.", gate=False),
 )
-_SPAN_BY_NAME: Dict[str, SpanMeasure] = {m.name: m for m in SPAN_MEASURES}
+_SPAN_BY_NAME: Dict[str, _SpanMeasure] = {m.name: m for m in _SPAN_MEASURES}
 _ALL_MEASURES = dict.fromkeys([*_BY_NAME, *_SPAN_BY_NAME])  # what --measures takes
-_SPELLINGS.update((f"{m.name}@", m.name) for m in SPAN_MEASURES if m.name not in _BY_NAME)  # iou@k parses
-DEFAULT_SPAN_MEASURES = tuple(m.name for m in SPAN_MEASURES)
-SPAN_RULES = f"""\
+_SPELLINGS.update((f"{m.name}@", m.name) for m in _SPAN_MEASURES if m.name not in _BY_NAME)  # iou@k parses
+_DEFAULT_SPAN_MEASURES = tuple(m.name for m in _SPAN_MEASURES)
+_SPAN_RULES = f"""\
 Evidence judgments (JSONL qrels rows with start and end) score the characters
 the top k chunks retrieve; the same metrics of their documents are reported as
-{DOC_LEVEL}MEASURE@k (a document judged by its best span, ranked at its best
+{_DOC_LEVEL}MEASURE@k (a document judged by its best span, ranked at its best
 chunk's place).  When every chunk is exactly one span and spans do not overlap,
 recall, success, mrr and ndcg equal the id-based numbers; precision and iou do
 when every span has the same length (precision: and k chunks were retrieved)."""
@@ -1334,7 +1337,7 @@ def _check_span_qrels(qrels) -> None:
         for span in spans:
             if not isinstance(span, Span) or not isinstance(span.doc_id, str) \
                     or not (_is_int(span.start) and _is_int(span.end) and 0 <= span.start < span.end) \
-                    or not (_is_int(span.grade) and 0 <= span.grade <= MAX_GRADE):
+                    or not (_is_int(span.grade) and 0 <= span.grade <= _MAX_GRADE):
                 raise RagEvalError(f"query {_clipped_repr(qid)}: expected a Span(doc_id, start, end, grade) with "
                                    f"0 <= start < end, got {_clipped_repr(span)}", "qrels")
 
@@ -1343,12 +1346,12 @@ def evaluate_spans(
     qrels: Mapping[str, Tuple[Span, ...]],
     run: Run,
     chunks: Mapping[str, Location],
-    k: Union[int, Iterable[int]] = DEFAULT_K,
+    k: Union[int, Iterable[int]] = _DEFAULT_K,
     *,
     measures: Optional[Iterable[str]] = None,
     gain: str = "exp",
     min_grade: int = 1,
-    min_overlap: float = DEFAULT_MIN_OVERLAP,
+    min_overlap: float = _DEFAULT_MIN_OVERLAP,
     drop_unknown_queries: bool = False,
     abstain_below: Optional[float] = None,
 ) -> dict:
@@ -1357,7 +1360,7 @@ def evaluate_spans(
     ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start, end).  Returns what
     ``evaluate`` returns, but ``judged`` is empty: judged@k is a document measure (asked for, it is
     reported as ``doc.judged@k``).  ``mean`` holds the evidence metrics (``recall@5``, defined in
-    ``SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
+    ``_SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
     span's grade, ranked at its best chunk's place); ap and judged exist at the document level only.
 
     >>> spans = SpanQrels({"q": (Span("d", 0, 10, 2),)})
@@ -1366,7 +1369,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_SPAN_MEASURES if measures is None else measures)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -1379,7 +1382,7 @@ def evaluate_spans(
         raise RagEvalError(f"expected a chunk map, chunk id -> (doc_id, start, end), got {_json_kind(chunks)}", "chunks")
     index = _chunk_index(run, chunks)
     # What evaluate checks, checked before the spans are scored: the conventions and abstain_below.
-    conv = Conventions(gain, min_grade)
+    conv = _Conventions(gain, min_grade)
     _check_conventions(conv)
     documents: Dict[str, Dict[str, int]] = {}
     for qid, spans in qrels.items():
@@ -1416,7 +1419,7 @@ def evaluate_spans(
     docs = evaluate(documents, _ReducedRun(doc_run, sorted(set(run) - set(qrels))), k,
                     measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
-    doc_keys = [DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
+    doc_keys = [_DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
     scored: Dict[str, Dict[str, float]] = {}
     for qid, doc_values in docs["per_query"].items():
         if qid not in per_query:  # not in the run: nothing retrieved
@@ -1425,7 +1428,7 @@ def evaluate_spans(
         values.update(zip(doc_keys, doc_values.values()))
     ties = Counter(chain.from_iterable(tied.get(qid, ()) for qid in scored))
     mean = _means(scored, columns)
-    mean.update((DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
+    mean.update((_DOC_LEVEL + metric, value) for metric, value in docs["mean"].items() if on_documents)
     return dict(docs, k=k if single else cutoffs, mean=mean, per_query=scored, ties={str(c): ties[c] for c in cutoffs},
                 judged={}, abstention=_abstention(docs["unscored"], run, abstain_below),
                 conventions=dict(conv._asdict(), min_overlap=float(min_overlap)))
@@ -1434,7 +1437,7 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document",
+def _read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document",
                 keep: Optional[set] = None) -> Dict[str, str]:
     """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
     those in ``keep`` when given (the labels' documents: memory follows the labels)."""
@@ -1442,7 +1445,7 @@ def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "documen
     seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
-        for lineno, row in _jsonl_rows(inp, MAX_RUN_BYTES if max_bytes is None else max_bytes):
+        for lineno, row in _jsonl_rows(inp, _MAX_RUN_BYTES if max_bytes is None else max_bytes):
             doc = _short_id(row, ids, f"{what} id", inp.source, lineno)
             text = _row_field(row, ("text", "query"), "text", inp.source, lineno)
             if not isinstance(text, str):
@@ -1455,7 +1458,7 @@ def read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "documen
     return corpus
 
 
-def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> LabelCheck:
+def _check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> _LabelCheck:
     """Check every span against its document's text.
 
     Valid: the ``text`` it quotes is the document's at ``[start, end)``.
@@ -1484,7 +1487,7 @@ def check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str
             if status == "moved":
                 moved[qid, span[:3]] = (span_now.start, span_now.end)
         fixed[qid] = tuple(sorted(kept.values()))
-    return LabelCheck(fixed, rows, moved)
+    return _LabelCheck(fixed, rows, moved)
 
 
 def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
@@ -1551,21 +1554,21 @@ def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, st
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def labels_table(check: LabelCheck, fmt: str = "table") -> str:
+def _labels_table(check: _LabelCheck, fmt: str = "table") -> str:
     """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
     and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
     counts: Dict[str, Dict[str, int]] = {}
     for qid, _, status, _ in check.rows:
-        counts.setdefault(qid, dict.fromkeys(LABEL_STATUSES, 0))[status] += 1
+        counts.setdefault(qid, dict.fromkeys(_LABEL_STATUSES, 0))[status] += 1
     spans = [[qid, span.doc_id, span.start, span.end, status, found] for qid, span, status, found in check.rows]
     fields = ["query_id", "doc_id", "start", "end", "status", "found"]
     if fmt == "json":
-        return _format_json({"queries": counts, "spans": [dict(zip(fields, row)) for row in spans]}, DEFAULT_DIGITS)
+        return _format_json({"queries": counts, "spans": [dict(zip(fields, row)) for row in spans]}, _DEFAULT_DIGITS)
     if fmt == "csv":
         return _csv_text([fields] + [list(map(str, row)) for row in spans])
-    rows = [["query", *LABEL_STATUSES]]
+    rows = [["query", *_LABEL_STATUSES]]
     rows += [[qid, *map(str, c.values())] for qid, c in sorted(counts.items(), key=lambda item: _natural_order(item[0]))]
-    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in LABEL_STATUSES)])
+    rows.append(["all", *(str(sum(c[s] for c in counts.values())) for s in _LABEL_STATUSES)])
     shown = [[status, qid, doc, f"[{start}, {end})", found] for qid, doc, start, end, status, found in spans
              if status != "valid"]
     if fmt == "markdown":
@@ -1576,7 +1579,7 @@ def labels_table(check: LabelCheck, fmt: str = "table") -> str:
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
-def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
+def _spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
     """Evidence qrels as JSONL rows, by query then document and start."""
     lines = []
     for qid in sorted(qrels):
@@ -1588,12 +1591,12 @@ def spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
     return "".join(lines)
 
 
-def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, source: str = "qrels") -> str:
+def _fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: _LabelCheck, source: str = "qrels") -> str:
     """The qrels rows as read, every field kept, with moved spans at their new offsets (qrels made in memory:
-    ``spans_text`` of the fixed ones).  Rows that then judge one place differently are an error."""
+    ``_spans_text`` of the fixed ones).  Rows that then judge one place differently are an error."""
     rows = getattr(qrels, "rows", None)
     if rows is None:
-        return spans_text(check.fixed)
+        return _spans_text(check.fixed)
     lines = []
     for qid, where, row in rows:
         now = check.moved.get((qid, where))
@@ -1603,7 +1606,7 @@ def fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: LabelCheck, 
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
+def _to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
     with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
@@ -1632,28 +1635,28 @@ def to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapp
 # summing random halves below (masks, lookups, bounds) are there for speed, each measured: see
 # docs/performance.md, "The paired statistics"; every way gives the same bits.
 
-DEFAULT_RESAMPLES = 10_000
-DEFAULT_ALPHA = 0.05
-DEFAULT_SEED = 0
-CONFIDENCE = 0.95
-POWER = 0.80
-DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
-MIN_PAIRED = 6  # queries: below, --gate significant decides nothing (inconclusive)
-EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
+_DEFAULT_RESAMPLES = 10_000
+_DEFAULT_ALPHA = 0.05
+_DEFAULT_SEED = 0
+_CONFIDENCE = 0.95
+_POWER = 0.80
+_DEFAULT_SIMULATIONS = 100  # --calibrate: simulated gates per scenario
+_MIN_PAIRED = 6  # queries: below, --gate significant decides nothing (inconclusive)
+_EXACT_SIGN_FLIP_MAX = 16  # up to this many differing queries, enumerate all 2**n sign patterns
 # A flipped sum within this share of sum(|deltas|) of the observed one ties it, and a tie counts as
 # extreme: 1 - 2/3 and 2/3 - 1/3 are one third, two floats.  Rounding errors are some 1e-16 of that scale.
-TIE_TOLERANCE = 1e-9
+_TIE_TOLERANCE = 1e-9
 # Work bounded up front (docs/reliability.md): seconds a resampling may take, at the ns per value resampled
 # measured by tools/bench/bench_budget.py.
-WORK_BUDGET, NS_PER_VALUE = 300, 6
+_WORK_BUDGET, _NS_PER_VALUE = 300, 6
 
 
 def _within_budget(what: str, values: float, option: str, count: int) -> None:
     """Refuse ``what`` before it starts when its ``values`` resampled would take over WORK_BUDGET s."""
-    seconds = values * NS_PER_VALUE / 1e9
-    if seconds > WORK_BUDGET:
+    seconds = values * _NS_PER_VALUE / 1e9
+    if seconds > _WORK_BUDGET:
         raise RagEvalError(f"{what} would take about {seconds:,.0f} s ({values:.2g} values resampled), over the "
-                           f"budget of {WORK_BUDGET} s: {option} {int(count * WORK_BUDGET / seconds)} fits, or fewer "
+                           f"budget of {_WORK_BUDGET} s: {option} {int(count * _WORK_BUDGET / seconds)} fits, or fewer "
                            "metrics or queries")
 
 
@@ -1741,15 +1744,15 @@ def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, r
 
 _HAS_BIT_COUNT = hasattr(int, "bit_count")  # Python 3.10+; 3.9 counts bits by bytes, and sums by lookups
 _BITS_SET = bytes(bin(byte).count("1") for byte in range(256))  # how many bits of each byte are 1
-LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
-PACK_WIDTH = 2_047  # positions: up to this, packed lookups beat masks; from COARSE_FROM masks with bounds win
-PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
-FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
-COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
+_LOOKUP_BELOW = 512  # positions: below, lookups cost less than masks at any number of draws
+_PACK_WIDTH = 2_047  # positions: up to this, packed lookups beat masks; from COARSE_FROM masks with bounds win
+_PACK_DRAWS = 1_000  # draws: fewer do not pay for the tables of lookups beyond LOOKUP_BELOW positions
+_FEW_MASKS = 8  # masks: a column of so few (a 0/1 measure has 2) takes masks, dearer lookups or not
+_COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more than the low bits they spare
 # A half's coarse sum (the values' top bits) is off by at most ``slack`` < width * 2**shift; the shift
 # keeps that below 1/COARSE_SHARE of sum(|values|) / sqrt(width), at most 1/32 of the halves' standard
 # deviation (that is sqrt(sum(values**2)) / 2, by Cauchy-Schwarz at least sum(|values|) / (2 sqrt(width))).
-COARSE_SHARE = 64
+_COARSE_SHARE = 64
 
 
 def _popcount(bits: int) -> int:
@@ -1772,11 +1775,11 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     grids = [_on_grid(values) for values in layouts]
     width = len(layouts[0]) if layouts else 0
     halves: Dict[int, _Halves] = {}
-    if _HAS_BIT_COUNT and width >= LOOKUP_BELOW:
-        lookups_pay = len(draws) >= PACK_DRAWS and width < COARSE_FROM
+    if _HAS_BIT_COUNT and width >= _LOOKUP_BELOW:
+        lookups_pay = len(draws) >= _PACK_DRAWS and width < _COARSE_FROM
         for index, (scale, whole) in enumerate(grids):
             terms = _mask_terms(whole)
-            if not lookups_pay or len(terms) <= FEW_MASKS:
+            if not lookups_pay or len(terms) <= _FEW_MASKS:
                 halves[index] = _mask_halves(scale, whole, terms, sizes[index], draws)
     rest = [index for index in range(len(layouts)) if index not in halves]
     for index, column_sums in zip(rest, _lookup_sums([grids[index][1] for index in rest], draws)):
@@ -1814,8 +1817,8 @@ def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], siz
     """Halves summed by masks (Python 3.10+): the top bits (weights from 2**shift up, and the sign;
     COARSE_SHARE) give the bounds, the low bits, added only where ``exact`` is asked, the rest."""
     width = len(whole)
-    shift = 0 if width < COARSE_FROM else \
-        max(0, (sum(map(abs, whole)) // (COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
+    shift = 0 if width < _COARSE_FROM else \
+        max(0, (sum(map(abs, whole)) // (_COARSE_SHARE * width * math.isqrt(width) + 1)).bit_length() - 1)
     top = [(weight, mask) for weight, mask in terms if weight < 0 or weight >> shift]
     low = [(weight, mask) for weight, mask in terms if 0 < weight < 1 << shift]
     coarse = [sum([weight * (draw & mask).bit_count() for weight, mask in top]) for draw in draws]
@@ -1840,7 +1843,7 @@ def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
         return []
     width = len(columns[0])
     chosen_bytes = [draw.to_bytes((width + 7) // 8, "little") for draw in draws]
-    if len(columns) == 1 or width > PACK_WIDTH:  # floats: sum() adds them in C without allocating, exact below 2**53
+    if len(columns) == 1 or width > _PACK_WIDTH:  # floats: sum() adds them in C without allocating, exact below 2**53
         tables = [[array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
                   for values in columns]
         return [[sum(map(getitem, column, chosen)) for chosen in chosen_bytes] for column in tables]
@@ -1875,11 +1878,11 @@ def _as_extreme(deltas: List[float], halves: _Halves) -> int:
     """How many halves flip the deltas to a sum as extreme as the observed one:
     |total - 2 * half| >= |total|, ties (within TIE_TOLERANCE) included."""
     total = math.fsum(deltas)
-    extreme = abs(total) - TIE_TOLERANCE * math.fsum(map(abs, deltas))
+    extreme = abs(total) - _TIE_TOLERANCE * math.fsum(map(abs, deltas))
     return sum(1 for size in _flipped_sizes(total, halves, 1.0, [extreme]) if size >= extreme)
 
 
-def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
+def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES, rng=None) -> Tuple[float, bool]:
     """Two-sided paired randomization test of mean(deltas) = 0; returns (p, exact).
 
     Under the null hypothesis each query's difference is as likely to have the other sign (Fisher's
@@ -1896,14 +1899,14 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = DEFAULT_RESAMPLES, 
     if not nonzero:
         return 1.0, True
     if _one_size(nonzero):  # +-c only (a 0/1 measure): the sign test, exact at any count
-        return sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
-    if len(nonzero) <= EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
+        return _sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
+    if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
-    halves = _shared_halves([deltas], resamples, rng or _random(DEFAULT_SEED))[0]
+    halves = _shared_halves([deltas], resamples, rng or _random(_DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
-def _percentile_interval(means: List[float], confidence: float = CONFIDENCE) -> Interval:
+def _percentile_interval(means: List[float], confidence: float = _CONFIDENCE) -> Interval:
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means, tail = sorted(means), (1 - confidence) / 2
 
@@ -1934,8 +1937,8 @@ def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: flo
     return _percentile_interval(means, confidence)
 
 
-def bootstrap_interval(values: Iterable[float], resamples: int = DEFAULT_RESAMPLES, rng=None,
-                       confidence: float = CONFIDENCE) -> Interval:
+def bootstrap_interval(values: Iterable[float], resamples: int = _DEFAULT_RESAMPLES, rng=None,
+                       confidence: float = _CONFIDENCE) -> Interval:
     """Percentile interval of the mean by the wild (sign-flip) bootstrap (Efron & Tibshirani 1993, ch. 13).
 
     Each resample gives every value's distance from the mean a random sign: the wild bootstrap with
@@ -1952,7 +1955,7 @@ def bootstrap_interval(values: Iterable[float], resamples: int = DEFAULT_RESAMPL
         raise RagEvalError("no values to bootstrap")
     if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
         return Interval(values[0], values[0])
-    halves = _shared_halves([values], resamples, rng or _random(DEFAULT_SEED))[0]
+    halves = _shared_halves([values], resamples, rng or _random(_DEFAULT_SEED))[0]
     return _bootstrap_from_halves(values, halves, confidence)
 
 
@@ -1977,13 +1980,13 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
 
-def clopper_pearson(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval:
+def _clopper_pearson(successes: int, trials: int, confidence: float = _CONFIDENCE) -> Interval:
     """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
 
     low solves P(X >= successes | low) = tail and high P(X <= successes | high) = tail,
     tail = (1 - confidence) / 2, by bisection (a tail falls as p grows).
 
-    >>> [round(x, 4) for x in clopper_pearson(5, 10)]
+    >>> [round(x, 4) for x in _clopper_pearson(5, 10)]
     [0.1871, 0.8129]
     """
     if trials < 1 or not 0 <= successes <= trials:
@@ -2004,10 +2007,10 @@ def clopper_pearson(successes: int, trials: int, confidence: float = CONFIDENCE)
                     1.0 if successes == trials else solve(successes, tail))
 
 
-def holm(p_values: Mapping[str, float]) -> Dict[str, float]:
+def _holm(p_values: Mapping[str, float]) -> Dict[str, float]:
     """Holm-Bonferroni adjusted p-values: the family-wise error stays at alpha (Holm 1979).
 
-    >>> holm({"a": 0.01, "b": 0.04, "c": 0.03})
+    >>> _holm({"a": 0.01, "b": 0.04, "c": 0.03})
     {'a': 0.03, 'c': 0.06, 'b': 0.06}
     """
     ordered = sorted(p_values.items(), key=lambda item: (item[1], item[0]))
@@ -2025,15 +2028,15 @@ def _one_size(nonzero: List[float]) -> bool:
     return all(abs(value) == size for value in nonzero)
 
 
-def sign_test(better: int, differing: int) -> float:
+def _sign_test(better: int, differing: int) -> float:
     """Exact two-sided sign test: P(|B - n/2| >= |better - n/2|), B ~ Binomial(n, 1/2), n = ``differing``.
 
     The sign-flip test of deltas of one size (a 0/1 measure), exact at any count from whole binomial
     coefficients and one correctly rounded division; never 0 (below the smallest float it is that).
 
-    >>> sign_test(0, 6)  # six worse, none better: 2 of the 64 patterns
+    >>> _sign_test(0, 6)  # six worse, none better: 2 of the 64 patterns
     0.03125
-    >>> sign_test(0, 17) == 2 / 2 ** 17
+    >>> _sign_test(0, 17) == 2 / 2 ** 17
     True
     """
     if differing <= 0:
@@ -2064,13 +2067,13 @@ def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int
     position = {qid: i for i, qid in enumerate(queries)}
     columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
     differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
-    if differing <= EXACT_SIGN_FLIP_MAX:
+    if differing <= _EXACT_SIGN_FLIP_MAX:
         return _Family(keys, columns, len(queries), None)
     rng = _random(f"rag_eval:{seed}:family")
     return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
 
 
-def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED,
          p_values: Optional[Mapping[str, float]] = None) -> Dict[str, float]:
     """Step-down MaxT adjusted p-values of a family of paired tests (Westfall & Young 1993, alg. 2.8).
 
@@ -2108,7 +2111,7 @@ def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]
         observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
         spread = math.fsum(map(abs, values))
-        thresholds.append((abs(total) - TIE_TOLERANCE * spread) / scale if scale else -1.0)
+        thresholds.append((abs(total) - _TIE_TOLERANCE * spread) / scale if scale else -1.0)
     # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about every threshold
     statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
                   for (total, scale), column_halves in zip(sums, halves)]
@@ -2192,32 +2195,32 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     return max(passing, found), beyond
 
 
-def resolution(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+def _resolution(spread: Optional[float], queries: int, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
                tests: int = 1, reach: float = 1.0) -> Optional[float]:
     """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
     1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
-    >>> round(resolution(0.3, 200, tests=8), 3)
+    >>> round(_resolution(0.3, 200, tests=8), 3)
     0.147
     """
     return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
 
-def detectable_drop(spread: Optional[float], queries: int, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+def _detectable_drop(spread: Optional[float], queries: int, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
                     tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
     """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
-    >>> round(detectable_drop(0.2, 100, tolerance=0.02), 4)
+    >>> round(_detectable_drop(0.2, 100, tolerance=0.02), 4)
     0.1341
     """
     return _sizing(spread, queries, alpha, power, tests, reach, tolerance)[1] if queries >= 2 else None
 
 
-def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEFAULT_ALPHA, power: float = POWER,
+def _queries_needed(spread: Optional[float], tolerance: float, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
                    tests: int = 1, reach: float = 1.0) -> Optional[int]:
     """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
 
-    >>> queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
+    >>> _queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
     200
     """
     fits = lambda n: _sizing(spread, n, alpha, power, tests, reach)[0] <= tolerance  # noqa: E731
@@ -2232,16 +2235,16 @@ def queries_needed(spread: Optional[float], tolerance: float, alpha: float = DEF
     return high
 
 
-def resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
+def _resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = _DEFAULT_ALPHA) -> Dict[str, float]:
     """Per metric, the recommended --max-drop: the resolution of a family of every metric for a rerun that may
     change every query (deltas spread by sqrt(2) x the scores' deviation)."""
-    return {metric: resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
-                               POWER, len(per_query), max(1.0, max(values.values()) - min(values.values())))
+    return {metric: _resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
+                               _POWER, len(per_query), max(1.0, max(values.values()) - min(values.values())))
             for metric, values in per_query.items()}
 
 
 def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str, float], *,
-                   resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, show: int = 5,
+                   resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED, show: int = 5,
                    halves: Optional[_Halves] = None) -> PairedComparison:
     """Compare one metric's per-query scores on the queries scored on both sides.
 
@@ -2259,7 +2262,7 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
         halves = _exact_halves([], [])
     elif halves is None:
         halves = _shared_halves([deltas], resamples, _random(f"rag_eval:{seed}:{metric}"))[0]
-    exact = differing <= EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
+    exact = differing <= _EXACT_SIGN_FLIP_MAX or _one_size(nonzero)
     drawn = len(halves.sizes)  # halves drawn already bring their own count
     p_value = sign_flip_test(deltas)[0] if exact else (1 + _as_extreme(deltas, halves)) / (1 + drawn)
     drops = sorted((delta, qid) for qid, delta in zip(common, deltas) if delta < 0)
@@ -2267,27 +2270,27 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
         metric=metric, queries=len(common), mean_delta=math.fsum(deltas) / len(common),
         improved=sum(1 for delta in nonzero if delta > 0), worse=len(drops), same=len(common) - differing,
         p_value=p_value, exact=exact,
-        interval=_bootstrap_from_halves(deltas, halves, CONFIDENCE),
+        interval=_bootstrap_from_halves(deltas, halves, _CONFIDENCE),
         hit_to_miss=[qid for qid in common if before[qid] > 0 and after[qid] == 0],
         largest_drops=[(qid, delta) for delta, qid in drops[:show]],
         spread=_standard_deviation(deltas),
     )
 
 
-def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> Dict[str, Interval]:
+def _mean_intervals(result: dict, resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED) -> Dict[str, Interval]:
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
     [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
-    intervals, table = {}, per_query_by_metric(result)
+    intervals, table = {}, _per_query_by_metric(result)
     _within_budget(f"--ci with --resamples {resamples}", resamples * sum(map(len, table.values())), "--resamples",
                    resamples)
     for metric, scores in sorted(table.items()):
         values = [scores[qid] for qid in sorted(scores)]
         judged = result.get("judge", {}).get("metrics", {}).get(metric)
         if judged is None and _measure_named(parse_metric(metric)[0]).binary:
-            intervals[metric] = clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
+            intervals[metric] = _clopper_pearson(sum(1 for v in values if v == 1.0), len(values))
         else:  # a judged metric's own range (negated when lower is better), if its tool documents one
             low, high = bootstrap_interval(values, resamples, _random(f"rag_eval:{seed}:ci:{metric}"))
-            sign = -1 if metric.startswith(JUDGE + "-") else 1
+            sign = -1 if metric.startswith(_JUDGE + "-") else 1
             span = sorted(sign * x for x in (judged or {}).get("range") or (0.0, 1.0)) \
                 if judged is None or judged["range"] else (low, high)
             intervals[metric] = Interval(max(low, span[0]), min(high, span[1]))
@@ -2296,12 +2299,12 @@ def mean_intervals(result: dict, resamples: int = DEFAULT_RESAMPLES, seed: int =
 
 # === Baseline and gate ===
 
-BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as metric -> {query: value}
-TIE_RULE = "score descending, then docid descending"
-GATE_RULES = ("drop", "significant")
-ADJUSTMENTS = ("maxt", "holm")
-ACKNOWLEDGEABLE = ("few-judged",)  # warnings that repeat on every run until the data change: --acknowledge
-INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
+_BASELINE_FORMAT = "rag_eval-baseline/2"  # /1 (still read) kept per_query as metric -> {query: value}
+_TIE_RULE = "score descending, then docid descending"
+_GATE_RULES = ("drop", "significant")
+_ADJUSTMENTS = ("maxt", "holm")
+_ACKNOWLEDGEABLE = ("few-judged",)  # warnings that repeat on every run until the data change: --acknowledge
+_INCONCLUSIVE_AS = ("exit", "pass", "fail")  # --inconclusive: exit 3 (default), or map it to 0 or 1
 _FAILED = ("missing", "regression", "below floor")  # the gate's verdicts that fail it (of a metric, of a floor)
 UNGATED = "ungated"  # nothing to gate against (no baseline, no floor): never a pass
 
@@ -2314,7 +2317,7 @@ class Baseline(NamedTuple):
     conventions: Optional[dict] = None
     qrels_sha256: Optional[str] = None
     meta: Optional[Dict[str, str]] = None  # provenance (--meta and the environment); None in older baselines
-    judgments: Optional[dict] = None  # stored_judgments() of its qrels; None in older baselines
+    judgments: Optional[dict] = None  # _stored_judgments() of its qrels; None in older baselines
     acknowledged: Tuple[str, ...] = ()  # warnings the team acknowledged (ACKNOWLEDGEABLE): notes from then on
     judge: Optional[dict] = None  # judged scores: the judge's configuration and the answers' digests (judged_result)
 
@@ -2340,7 +2343,7 @@ def read_baseline(path: str) -> Baseline:
     with _opened(path) as inp:
         if _detect_format(inp) != "json":  # JSONL rows or TREC lines
             raise RagEvalError(_NOT_A_BASELINE, inp.source)
-        data = _parse_json(inp, "baseline", MAX_SMALL_JSON)
+        data = _parse_json(inp, "baseline", _MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
     if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
@@ -2352,12 +2355,12 @@ def read_baseline(path: str) -> Baseline:
 
 def _extended_baseline(data: dict, path: str) -> Baseline:
     """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
-    if data["format"] not in (BASELINE_FORMAT, "rag_eval-baseline/1"):
-        raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {BASELINE_FORMAT!r})", path)
+    if data["format"] not in (_BASELINE_FORMAT, "rag_eval-baseline/1"):
+        raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {_BASELINE_FORMAT!r})", path)
     missing = [key for key in ("mean", "per_query", "conventions", "qrels_sha256") if key not in data]
     if missing:
         raise RagEvalError(f"extended baseline lacks {', '.join(missing)}", path)
-    per_query, by_query = data["per_query"], data["format"] == BASELINE_FORMAT
+    per_query, by_query = data["per_query"], data["format"] == _BASELINE_FORMAT
     if not isinstance(per_query, dict) or not all(isinstance(v, dict) for v in per_query.values()):
         raise RagEvalError("per_query must map " + ("query -> {metric: value}" if by_query else
                                                     "metric -> {query: value}"), path)
@@ -2379,8 +2382,8 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
             raise RagEvalError(f"corrupt: the per-query scores of {_clipped_repr(metric)} do not average to its mean "
                                f"{means[metric]!r}", path)
     acknowledged = data.get("acknowledged", [])
-    if not isinstance(acknowledged, list) or not set(acknowledged) <= set(ACKNOWLEDGEABLE):
-        raise RagEvalError(f"acknowledged must be a list of {', '.join(ACKNOWLEDGEABLE)}", path)
+    if not isinstance(acknowledged, list) or not set(acknowledged) <= set(_ACKNOWLEDGEABLE):
+        raise RagEvalError(f"acknowledged must be a list of {', '.join(_ACKNOWLEDGEABLE)}", path)
     return Baseline(means, scores, data["conventions"], data["qrels_sha256"],
                     _check_meta(data["meta"], path) if "meta" in data else None,
                     _check_stored_judgments(data["judgments"], path) if "judgments" in data else None,
@@ -2409,12 +2412,12 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
         if not _is_finite(value):
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must be a finite number, got {_clipped_repr(value)}",
                                path)
-        if not -DROP_EPSILON <= value <= 1 + DROP_EPSILON and not _is_judged_metric((where or name).rpartition(":")[2]):
+        if not -_DROP_EPSILON <= value <= 1 + _DROP_EPSILON and not _is_judged_metric((where or name).rpartition(":")[2]):
             # every measure lies in [0, 1]: -1 could never fail (a judged score's range is its reader's to check)
             raise RagEvalError(f"{prefix}baseline value of {_clipped_repr(name)} must lie in [0, 1], as every measure "
                                f"does, got {_clipped_repr(value)}", path)
     if metrics:  # other tools' spellings are ours from here on; two spellings of one metric are one too many
-        names = [canonical_metric(name) for name in table]
+        names = [_canonical_metric(name) for name in table]
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise RagEvalError(f"{prefix}baseline names {twice[0]} twice (in two spellings)", path)
@@ -2431,7 +2434,7 @@ def _is_metric_key(key: str) -> bool:
     return tag.isprintable()
 
 
-def qrels_fingerprint(qrels: Qrels) -> str:
+def _qrels_fingerprint(qrels: Qrels) -> str:
     """sha256 of the judgments in a canonical form: reformatting or gzipping the
     file does not change it, changing a judgment does."""
     import hashlib
@@ -2446,7 +2449,7 @@ def _conventions_record(result: dict) -> dict:
     cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
     spans = {"min_overlap": conv["min_overlap"]} if "min_overlap" in conv else {}  # evidence judgments
     return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
-            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": TIE_RULE, **spans}
+            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": _TIE_RULE, **spans}
 
 
 def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
@@ -2477,7 +2480,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
     ``reported_only`` metrics (span precision and iou) are left out.
     """
-    means, per_query = dict(result["mean"]), per_query_by_metric(result)
+    means, per_query = dict(result["mean"]), _per_query_by_metric(result)
     for metric in set(result.get("reported_only", ())) - set(keep_from.means if keep_from else ()):
         del means[metric], per_query[metric]
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
@@ -2501,7 +2504,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     extra = dict(extra or {})
     if "meta" in extra:  # the Python version changes with the machine, not the system: --output records it
         extra["meta"] = {key: value for key, value in extra["meta"].items() if key != "python"}
-    record = {"mean": means, "format": BASELINE_FORMAT, "tool": f"rag_eval {__version__}",
+    record = {"mean": means, "format": _BASELINE_FORMAT, "tool": f"rag_eval {__version__}",
               "qrels_sha256": qrels_sha256, "conventions": _conventions_record(result), "unscored": result["unscored"],
               **{key: value for key, value in extra.items() if key != "judgments"}, "per_query": by_query,
               **{key: value for key, value in extra.items() if key == "judgments"}}
@@ -2528,7 +2531,7 @@ def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: flo
     return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
 
 
-def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
+def _significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
     """What ``--ratchet`` raises: metric (not slice) -> the rise shown, the adjusted low bound when above 0."""
     if not gate_report:
         return {}
@@ -2536,20 +2539,20 @@ def significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
             if ":" not in key and entry.get("gain_shown")}
 
 
-def per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
+def _per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
     """``{metric: {qid: value}}`` with full metric names, whatever the form of ``k``."""
     single = not isinstance(result["k"], list)
     table: Dict[str, Dict[str, float]] = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
-            full = format_metric(key, result["k"]) if single and not key.startswith(JUDGE) else key
+            full = format_metric(key, result["k"]) if single and not key.startswith(_JUDGE) else key
             table.setdefault(full, {})[qid] = value
     return table
 
 
 # --- Writing files: the old file or the new one, never part of one; one baseline update at a time ---
 
-NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
+_NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
 
 
 def _kept_name(name: str) -> str:
@@ -2557,12 +2560,12 @@ def _kept_name(name: str) -> str:
     cut with 12 hex digits of its sha256 in place of the end, so that two long names keep two locks."""
     import hashlib
 
-    if len(name) <= NAME_KEPT:
+    if len(name) <= _NAME_KEPT:
         return name
-    return name[:NAME_KEPT - 13] + "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
+    return name[:_NAME_KEPT - 13] + "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
 
 
-def write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
+def _write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one, even if the process is killed
@@ -2681,7 +2684,7 @@ def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
 # --- The gate: each metric against the baseline, floors, slices, the paired tests ---
 
 def regressions(
-    current_means: Mapping[str, float], baseline_means: Mapping[str, float], max_drop: float = DEFAULT_MAX_DROP
+    current_means: Mapping[str, float], baseline_means: Mapping[str, float], max_drop: float = _DEFAULT_MAX_DROP
 ) -> Dict[str, Tuple[float, Optional[float]]]:
     """``{metric: (was, now)}`` for every baseline metric missing now (``now`` is None)
     or that fell by more than ``max_drop``.
@@ -2702,20 +2705,20 @@ def regressions(
 
 
 def _fell(was: float, now: float, allowed: float) -> bool:
-    """A fall beyond the allowed drop; exactly the allowed drop is no fall (see DROP_EPSILON)."""
-    return was - now > allowed + DROP_EPSILON
+    """A fall beyond the allowed drop; exactly the allowed drop is no fall (see _DROP_EPSILON)."""
+    return was - now > allowed + _DROP_EPSILON
 
 
 class GateSettings(NamedTuple):
     """How ``gate`` judges: the rule, the tolerances and floors, and the resampling."""
 
     rule: str = "drop"
-    default: Tolerance = Tolerance(DEFAULT_MAX_DROP)
+    default: Tolerance = Tolerance(_DEFAULT_MAX_DROP)
     tolerances: Mapping[str, Tolerance] = MappingProxyType({})  # read-only: a default shared by every instance
     floors: Mapping[str, float] = MappingProxyType({})
-    alpha: float = DEFAULT_ALPHA
-    resamples: int = DEFAULT_RESAMPLES
-    seed: int = DEFAULT_SEED
+    alpha: float = _DEFAULT_ALPHA
+    resamples: int = _DEFAULT_RESAMPLES
+    seed: int = _DEFAULT_SEED
     show: int = 5
     adjust: str = "maxt"  # how the family's p-values are adjusted: "maxt" (joint) or "holm"
     not_gated: frozenset = frozenset()  # baseline metrics left out of the gate on purpose (--not-gated)
@@ -2742,7 +2745,7 @@ class _Target(NamedTuple):
 
 
 def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], slices: Optional[Slices]) -> List[_Target]:
-    now_scores, members = per_query_by_metric(result), slice_members(slices or {})
+    now_scores, members = _per_query_by_metric(result), _slice_members(slices or {})
     old_scores = (baseline.per_query if baseline is not None else None) or {}
     targets = []
     for key in keys:
@@ -2763,7 +2766,7 @@ def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, 
     """What a baseline gates: every metric it holds (one this run lacks is missing, a regression) but
     ``settings.not_gated``, and every slice that a tolerance names."""
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
-    for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(slice_members(slices or {})):
+    for tag in {key.rpartition(":")[0] for key in keys} - {""} - set(_slice_members(slices or {})):
         raise RagEvalError(f"the baseline gates slice {_clipped_repr(tag)}: name it in --slices, or see --not-gated")
     targets = _targets(result, baseline, keys + sorted(key for key in settings.tolerances if ":" in key and key not in keys),
                        slices)
@@ -2801,9 +2804,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     settings = settings._replace(**fields)
     settings = settings._replace(default=_as_tolerance(settings.default), tolerances={
         metric: _as_tolerance(value) for metric, value in settings.tolerances.items()})
-    if settings.rule not in GATE_RULES:
-        raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, GATE_RULES)}"
-                           f"choose from {', '.join(GATE_RULES)})")
+    if settings.rule not in _GATE_RULES:
+        raise RagEvalError(f"unknown rule {_clipped_repr(settings.rule)} ({_did_you_mean(settings.rule, _GATE_RULES)}"
+                           f"choose from {', '.join(_GATE_RULES)})")
     if settings.rule == "significant" and baseline is not None:
         _check_same_queries(baseline, result)
     targets = _baseline_targets(result, baseline, settings, slices) if baseline is not None else []
@@ -2817,7 +2820,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
               "floors": {}}
     for target in _targets(result, None, sorted(settings.floors), slices):
         floor = settings.floors[target.key]
-        passed = target.now is not None and target.now >= floor - DROP_EPSILON  # 0.19999999999999998 meets 0.2
+        passed = target.now is not None and target.now >= floor - _DROP_EPSILON  # 0.19999999999999998 meets 0.2
         report["floors"][target.key] = {"min": floor, "now": target.now, "verdict": "pass" if passed else "below floor"}
     if baseline is not None:
         report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
@@ -2830,18 +2833,18 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     report["passed"] = report["verdict"] == "pass"
     retrieval = qrels is not None and getattr(baseline, "conventions", None) is not None and not all(
         _is_judged_metric(key.rpartition(":")[2]) for key in baseline.means)  # judged alone: no qrels to compare
-    report["qrels_changed"] = retrieval and baseline.qrels_sha256 != qrels_fingerprint(qrels)
-    changed = meta_changes(baseline.meta, meta) if meta is not None and getattr(baseline, "meta", None) is not None \
+    report["qrels_changed"] = retrieval and baseline.qrels_sha256 != _qrels_fingerprint(qrels)
+    changed = _meta_changes(baseline.meta, meta) if meta is not None and getattr(baseline, "meta", None) is not None \
         else []
     if changed:  # the same provenance (or an older baseline that records none) adds nothing
         report["meta_changes"] = changed
     earlier = {"qrels": baseline_qrels} if baseline_qrels is not None else baseline and baseline.judgments
     if earlier and (report["qrels_changed"] or old_on_old is not None):  # what the judgments changed
-        report["label_changes"] = label_changes(earlier, qrels)
+        report["label_changes"] = _label_changes(earlier, qrels)
     if old_on_old is not None:  # each delta split by its cause
-        report["delta_split"] = delta_split(result["mean"], baseline.means, old_on_old)
+        report["delta_split"] = _delta_split(result["mean"], baseline.means, old_on_old)
     if simulations and report["verdict"] != UNGATED:
-        report["calibration"] = calibrate(baseline, settings, simulations, metrics, per_query_by_metric(result))
+        report["calibration"] = calibrate(baseline, settings, simulations, metrics, _per_query_by_metric(result))
     return report
 
 
@@ -2868,7 +2871,7 @@ def _paired_family(targets: List[_Target], settings: GateSettings
         paired[key] = compare_paired(key, t.before, t.after, resamples=settings.resamples, seed=settings.seed,
                                      show=settings.show, halves=halves)
     p_values = {key: comparison.p_value for key, comparison in paired.items()}
-    p_holm = holm(p_values)
+    p_holm = _holm(p_values)
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
@@ -2900,15 +2903,15 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
                      interval=[low and max(low, -reach), wide and min(mean + wide, reach)],
                      gain_shown=max(0.0, mean - (wide or math.inf)),
                      largest_drops=[list(drop) for drop in comparison.largest_drops],
-                     resolution=resolution(spread, n, alpha, POWER, tests, reach),
-                     min_detectable_drop=detectable_drop(spread, n, alpha, POWER, allowed, tests, reach),
-                     queries_needed=queries_needed(spread, allowed, alpha, POWER, tests, reach))
+                     resolution=_resolution(spread, n, alpha, _POWER, tests, reach),
+                     min_detectable_drop=_detectable_drop(spread, n, alpha, _POWER, allowed, tests, reach),
+                     queries_needed=_queries_needed(spread, allowed, alpha, _POWER, tests, reach))
     fell = target.now is not None and _fell(target.was, target.now, allowed)
     if target.now is None:
         verdict = "missing"
     elif settings.rule == "drop" or comparison is None:  # no pairs, no test: a fall fails
         verdict = "regression" if fell else "pass"
-    elif comparison.queries < MIN_PAIRED:
+    elif comparison.queries < _MIN_PAIRED:
         verdict = "inconclusive"
     elif fell and _fell(0.0, entry["interval"][1], allowed):  # the whole bound beyond the tolerance
         verdict = "regression"
@@ -2925,8 +2928,8 @@ def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[
 # k): several candidate runs scored on the same judgments and compared, each
 # metric, with a reference.  Only per-query scores are kept of each run.
 
-def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
-                 alpha: float = DEFAULT_ALPHA, show: int = 5) -> dict:
+def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED,
+                 alpha: float = _DEFAULT_ALPHA, show: int = 5) -> dict:
     """Compare every run with the first, the reference, on every metric of the reference.
 
     ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
@@ -2942,7 +2945,7 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
     metrics = sorted(results[0][1]["mean"], key=_metric_order)
     scores = {}
     for name, result in results:
-        table = per_query_by_metric(result)
+        table = _per_query_by_metric(result)
         lacking = [metric for metric in metrics if metric not in table]
         if lacking:
             raise RagEvalError(f"run {_clipped_repr(name)} has no scores for {lacking[0]}")
@@ -2967,7 +2970,7 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
                 against_best[name, metric] = (with_reference[top if name == reference else name, metric]
                                               if reference in (name, top) else compare_paired(
                     metric, scores[top][metric], scores[name][metric], resamples=resamples, seed=seed)).p_value
-    best_adjusted = holm(against_best)
+    best_adjusted = _holm(against_best)
     table = {}
     for metric in metrics:
         entries = {}
@@ -2996,13 +2999,13 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = DEFAULT_RE
 # build, embedding model, generator, and judge configuration": --meta KEY=VALUE
 # records them, beside the commit, branch and Python that cost nothing to learn.
 
-ENVIRONMENT_META = ("git_branch", "git_commit", "python")  # change on every run by design: recorded, never "changes"
-MAX_META_KEY = 64
-MAX_META_VALUE = 256
-GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang the CI step
+_ENVIRONMENT_META = ("git_branch", "git_commit", "python")  # change on every run by design: recorded, never "changes"
+_MAX_META_KEY = 64
+_MAX_META_VALUE = 256
+_GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang the CI step
 
 
-def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def _provenance_meta(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
     """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python`` unless given.
 
     The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and ``GITHUB_HEAD_REF`` on a pull
@@ -3019,7 +3022,7 @@ def provenance(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = N
         commit, branch = (_git("rev-parse", "HEAD", "--abbrev-ref", "HEAD") + [None, None])[:2]  # one process
     for key, value in (("git_commit", commit), ("git_branch", branch), ("python", platform.python_version())):
         if value and key not in found:
-            found[key] = value[:MAX_META_VALUE]
+            found[key] = value[:_MAX_META_VALUE]
     return dict(sorted(found.items()))
 
 
@@ -3029,7 +3032,7 @@ def _git(*arguments: str) -> List[Optional[str]]:
 
     try:
         done = subprocess.run(["git", *arguments], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, timeout=GIT_TIMEOUT, check=False)
+                              stderr=subprocess.DEVNULL, timeout=_GIT_TIMEOUT, check=False)
     except (OSError, subprocess.SubprocessError):
         return []
     lines = done.stdout.decode("utf-8", "replace").strip().split("\n") if done.returncode == 0 else []
@@ -3048,17 +3051,17 @@ def _check_meta(table, path: str) -> Dict[str, str]:
 
 
 def _meta_key_ok(key) -> bool:
-    return isinstance(key, str) and 0 < len(key) <= MAX_META_KEY and key.isprintable() and "=" not in key
+    return isinstance(key, str) and 0 < len(key) <= _MAX_META_KEY and key.isprintable() and "=" not in key
 
 
-def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+def _meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
     """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks; the keys
     of ENVIRONMENT_META are left out (a commit changes with every run).
 
-    >>> meta_changes({"embedder": "bge-small", "git_commit": "a1"}, {"embedder": "bge-base", "index": "v2"})
+    >>> _meta_changes({"embedder": "bge-small", "git_commit": "a1"}, {"embedder": "bge-base", "index": "v2"})
     ['embedder: bge-small -> bge-base', 'index: (none) -> v2']
     """
-    keys = sorted((set(before) | set(now)) - set(ENVIRONMENT_META))
+    keys = sorted((set(before) | set(now)) - set(_ENVIRONMENT_META))
     return [f"{key}: {before.get(key, '(none)')} -> {now.get(key, '(none)')}"
             for key in keys if before.get(key) != now.get(key)]
 
@@ -3070,8 +3073,8 @@ def meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]
 # judgments named); beyond MAX_STORED_JUDGMENTS only a digest and a count per
 # query (which queries changed, not how): a baseline stays a file one reviews.
 
-MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
-QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
+_MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
+_QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
 
 
 def _judgment_table(qrels) -> Qrels:
@@ -3082,17 +3085,17 @@ def _judgment_table(qrels) -> Qrels:
             for qid, spans in qrels.items()}
 
 
-def stored_judgments(qrels: Qrels) -> dict:
+def _stored_judgments(qrels: Qrels) -> dict:
     """What an extended baseline keeps of its judgments: ``{"qrels": ...}`` when small, else
     ``{"digests": {qid: {"judged": n, "sha256": ...}}}``.  Spans are named ``doc[start:end]``."""
     qrels = _judgment_table(qrels)
-    if sum(map(len, qrels.values())) <= MAX_STORED_JUDGMENTS:
+    if sum(map(len, qrels.values())) <= _MAX_STORED_JUDGMENTS:
         return {"qrels": {qid: dict(sorted(docs.items())) for qid, docs in sorted(qrels.items())}}
     return {"digests": {qid: {"judged": len(docs), "sha256": _query_digest(docs)} for qid, docs in sorted(qrels.items())}}
 
 
 def _query_digest(docs: Mapping[str, int]) -> str:
-    return qrels_fingerprint(docs)[:QUERY_DIGEST_CHARS]  # the canonical form of the whole qrels, for one query's
+    return _qrels_fingerprint(docs)[:_QUERY_DIGEST_CHARS]  # the canonical form of the whole qrels, for one query's
 
 
 def _check_stored_judgments(stored, path: str) -> dict:
@@ -3107,14 +3110,14 @@ def _check_stored_judgments(stored, path: str) -> dict:
                        "{\"digests\": {query: {\"judged\": n, \"sha256\": ...}}}", path)
 
 
-def label_changes(before: dict, qrels: Qrels) -> dict:
-    """What changed from stored judgments (``stored_judgments``) to ``qrels``, per query.
+def _label_changes(before: dict, qrels: Qrels) -> dict:
+    """What changed from stored judgments (``_stored_judgments``) to ``qrels``, per query.
 
     Whole judgments give, per changed query, the documents ``added`` and ``removed`` ({doc: grade}) and
     ``regraded`` ({doc: [was, now]}); digests give the number judged, ``[was, now]``.  Queries added or
     removed are listed.
 
-    >>> label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
+    >>> _label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
     {'added': 1, 'queries_added': 1, 'queries_changed': 1, 'queries_removed': 0, 'regraded': 1, 'removed': 1}
     """
     qrels = _judgment_table(qrels)
@@ -3141,12 +3144,12 @@ def label_changes(before: dict, qrels: Qrels) -> dict:
             "queries": queries, "queries_added": added, "queries_removed": removed}
 
 
-def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
+def _delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
     """Each metric's change from the old run on the old judgments to this run on the new ones,
     split in two: ``labels`` (the old run, new judgments minus old) and ``system`` (this run
     minus the old one, both on the new judgments).  ``total`` = ``labels`` + ``system``.
 
-    >>> delta_split({"m": 0.5}, {"m": 0.6}, {"m": 0.7})["m"]["labels"]
+    >>> _delta_split({"m": 0.5}, {"m": 0.6}, {"m": 0.7})["m"]["labels"]
     -0.09999999999999998
     """
     return {metric: {"total": now[metric] - old_on_old[metric], "labels": old_on_new[metric] - old_on_old[metric],
@@ -3156,11 +3159,11 @@ def delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_o
 
 # --- Calibration: the gate measured on the baseline's own scores ---
 
-CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
-PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
+_CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
+_PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
 
 
-def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = DEFAULT_SIMULATIONS,
+def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = _DEFAULT_SIMULATIONS,
               keys: Optional[Iterable[str]] = None, now: Optional[Mapping[str, Mapping[str, float]]] = None) -> dict:
     """How often this gate is wrong on these per-query scores: A/A false fails and power at planted drops.
 
@@ -3178,13 +3181,13 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
     metrics = sorted(scores, key=_metric_order)
     rows = [[scores[m][qid] for m in metrics] for qid in queries]
     rerun = [[now[m][qid] for m in metrics] for qid in queries] if now is not None else None
-    quick = settings._replace(resamples=min(settings.resamples, CALIBRATION_RESAMPLES))
+    quick = settings._replace(resamples=min(settings.resamples, _CALIBRATION_RESAMPLES))
     paired_rule = quick.rule != "drop"  # rule drop judges the means alone: no paired statistics to compute
     _within_budget(f"--calibrate {simulations} on {len(queries)} queries x {len(metrics)} metrics", simulations *
-                   (1 + len(PLANTED_DROPS)) * len(rows) * len(metrics) * (2 * quick.resamples if paired_rule else 50),
+                   (1 + len(_PLANTED_DROPS)) * len(rows) * len(metrics) * (2 * quick.resamples if paired_rule else 50),
                    "--calibrate", simulations)
     scenarios = {}
-    for factor in (0.0,) + PLANTED_DROPS:
+    for factor in (0.0,) + _PLANTED_DROPS:
         rng = _random(f"rag_eval:{settings.seed}:calibrate:{factor}")
         counts = {"regression": 0, "inconclusive": 0, "pass": 0}
         for _ in range(simulations):
@@ -3222,23 +3225,23 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
 
 # Bytes per read when streaming line-based files: small enough that a block
 # stays in the CPU's cache while it is checked and split (4 MiB was 20% slower).
-READ_BLOCK = 1 << 17
+_READ_BLOCK = 1 << 17
 # A longer line is an error, not a reason to run out of memory.  READ_BLOCK
 # must stay far below it: a line that fits in one block is never measured.
-MAX_LINE = 1 << 26
-MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
+_MAX_LINE = 1 << 26
+_MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
 # A JSON run read from a file is parsed as it streams, in bounded memory, but a ranked list costs about
 # 2 us per id: past this size (about a minute of parsing) it is refused; TREC is read up to --max-input-bytes.
-MAX_JSON_RUN = 1 << 29
-MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
+_MAX_JSON_RUN = 1 << 29
+_MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
-MAX_UNKNOWN_QUERIES = 200_000
+_MAX_UNKNOWN_QUERIES = 200_000
 # Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
-REPEAT_BUDGET = 1 << 16
-MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats: about 60 MB
-MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
-MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
-MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
+_REPEAT_BUDGET = 1 << 16
+_MAX_RANKS = 1 << 20  # ranks of one query of a MS MARCO run checked for repeats: about 60 MB
+_MAX_RUN_BYTES = 1 << 32  # inflated bytes of a run (--max-input-bytes): a gzip bomb ends here
+_MAX_DETECT_LINE = 1 << 20  # a longer first line that opens an object is taken for JSON, not a JSONL row
+_MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far below a gzip bomb
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
@@ -3376,7 +3379,7 @@ class _Hashing(io.RawIOBase):
 def _open_binary(path: str, source: str, hashed: bool = False):
     try:
         if path in _TEES:
-            stream = io.BufferedReader(_Teed(*_TEES[path]), READ_BLOCK)
+            stream = io.BufferedReader(_Teed(*_TEES[path]), _READ_BLOCK)
         elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
@@ -3385,7 +3388,7 @@ def _open_binary(path: str, source: str, hashed: bool = False):
             if os.path.isdir(path):
                 raise RagEvalError("is a directory, expected a file", source)
             stream = open(path, "rb", buffering=0 if hashed else -1)
-        return io.BufferedReader(_Hashing(stream), READ_BLOCK) if hashed else stream
+        return io.BufferedReader(_Hashing(stream), _READ_BLOCK) if hashed else stream
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
@@ -3404,14 +3407,14 @@ def _first_content(stream, source: str) -> _Input:
     content = head.lstrip()
     if content[:1] == b"{" and b"\n" not in content:
         # The first line tells a JSONL row from a JSON document: read it whole, within reason.
-        head += _read_block(stream, source, line_limit=MAX_DETECT_LINE)
+        head += _read_block(stream, source, line_limit=_MAX_DETECT_LINE)
     return _Input(source, head, stream, first_line)
 
 
 def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int = 0) -> bytes:
     """The next READ_BLOCK (or ``size``) bytes; with ``line_limit``, to the next newline, at most so many."""
     try:
-        return stream.read(size or READ_BLOCK) if line_limit is None else stream.readline(line_limit)
+        return stream.read(size or _READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
         raise RagEvalError(f"cannot read (corrupt or truncated gzip?): {exc}", source) from None
     except Exception as exc:  # zlib.error, without importing zlib up front
@@ -3490,10 +3493,10 @@ def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, O
     if not data or data.endswith(b"\n"):
         return data, None
     start = data.rfind(b"\n") + 1
-    limit = max(MAX_LINE + 1 - (len(data) - start), 1)
+    limit = max(_MAX_LINE + 1 - (len(data) - start), 1)
     rest = _read_block(stream, source, line_limit=limit)
     if len(rest) == limit and not rest.endswith(b"\n"):
-        return data[:start], RagEvalError(f"line longer than {MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
+        return data[:start], RagEvalError(f"line longer than {_MAX_LINE >> 20} MiB", source, first + data.count(b"\n"))
     return data + rest, None
 
 
@@ -3529,13 +3532,13 @@ def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, 
     return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
 
 
-def _parse_json(inp: _Input, what: str, limit: int = MAX_JSON):
+def _parse_json(inp: _Input, what: str, limit: int = _MAX_JSON):
     """The whole JSON document, read up to ``limit`` bytes: a gzip bomb stops here, not in the OOM killer."""
     blocks, size = [inp.head], len(inp.head)
     for block in iter(lambda: _read_block(inp.rest, inp.source), b""):
         size += len(block)
         if size > limit:
-            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == MAX_JSON else ""
+            advice = "; for large runs use TREC or JSONL, which are streamed" if limit == _MAX_JSON else ""
             raise RagEvalError(f"JSON larger than {limit >> 20} MiB{advice}", inp.source)
         blocks.append(block)
     data = b"".join(blocks)
@@ -3649,14 +3652,14 @@ def _all_finite(numbers: Iterable[float]) -> bool:
 
 
 def _clip(text: str) -> str:
-    return text if len(text) <= CLIP else text[:CLIP] + "..."
+    return text if len(text) <= _CLIP else text[:_CLIP] + "..."
 
 
 def _clipped_repr(value) -> str:
     """repr() of at most CLIP characters of a value: an error line stays short, and a file read by mistake (a
     symlinked run) shows no more than that of its content."""
     if isinstance(value, str):
-        return repr(value) if len(value) <= CLIP else repr(value[:CLIP]) + "..."
+        return repr(value) if len(value) <= _CLIP else repr(value[:_CLIP]) + "..."
     return _clip(repr(value))
 
 
@@ -3879,8 +3882,8 @@ def _grade(text: str, source: str, lineno: int) -> int:
     if not (digits.isascii() and digits.isdigit()):
         raise RagEvalError(f"grade must be an integer, got {_clipped_repr(text)}", source, lineno)
     value = _ascii_int(digits, digits=10)
-    if value is None or value > MAX_GRADE:
-        raise RagEvalError(f"grade must be at most {MAX_GRADE}, got {_clip(text)}", source, lineno)
+    if value is None or value > _MAX_GRADE:
+        raise RagEvalError(f"grade must be at most {_MAX_GRADE}, got {_clip(text)}", source, lineno)
     return sign * value
 
 
@@ -4041,7 +4044,7 @@ class _Repeats:
             return
         if earlier is not None:
             distinct |= earlier
-        if self.size + len(distinct) <= REPEAT_BUDGET:
+        if self.size + len(distinct) <= _REPEAT_BUDGET:
             self.kept[qid] = distinct
             self.size += len(distinct)
         else:
@@ -4067,7 +4070,7 @@ class _ReadOptions(NamedTuple):
     doc_id_sep: Optional[str] = None
     judged: Optional[Qrels] = None
     cutoffs: Optional[List[int]] = None  # reduce each query as it is read (see ``_Reducer``)
-    max_bytes: int = MAX_RUN_BYTES
+    max_bytes: int = _MAX_RUN_BYTES
 
 
 class _ReadAgain(Exception):
@@ -4098,8 +4101,8 @@ class _Reducer:
             return True
         if qid not in self.unknown:
             self.unknown.add(qid)
-            if len(self.unknown) > MAX_UNKNOWN_QUERIES:
-                raise RagEvalError(f"more than {MAX_UNKNOWN_QUERIES} run queries are not in the qrels "
+            if len(self.unknown) > _MAX_UNKNOWN_QUERIES:
+                raise RagEvalError(f"more than {_MAX_UNKNOWN_QUERIES} run queries are not in the qrels "
                                    f"(one: {_clipped_repr(qid)}); is this a run of these qrels?", self.source)
         return False
 
@@ -4231,7 +4234,7 @@ class _Queries:
 
     def take(self, segments: Iterable[Tuple[object, List, List[float]]]) -> None:
         """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
-        if len(self.ids) > REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
+        if len(self.ids) > _REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
             self._hand_over(more=True)
         for qid, docids, values in segments:
             if qid != self.qid:
@@ -4311,7 +4314,7 @@ class _Queries:
 
     def _text(self, docid) -> str:
         text = docid.decode("utf-8") if self.as_bytes else docid
-        return text if self.doc_id_sep is None else document_of(text, self.doc_id_sep)
+        return text if self.doc_id_sep is None else _document_of(text, self.doc_id_sep)
 
     def _add_mapped(self, docids: List, values: List[float]) -> None:
         top, keep, query = self.top, self.keep, self.query
@@ -4377,8 +4380,8 @@ def _has_long_line(data: bytes) -> bool:
     """Whether a line of ``data`` is longer than MAX_ID bytes (only such a line can hold a longer id): each
     step looks for the last line end within MAX_ID + 1 bytes of a line's start, about 30 steps a block."""
     start = 0
-    while len(data) - start > MAX_ID:
-        end = data.rfind(b"\n", start, start + MAX_ID + 1)
+    while len(data) - start > _MAX_ID:
+        end = data.rfind(b"\n", start, start + _MAX_ID + 1)
         if end < 0:
             return True
         start = end + 1
@@ -4406,9 +4409,9 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
                 and fields[-1].isdigit() and len(fields[-1]) == 1 else ""  # its last field a grade
             error = RagEvalError(f"expected 6 fields (qid Q0 docid rank score tag), got {len(fields)}{swapped}",
                                  source, lineno)
-        elif len(line) > MAX_ID and max(len(fields[0]), len(fields[2])) > MAX_ID:
-            what = "query id" if len(fields[0]) > MAX_ID else "document id"
-            error = RagEvalError(f"{what} longer than {MAX_ID} bytes", source, lineno)
+        elif len(line) > _MAX_ID and max(len(fields[0]), len(fields[2])) > _MAX_ID:
+            what = "query id" if len(fields[0]) > _MAX_ID else "document id"
+            error = RagEvalError(f"{what} longer than {_MAX_ID} bytes", source, lineno)
         else:
             if fields[0] != qid:
                 if docids:
@@ -4434,9 +4437,9 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
 
 def _too_long_id(text: Union[str, bytes]) -> bool:
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
-    if len(text) <= MAX_ID // 4:
+    if len(text) <= _MAX_ID // 4:
         return False
-    return len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text) > MAX_ID
+    return len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text) > _MAX_ID
 
 
 def _as_text(text: Union[str, bytes]) -> str:
@@ -4485,7 +4488,7 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
     qid, ids, values = None, [], []
     ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
     earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
-    budget = MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
+    budget = _MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
     for lineno, fields in rows:
         try:
             query, docid, text = fields
@@ -4496,8 +4499,8 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
             continue  # blank, or a comment, as TREC lines
         if query[:1] == b"#":  # (a header file's rows are text: never b"#")
             continue
-        if len(query) > MAX_ID // 4 and _too_long_id(query) or len(docid) > MAX_ID // 4 and _too_long_id(docid):
-            raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {MAX_ID} bytes",
+        if len(query) > _MAX_ID // 4 and _too_long_id(query) or len(docid) > _MAX_ID // 4 and _too_long_id(docid):
+            raise RagEvalError(f"{'query' if _too_long_id(query) else 'document'} id longer than {_MAX_ID} bytes",
                                inp.source, lineno)
         rank = int(text) if text.isascii() and text.isdigit() and len(text) <= 9 else None  # as _ascii_int
         if rank is None or rank < first_rank:
@@ -4509,13 +4512,13 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
             if qid is not None:
                 earlier[qid], budget = _ranks_so_far(ranks, budget)
             ranks = set(earlier.get(query) or ())  # a query whose lines come back: a rank of before is a repeat too
-        if len(ranks) < MAX_RANKS:
+        if len(ranks) < _MAX_RANKS:
             if rank in ranks:
                 grades = " (is this a qrels file? the order is QRELS RUN)" if max(ranks) < 5 else ""  # grades are small
                 raise RagEvalError(f"rank {rank} appears twice in query {_clipped_repr(_as_text(query))}{grades}",
                                    inp.source, lineno)
             ranks.add(rank)
-        if query != qid or len(ids) > REPEAT_BUDGET:
+        if query != qid or len(ids) > _REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
         ids.append(docid)
@@ -4548,8 +4551,8 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
             query = _row_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
             docid = _row_id(row, _ROW_DOC, "document id", inp.source, lineno)
             for value, what in ((query, "query id"), (docid, "document id")):
-                if len(value) > MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
-                    raise RagEvalError(f"{what} longer than {MAX_ID} bytes", inp.source, lineno)
+                if len(value) > _MAX_ID // 4 and _too_long_id(value):  # the length test inline: this runs once per row
+                    raise RagEvalError(f"{what} longer than {_MAX_ID} bytes", inp.source, lineno)
         else:  # the row's chunk: located by the row, or named in doc_id and left to a chunk map
             query = _short_id(row, _JSONL_QUERY, "query id", inp.source, lineno)
             docid = _locate_chunk(row, located, inp.source, lineno) if "chunk_id" in row else \
@@ -4565,7 +4568,7 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
         if scored and not _is_finite(row["score"]):
             raise RagEvalError(f"score must be a finite number, got {_clipped_repr(row['score'])}"
                                f"{_instead(row['score'])}", inp.source, lineno)
-        if query != qid or len(ids) > REPEAT_BUDGET:
+        if query != qid or len(ids) > _REPEAT_BUDGET:
             ids, values = queries.rows_end(qid, ids, values, query)
             qid = query
         ids.append(docid)
@@ -4638,9 +4641,9 @@ class _JsonStream:
         data = _read_block(self.inp.rest, self.inp.source, size=at_least)
         self.ended = len(data) < at_least
         self.read += len(data)
-        if self.read > min(self.max_bytes, MAX_JSON_RUN):
-            if self.max_bytes > MAX_JSON_RUN:  # JSON's own cap: parsing costs far more per byte than TREC
-                raise RagEvalError(f"JSON larger than {MAX_JSON_RUN >> 20} MiB; for larger runs use TREC "
+        if self.read > min(self.max_bytes, _MAX_JSON_RUN):
+            if self.max_bytes > _MAX_JSON_RUN:  # JSON's own cap: parsing costs far more per byte than TREC
+                raise RagEvalError(f"JSON larger than {_MAX_JSON_RUN >> 20} MiB; for larger runs use TREC "
                                    "(read up to --max-input-bytes)", self.inp.source)
             raise _too_large(self.inp.source, self.max_bytes)
         self.text += self._decoded(data, self.ended)  # positions in the text stay valid
@@ -4653,7 +4656,7 @@ class _JsonStream:
             self.pos = match.end()
             if self.pos < len(self.text):
                 return self.text[self.pos]
-            if not self.more(READ_BLOCK):
+            if not self.more(_READ_BLOCK):
                 return ""
 
     def first_item_opens(self) -> str:
@@ -4670,7 +4673,7 @@ class _JsonStream:
         self.pos += 1
         first = True
         while True:
-            if self.pos > READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
+            if self.pos > _READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
                 self.text, self.pos = self.text[self.pos:], 0  # drop the text parsed already
             char = self.skip_space()
             if char == closing:
@@ -4695,12 +4698,12 @@ class _JsonStream:
             try:
                 value, end = _JSON.raw_decode(self.text, start)
             except (ValueError, IndexError):  # incomplete here, or invalid
-                if not self.more(max(len(self.text) - start, READ_BLOCK)):
+                if not self.more(max(len(self.text) - start, _READ_BLOCK)):
                     raise _ReadAgain() from None
                 continue
             except (RagEvalError, RecursionError):
                 raise _ReadAgain() from None
-            if end == len(self.text) and self.more(READ_BLOCK):
+            if end == len(self.text) and self.more(_READ_BLOCK):
                 continue  # a number may go on in the text not read yet: parse it again with more
             self.pos = end
             return value
@@ -4782,13 +4785,13 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
             ids = []  # for _Repeats, in stretches of REPEAT_BUDGET + 1
             for docid in entry:
                 if _too_long_id(docid):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+                    raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {_MAX_ID} bytes", inp.source)
                 ids.append(docid)
-                if len(ids) > REPEAT_BUDGET:
+                if len(ids) > _REPEAT_BUDGET:
                     repeats.add(qid, ids, True)
                     ids = []
                 if doc_id_sep is not None:
-                    docid = document_of(docid, doc_id_sep)
+                    docid = _document_of(docid, doc_id_sep)
                 found = found or docid in grades
                 if (depth is None or len(ranking) < depth) and (keep is None or keep(qid, docid)):
                     ranking[docid] = None  # a repeated id stays at its first place
@@ -4806,8 +4809,8 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
                 except RagEvalError:
                     raise _ReadAgain() from None  # the plain reader says so, or what comes first
             # map(len) in C first: only a long id can be too long.
-            if _too_long_id(qid) or max(map(len, entry), default=0) > MAX_ID // 4 and any(map(_too_long_id, entry)):
-                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {MAX_ID} bytes", inp.source)
+            if _too_long_id(qid) or max(map(len, entry), default=0) > _MAX_ID // 4 and any(map(_too_long_id, entry)):
+                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {_MAX_ID} bytes", inp.source)
             if doc_id_sep is not None:
                 entry = _best_by_document(entry, doc_id_sep)
             found = found or not grades.keys().isdisjoint(entry)
@@ -4832,7 +4835,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     first ``depth`` unique ones); runs are streamed (JSON one query at a time, on standard input too), so
     memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
     run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
-    that cut (``--judged-only``, see ``judged_filter``); with ``doc_id_sep`` chunk ids become document ids
+    that cut (``--judged-only``, see ``_judged_filter``); with ``doc_id_sep`` chunk ids become document ids
     before it (``--doc-id-sep``), since k counts documents then.  A query's documents come in no set order.
     """
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
@@ -4840,7 +4843,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
 
 def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
               judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = MAX_RUN_BYTES, evidence: bool = False) -> _RunRead:
+              max_bytes: int = _MAX_RUN_BYTES, evidence: bool = False) -> _RunRead:
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query;
     with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``).
@@ -4893,7 +4896,7 @@ def read_slices(path: str) -> Slices:
                       _row_field(row, _JSONL_TAGS, "slice", inp.source, lineno), lineno)
                      for lineno, row in _jsonl_rows(inp)]
         else:
-            data = _parse_json(inp, "slices", MAX_SMALL_JSON)
+            data = _parse_json(inp, "slices", _MAX_SMALL_JSON)
             if not isinstance(data, dict):
                 raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_json_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
@@ -4909,7 +4912,7 @@ def read_slices(path: str) -> Slices:
     return slices
 
 
-def slice_members(slices: Slices) -> Dict[str, List[str]]:
+def _slice_members(slices: Slices) -> Dict[str, List[str]]:
     """tag -> its queries, sorted."""
     members: Dict[str, List[str]] = {}
     for qid in sorted(slices):
@@ -4922,10 +4925,10 @@ def slice_members(slices: Slices) -> Dict[str, List[str]]:
 # An LLM judge's per-question scores, read from its tool's export, become per-query columns ``judge.<metric>``
 # like evaluate()'s: the same means, gate, baselines and reports (docs/judged.md).
 
-JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
-MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
-MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
-MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
+_JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
+_MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
+_MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
+_MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
 # Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
 # scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
 _JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity harmfulness maliciousness insensitivity "
@@ -5171,16 +5174,16 @@ def _judged_content(path: str) -> Tuple[str, str, object]:
     with _opened(path) as inp:
         data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
         source = inp.source
-    if len(data) > MAX_JSON:
-        raise _too_large(source, MAX_JSON)
+    if len(data) > _MAX_JSON:
+        raise _too_large(source, _MAX_JSON)
     if data[:4] == b"PK\x03\x04":  # Inspect's .eval
         import zipfile
 
         try:
             with zipfile.ZipFile(io.BytesIO(data)) as archive:
                 names = [name for name in archive.namelist() if name.endswith(".json")]
-                if sum(archive.getinfo(name).file_size for name in names) > MAX_JSON:
-                    raise _too_large(source, MAX_JSON)
+                if sum(archive.getinfo(name).file_size for name in names) > _MAX_JSON:
+                    raise _too_large(source, _MAX_JSON)
                 return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
                                                           _NAN_JSON) for name in names}
         except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
@@ -5234,7 +5237,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
 
 
 def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str, str]] = None,
-                  max_missing: float = MAX_JUDGE_MISSING) -> dict:
+                  max_missing: float = _MAX_JUDGE_MISSING) -> dict:
     """Judged scores as evaluate() returns retrieval scores: ``mean`` and ``per_query`` under ``judge.<metric>``
     (``judge.-<metric>`` when lower is better: the gate sees its negative, so that a rise fails), and ``judge``:
     per metric its direction, range, questions, missing ones and flip rate; the answers' and contexts' digests;
@@ -5279,7 +5282,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
             raise RagEvalError(f"{metric} has no score for {len(lost)} of {len(questions)} questions (judge errors, "
                                f"NaN or no row; first: {_clipped_repr(lost[0])}), past the share of {max_missing:g} "
                                "allowed (--max-judge-missing)", source)
-        key, sign = (JUDGE + "-" + metric, -1.0) if way == "lower" else (JUDGE + metric, 1.0)
+        key, sign = (_JUDGE + "-" + metric, -1.0) if way == "lower" else (_JUDGE + metric, 1.0)
         for qid, repeats in scored.items():
             per_query.setdefault(qid, {})[key] = sign * math.fsum(repeats) / len(repeats) + 0.0  # + 0.0: no -0.0
         binary, several = all(v in (0.0, 1.0) for v in values), [vs for vs in scored.values() if len(vs) > 1]
@@ -5291,11 +5294,11 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
     means = {key: _mean(values[key] for values in per_query.values() if key in values) for key in metrics}
     return {"k": [], "queries": len(questions), "unscored": [], "skipped": [], "missing": [], "dropped": [],
             "mean": means, "per_query": per_query, "ties": {}, "judged": {},
-            "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": Conventions()._asdict(),
+            "abstention": {"queries": 0, "abstained": [], "share": None}, "conventions": _Conventions()._asdict(),
             "judge": {"metrics": metrics, **digests, "provenance": judge}}
 
 
-def with_judged(result: dict, judged: dict) -> dict:
+def _with_judged(result: dict, judged: dict) -> dict:
     """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
     merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"],
                   per_query={qid: dict(values) for qid, values in result["per_query"].items()})
@@ -5328,7 +5331,7 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
                and len({contexts.get(qid), now["contexts"].get(qid)} - {None}) < 2}  # contexts where both give them
     gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
                                               if contexts.get(qid, sha) != sha), key=_natural_order)
-    tests, scores = {}, per_query_by_metric(result)
+    tests, scores = {}, _per_query_by_metric(result)
     for key, entry in gate_report["metrics"].items():
         was, is_now = (baseline.per_query or {}).get(key) or {}, scores.get(key, {})
         deltas = [is_now[qid] - was[qid] for qid in sorted(anchors & set(was) & set(is_now))]
@@ -5337,14 +5340,14 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
             shift = math.fsum(deltas) / len(deltas)
             tests[key] = {"anchors": len(deltas), "shift": shift, "p_value": p,
                           "share_of_delta": shift / entry["delta"] if entry.get("delta") else None}
-    for key, p in holm({key: test["p_value"] for key, test in tests.items()}).items():
+    for key, p in _holm({key: test["p_value"] for key, test in tests.items()}).items():
         tests[key].update(p_holm=p, drifted=p < settings.alpha)
         if p < settings.alpha and gate_report["metrics"][key]["verdict"] != "missing":
             gate_report["metrics"][key].update(verdict="inconclusive", reason="judge drift")
     gate_report["judge_drift"] = tests
 
 
-def read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
+def _read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
     """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``, on the judge's scale: a random
     subset of the questions, labelled on the answer scored now (and on the baseline's, for the delta)."""
     found, seen = [], set()
@@ -5365,7 +5368,7 @@ def _covariance(a: List[float], b: List[float]) -> float:
     return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
 
 
-def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = CONFIDENCE) -> dict:
+def _ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = _CONFIDENCE) -> dict:
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
     ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
     estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
@@ -5378,8 +5381,8 @@ def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidenc
     correlation = _covariance(y, f) / (spreads[0] * spreads[1]) if all(spreads) else None
     entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
              "estimate": _mean(y), "interval": None, "effective_labels": None}
-    why = (f"fewer than {MIN_HUMAN_LABELS} labels" if n < MIN_HUMAN_LABELS else "the judge is too weakly correlated"
-           if correlation is None or correlation < MIN_JUDGE_CORRELATION else "every question is labelled"
+    why = (f"fewer than {_MIN_HUMAN_LABELS} labels" if n < _MIN_HUMAN_LABELS else "the judge is too weakly correlated"
+           if correlation is None or correlation < _MIN_JUDGE_CORRELATION else "every question is labelled"
            if others < 2 else "")
     if why:
         entry["method"] = f"labels alone ({why})"
@@ -5395,39 +5398,39 @@ def ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidenc
         (_standard_deviation(residual) ** 2) / n
     z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
-    entry["interval"] = list(clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
+    entry["interval"] = list(_clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
         else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
     entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 
 
-def human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
+def _human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
                  baseline: Optional[Baseline] = None) -> Dict[str, dict]:
     """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
-    labels of its answers (``baseline_label``), the paired prediction-powered delta (see ppi_mean)."""
-    keys = {key[len(JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
-    scores, found = per_query_by_metric(result), {}
+    labels of its answers (``baseline_label``), the paired prediction-powered delta (see _ppi_mean)."""
+    keys = {key[len(_JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
+    scores, found = _per_query_by_metric(result), {}
     for qid, metric, label, old in labels:
         key = keys.get(_judge_name(metric))
         if key is None:
             raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels")
-        sign = -1.0 if key.startswith(JUDGE + "-") else 1.0
+        sign = -1.0 if key.startswith(_JUDGE + "-") else 1.0
         table = found.setdefault(key, ({}, {}))
         table[0][qid] = sign * label
         if old is not None:
             table[1][qid] = sign * (label - old)
     report = {}
     for key, (now, delta) in sorted(found.items()):
-        report[key] = {"mean": ppi_mean(now, scores.get(key, {}))}
+        report[key] = {"mean": _ppi_mean(now, scores.get(key, {}))}
         before = (baseline.per_query or {}).get(key) if baseline is not None else None
         if before and delta:
             deltas = {qid: value - before[qid] for qid, value in scores[key].items() if qid in before}
-            report[key]["delta"] = ppi_mean(delta, deltas)
+            report[key]["delta"] = _ppi_mean(delta, deltas)
     return report
 
 
 def _is_judged_metric(key: str) -> bool:
-    return key.startswith(JUDGE) and len(key) > len(JUDGE) and key.isprintable() and ":" not in key
+    return key.startswith(_JUDGE) and len(key) > len(_JUDGE) and key.isprintable() and ":" not in key
 
 
 # === Reporting ===
@@ -5457,7 +5460,7 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     if intervals is not None:
         report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
     if slices is not None:
-        report["slices"] = slice_report(result, slices)
+        report["slices"] = _slice_report(result, slices)
     if "judge" in result:  # per judged metric: direction, range, questions, missing ones, repeats; the judge
         report["judge"] = {key: result["judge"][key] for key in ("metrics", "provenance")}
     return report
@@ -5465,16 +5468,16 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
 
 def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
     k = result["k"]
-    return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(JUDGE) else format_metric(key, k), value)
+    return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(_JUDGE) else format_metric(key, k), value)
                              for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
 
-def slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
+def _slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     """Per slice: how many of its queries were scored, and their means."""
-    scores = per_query_by_metric(result)
+    scores = _per_query_by_metric(result)
     report = {}
-    for tag, queries in slice_members(slices).items():
+    for tag, queries in _slice_members(slices).items():
         scored = [qid for qid in queries if qid in result["per_query"]]
         report[tag] = {"queries": len(scored),
                        "mean": {metric: _mean(values[qid] for qid in scored) for metric, values in scores.items()}}
@@ -5506,7 +5509,7 @@ def _metric_order(key: str) -> tuple:
         name, k = parse_metric(metric)
     except RagEvalError:
         return (tag, 1, len(MEASURES), 0, metric)
-    level = name.startswith(DOC_LEVEL)  # evidence first, then its documents
+    level = name.startswith(_DOC_LEVEL)  # evidence first, then its documents
     return (tag, level, _measure_place(name), k, "")
 
 
@@ -5855,8 +5858,8 @@ _ESCAPES: Dict[str, Callable[[str], str]] = {  # output style: a character escap
     "json": lambda c: f"\\u{ord(c):04x}",
     "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 holds no C0 control
 }
-MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
-MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
+_MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 errors and 10 warnings
+_MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
 def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
@@ -5893,13 +5896,13 @@ def annotation(kind: str, message: str, **properties) -> str:
 
 def _annotations(kind: str, messages: List[str]) -> List[str]:
     """At most MAX_ANNOTATIONS of a kind; past that, the last one says how many more the step summary lists."""
-    if len(messages) > MAX_ANNOTATIONS:
-        more = len(messages) - (MAX_ANNOTATIONS - 1)
-        messages = messages[:MAX_ANNOTATIONS - 1] + [f"{more} more {kind}s: see the step summary"]
+    if len(messages) > _MAX_ANNOTATIONS:
+        more = len(messages) - (_MAX_ANNOTATIONS - 1)
+        messages = messages[:_MAX_ANNOTATIONS - 1] + [f"{more} more {kind}s: see the step summary"]
     return [annotation(kind, message) for message in messages]
 
 
-SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
+_SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by more than its allowed drop "
                   "(--gate significant: when the fall is shown to; inconclusive: too few queries to tell)")
 
 
@@ -5917,7 +5920,7 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
         rows = _metric_rows(report, digits)
         keep = [place for place, name in enumerate(rows[0]) if name in ("metric", "mean", "baseline", "delta",
                                                                          "allowed drop", "verdict")]
-        parts[2:] = [SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
+        parts[2:] = [_SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
                          [[row[place] for place in keep] for row in rows], {0: _markdown_metric})), _gain_line(report),
                      f"<details><summary>Every column, the largest drops</summary>\n\n{parts[2]}\n\n</details>"]
     if warnings:
@@ -5927,7 +5930,7 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
         rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
         table = _markdown_table(rows, {0: _markdown_input, 1: _markdown_input})
         parts.append(_neutralise_workflow_commands(f"<details><summary>Provenance</summary>\n\n{table}\n\n</details>"))
-    return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", MAX_STEP_SUMMARY)
+    return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", _MAX_STEP_SUMMARY)
 
 
 def _cut_markdown(text: str, limit: int) -> str:
@@ -6089,7 +6092,7 @@ def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = 
     return rows
 
 
-COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
+_COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
     "json": _format_json,
     "table": _format_comparison,
     "markdown": lambda report, digits: _format_comparison(report, digits, markdown=True),
@@ -6097,7 +6100,7 @@ COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 }
 
 
-def explain() -> str:
+def _explain() -> str:
     """Every measure's definition and its names in other tools, from the measure table."""
     tools = list(MEASURES[0].others)
     parts = []
@@ -6105,12 +6108,12 @@ def explain() -> str:
         names = "\n".join(f"    {tool:<12}{m.others[tool]}" for tool in tools)
         role = "reported by default" if m.default else f"reported with --measures {m.name}"
         spellings = ", ".join(f"{stem}k" for stem, name in _SPELLINGS.items() if name == m.name)
-        spans = _SPAN_BY_NAME[m.name].definition if m.name in _SPAN_BY_NAME else f"documents only ({DOC_LEVEL}{m.name}@k)"
+        spans = _SPAN_BY_NAME[m.name].definition if m.name in _SPAN_BY_NAME else f"documents only ({_DOC_LEVEL}{m.name}@k)"
         parts.append(f"{m.name}@k: {m.summary}\n  {m.definition}\n  ({role}; "
                      f"{'a good gate' if m.gate else 'not recommended as a gate'})\n  same number elsewhere:\n{names}"
                      f"\n  accepted spellings (any case): {spellings}\n  on evidence spans: {spans}")
-    parts += [f"{m.name}@k (evidence spans only): {m.definition}" for m in SPAN_MEASURES if m.name not in _BY_NAME]
-    return "\n\n".join(parts + [RULES, SPAN_RULES]) + "\n"
+    parts += [f"{m.name}@k (evidence spans only): {m.definition}" for m in _SPAN_MEASURES if m.name not in _BY_NAME]
+    return "\n\n".join(parts + [_RULES, _SPAN_RULES]) + "\n"
 
 
 # === Command line ===
@@ -6161,7 +6164,7 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
     value, key = _finite_number(amount), metric.rpartition(":")[2]
-    if not sep or not metric or value is None or not 0 <= (-value if key[:7] == JUDGE + "-" else value) <= (
+    if not sep or not metric or value is None or not 0 <= (-value if key[:7] == _JUDGE + "-" else value) <= (
             math.inf if _is_judged_metric(key) else 1):
         raise RagEvalError(f"expected metric=value with a value from 0 to 1 (a judged metric's on its scale, at most "
                            f"0 for judge.-NAME), such as recall@5=0.8, got {_clipped_repr(text)}")
@@ -6195,7 +6198,7 @@ def _direction_arg(text: str) -> Tuple[str, str]:
     metric, _, way = text.rpartition("=")
     if way not in ("higher", "lower") or not metric:
         raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
-    return _judge_name(metric[len(JUDGE):] if metric.startswith(JUDGE) else metric), way
+    return _judge_name(metric[len(_JUDGE):] if metric.startswith(_JUDGE) else metric), way
 
 
 _fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
@@ -6209,9 +6212,9 @@ def _separator_arg(text: str) -> str:
 
 def _meta_arg(text: str) -> Tuple[str, str]:
     key, sep, value = text.partition("=")
-    if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > MAX_META_VALUE:
-        raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {MAX_META_KEY} characters "
-                           f"and a printable value of at most {MAX_META_VALUE}, got {_clipped_repr(text)}")
+    if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > _MAX_META_VALUE:
+        raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {_MAX_META_KEY} characters "
+                           f"and a printable value of at most {_MAX_META_VALUE}, got {_clipped_repr(text)}")
     return key, value
 
 
@@ -6219,22 +6222,22 @@ def _measures_arg(text: str) -> List[str]:
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     _check_measures(names, [1], _ALL_MEASURES)  # which apply to the judgments is evaluate's to say
-    return list(dict.fromkeys(name if name in _ALL_MEASURES else canonical_metric(name) for name in names))
+    return list(dict.fromkeys(name if name in _ALL_MEASURES else _canonical_metric(name) for name in names))
 
 
 def _metrics_arg(text: str) -> List[str]:
-    return [canonical_metric(name.strip()) for name in text.split(",") if name.strip()]
+    return [_canonical_metric(name.strip()) for name in text.split(",") if name.strip()]
 
 
 def _help_epilog() -> str:
     width = max(len(m.name) for m in MEASURES) + 4
     rows = "\n".join(f"  {m.name + '@k':<{width}}{m.summary}" for m in MEASURES)
-    return f"""measures (default: {', '.join(DEFAULT_MEASURES)}):
+    return f"""measures (default: {', '.join(_DEFAULT_MEASURES)}):
 {rows}
 
-{RULES}
+{_RULES}
 
-{SPAN_RULES}
+{_SPAN_RULES}
 
 exit codes:
   {EXIT_OK}    scored, no regression
@@ -6303,14 +6306,14 @@ def _build_parser():
                              "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
     first = parser.add_argument_group("a first gate (more in docs/gate.md)")
     first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
-                        help=f"cutoffs: the number of chunks passed to the model (default {DEFAULT_K}); "
+                        help=f"cutoffs: the number of chunks passed to the model (default {_DEFAULT_K}); "
                              "repeated, the cutoffs add up")
     first.add_argument("--baseline", metavar="FILE",
                         help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
     first.add_argument("--save-baseline", metavar="FILE",
                         help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
-                        help=f"largest tolerated fall below the baseline: for every metric (default {DEFAULT_MAX_DROP}) "
+                        help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) "
                              "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
     first.add_argument("--format", choices=tuple(FORMATTERS),
                          help="stdout: json (default; --check-labels: table), table, markdown or csv")
@@ -6322,28 +6325,28 @@ def _build_parser():
                              "holds, whatever --k and --measures say); listed in every report")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
-    gating.add_argument("--gate", choices=GATE_RULES, default="drop",
+    gating.add_argument("--gate", choices=_GATE_RULES, default="drop",
                         help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority "
                              "test with the tolerance as margin: regression when the fall is beyond it and "
                              "significant (adjusted p < alpha, interval below 0), pass when the interval's low end "
                              "is within it, else inconclusive (exit 3)")
-    gating.add_argument("--adjust", choices=ADJUSTMENTS, default="maxt",
+    gating.add_argument("--adjust", choices=_ADJUSTMENTS, default="maxt",
                         help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
                              "maxt, step-down MaxT on shared sign flips (default), or holm")
-    gating.add_argument("--acknowledge", choices=ACKNOWLEDGEABLE, action="append", default=[],
+    gating.add_argument("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
                         help="make a warning that repeats until the data change a note (few-judged: few documents "
                              "of the top k judged); saved in the baseline by --save-baseline and --update-baseline")
-    gating.add_argument("--inconclusive", choices=INCONCLUSIVE_AS, default="exit",
+    gating.add_argument("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
-    gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=DEFAULT_SIMULATIONS,
+    gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS,
                         metavar="N", help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) "
-                        f"and power at planted drops, N seeded simulations each (default {DEFAULT_SIMULATIONS})")
-    gating.add_argument("--alpha", type=typed(_alpha_arg), default=DEFAULT_ALPHA,
-                        help=f"significance level (default {DEFAULT_ALPHA})")
-    gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=DEFAULT_RESAMPLES, metavar="N",
-                        help=f"randomization and bootstrap resamples (default {DEFAULT_RESAMPLES})")
-    gating.add_argument("--seed", type=typed(_integer_arg(0)), default=DEFAULT_SEED, metavar="N",
-                        help=f"seed of the resampling (default {DEFAULT_SEED}); same inputs and seed, same output")
+                        f"and power at planted drops, N seeded simulations each (default {_DEFAULT_SIMULATIONS})")
+    gating.add_argument("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
+                        help=f"significance level (default {_DEFAULT_ALPHA})")
+    gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
+                        help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
+    gating.add_argument("--seed", type=typed(_integer_arg(0)), default=_DEFAULT_SEED, metavar="N",
+                        help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
     gating.add_argument("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
                         help="queries listed per metric among the largest drops (default 5)")
     gating.add_argument("--ci", action="store_true",
@@ -6361,25 +6364,25 @@ def _build_parser():
     gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
                         "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
     scoring = parser.add_argument_group("scoring")
-    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
                         help="measures to report: " + ", ".join(_ALL_MEASURES))
-    scoring.add_argument("--gain", choices=GAINS, default="exp",
+    scoring.add_argument("--gain", choices=_GAINS, default="exp",
                         help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
     scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
                         help="lowest grade that counts as relevant (default 1; trec_eval -l)")
     scoring.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
     scoring.add_argument("--allow-partial-run", action="store_true",
-                        help=f"score a run that has results for fewer than {round(MIN_COVERAGE * 100)}%% of the scored queries "
+                        help=f"score a run that has results for fewer than {round(_MIN_COVERAGE * 100)}%% of the scored queries "
                              "(default: an input error, as a truncated run would be)")
     scoring.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
-    scoring.add_argument("--qrels-format", choices=FORMATS, default="auto", help="default: detected from the content")
-    scoring.add_argument("--run-format", choices=FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
+    scoring.add_argument("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
     scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
                         help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=MAX_RUN_BYTES, metavar="N",
-                        help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {MAX_RUN_BYTES}: 4 GiB)")
+    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=_MAX_RUN_BYTES, metavar="N",
+                        help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
     scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     scoring.add_argument("--no-symlinks", action="store_true",
@@ -6387,8 +6390,8 @@ def _build_parser():
                              "(a pull request can commit one that points at any readable file)")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {DEFAULT_DIGITS})")
+    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
+                         help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
     reports.add_argument("--slices", metavar="FILE",
                          help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
                               "--max-drop SLICE:METRIC=X gates one")
@@ -6416,7 +6419,7 @@ def _build_parser():
                             "(run rows with chunk_id, doc_id, start, end locate themselves)")
     spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
                        help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{DEFAULT_MIN_OVERLAP}); recorded in the baseline")
+                            f"{_DEFAULT_MIN_OVERLAP}); recorded in the baseline")
     spans.add_argument("--corpus", metavar="FILE",
                        help="documents, JSONL rows doc_id, text: every span is checked against its text; "
                             "a gate refuses orphaned labels")
@@ -6435,8 +6438,8 @@ def _build_parser():
     judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
     judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
                         metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
-    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=MAX_JUDGE_MISSING, metavar="X",
-                        help=f"largest share of a metric's questions without a score (default {MAX_JUDGE_MISSING})")
+    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=_MAX_JUDGE_MISSING, metavar="X",
+                        help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
     judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
                         help="the judge's configuration (model=..., temperature=...), kept in the baseline")
     judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
@@ -6554,7 +6557,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
     """Tolerances and floors from the command line, every name checked at once; the last of a name counts."""
     def ours(key: str) -> str:  # as given when it is no metric: _name_problem says why
         try:
-            return canonical_metric(key) if key else key
+            return _canonical_metric(key) if key else key
         except RagEvalError:
             return key
 
@@ -6569,7 +6572,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
         unknown = [key.rpartition(":")[2] for key, _ in max_drop + minimum if key and not _is_metric_key(key)]
         hint = f" {_metric_hint(unknown[0])}" if unknown else ""
         raise RagEvalError("; ".join(problems) + hint)
-    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(DEFAULT_MAX_DROP))
+    default = next((tolerance for key, tolerance in reversed(max_drop) if not key), Tolerance(_DEFAULT_MAX_DROP))
     return GateSettings(args.gate, default, {key: tolerance for key, tolerance in max_drop if key}, dict(minimum),
                         args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust, args.not_gated)
 
@@ -6582,7 +6585,7 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
         _is_judged_metric(metric) or parse_metric(metric)
     except RagEvalError:
         return f"{option}: unknown metric {_clipped_repr(metric)}"  # the hint, once for all, follows the list
-    members = slice_members(slices or {})
+    members = _slice_members(slices or {})
     if metric not in result["mean"]:
         return f"{option}: {metric} is not computed by this run (see --measures and --k)"
     if tag and tag not in members:
@@ -6640,14 +6643,14 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
 def _run(args, argv: List[str]) -> int:
     """The command line's job: --explain, a job on the labels, several runs compared, or one run."""
     if args.explain:
-        _deliver(explain())
+        _deliver(_explain())
         return EXIT_OK
     _split_runs(args)
     if args.check_labels or args.fix_labels or args.to_spans:
         return _label_job(args)
     args.format = args.format or "json"
     _check_options(args)
-    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [DEFAULT_K]  # --k 5 --k 10 is --k 5,10
+    args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [_DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
     args.meta, args.judge = dict(args.meta), dict(args.judge)
     if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
@@ -6676,12 +6679,12 @@ def _run_one(args, argv: List[str]) -> int:
                 baseline = _baseline_from_run(reference, fingerprint)
             earlier = _earlier_labels(args, qrels)
         gate_report = _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier)
-        intervals = mean_intervals(result, args.resamples, args.seed) if args.ci else None
+        intervals = _mean_intervals(result, args.resamples, args.seed) if args.ci else None
         report = build_report(result, gate_report=gate_report, intervals=intervals, slices=slices,
                               per_query=args.per_query, baseline_per_query=baseline.per_query if baseline else None)
         if args.human_labels:  # beside the verdict, never in it: a check of the judge against people
             with _naming_files(labels=args.human_labels):
-                report["human"] = human_report(read_human_labels(args.human_labels), result, baseline)
+                report["human"] = _human_report(_read_human_labels(args.human_labels), result, baseline)
         messages = notes(result, gate_report, _acknowledged(args, baseline), reference, report.get("human"))
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
@@ -6692,8 +6695,8 @@ def _run_one(args, argv: List[str]) -> int:
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.save_baseline:
-        saved = set(per_query_by_metric(result)) - set(result.get("reported_only", ()))
-        resolved = resolved_tolerances({m: v for m, v in per_query_by_metric(result).items() if m in saved}, args.alpha)
+        saved = set(_per_query_by_metric(result)) - set(result.get("reported_only", ()))
+        resolved = _resolved_tolerances({m: v for m, v in _per_query_by_metric(result).items() if m in saved}, args.alpha)
         shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
         messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
                                  f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
@@ -6736,20 +6739,20 @@ def _judged_scores(args, result: Optional[dict]) -> dict:
     judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
                            args.max_judge_missing)
     judged["judge"]["provenance"].update(args.judge)
-    return judged if result is None else with_judged(result, judged)
+    return judged if result is None else _with_judged(result, judged)
 
 
 def _fingerprint(args, qrels: Qrels) -> str:
-    """``qrels_fingerprint`` once the runs are read, or "" when no baseline or output needs it
+    """``_qrels_fingerprint`` once the runs are read, or "" when no baseline or output needs it
     (hashlib costs an import and a pass over the qrels)."""
     needed = args.baseline or args.baseline_run or args.save_baseline or args.output
-    return qrels_fingerprint(qrels) if needed else ""
+    return _qrels_fingerprint(qrels) if needed else ""
 
 
 def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
-    return Baseline(means, per_query_by_metric(old), _conventions_record(old), fingerprint)
+    return Baseline(means, _per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
 def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
@@ -6786,7 +6789,7 @@ def _publish(text: str, files: List[Tuple[str, str]]) -> None:
     staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
     try:
         for path, content in files:
-            staged.append(write_atomically(path, content, commit=False))
+            staged.append(_write_atomically(path, content, commit=False))
         _deliver(text)
         while staged:
             temporary, target = staged[0]
@@ -6814,13 +6817,13 @@ def _silence(stream) -> None:
 
 # The sample of a run that the separator hint reads (queries, documents each), and the depth to which the
 # qrels-copy check reads a reduced run again: enough to see ids meet or a copy, cheap on any run.
-SAMPLE_QUERIES, SAMPLE_DOCUMENTS = 200, 50
+_SAMPLE_QUERIES, _SAMPLE_DOCUMENTS = 200, 50
 
 
 def _asked_measures(args, qrels: Qrels) -> List[str]:
     """--measures; by default on spans, also the character-level ones that show what large chunks cost."""
-    spans = isinstance(qrels, SpanQrels) and args.measures == list(DEFAULT_MEASURES)
-    return list(DEFAULT_SPAN_MEASURES) if spans else args.measures
+    spans = isinstance(qrels, SpanQrels) and args.measures == list(_DEFAULT_MEASURES)
+    return list(_DEFAULT_SPAN_MEASURES) if spans else args.measures
 
 
 def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[str]:
@@ -6833,7 +6836,7 @@ def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[st
         if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
             continue
         name, k = parse_metric(key.rpartition(":")[2])
-        metric = format_metric(name[len(DOC_LEVEL):] if name.startswith(DOC_LEVEL) else name, k)  # spans: both levels
+        metric = format_metric(name[len(_DOC_LEVEL):] if name.startswith(_DOC_LEVEL) else name, k)  # spans: both levels
         if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
             needs.append(metric)
     return needs
@@ -6849,8 +6852,8 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
             or args.min_overlap is not None:  # with --unjudged, chunk-id qrels take them as the worklist's texts
         return _score_spans_file(args, qrels, path)
     sep = args.doc_id_sep
-    judged = documents_qrels(qrels, sep) if sep else qrels
-    keep = judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
+    judged = _documents_qrels(qrels, sep) if sep else qrels
+    keep = _judged_filter(judged, args.min_grade) if args.judged_only and not whole else None
     measures = args.measures + args.needed  # the run read as deep as the baseline's metrics need
     used = sorted({cutoff for _, cutoff in _check_measures(measures, args.k)}) or [1]
     # Reduced while read, except for --unjudged: its worklist needs the unjudged ids.
@@ -6865,7 +6868,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
         reduced = isinstance(run, _ReducedRun)
-        read_again = lambda: read_run(path, args.run_format, depth=SAMPLE_DOCUMENTS)
+        read_again = lambda: read_run(path, args.run_format, depth=_SAMPLE_DOCUMENTS)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
@@ -6927,10 +6930,10 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         files.append((args.metrics_file, _openmetrics_text(report)))
     if args.unjudged:
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
-        rows = unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
+        rows = _unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
         files.append((args.unjudged, _worklist(args, rows)))
     # what an extended baseline records beside the scores: the provenance and the judgments
-    extra = {"meta": _provenance(args), "judgments": stored_judgments(qrels)} \
+    extra = {"meta": _provenance(args), "judgments": _stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
     if extra and _acknowledged(args, baseline):
         extra["acknowledged"] = _acknowledged(args, baseline)
@@ -6940,7 +6943,7 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
         files.append((args.save_baseline, _baseline_text(result, fingerprint, extra=extra)))
     if args.update_baseline and passed:
         kept = dict(result, not_gated=args.not_gated)
-        files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, significant_gains(report.get("gate"))
+        files.append((args.baseline, _baseline_text(kept, fingerprint, baseline, _significant_gains(report.get("gate"))
                                                      if args.ratchet else None, extra)))
     return files
 
@@ -6957,9 +6960,9 @@ def _appending(args) -> str:
 def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
     """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
     listed = {docid for _, docid, _ in rows}  # what is kept of the side inputs: what the rows name
-    queries = read_corpus(args.queries, args.max_input_bytes, "query", {qid for qid, _, _ in rows}) if args.queries else {}
-    chunks = read_chunks(args.chunks, args.max_input_bytes, listed) if args.chunks else {}
-    corpus = read_corpus(args.corpus, args.max_input_bytes, keep=listed | {where[0] for where in chunks.values()}) \
+    queries = _read_corpus(args.queries, args.max_input_bytes, "query", {qid for qid, _, _ in rows}) if args.queries else {}
+    chunks = _read_chunks(args.chunks, args.max_input_bytes, listed) if args.chunks else {}
+    corpus = _read_corpus(args.corpus, args.max_input_bytes, keep=listed | {where[0] for where in chunks.values()}) \
         if args.corpus else {}
 
     def text(docid: str) -> Optional[str]:
@@ -6974,7 +6977,7 @@ def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
 def _check_same_queries(baseline: Baseline, result: dict) -> None:
     """Rule significant tests the drop only when both sides hold the same queries (a mean of 30 queries tested
     on the 5 shared once passed a drop of 0.83 as "not significant")."""
-    scores = per_query_by_metric(result)
+    scores = _per_query_by_metric(result)
     for metric, before in sorted((baseline.per_query or {}).items()):  # a judged metric's errors may differ by side
         now = set(scores.get(metric, ()))
         if metric in baseline.means and metric in result["mean"] and set(before) != now and not _is_judged_metric(
@@ -7022,7 +7025,7 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
         raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
                            f"({id_hint or 'are they about the same documents?'})", source)
     answered = result["queries"] - len(result["missing"])
-    if answered < result["queries"] * MIN_COVERAGE and not allow_partial:
+    if answered < result["queries"] * _MIN_COVERAGE and not allow_partial:
         raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
                            f"(first missing: {_clipped_repr(result['missing'][0])}): a truncated run? "
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
@@ -7035,12 +7038,12 @@ _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 def _separator_hint(run: Run, qrels: Qrels) -> str:
     """Why no run id is judged: the --doc-id-sep that makes them meet and leaves one side whole, documents ('kb-0263_1'
     and 'kb-0263#1' meet at '-' as 'kb', every score 1), else an id of each side."""
-    sample = [(qid, list(entry)[:SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), SAMPLE_QUERIES)
+    sample = [(qid, list(entry)[:_SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), _SAMPLE_QUERIES)
               if qid in qrels]
     sides = ({d for qid, _ in sample for d in qrels[qid]}, {d for _, ids in sample for d in ids})
     for sep in _SEPARATORS:
-        if any(all(document_of(d, sep) == d for d in side) for side in sides) and any(
-                document_of(docid, sep) in {document_of(d, sep) for d in qrels[qid]} for qid, ids in sample for docid in ids):
+        if any(all(_document_of(d, sep) == d for d in side) for side in sides) and any(
+                _document_of(docid, sep) in {_document_of(d, sep) for d in qrels[qid]} for qid, ids in sample for docid in ids):
             return f"chunk ids and document ids? --doc-id-sep {sep!r} would make them meet"
     pairs = [(docid, judged) for qid, ids in sample for docid in ids[:10] for judged in list(qrels[qid])[:10]]
     ours, theirs = max(pairs, key=lambda pair: len(os.path.commonprefix(pair)), default=("", ""))
@@ -7078,7 +7081,7 @@ def _repeated_message(repeated: dict) -> _Message:
     """The note on documents a run lists more than once (``_Repeated``, and the run's path)."""
     run = _file_name(repeated["run"])
     if not repeated["documents"]:  # none found, but not every id was checked
-        return _Message("note", f"{run} may list documents more than once: not checked past {REPEAT_BUDGET} ids "
+        return _Message("note", f"{run} may list documents more than once: not checked past {_REPEAT_BUDGET} ids "
                         "of its long or interleaved queries")
     return _Message("note", f"{'at least ' if repeated['at_least'] else ''}"
                     f"{_plural(repeated['documents'], 'document is', 'documents are')} listed more than once "
@@ -7134,7 +7137,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     if gate_report is not None and gate_report.get("new"):
         found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
                               + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
-    low = {metric: value for metric, value in result["judged"].items() if value < LOW_JUDGED}
+    low = {metric: value for metric, value in result["judged"].items() if value < _LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
         seen = "few-judged" in acknowledged
@@ -7153,7 +7156,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         found = first + found + rest
     if (reference or {}).get("repeated"):
         found.append(_repeated_message(reference["repeated"]))
-    for key, entry in (human or {}).items():  # a note per judged metric with human labels (see human_report)
+    for key, entry in (human or {}).items():  # a note per judged metric with human labels (see _human_report)
         parts = []
         for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
             if e and e["interval"]:
@@ -7181,7 +7184,7 @@ def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
     first, found = [], []
     if coarse:
         first.append(_Message("warning" if in_force else "note", "the tolerance is finer than this comparison "
-                              f"resolves ({POWER:.0%} power: two equal runs pass, a fall of twice it fails) for "
+                              f"resolves ({_POWER:.0%} power: two equal runs pass, a fall of twice it fails) for "
                               f"{_plural(len(coarse), 'metric', 'metrics')}", "; ".join(coarse), printed=in_force))
     if undecided:
         found.append(_Message("warning", f"inconclusive: neither a drop beyond the tolerance nor one within it is "
@@ -7202,11 +7205,11 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
                           ("--unjudged", args.unjudged)):
         if given:
-            raise RagEvalError(f"{option} does not apply to evidence judgments (the {DOC_LEVEL}* metrics score "
+            raise RagEvalError(f"{option} does not apply to evidence judgments (the {_DOC_LEVEL}* metrics score "
                                "their documents)")
     labels = None
     if args.corpus:
-        check = check_labels(qrels, _labelled_corpus(args, qrels))
+        check = _check_labels(qrels, _labelled_corpus(args, qrels))
         orphaned = [row for row in check.rows if row[2] == "orphaned"]
         if orphaned:
             qid, span, _, found = orphaned[0]
@@ -7216,19 +7219,19 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
         qrels, labels = check.fixed, dict(Counter(row[2] for row in check.rows), spans=len(check.rows))
     run, _, repeated, in_run = _located_run(path, args.run_format, args.max_input_bytes)
     source = _source_name(path)
-    chunk_map = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(run.values()))) if args.chunks \
+    chunk_map = _read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(run.values()))) if args.chunks \
         else None
-    located = chunk_locations(run, in_run, chunk_map, source, args.chunks)
+    located = _chunk_locations(run, in_run, chunk_map, source, args.chunks)
     with _naming_files(qrels=args.qrels, run=path):
         result = evaluate_spans(qrels, run, located, args.k[0] if len(args.k) == 1 else args.k,
                                 measures=_asked_measures(args, qrels) + args.needed,
                                 gain=args.gain, min_grade=args.min_grade,
-                                min_overlap=DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
+                                min_overlap=_DEFAULT_MIN_OVERLAP if args.min_overlap is None else args.min_overlap,
                                 drop_unknown_queries=args.drop_unknown_queries, abstain_below=args.abstain_below)
     judged = {(qid, span.doc_id) for qid, spans in qrels.items() for span in spans}
     any_judged = any((qid, located[chunk][0]) in judged for qid, entry in run.items() for chunk in entry)
     _check_evaluated(result, path, any_judged, args.allow_partial_run, "do the run's chunks lie in the judged documents?")
-    if args.measures == list(DEFAULT_MEASURES):  # precision and iou: reported, gated when asked
+    if args.measures == list(_DEFAULT_MEASURES):  # precision and iou: reported, gated when asked
         result["reported_only"] = [m for m in result["mean"] if not _measure_named(parse_metric(m)[0]).gate]
     if labels is not None:
         result["labels"] = labels
@@ -7238,7 +7241,7 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
 
 
 def _labelled_corpus(args, qrels: SpanQrels) -> Dict[str, str]:
-    return read_corpus(args.corpus, args.max_input_bytes, keep={span.doc_id for span in chain.from_iterable(qrels.values())})
+    return _read_corpus(args.corpus, args.max_input_bytes, keep={span.doc_id for span in chain.from_iterable(qrels.values())})
 
 
 def _label_job(args) -> int:
@@ -7266,21 +7269,21 @@ def _label_job(args) -> int:
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
                            else "expected evidence judgments (JSONL rows with start and end)", args.qrels)
     if args.to_spans:
-        chunks = read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(qrels.values())))
-        corpus = read_corpus(args.corpus, args.max_input_bytes, keep={where[0] for where in chunks.values()}) \
+        chunks = _read_chunks(args.chunks, args.max_input_bytes, set(chain.from_iterable(qrels.values())))
+        corpus = _read_corpus(args.corpus, args.max_input_bytes, keep={where[0] for where in chunks.values()}) \
             if args.corpus else None
         with _naming_files(qrels=args.qrels, chunks=args.chunks, corpus=args.corpus or ""):
-            spans = to_spans(qrels, chunks, corpus)
-        write_atomically(args.to_spans, spans_text(spans))
+            spans = _to_spans(qrels, chunks, corpus)
+        _write_atomically(args.to_spans, _spans_text(spans))
         if not args.quiet:
             written = _plural(sum(map(len, spans.values())), "span", "spans")
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
-    check = check_labels(qrels, _labelled_corpus(args, qrels))
+    check = _check_labels(qrels, _labelled_corpus(args, qrels))
     if args.fix_labels:
         _output_target(args.fix_labels)
-    fixed = [(args.fix_labels, fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
-    _publish(labels_table(check, args.format or "table"), fixed)
+    fixed = [(args.fix_labels, _fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
+    _publish(_labels_table(check, args.format or "table"), fixed)
     statuses = {status for _, _, status, _ in check.rows}
     if not args.check_labels:
         return EXIT_OK
@@ -7293,7 +7296,7 @@ def _label_job(args) -> int:
 # their scores kept, so memory does not grow with the runs' lengths.
 
 _RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
-MAX_RUN_NAME = 64
+_MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
 _ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
                     ("update_baseline", "--update-baseline"), ("junit", "--junit"),
@@ -7308,20 +7311,20 @@ class _Scored(NamedTuple):
     result: dict
 
 
-def run_name(text: str) -> Tuple[str, str]:
+def _run_name(text: str) -> Tuple[str, str]:
     """``(name, path)`` of a run given as ``NAME=PATH`` or ``PATH`` (named by its file's stem).
 
     ``NAME=PATH`` needs a NAME without a path separator, and a text that is
     not itself an existing file: ``runs/a=b.trec`` stays a path.
 
-    >>> run_name("runs/bm25.trec.gz"), run_name("dense=runs/e5.jsonl")
+    >>> _run_name("runs/bm25.trec.gz"), _run_name("dense=runs/e5.jsonl")
     (('bm25', 'runs/bm25.trec.gz'), ('dense', 'runs/e5.jsonl'))
     """
     name, sep, path = text.partition("=")
     if not (sep and name and path and "/" not in name and os.sep not in name and not os.path.exists(text)):
         name, path = _file_stem(text), text
-    if not name.isprintable() or len(name) > MAX_RUN_NAME:
-        raise RagEvalError(f"run name {_clipped_repr(name)} must be printable and at most {MAX_RUN_NAME} characters "
+    if not name.isprintable() or len(name) > _MAX_RUN_NAME:
+        raise RagEvalError(f"run name {_clipped_repr(name)} must be printable and at most {_MAX_RUN_NAME} characters "
                            "(name it with NAME=PATH)")
     return name, path
 
@@ -7345,7 +7348,7 @@ def _split_runs(args) -> None:
     texts = ([args.baseline_run] if args.baseline_run else []) + given
     if texts.count("-") + [args.qrels, args.baseline, args.slices].count("-") > 1:
         raise RagEvalError("only one input can be - (standard input)")
-    runs = [run_name(text) for text in texts]
+    runs = [_run_name(text) for text in texts]
     twice = _first_repeated([name for name, _ in runs])
     if twice is not None:
         raise RagEvalError(f"two runs are named {_clipped_repr(twice)}: name them NAME=PATH")
@@ -7372,7 +7375,7 @@ def _run_candidates(args, argv: List[str]) -> int:
                               alpha=args.alpha, show=args.largest_drops)
     runs = []
     for s in scored:
-        intervals = mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
+        intervals = _mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
         runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
                          name=s.name, path=s.path, reference=s is scored[0]))
     verdicts = [g["verdict"] for g in gates.values() if g is not None]
@@ -7387,7 +7390,7 @@ def _run_candidates(args, argv: List[str]) -> int:
             by_line.setdefault(m, []).append(s.name)
     messages = [m._replace(line=f"{', '.join(names) if len(names) < len(scored) else 'every run'}: {m.line}")
                 for m, names in by_line.items()]
-    text = COMPARISON_FORMATTERS[args.format](report, args.digits)
+    text = _COMPARISON_FORMATTERS[args.format](report, args.digits)
     files = []
     if args.output:
         full = dict(report, runs=[dict(run, per_query=_per_query_full_names(s.result))
@@ -7399,7 +7402,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         messages.append(_Message("note", f"wrote {_file_name(args.output)}"))
     failures = [f"{line} (run {run['name']})" for run in report["runs"] if "gate" in run
                 for line in _regression_lines(run["gate"])]
-    _print_messages(args, report, messages, failures, COMPARISON_FORMATTERS["markdown"])
+    _print_messages(args, report, messages, failures, _COMPARISON_FORMATTERS["markdown"])
     codes = {_exit_code(args, gate_report) for gate_report in gates.values()}  # the worst: 1, then 3, then 0
     return next((code for code in (EXIT_REGRESSION, EXIT_INCONCLUSIVE) if code in codes), EXIT_OK)
 
@@ -7414,7 +7417,7 @@ def _first_repeated(items: List[str]) -> Optional[str]:
 def _provenance(args) -> Dict[str, str]:
     """This run's ``meta`` record, learned once (git runs only when a record is written)."""
     if getattr(args, "provenance", None) is None:
-        args.provenance = provenance(args.meta)
+        args.provenance = _provenance_meta(args.meta)
     return args.provenance
 
 
@@ -7453,7 +7456,7 @@ def _error_line(exc: BaseException, after: str = "") -> str:
     characters, ``after`` (what was left alone) kept whole at its end."""
     line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
     tail = f" ({after})" if after else ""
-    room = MAX_ERROR_LINE - len(tail)
+    room = _MAX_ERROR_LINE - len(tail)
     return (line if len(line) <= room else line[:room - 3] + "...") + tail
 
 

@@ -527,19 +527,19 @@ class HugeInputs(unittest.TestCase):
     @unittest.skipIf(QUICK, "several seconds: set RAG_EVAL_FULL=1")
     def test_gzip_bomb_json_run(self):
         """A JSON run inflating to 3 GiB: JSON is parsed whole, so it is refused once it passes
-        rag_eval.MAX_JSON (1 GiB, so that large JSON runs still work), in memory bounded by that cap:
+        rag_eval._MAX_JSON (1 GiB, so that large JSON runs still work), in memory bounded by that cap:
         the README documents the bound.  Baselines and slices have a far smaller cap (see below).
         """
         bomb = self.path("run.json.gz")
         write_gzip_bomb(bomb, b'"refund-policy#2", ', 3 * GIB, prefix=b'{"q1": [')
         result = measured(["fixtures/qrels.json", bomb])
-        cap_mb = rag_eval.MAX_JSON >> 20
+        cap_mb = rag_eval._MAX_JSON >> 20
         self.assert_refused(result, re.escape(ERROR + bomb) + r": JSON larger than .*", budget_mb=cap_mb + 400)
 
     @unittest.skipIf(QUICK, "several seconds: set RAG_EVAL_FULL=1")
     def test_gzip_bomb_json_baseline(self):
         """A baseline is a few hundred bytes; one that inflates to 3 GiB must not cost a gigabyte
-        (baselines and slices stop at rag_eval.MAX_SMALL_JSON)."""
+        (baselines and slices stop at rag_eval._MAX_SMALL_JSON)."""
         bomb = self.path("baseline.json.gz")
         write_gzip_bomb(bomb, b" ", 3 * GIB, prefix=b'{"recall@5": 0.5,', suffix=b"}")
         result = measured(["fixtures/qrels.json", "fixtures/run.json", "--baseline", bomb])

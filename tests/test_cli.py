@@ -754,7 +754,7 @@ class TestCommandLine(TempDirMixin, unittest.TestCase):
         run = self.write("r.json", '{"q1": ["refund-policy#2"]}')
         code, out, err = run_main([path, run])
         self.assertEqual((code, out), (2, ""), f"main returned {code!r}")
-        assert_error_line(self, err, file=path, names=[" 1024 ", f" {rag_eval.MAX_EXP_GRADE}; ", "--gain linear"])
+        assert_error_line(self, err, file=path, names=[" 1024 ", f" {rag_eval._MAX_EXP_GRADE}; ", "--gain linear"])
         code, out, err = run_main([path, run, "--gain", "linear"])  # a gain of 1024: nDCG 1 at rank 1
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["mean"], {"recall@5": 1.0, "success@5": 1.0, "mrr@5": 1.0, "ndcg@5": 1.0})

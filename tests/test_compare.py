@@ -42,7 +42,7 @@ class TestCompareRunsAgainstTheBest(unittest.TestCase):
                 results = [(name, rag_eval.evaluate(qrels, runs[name], [3, 5], measures=["recall", "mrr", "ndcg"]))
                            for name in ("ref", "x", "y")]
                 found = rag_eval.compare_runs(results, resamples=300, seed=1)
-                scores = {name: rag_eval.per_query_by_metric(result) for name, result in results}
+                scores = {name: rag_eval._per_query_by_metric(result) for name, result in results}
                 by_hand = {}
                 for metric, entry in found["metrics"].items():
                     best = entry["best"]
@@ -230,15 +230,15 @@ class TestCompareRuns(Workload, unittest.TestCase):
         code, out, err = main([self.qrels_path, f"old={self.paths[0]}", f"new={self.paths[1]}"])
         self.assertEqual(code, 0, err)
         self.assertEqual(json.loads(out)["comparison"]["order"], ["old", "new"])
-        self.assertEqual(rag_eval.run_name("runs/e5.trec.gz"), ("e5", "runs/e5.trec.gz"))
-        self.assertEqual(rag_eval.run_name("-"), ("stdin", "-"))
+        self.assertEqual(rag_eval._run_name("runs/e5.trec.gz"), ("e5", "runs/e5.trec.gz"))
+        self.assertEqual(rag_eval._run_name("-"), ("stdin", "-"))
         # a run suffix goes, in any case; another stays part of the name (two versions are two runs)
-        self.assertEqual(rag_eval.run_name("runs/E5.TREC"), ("E5", "runs/E5.TREC"))
-        self.assertEqual(rag_eval.run_name("runs/e5.v2"), ("e5.v2", "runs/e5.v2"))
-        self.assertEqual(rag_eval.run_name("n" * 64 + "=r.json"), ("n" * 64, "r.json"))  # MAX_RUN_NAME
+        self.assertEqual(rag_eval._run_name("runs/E5.TREC"), ("E5", "runs/E5.TREC"))
+        self.assertEqual(rag_eval._run_name("runs/e5.v2"), ("e5.v2", "runs/e5.v2"))
+        self.assertEqual(rag_eval._run_name("n" * 64 + "=r.json"), ("n" * 64, "r.json"))  # MAX_RUN_NAME
         for text in ("n" * 65 + "=r.json", "a\tb=r.json"):
             with self.subTest(text=text), self.assertRaisesRegex(rag_eval.RagEvalError, r"\b64\b"):
-                rag_eval.run_name(text)
+                rag_eval._run_name(text)
 
     def test_two_runs_of_one_name_are_refused(self):
         code, out, err = main([self.qrels_path, f"a={self.paths[0]}", f"a={self.paths[1]}"])
@@ -390,29 +390,29 @@ class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
             return path, json.load(f)
 
     def test_from_github_variables_the_pull_request_branch(self):
-        found = rag_eval.provenance({"dataset": "v3"}, GITHUB)
+        found = rag_eval._provenance_meta({"dataset": "v3"}, GITHUB)
         self.assertEqual(found["git_commit"], GITHUB["GITHUB_SHA"])
         self.assertEqual(found["git_branch"], "try-bge-base")  # GITHUB_HEAD_REF: the branch of the pull request
         self.assertEqual(found["dataset"], "v3")
-        self.assertEqual(rag_eval.provenance({}, {"GITHUB_SHA": "f" * 40, "GITHUB_REF_NAME": "main"})["git_branch"], "main")
+        self.assertEqual(rag_eval._provenance_meta({}, {"GITHUB_SHA": "f" * 40, "GITHUB_REF_NAME": "main"})["git_branch"], "main")
 
     def test_from_gitlab_variables(self):
-        found = rag_eval.provenance({}, {"CI_COMMIT_SHA": "e" * 40, "CI_COMMIT_REF_NAME": "mr-7"})
+        found = rag_eval._provenance_meta({}, {"CI_COMMIT_SHA": "e" * 40, "CI_COMMIT_REF_NAME": "mr-7"})
         self.assertEqual((found["git_commit"], found["git_branch"]), ("e" * 40, "mr-7"))
 
     def test_from_git_when_no_ci_variable(self):
         answer = {("rev-parse", "HEAD", "--abbrev-ref", "HEAD"): b"c0ffee\nfeature/x\n"}  # one process for both
 
         def fake_run(command, **kwargs):
-            self.assertEqual(kwargs["timeout"], rag_eval.GIT_TIMEOUT)
+            self.assertEqual(kwargs["timeout"], rag_eval._GIT_TIMEOUT)
             return mock.Mock(returncode=0, stdout=answer[tuple(command[1:])])
 
         with mock.patch("subprocess.run", fake_run):
-            found = rag_eval.provenance({}, {})
+            found = rag_eval._provenance_meta({}, {})
         self.assertEqual((found["git_commit"], found["git_branch"]), ("c0ffee", "feature/x"))
         answer[("rev-parse", "HEAD", "--abbrev-ref", "HEAD")] = b"c0ffee\nfeature\x1b[31m\n"  # not printable: left out
         with mock.patch("subprocess.run", fake_run):
-            found = rag_eval.provenance({}, {})
+            found = rag_eval._provenance_meta({}, {})
         self.assertEqual((found["git_commit"], "git_branch" in found), ("c0ffee", False))
 
     def test_no_git_no_error(self):
@@ -420,13 +420,13 @@ class TestProvenance(helpers.TempDirMixin, unittest.TestCase):
 
         for failure in (FileNotFoundError("git"), subprocess.TimeoutExpired("git", 2.0)):
             with self.subTest(failure=type(failure).__name__), mock.patch("subprocess.run", side_effect=failure):
-                found = rag_eval.provenance({"k": "v"}, {})
+                found = rag_eval._provenance_meta({"k": "v"}, {})
                 self.assertEqual(set(found), {"k", "python"})
         with mock.patch("subprocess.run", return_value=mock.Mock(returncode=128, stdout=b"")):
-            self.assertNotIn("git_commit", rag_eval.provenance({}, {}))  # not a repository
+            self.assertNotIn("git_commit", rag_eval._provenance_meta({}, {}))  # not a repository
 
     def test_the_user_wins_over_the_environment(self):
-        self.assertEqual(rag_eval.provenance({"git_commit": "mine"}, GITHUB)["git_commit"], "mine")
+        self.assertEqual(rag_eval._provenance_meta({"git_commit": "mine"}, GITHUB)["git_commit"], "mine")
 
     def test_recorded_in_output_and_saved_baselines(self):
         _, record = self.saved("--meta", "embedder=bge-base-en-v1.5", "--meta", "index=2026-11-30")
@@ -527,12 +527,12 @@ class TestLabelChanges(helpers.TempDirMixin, unittest.TestCase):
 
     def test_large_qrels_are_stored_as_digests(self):
         qrels = {f"q{i}": {f"d{j}": 1 for j in range(3)} for i in range(10)}
-        with mock.patch.object(rag_eval, "MAX_STORED_JUDGMENTS", 29):
-            stored = rag_eval.stored_judgments(qrels)
+        with mock.patch.object(rag_eval, "_MAX_STORED_JUDGMENTS", 29):
+            stored = rag_eval._stored_judgments(qrels)
         self.assertEqual(set(stored), {"digests"})
         self.assertEqual(stored["digests"]["q0"]["judged"], 3)
         changed = dict(qrels, q0={"d0": 1, "d1": 2, "d2": 1})
-        found = rag_eval.label_changes(stored, changed)
+        found = rag_eval._label_changes(stored, changed)
         self.assertEqual(found["queries"], {"q0": {"judged": [3, 3]}})
         self.assertEqual(found["counts"]["queries_changed"], 1)
 
@@ -620,7 +620,7 @@ class TestOneDrawPerMetric(Workload, unittest.TestCase):
         results = [(f"r{i}", rag_eval.evaluate(self.qrels, rag_eval.read_run(path), [3, 5]))
                    for i, path in enumerate(paths)]
         found = rag_eval.compare_runs(results, resamples=300, seed=4)
-        scores = {name: rag_eval.per_query_by_metric(result) for name, result in results}
+        scores = {name: rag_eval._per_query_by_metric(result) for name, result in results}
         reference = rag_eval.Baseline(results[0][1]["mean"], scores["r0"])
         settings = rag_eval.GateSettings(rule="significant", resamples=300, seed=4, runs=4)
         gates = {name: rag_eval.gate(result, reference, settings)["metrics"] for name, result in results[1:]}

@@ -520,10 +520,10 @@ class TrecEvalGoldenTest(unittest.TestCase):
     def test_small_read_blocks(self):
         # The TREC readers stream the files in blocks of READ_BLOCK bytes; with
         # tiny blocks every line boundary case is crossed, and nothing changes.
-        if not hasattr(rag_eval, "READ_BLOCK"):
+        if not hasattr(rag_eval, "_READ_BLOCK"):
             self.skipTest("rag_eval no longer has READ_BLOCK")
         for size in (1, 97, 4096):
-            with self.subTest(read_block=size), mock.patch.object(rag_eval, "READ_BLOCK", size):
+            with self.subTest(read_block=size), mock.patch.object(rag_eval, "_READ_BLOCK", size):
                 self.check("out.test.aqcM", "qrels.test", "results.trunc", complete=True, max_docs=100)
                 self.check("out.test.aql", "qrels.rel_level", "results.test", min_grade=2)
                 if size > 1:  # 2.8 MB a byte at a time is too slow for a unit test

@@ -14,6 +14,7 @@
 Standard library only; run with ``python3 -m unittest tests.test_docs``.
 """
 
+import ast
 import glob
 import importlib.util
 import os
@@ -109,10 +110,50 @@ class MeasureTableTest(unittest.TestCase):
         self.assertEqual(load_generator().main(["--check"]), 0)
 
 
+class PublicNamesTest(unittest.TestCase):
+    """Issue 30: ``__all__`` is what a notebook user calls; the module docstring's table is that list; every
+    other name defined in rag_eval.py is private but for the exit codes and the types the API takes or returns."""
+
+    NOT_IN_ALL = {"EXIT_OK", "EXIT_REGRESSION", "EXIT_ERROR", "EXIT_INCONCLUSIVE", "EXIT_INTERRUPTED",
+                  "EXIT_BROKEN_PIPE", "EXIT_TERMINATED", "UNGATED", "console_main", "Interval", "PairedComparison",
+                  "Measure", "Span", "SpanQrels", "Location", "Qrels", "Run", "RunEntry", "Slices", "Judged",
+                  "JudgedRead", "JudgedScore"}
+
+    def test_the_docstring_table_is_all(self):
+        rule = re.compile(r"^=+  =+$", re.MULTILINE)
+        rules = [m.end() for m in rule.finditer(rag_eval.__doc__)]
+        self.assertEqual(len(rules), 2, "one table in the module docstring")
+        table = rag_eval.__doc__[rules[0]:rules[1]]
+        listed = re.findall(r"^``(\w+)", table, re.MULTILINE)
+        self.assertEqual(len(listed), len(set(listed)), "a name listed twice")
+        self.assertEqual(set(listed), set(rag_eval.__all__))
+
+    def test_all_is_defined_and_public(self):
+        for name in rag_eval.__all__:
+            with self.subTest(name=name):
+                self.assertFalse(name.startswith("_"))
+                self.assertTrue(hasattr(rag_eval, name))
+
+    def test_every_other_name_is_private(self):
+        tree = ast.parse(read(os.path.join(HERE, "rag_eval.py")))
+        defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        defined |= {target.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                    for target in getattr(node, "targets", [getattr(node, "target", None)])
+                    if isinstance(target, ast.Name)}
+        public = {name for name in defined if not name.startswith("_")}
+        self.assertEqual(public - set(rag_eval.__all__), self.NOT_IN_ALL)
+
+
 class ReadmeTest(unittest.TestCase):
     def test_readme_is_at_most_16_kib(self):
         size = os.path.getsize(README)
         self.assertLessEqual(size, README_MAX_BYTES, f"README.md is {size} bytes; move reference material to docs/")
+
+    def test_states_the_size_of_rag_eval_py(self):
+        # Issue 30: the size of the file users copy, in bytes (within 1%, so that a small fix need not edit it).
+        stated = int(re.search(r"`rag_eval.py` \(([\d,]+) bytes\)", read(README)).group(1).replace(",", ""))
+        size = os.path.getsize(os.path.join(HERE, "rag_eval.py"))
+        self.assertLessEqual(abs(stated - size), size / 100, f"README.md says {stated} bytes, rag_eval.py has {size}")
 
     def test_set_up_commands_are_verbatim(self):
         # Copy-pasted on a fresh machine, these must work; .ci/run and CI rely on the test command.

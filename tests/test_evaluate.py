@@ -86,7 +86,7 @@ class TestConstants(unittest.TestCase):
     def test_exit_codes_and_defaults(self):
         self.assertEqual((rag_eval.EXIT_OK, rag_eval.EXIT_REGRESSION, rag_eval.EXIT_ERROR, rag_eval.EXIT_INTERRUPTED),
                          (0, 1, 2, 130))
-        self.assertEqual((rag_eval.DEFAULT_K, rag_eval.DEFAULT_MAX_DROP), (5, 0.02))
+        self.assertEqual((rag_eval._DEFAULT_K, rag_eval._DEFAULT_MAX_DROP), (5, 0.02))
 
     def test_all_is_sorted_and_importable(self):
         self.assertEqual(rag_eval.__all__, sorted(rag_eval.__all__))
@@ -267,7 +267,7 @@ class TestDeltaSplit(unittest.TestCase):
         now = {"recall@5": 0.5, "mrr@5": 0.25, "ndcg@5": 0.75}
         old_on_new = {"recall@5": 0.75, "mrr@5": 0.5}  # no ndcg@5
         old_on_old = {"recall@5": 1.0, "ndcg@5": 0.5}  # no mrr@5
-        self.assertEqual(rag_eval.delta_split(now, old_on_new, old_on_old),
+        self.assertEqual(rag_eval._delta_split(now, old_on_new, old_on_old),
                          {"recall@5": {"total": 0.5 - 1.0, "labels": 0.75 - 1.0, "system": 0.5 - 0.75}})
 
 
@@ -303,8 +303,8 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
 
     def test_a_bad_grade_names_its_query_when_there_is_one(self):
         self.assert_error("qrels: query 'q', document 'a': grade must be a non-negative integer (at most "
-                          f"{rag_eval.MAX_GRADE}), got -1", rag_eval.evaluate, {"q": {"a": -1}}, {"q": ["a"]})
-        self.assert_error(f"grades: document 'a': grade must be a non-negative integer (at most {rag_eval.MAX_GRADE}), "
+                          f"{rag_eval._MAX_GRADE}), got -1", rag_eval.evaluate, {"q": {"a": -1}}, {"q": ["a"]})
+        self.assert_error(f"grades: document 'a': grade must be a non-negative integer (at most {rag_eval._MAX_GRADE}), "
                           "got -1", rag_eval.ndcg_at_k, ["a"], {"a": -1}, 1)
 
     def test_unknown_queries_name_the_first_in_sorted_order(self):
@@ -331,9 +331,9 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
 
     def test_documents_run_keeps_each_documents_best_chunk(self):
         # scored: d's best chunk is d#2 (0.9); a list: each document at its first (best) chunk's place
-        self.assertEqual(rag_eval.documents_run({"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}, "#"), {"q": {"d": 0.9, "e": 0.7}})
-        self.assertEqual(rag_eval.documents_run({"q": ["d#2", "e#1", "d#1"]}, "#"), {"q": ["d", "e"]})
-        self.assertEqual(rag_eval.documents_qrels({"q": {"d#1": 1, "d#2": 2, "e#3": 0}}, "#"), {"q": {"d": 2, "e": 0}})
+        self.assertEqual(rag_eval._documents_run({"q": {"d#1": 0.5, "e#1": 0.7, "d#2": 0.9}}, "#"), {"q": {"d": 0.9, "e": 0.7}})
+        self.assertEqual(rag_eval._documents_run({"q": ["d#2", "e#1", "d#1"]}, "#"), {"q": ["d", "e"]})
+        self.assertEqual(rag_eval._documents_qrels({"q": {"d#1": 1, "d#2": 2, "e#3": 0}}, "#"), {"q": {"d": 2, "e": 0}})
 
     def test_evaluate_with_doc_id_sep_on_a_scored_run(self):
         # chunks -> documents: d (best 0.9) at rank 1, e (0.7) at rank 2; d judged 2 by its best chunk, e unjudged
@@ -348,7 +348,7 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         # documents (the MaxP run), d12 and d1 tie at 7.5 and d12 goes first ("2" sorts above the end of
         # "d1"). The document rule holds in the library and in every reader: d1 at rank 2, mrr 1/2.
         qrels, run = {"q1": {"d1": 1}}, {"q1": {"d1_3": 7.5, "d12_1": 7.5}}
-        self.assertEqual(rag_eval.documents_run(run, "_"), {"q1": {"d1": 7.5, "d12": 7.5}})
+        self.assertEqual(rag_eval._documents_run(run, "_"), {"q1": {"d1": 7.5, "d12": 7.5}})
         self.assertEqual(rag_eval.evaluate(qrels, run, 5, measures=["mrr"], doc_id_sep="_")["mean"]["mrr@5"], 0.5)
         self.assertEqual(rag_eval.evaluate({"q1": {"d1_3": 1}}, run, 5, measures=["mrr"])["mean"]["mrr@5"], 1.0)
         with tempfile.TemporaryDirectory() as tmp:
@@ -366,10 +366,10 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         # q3 is not judged, so not listed
         qrels = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}}
         run = {"q1": ["x", "a", "b", "y"], "q2": {"c": 0.5, "z": 0.9}, "q3": ["w"]}
-        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 4), [("q1", "x", 1), ("q2", "z", 1), ("q1", "y", 4)])
-        self.assertEqual(rag_eval.unjudged_documents(qrels, run, 3), [("q1", "x", 1), ("q2", "z", 1)])
+        self.assertEqual(rag_eval._unjudged_documents(qrels, run, 4), [("q1", "x", 1), ("q2", "z", 1), ("q1", "y", 4)])
+        self.assertEqual(rag_eval._unjudged_documents(qrels, run, 3), [("q1", "x", 1), ("q2", "z", 1)])
         # with a separator, chunks of a judged document are judged
-        self.assertEqual(rag_eval.unjudged_documents({"q": {"a": 1}}, {"q": ["a#1", "b#1", "a#2"]}, 3, doc_id_sep="#"),
+        self.assertEqual(rag_eval._unjudged_documents({"q": {"a": 1}}, {"q": ["a#1", "b#1", "a#2"]}, 3, doc_id_sep="#"),
                          [("q", "b", 2)])
 
     def test_abstention_of_queries_the_run_left_empty(self):
@@ -396,10 +396,10 @@ class TestEvaluationChecksAndChunks(unittest.TestCase):
         self.assertEqual(result["mean"], {"recall@1": 0.0, "ndcg@2": (1 / math.log2(3)) / 1, "recall@3": 1.0})
 
     def test_judged_filter_keeps_by_grade_1_by_default(self):
-        keep = rag_eval.judged_filter({"q": {"a": 1}, "u": {"b": 0}})
+        keep = rag_eval._judged_filter({"q": {"a": 1}, "u": {"b": 0}})
         # q has a relevant document (grade 1): its unjudged x goes; u has none: kept whole
         self.assertEqual((keep("q", "a"), keep("q", "x"), keep("u", "x"), keep("other", "x")), (True, False, True, True))
-        self.assertTrue(rag_eval.judged_filter({"q": {"a": 1}}, min_grade=2)("q", "x"))  # no grade 2: kept whole
+        self.assertTrue(rag_eval._judged_filter({"q": {"a": 1}}, min_grade=2)("q", "x"))  # no grade 2: kept whole
 
 
 class TestConstantsAsDocumented(unittest.TestCase):

@@ -43,10 +43,10 @@ class TestInputsHashed(TempDirMixin, unittest.TestCase):
             "run.msmarco": "".join(f"{q}\t{d}\t{i % 20 + 1}\n" for i, (q, d, _) in enumerate(rows)),
             "qrels.trec.gz": gzip.compress(QRELS.encode(), mtime=0),
         }
-        saved = rag_eval.READ_BLOCK
+        saved = rag_eval._READ_BLOCK
         try:
             for block in (saved, 64):  # 64: the header line whole in the first block, which detection reads
-                rag_eval.READ_BLOCK = block
+                rag_eval._READ_BLOCK = block
                 for name, data in files.items():
                     path = self.write(name, data)
                     with open(path, "rb") as handle:
@@ -61,7 +61,7 @@ class TestInputsHashed(TempDirMixin, unittest.TestCase):
                             rag_eval._INPUT_SHA256.reset(token)
                         self.assertEqual(digests, {path: expected}, (name, block))
         finally:
-            rag_eval.READ_BLOCK = saved
+            rag_eval._READ_BLOCK = saved
 
     def test_standard_input_is_hashed_and_left_open(self):
         import hashlib
@@ -125,12 +125,12 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
         self.assertEqual(notes, [self.EXPECTED.format("<stdin>")])
 
     def test_trec_in_tiny_blocks_by_block(self):
-        saved = rag_eval.READ_BLOCK
-        rag_eval.READ_BLOCK = 40
+        saved = rag_eval._READ_BLOCK
+        rag_eval._READ_BLOCK = 40
         try:
             self.check(self.write("run.trec", self.TREC), "blocks of 40 bytes")
         finally:
-            rag_eval.READ_BLOCK = saved
+            rag_eval._READ_BLOCK = saved
 
     def test_interleaved_queries_are_read_again_and_counted_across_their_parts(self):
         lines = self.TREC.splitlines(keepends=True)
@@ -197,10 +197,10 @@ class TestRepeatedDocuments(TempDirMixin, unittest.TestCase):
 
     def test_a_query_that_outgrows_the_budget_makes_it_at_least(self):
         run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
-        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):
+        with mock.patch.object(rag_eval, "_REPEAT_BUDGET", 1):
             self.assertEqual(rag_eval._read_run(run)[2], (0, 0, True))
         self.assertEqual(rag_eval._read_run(run)[2], (1, 1, False))
-        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):
+        with mock.patch.object(rag_eval, "_REPEAT_BUDGET", 1):
             self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq1 Q0 a 2 2 t\nq2 Q0 c 1 1 t\n")
             self.assertEqual(rag_eval._read_run(run)[2], (1, 1, False))  # checked as it grew: exact still
 
@@ -250,12 +250,12 @@ class TestFormatsPeopleBring(TempDirMixin, unittest.TestCase):
         with open(path, "rb") as data, mock.patch("sys.stdin") as stdin:
             stdin.buffer = data
             self.assertEqual(self.scored("-", qrels), expected, "standard input")
-        saved = rag_eval.READ_BLOCK
-        rag_eval.READ_BLOCK = 64  # queries cross blocks, and are pruned
+        saved = rag_eval._READ_BLOCK
+        rag_eval._READ_BLOCK = 64  # queries cross blocks, and are pruned
         try:
             self.assertEqual(self.scored(path, qrels, ["--k", "1,2"]), self.scored(reference, qrels, ["--k", "1,2"]))
         finally:
-            rag_eval.READ_BLOCK = saved
+            rag_eval._READ_BLOCK = saved
 
     # MS MARCO: qid<TAB>pid<TAB>rank, the rank column the order.
 
@@ -527,17 +527,17 @@ class TestHostileFormats(TempDirMixin, unittest.TestCase):
         assert_error_line(self, err, file=self.path("r.tsv"), line=5, quoted=["q9"])
         code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq1\tb\t2\nq2\tx\t2\n"))
         self.assertEqual((code, out["mean"]["mrr@5"]), (0, 1.0))
-        saved = rag_eval.MAX_RANKS
-        rag_eval.MAX_RANKS = 2  # the sets' budget spent: a later stretch is checked alone
+        saved = rag_eval._MAX_RANKS
+        rag_eval._MAX_RANKS = 2  # the sets' budget spent: a later stretch is checked alone
         try:
             code, out = self.run_of(qrels, self.write("r.tsv", "q1\ta\t1\nq2\tc\t1\nq8\tx\t7\nq8\ty\t4\nq9\tx\t5\n"
                                                                "q9\ty\t3\nq1\tb\t2\nq9\tw\t5\n"), "--drop-unknown-queries")
             self.assertEqual(code, 0, out)
         finally:
-            rag_eval.MAX_RANKS = saved
+            rag_eval._MAX_RANKS = saved
 
     def test_ranks_are_checked_for_repeats_among_a_querys_first_max_ranks_lines(self):
-        with mock.patch.object(rag_eval, "MAX_RANKS", 3):
+        with mock.patch.object(rag_eval, "_MAX_RANKS", 3):
             # q2's first three lines are checked for a repeated rank; its fourth is not.
             head = "q1\ta\t1\nq1\tb\t2\nq2\tx\t1\nq2\ty\t2\n"
             with self.assertRaisesRegex(rag_eval.RagEvalError, r"r\.tsv:5: .*'q2'"):
@@ -607,7 +607,7 @@ class TestHostileFormats(TempDirMixin, unittest.TestCase):
     def test_a_repeat_check_that_was_incomplete_says_so_and_the_baseline_run_gets_its_note(self):
         qrels = self.write("q.trec", self.QRELS)
         run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 1 3 t\nq2 Q0 c 1 1 t\nq1 Q0 a 2 2 t\n")
-        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 1):  # none found, and not all checked
+        with mock.patch.object(rag_eval, "_REPEAT_BUDGET", 1):  # none found, and not all checked
             code, out, err = run_main([qrels, run, "--k", "5"])
         self.assertEqual(code, 0, err)
         (note,) = [line for line in tagged_lines(err, "note") if run in line]
@@ -714,7 +714,7 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
 
     def test_line_numbers_count_the_blank_blocks_before_the_first_content(self):
         # Blocks of 4 bytes: the first ones hold only line ends and white space, skipped and counted.
-        with mock.patch.object(rag_eval, "READ_BLOCK", 4):
+        with mock.patch.object(rag_eval, "_READ_BLOCK", 4):
             for text, line in (("\n" * 10 + "q1 0 a x\n", 11), (" \n\t\n  \n\n\nq1 0 a 1\nq1 0 b x\n", 7)):
                 qrels = self.write("qrels.trec", text)
                 with self.subTest(line=line), self.assertRaises(rag_eval.RagEvalError) as caught:
@@ -751,7 +751,7 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
         qrels = self.write("qrels.trec", "q1 0 a 1\nq2 0 c 1\n")
         run = self.write("run.trec", "q1 Q0 a 1 3 t\nq1 Q0 b 2 2 t\nq2 Q0 c 1 1 t\nq1 Q0 d 3 1 t\nq2 Q0 e 2 0 t\n"
                                      "q1 Q0 a 4 0 t\n")
-        with mock.patch.object(rag_eval, "REPEAT_BUDGET", 4):
+        with mock.patch.object(rag_eval, "_REPEAT_BUDGET", 4):
             code, _, err = run_main([qrels, run])
         self.assertEqual(code, 0)
         (note,) = tagged_lines(err, "note")
@@ -772,7 +772,7 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
         # At most 1 unknown query (patched): q3 is the second, so that is the error, not q3's score "x".
         qrels = self.write("qrels.trec", "q1 0 a 1\n")
         run = self.write("run.trec", "q1 Q0 a 1 1 t\nq2 Q0 b 1 1 t\nq3 Q0 c 1 x t\n")
-        with mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+        with mock.patch.object(rag_eval, "_MAX_UNKNOWN_QUERIES", 1):
             code, out, err = run_main([qrels, run])
             self.assertEqual((code, out), (2, ""))
             assert_error_line(self, err, file=run, quoted=["q3"], names=[" 1 "])
@@ -805,7 +805,7 @@ class TestReadingDetails(TempDirMixin, unittest.TestCase):
         # At most 3 ranks held (patched): q2's ranks 1, 3 leave room for 1; q3's 1, 3 are let go when q4 starts,
         # so q3's rank 3 again on line 8 goes unseen (memory stays bounded): g and h both rank 3, h first by docid.
         run = self.write("run.tsv", "q1\ta\t1\nq1\tb\t2\nq2\tc\t1\nq2\td\t3\nq3\te\t1\nq3\tg\t3\nq4\tf\t1\nq3\th\t3\n")
-        with mock.patch.object(rag_eval, "MAX_RANKS", 3):
+        with mock.patch.object(rag_eval, "_MAX_RANKS", 3):
             self.assertEqual(rag_eval.read_run(run), {"q1": ["a", "b"], "q2": ["c", "d"], "q3": ["e", "h", "g"],
                                                       "q4": ["f"]})
 

@@ -49,11 +49,11 @@ class TestGateEntries(unittest.TestCase):
         qrels, runs = synthetic_runs(7)
         before = rag_eval.evaluate(qrels, runs["ref"], 5)
         after = rag_eval.evaluate(qrels, runs["x"], 5)
-        baseline = rag_eval.Baseline(before["mean"], rag_eval.per_query_by_metric(before), {"k": [5]}, "x")
+        baseline = rag_eval.Baseline(before["mean"], rag_eval._per_query_by_metric(before), {"k": [5]}, "x")
         settings = rag_eval.GateSettings(rule="significant", resamples=300)
         entry = rag_eval.gate(after, baseline, settings)["metrics"]["ndcg@5"]
         comparison = rag_eval.compare_paired("ndcg@5", baseline.per_query["ndcg@5"],
-                                             rag_eval.per_query_by_metric(after)["ndcg@5"], resamples=300)
+                                             rag_eval._per_query_by_metric(after)["ndcg@5"], resamples=300)
         self.assertEqual(sorted(entry), sorted([
             "baseline", "now", "delta", "allowed_drop", "tolerance", "queries", "improved", "worse", "same",
             "mean_delta", "effect_size", "p_value", "p_holm", "p_adjusted", "exact", "interval", "tests", "gain_shown",
@@ -342,12 +342,12 @@ class TestBaselines(GateCase, unittest.TestCase):
         with open(path, encoding="utf-8") as f:
             saved = json.load(f)
         self.assertEqual(saved["format"], "rag_eval-baseline/2")
-        self.assertEqual(saved["format"], rag_eval.BASELINE_FORMAT)
+        self.assertEqual(saved["format"], rag_eval._BASELINE_FORMAT)
         self.assertEqual(saved["tool"], f"rag_eval {rag_eval.__version__}")
         self.assertNotIn("created", saved)  # a time changes when nothing changed (issue 33)
-        self.assertEqual(saved["qrels_sha256"], rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(saved["qrels_sha256"], rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         self.assertRegex(saved["qrels_sha256"], "^[0-9a-f]{64}$")
-        expected = {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False, "ties": rag_eval.TIE_RULE}
+        expected = {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False, "ties": rag_eval._TIE_RULE}
         self.assertEqual({key: saved["conventions"].get(key) for key in expected}, expected)  # more may be added
         self.assertEqual(set(saved["mean"]), set(FIXTURE_MEANS))
         for metric, value in FIXTURE_MEANS.items():
@@ -369,7 +369,7 @@ class TestBaselines(GateCase, unittest.TestCase):
         self.assertEqual(baseline.means.keys(), FIXTURE_MEANS.keys())
         self.assertEqual(baseline.per_query["mrr@5"], {"q1": 0.5, "q2": 0.0, "q3": 1.0})
         self.assertEqual(baseline.conventions["k"], [5])
-        self.assertEqual(baseline.qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(baseline.qrels_sha256, rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         flat = rag_eval.read_baseline(BASELINE)
         self.assertEqual(flat, rag_eval.Baseline({"recall@5": 0.70, "success@5": 0.6667, "mrr@5": 0.55, "ndcg@5": 0.52}))
         self.assertIsNone(flat.per_query)
@@ -525,8 +525,8 @@ class TestProvenance(GateCase, unittest.TestCase):
                         for qid, docs in reversed(list(self.qrels.items())) for docid, grade in docs.items())
         with open(QRELS, "rb") as f:
             original = f.read()
-        fingerprint = rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS))
-        self.assertEqual(fingerprint, rag_eval.qrels_fingerprint(self.qrels))
+        fingerprint = rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS))
+        self.assertEqual(fingerprint, rag_eval._qrels_fingerprint(self.qrels))
         for label, name, data in [
             ("TREC", "qrels.txt", trec.encode()),
             ("TREC, gzipped", "qrels.txt.gz", gzip.compress(trec.encode())),
@@ -536,12 +536,12 @@ class TestProvenance(GateCase, unittest.TestCase):
         ]:
             with self.subTest(label):
                 path = self.write(name, data)
-                self.assertEqual(rag_eval.qrels_fingerprint(rag_eval.read_qrels(path)), fingerprint)
+                self.assertEqual(rag_eval._qrels_fingerprint(rag_eval.read_qrels(path)), fingerprint)
                 report, _ = self.gate_report([path, RUN, "--baseline", self.saved, "--resamples", R], 0)
                 self.assertFalse(report["gate"]["qrels_changed"])
 
     def test_fingerprint_changes_with_any_judgment(self):
-        fingerprint = rag_eval.qrels_fingerprint(self.qrels)
+        fingerprint = rag_eval._qrels_fingerprint(self.qrels)
         for label, edit in [
             ("grade", lambda q: q["q1"].__setitem__("refund-policy#3", 2)),
             ("new judgment", lambda q: q["q2"].__setitem__("pricing#3", 0)),
@@ -551,14 +551,14 @@ class TestProvenance(GateCase, unittest.TestCase):
             changed = json.loads(json.dumps(self.qrels))
             edit(changed)
             with self.subTest(label):
-                self.assertNotEqual(rag_eval.qrels_fingerprint(changed), fingerprint)
+                self.assertNotEqual(rag_eval._qrels_fingerprint(changed), fingerprint)
 
     def test_fingerprint_is_unambiguous(self):
         # Regression: the canonical form joins qid, docid and grade with tabs and
         # newlines, which JSON ids may contain, so different judgments collide:
         # {"a\tb": {"c": 1}} and {"a": {"b\tc": 1}} both hash "a\tb\tc\t1\n".
-        self.assertNotEqual(rag_eval.qrels_fingerprint({"a\tb": {"c": 1}}),
-                            rag_eval.qrels_fingerprint({"a": {"b\tc": 1}}))
+        self.assertNotEqual(rag_eval._qrels_fingerprint({"a\tb": {"c": 1}}),
+                            rag_eval._qrels_fingerprint({"a": {"b\tc": 1}}))
 
 
 class TestAtomicWrite(GateCase, unittest.TestCase):
@@ -574,7 +574,7 @@ class TestAtomicWrite(GateCase, unittest.TestCase):
         self.assertEqual(os.listdir(self.tmp), ["baseline.json"])  # no temporary file left behind
 
     def test_writes_the_new_text(self):
-        rag_eval.write_atomically(self.target, "new\n" * 1000)
+        rag_eval._write_atomically(self.target, "new\n" * 1000)
         with open(self.target, encoding="utf-8") as f:
             self.assertEqual(f.read(), "new\n" * 1000)
         self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
@@ -587,7 +587,7 @@ class TestAtomicWrite(GateCase, unittest.TestCase):
             with self.subTest(label):
                 with patch:
                     with self.assertRaises(rag_eval.RagEvalError) as ctx:
-                        rag_eval.write_atomically(self.target, "new\n" * 1000)
+                        rag_eval._write_atomically(self.target, "new\n" * 1000)
                 self.assertIn(self.target, str(ctx.exception))
                 self.assert_untouched()
 
@@ -602,20 +602,20 @@ class TestAtomicWrite(GateCase, unittest.TestCase):
 
         with mock.patch.object(rag_eval.os, "fdopen", side_effect=failing_fdopen):
             with self.assertRaises(rag_eval.RagEvalError) as caught:
-                rag_eval.write_atomically(self.target, "new\n" * 1000)
+                rag_eval._write_atomically(self.target, "new\n" * 1000)
         self.assertIn("No space left on device", str(caught.exception))
         self.assert_untouched()
 
     def test_a_lone_surrogate_is_written_escaped(self):
         # a JSON "\udfff" escape makes a str that UTF-8 cannot encode; the file is still written
-        rag_eval.write_atomically(self.target, "id \udfff\n")
+        rag_eval._write_atomically(self.target, "id \udfff\n")
         with open(self.target, encoding="utf-8") as f:
             self.assertEqual(f.read(), "id \\udfff\n")
 
     def test_interrupt_leaves_the_old_file(self):
         with mock.patch.object(rag_eval.os, "fsync", side_effect=KeyboardInterrupt):
             with self.assertRaises(KeyboardInterrupt):
-                rag_eval.write_atomically(self.target, "new\n")
+                rag_eval._write_atomically(self.target, "new\n")
         self.assert_untouched()
 
     @unittest.skipIf(os.name == "nt" or not hasattr(signal, "SIGKILL"), "needs POSIX SIGKILL")
@@ -629,7 +629,7 @@ class TestAtomicWrite(GateCase, unittest.TestCase):
             "    sys.stdout.write('writing\\n'); sys.stdout.flush()\n"
             "    while True: time.sleep(3600)  # until killed: no clock decides when the kill must come\n"
             "os.fsync = stall\n"
-            "rag_eval.write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
+            "rag_eval._write_atomically(sys.argv[2], 'NEW BASELINE ' * 100000)\n"
         )
         proc = subprocess.Popen([sys.executable, "-c", child, REPO, self.target], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env())
@@ -658,7 +658,7 @@ class TestAtomicWrite(GateCase, unittest.TestCase):
         # baseline into 0600, and --save-baseline creates 0600 files whatever
         # the umask: another user (a CI job under another account) cannot read it.
         os.chmod(self.target, 0o644)
-        rag_eval.write_atomically(self.target, "new\n")
+        rag_eval._write_atomically(self.target, "new\n")
         self.assertEqual(os.stat(self.target).st_mode & 0o777, 0o644)
 
 
@@ -899,7 +899,7 @@ class TestPairedGate(unittest.TestCase):
     def test_holm_correction_across_metrics(self):
         gate, _ = self.gate(self.slight, 1, "--max-drop", "0.01")
         p_values = {metric: entry["p_value"] for metric, entry in gate["metrics"].items()}
-        for metric, value in rag_eval.holm(p_values).items():
+        for metric, value in rag_eval._holm(p_values).items():
             self.assertEqual(gate["metrics"][metric]["p_holm"], value)
 
     def test_baseline_run_gives_the_same_paired_numbers(self):
@@ -1017,7 +1017,7 @@ class TestUpdateBaseline(GateCase, unittest.TestCase):
 
     def test_not_rewritten_when_the_gate_fails(self):
         before = self.read(self.baseline)
-        with mock.patch.object(rag_eval, "write_atomically", wraps=rag_eval.write_atomically) as spy:
+        with mock.patch.object(rag_eval, "_write_atomically", wraps=rag_eval._write_atomically) as spy:
             code, out, err = run_main([QRELS, RUN, "--baseline", self.baseline, "--update-baseline"])
         self.assertEqual(code, 1, err)
         self.assertEqual(self.read(self.baseline), before)
@@ -1025,7 +1025,7 @@ class TestUpdateBaseline(GateCase, unittest.TestCase):
         self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
 
     def test_rewritten_atomically_when_the_gate_passes(self):
-        with mock.patch.object(rag_eval, "write_atomically", wraps=rag_eval.write_atomically) as spy:
+        with mock.patch.object(rag_eval, "_write_atomically", wraps=rag_eval._write_atomically) as spy:
             code, out, err = run_main([QRELS, RUN, "--baseline", self.baseline, "--update-baseline",
                                        "--max-drop", "0.1"])
         self.assertEqual(code, 0, err)
@@ -1036,7 +1036,7 @@ class TestUpdateBaseline(GateCase, unittest.TestCase):
         self.assertEqual(updated.means.keys(), FIXTURE_MEANS.keys())
         for metric, value in FIXTURE_MEANS.items():
             self.assertAlmostEqual(updated.means[metric], value, places=15)
-        self.assertEqual(updated.qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(updated.qrels_sha256, rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         self.assertEqual(os.listdir(self.tmp), ["baseline.json"])
         # and the new baseline passes the same run
         self.assertEqual(run_main([QRELS, RUN, "--baseline", self.baseline, "--resamples", R])[0], 0)
@@ -1094,13 +1094,13 @@ class TestIntervals(GateCase, unittest.TestCase):
                 if metric.startswith("success@"):
                     k = int(metric.split("@")[1])
                     self.assertEqual(mean, hits[k] / 200)
-                    self.assertEqual([low, high], list(rag_eval.clopper_pearson(hits[k], 200)))
+                    self.assertEqual([low, high], list(rag_eval._clopper_pearson(hits[k], 200)))
 
     def test_fixtures(self):
         report, _ = self.gate_report([QRELS, RUN, "--ci", "--resamples", R, "--digits", "6"], 0)
         self.assertEqual(set(report["intervals"]), set(FIXTURE_MEANS))
         # success@5: 2 of 3 queries
-        self.assertEqual(report["intervals"]["success@5"], list(rag_eval.clopper_pearson(2, 3)))
+        self.assertEqual(report["intervals"]["success@5"], list(rag_eval._clopper_pearson(2, 3)))
         # mrr@5 takes 1/2, 0, 1: a bootstrap mean lies between 0 and 1
         low, high = report["intervals"]["mrr@5"]
         self.assertTrue(0 <= low <= 0.5 <= high <= 1, (low, high))
@@ -1112,10 +1112,10 @@ class TestIntervals(GateCase, unittest.TestCase):
     def test_mean_intervals_api(self):
         qrels, run = synthetic(60)
         result = rag_eval.evaluate(qrels, run, 5)
-        intervals = rag_eval.mean_intervals(result, 300, seed=1)
-        self.assertEqual(intervals, rag_eval.mean_intervals(result, 300, seed=1))
+        intervals = rag_eval._mean_intervals(result, 300, seed=1)
+        self.assertEqual(intervals, rag_eval._mean_intervals(result, 300, seed=1))
         hits = sum(1 for ranking in run.values() if is_hit(ranking))
-        self.assertEqual(intervals["success@5"], rag_eval.clopper_pearson(hits, 60))
+        self.assertEqual(intervals["success@5"], rag_eval._clopper_pearson(hits, 60))
         for metric, (low, high) in intervals.items():
             self.assertLessEqual(low, result["mean"][metric])
             self.assertGreaterEqual(high, result["mean"][metric])
@@ -1244,14 +1244,14 @@ class TestGateHelpers(GateCase, unittest.TestCase):
     def test_label_changes_from_digests(self):
         # beyond MAX_STORED_JUDGMENTS only a digest and a count per query are stored: which queries changed, not how
         before = {"q1": {"a": 1, "b": 0}, "q2": {"c": 2}, "q3": {"d": 1}}
-        with mock.patch.object(rag_eval, "MAX_STORED_JUDGMENTS", 1):
-            stored = rag_eval.stored_judgments(before)
+        with mock.patch.object(rag_eval, "_MAX_STORED_JUDGMENTS", 1):
+            stored = rag_eval._stored_judgments(before)
         self.assertEqual(set(stored), {"digests"})
-        changes = rag_eval.label_changes(stored, {"q1": {"a": 2, "b": 0}, "q2": {"c": 2}, "q4": {"e": 1}})
+        changes = rag_eval._label_changes(stored, {"q1": {"a": 2, "b": 0}, "q2": {"c": 2}, "q4": {"e": 1}})
         self.assertEqual(changes, {"stored": "digests", "queries": {"q1": {"judged": [2, 2]}},
                                    "counts": {"queries_added": 1, "queries_changed": 1, "queries_removed": 1},
                                    "queries_added": ["q4"], "queries_removed": ["q3"]})
-        whole = rag_eval.label_changes(rag_eval.stored_judgments(before), {"q1": {"a": 2}, "q2": {"c": 2, "x": 1}})
+        whole = rag_eval._label_changes(rag_eval._stored_judgments(before), {"q1": {"a": 2}, "q2": {"c": 2, "x": 1}})
         self.assertEqual(whole["counts"], {"added": 1, "queries_added": 0, "queries_changed": 2, "queries_removed": 1,
                                            "regraded": 1, "removed": 1})
         self.assertEqual(whole["queries"], {"q1": {"added": {}, "removed": {"b": 0}, "regraded": {"a": [1, 2]}},
@@ -1262,7 +1262,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertEqual(run_main([QRELS, RUN, "--save-baseline", saved, "--meta", "embedder=bge"])[0], 0)
         baseline = rag_eval.read_baseline(saved)
         self.assertEqual(baseline.meta["embedder"], "bge")
-        self.assertEqual(baseline.judgments, rag_eval.stored_judgments(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(baseline.judgments, rag_eval._stored_judgments(rag_eval.read_qrels(QRELS)))
         with open(saved) as f:
             record = json.load(f)
         del record["meta"], record["judgments"]
@@ -1317,7 +1317,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
     def test_write_atomically_without_commit_leaves_the_target_until_renamed(self):
         target = self.write("target.txt", "old\n")
         os.symlink("target.txt", self.path("link.txt"))
-        temporary, replaced = rag_eval.write_atomically(self.path("link.txt"), "new\n", commit=False)
+        temporary, replaced = rag_eval._write_atomically(self.path("link.txt"), "new\n", commit=False)
         self.assertEqual(replaced, os.path.realpath(target))  # the link's target, not the link
         self.assertEqual((self.read(target), self.read(temporary)), (b"old\n", b"new\n"))
         os.replace(temporary, replaced)
@@ -1325,7 +1325,7 @@ class TestGateHelpers(GateCase, unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.tmp)), ["link.txt", "target.txt"])
         self.assertEqual(self.read(self.path("link.txt")), b"new\n")
         with self.assertRaisesRegex(rag_eval.RagEvalError, "^" + re.escape(self.tmp) + ": "):
-            rag_eval.write_atomically(self.tmp, "x")
+            rag_eval._write_atomically(self.tmp, "x")
 
     def test_calibration_in_table_and_markdown(self):
         base = self.path("base.json")
@@ -1367,7 +1367,7 @@ class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
                 self.assertEqual(caught.exception.detail, words)
 
     def test_significant_gains_of_no_gate_is_none(self):
-        self.assertEqual((rag_eval.significant_gains(None), rag_eval.significant_gains({})), ({}, {}))
+        self.assertEqual((rag_eval._significant_gains(None), rag_eval._significant_gains({})), ({}, {}))
 
     @unittest.skipUnless(os.name == "posix", "fcntl.flock")
     def test_lock_refusals_and_a_lock_file_removed_by_another(self):
@@ -1418,8 +1418,8 @@ class TestBaselineAndGateEdges(GateCase, unittest.TestCase):
 
     def test_gate_context_lines_of_digests_and_split_deltas(self):
         stored = {"digests": {"q2": {"judged": 1, "sha256": "0"}, "q1": {"judged": 3, "sha256": "0"}}}
-        changes = rag_eval.label_changes(stored, {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
-        split = rag_eval.delta_split({"mrr@5": 0.5}, {"mrr@5": 0.625}, {"mrr@5": 0.75})
+        changes = rag_eval._label_changes(stored, {"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}})
+        split = rag_eval._delta_split({"mrr@5": 0.5}, {"mrr@5": 0.625}, {"mrr@5": 0.75})
         text = rag_eval._gate_context_text({"label_changes": changes, "delta_split": split}, 3)
         self.assertEqual(text, "\nlabels changed since the baseline: 2 queries changed (stored as digests) "
                                "(q1 3 -> 1 judged, q2 1 -> 1 judged); queries added 1, removed 0"
@@ -1447,14 +1447,14 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
     def test_a_bad_per_query_value_names_its_metric(self):
         extended = {"format": "rag_eval-baseline/1", "mean": {"recall@5": 0.5},
                     "per_query": {"recall@5": {"q1": 0.5, "q2": "x"}}, "conventions": {"k": [5]}, "qrels_sha256": "0"}
-        by_query = dict(extended, format=rag_eval.BASELINE_FORMAT,
+        by_query = dict(extended, format=rag_eval._BASELINE_FORMAT,
                         per_query={"q1": {"recall@5": 0.5}, "q2": {"recall@5": "x"}})
         for record in (extended, by_query):
             assert_error_line(self, self.read_error(record), file=self.path("b.json"), names=[": recall@5: "],
                               quoted=["q2", "x"], prefix="")
 
     def test_a_fall_of_exactly_the_allowed_drop_is_no_fall(self):
-        epsilon = rag_eval.DROP_EPSILON
+        epsilon = rag_eval._DROP_EPSILON
         self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": epsilon}, 0), {})  # fell by epsilon exactly
         self.assertEqual(rag_eval.regressions({"m": 0.0}, {"m": 2 * epsilon}, 0), {"m": (2 * epsilon, 0.0)})
         self.assertEqual(rag_eval.regressions({"m": 0.25}, {"m": 0.5, "gone": 0.5}, 0.25),  # 0.5 - 0.25 = 0.25: allowed
@@ -1465,14 +1465,14 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
                     rag_eval.regressions({"m": 0.5}, {"m": 0.5}, bad)
 
     def test_large_judgments_are_stored_as_digests_of_16_characters(self):
-        per_query = rag_eval.MAX_STORED_JUDGMENTS // 2 + 1  # two queries: one judgment too many to store
+        per_query = rag_eval._MAX_STORED_JUDGMENTS // 2 + 1  # two queries: one judgment too many to store
         qrels = {qid: {f"{qid}-d{i}": i % 3 for i in range(per_query)} for qid in ("q1", "q2")}
-        stored = rag_eval.stored_judgments(qrels)
-        self.assertEqual(stored, {"digests": {qid: {"judged": per_query, "sha256": rag_eval.qrels_fingerprint(docs)[:16]}
+        stored = rag_eval._stored_judgments(qrels)
+        self.assertEqual(stored, {"digests": {qid: {"judged": per_query, "sha256": rag_eval._qrels_fingerprint(docs)[:16]}
                                               for qid, docs in qrels.items()}})
         self.assertEqual({len(entry["sha256"]) for entry in stored["digests"].values()}, {16})
         small = {"q1": {"b": 1, "a": 0}}
-        self.assertEqual(rag_eval.stored_judgments(small), {"qrels": {"q1": {"a": 0, "b": 1}}})
+        self.assertEqual(rag_eval._stored_judgments(small), {"qrels": {"q1": {"a": 0, "b": 1}}})
 
     def test_changed_judgments_name_both_digests(self):
         saved = self.path("b.json")
@@ -1480,7 +1480,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         qrels = json.loads(self.read(QRELS))
         qrels["q1"]["refund-policy#3"] = 2
         changed = self.write("changed.json", qrels)
-        old, new = json.loads(self.read(saved))["qrels_sha256"], rag_eval.qrels_fingerprint(qrels)
+        old, new = json.loads(self.read(saved))["qrels_sha256"], rag_eval._qrels_fingerprint(qrels)
         code, out, err = run_main([changed, RUN, "--baseline", saved])
         self.assertEqual((code, out), (2, ""), err)
         assert_error_line(self, err, file=saved, names=[f" {old[:12]}...", f" {new[:12]}...", "--allow-qrels-change"])
@@ -1490,7 +1490,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         for umask, mode in ((0o027, 0o640), (0o022, 0o644)):  # rw-r----- and rw-r--r--: no execute bit
             old = os.umask(umask)
             try:
-                rag_eval.write_atomically(self.path(f"new{umask:o}.txt"), "x\n")
+                rag_eval._write_atomically(self.path(f"new{umask:o}.txt"), "x\n")
                 self.assertEqual(os.umask(umask), umask)  # still the process's umask
             finally:
                 os.umask(old)
@@ -1522,7 +1522,7 @@ class TestBaselineChecksAndLocks(GateCase, unittest.TestCase):
         self.assertEqual((opened.call_count, closed.call_count, slept.call_count), (3, 3, 2))
 
     def test_an_extended_baseline_lacks_what_it_needs(self):
-        assert_error_line(self, self.read_error({"format": rag_eval.BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
+        assert_error_line(self, self.read_error({"format": rag_eval._BASELINE_FORMAT, "mean": {"recall@5": 0.5}}),
                           file=self.path("b.json"), names=[" per_query, conventions, qrels_sha256"], prefix="")
 
     def test_new_metrics_of_an_extended_baseline_and_a_metric_it_cannot_gate(self):

@@ -205,7 +205,7 @@ class Repeats(unittest.TestCase):
 
     def test_repeats_do_not_add_pairs_to_the_test(self):
         before = rag_eval.judged_result([rag_eval.read_judged(REPEATS)])
-        baseline = rag_eval.Baseline(before["mean"], rag_eval.per_query_by_metric(before))
+        baseline = rag_eval.Baseline(before["mean"], rag_eval._per_query_by_metric(before))
         settings = rag_eval.GateSettings(rule="significant")
         report = rag_eval.gate(before, baseline, settings)
         self.assertEqual(report["metrics"]["judge.correctness"]["queries"], 4)
@@ -553,7 +553,7 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         human, judge, rest = self.data()
         labels = {f"l{i}": y for i, y in enumerate(human)}
         judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
-        got = rag_eval.ppi_mean(labels, judged)
+        got = rag_eval._ppi_mean(labels, judged)
         estimate, lam, (low, high), effective = reference_ppi(human, judge, rest, self.T_49)
         self.assertEqual((got["method"], got["labels"], got["questions"]), ("ppi++", 50, 200))
         self.assertAlmostEqual(got["estimate"], estimate, places=12)
@@ -571,7 +571,7 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         human, judge, rest = self.data(n=10)
         labels = {f"l{i}": y for i, y in enumerate(human)}
         judged = {**{f"l{i}": f for i, f in enumerate(judge)}, **{f"u{i}": f for i, f in enumerate(rest)}}
-        got = rag_eval.ppi_mean(labels, judged)
+        got = rag_eval._ppi_mean(labels, judged)
         self.assertTrue(got["method"].startswith("labels alone (fewer than 50 labels"))
         self.assertEqual(got["lambda"], 0.0)
         self.assertAlmostEqual(got["estimate"], sum(human) / 10)
@@ -582,16 +582,16 @@ class HumanLabels(JudgedTempDir, unittest.TestCase):
         # truth in 66% of seeded sets (labels alone: Clopper-Pearson, exact for 0/1, as --ci's pass/fail means)
         labels = {f"q{i}": 1.0 for i in range(50)}
         judged = {f"q{i}": 1.0 if i % 7 else 0.0 for i in range(300)}
-        got = rag_eval.ppi_mean(labels, judged)
+        got = rag_eval._ppi_mean(labels, judged)
         self.assertTrue(got["method"].startswith("labels alone"))
-        self.assertEqual(got["interval"], list(rag_eval.clopper_pearson(50, 50)))
+        self.assertEqual(got["interval"], list(rag_eval._clopper_pearson(50, 50)))
         self.assertLess(got["interval"][0], 0.93)
 
     def test_a_weak_judge_the_labels_alone(self):
         human, _, rest = self.data()
         labels = {f"l{i}": y for i, y in enumerate(human)}
         judged = {**{f"l{i}": 0.5 + 0.001 * ((-1) ** i) for i in range(50)}, **{f"u{i}": f for i, f in enumerate(rest)}}
-        got = rag_eval.ppi_mean(labels, judged)
+        got = rag_eval._ppi_mean(labels, judged)
         self.assertIn("weakly correlated", got["method"])
         self.assertAlmostEqual(got["estimate"], sum(human) / 50)
 

@@ -34,7 +34,7 @@ class TestSpellings(unittest.TestCase):
             for spelling in spellings:
                 with self.subTest(spelling=spelling):
                     self.assertEqual(rag_eval.parse_metric(spelling), (measure, 10))
-                    self.assertEqual(rag_eval.canonical_metric(spelling), f"{measure}@10")
+                    self.assertEqual(rag_eval._canonical_metric(spelling), f"{measure}@10")
 
     def test_names_that_are_not_ours(self):
         # recip_rank has no cutoff (another number); a zero or padded cutoff is no cutoff.
@@ -45,7 +45,7 @@ class TestSpellings(unittest.TestCase):
 
     def test_the_hint_names_every_measure_that_parses(self):
         # iou@5 parses (evidence spans), so the hint after a name that does not must offer iou as well
-        names = [m.name for m in rag_eval.MEASURES] + [m.name for m in rag_eval.SPAN_MEASURES if m.name not in
+        names = [m.name for m in rag_eval.MEASURES] + [m.name for m in rag_eval._SPAN_MEASURES if m.name not in
                                                        [m.name for m in rag_eval.MEASURES]]
         self.assertIn("iou", names)
         with self.assertRaises(rag_eval.RagEvalError) as caught:
@@ -66,10 +66,10 @@ class TestSpellings(unittest.TestCase):
                 self.assertEqual(rag_eval.format_metric(*rag_eval.parse_metric(name)), name)
 
     def test_slices_keep_their_tag(self):
-        self.assertEqual(rag_eval.canonical_metric("pricing:nDCG@5"), "pricing:ndcg@5")
+        self.assertEqual(rag_eval._canonical_metric("pricing:nDCG@5"), "pricing:ndcg@5")
 
     def test_explain_lists_the_spellings(self):
-        text = rag_eval.explain()
+        text = rag_eval._explain()
         for stem in ("ndcg_cut_k", "hit_rate@k", "r@k", "map_at_k"):
             self.assertIn(stem, text)
 
@@ -390,7 +390,7 @@ class TestMeasureFunctionsCheckTheGainRange(unittest.TestCase):
     (2**grade - 1 overflows a float past 1023; the limit is far below), and take any with gain linear."""
 
     def test_every_measure_function(self):
-        top = rag_eval.MAX_EXP_GRADE
+        top = rag_eval._MAX_EXP_GRADE
         for function in (rag_eval.recall_at_k, rag_eval.success_at_k, rag_eval.reciprocal_rank, rag_eval.ndcg_at_k,
                          rag_eval.precision_at_k, rag_eval.ap_at_k, rag_eval.judged_at_k):
             with self.subTest(function=function.__name__):

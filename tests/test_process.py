@@ -48,7 +48,7 @@ CHILD_ENV = child_env(PYTHONPATH=REPO)
 MODULE = ("-m", "rag_eval")
 
 
-def leaks(line, secret, clip=rag_eval.CLIP):
+def leaks(line, secret, clip=rag_eval._CLIP):
     """Whether ``line`` holds more than ``clip`` consecutive characters of ``secret``."""
     return any(secret[start:start + clip + 1] in line for start in range(len(secret) - clip))
 
@@ -72,7 +72,7 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
                 argv = [link, RUN] if name == "grade" else [QRELS, link]
                 line = self.assert_error(argv)
                 self.assertFalse(leaks(line, TOKEN), line)
-                self.assertIn(TOKEN[:rag_eval.CLIP], line)  # clipped, not hidden: the start still says what it was
+                self.assertIn(TOKEN[:rag_eval._CLIP], line)  # clipped, not hidden: the start still says what it was
                 self.assertIn("...", line)
 
     def test_every_error_line_stays_under_the_limit(self):
@@ -82,16 +82,16 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
             "qrels_sha256": huge, "conventions": {"k": [5], "gain": huge, "min_grade": 1, "judged_only": False,
                                                   "doc_id_sep": None, "ties": huge}})
         line = self.assert_error([QRELS, RUN, "--baseline", baseline])
-        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
-        self.assertNotIn("x" * (rag_eval.CLIP + 1), line)
+        self.assertLessEqual(len(line), rag_eval._MAX_ERROR_LINE)
+        self.assertNotIn("x" * (rag_eval._CLIP + 1), line)
         long_name = self.path("n" * 200)
         line = self.assert_error([os.path.join(long_name, "m" * 200), RUN])
-        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertLessEqual(len(line), rag_eval._MAX_ERROR_LINE)
         self.assertTrue(line.endswith("..."))
         # with --update-baseline, what was left alone ends the line whole, and the line still fits
         baseline = self.write("b.json", {"recall@5": 0.5})
         line = self.assert_error([os.path.join(long_name, "m" * 200), RUN, "--baseline", baseline, "--update-baseline"])
-        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertLessEqual(len(line), rag_eval._MAX_ERROR_LINE)
         self.assertIn(f"... ({baseline} ", line)  # clipped in the middle: the baseline named at the end
         self.assertTrue(line.endswith(")"), line)
 
@@ -106,7 +106,7 @@ class TestErrorLinesQuoteLittle(TempDirMixin, unittest.TestCase):
         with gzip.open(run, "wb") as out:  # one JSON key of 20 MB: a few KB gzipped
             out.write(b'{"q1": ["a"], "' + b"k" * 20_000_000 + b'": ["b"]}')
         line = self.assert_error([QRELS, run])
-        self.assertLessEqual(len(line), rag_eval.MAX_ERROR_LINE)
+        self.assertLessEqual(len(line), rag_eval._MAX_ERROR_LINE)
 
 
 @unittest.skipUnless(POSIX, "symbolic links")
@@ -299,7 +299,7 @@ class TestOutputsReplaceOnlyRegularFiles(TempDirMixin, unittest.TestCase):
         code, out, err = run_main([QRELS, RUN, "--baseline", link, "--update-baseline", "--max-drop", "0.5"])
         self.assertEqual(code, 0, err)
         self.assertTrue(os.path.islink(link))
-        self.assertEqual(rag_eval.read_baseline(target).qrels_sha256, rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+        self.assertEqual(rag_eval.read_baseline(target).qrels_sha256, rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         self.assertEqual(os.listdir(self.path("store")), ["baseline.json"])  # no temporary, no lock file left
 
     def test_a_baseline_that_is_a_device_is_not_updated(self):
@@ -434,13 +434,13 @@ class TestExitCodesKeepTheirMeaning(TempDirMixin, unittest.TestCase):
 
         run = self.write("run.json", self.read(RUN))
         expected = sha256_of(run)
-        fingerprint = rag_eval.qrels_fingerprint
+        fingerprint = rag_eval._qrels_fingerprint
 
         def delete_then_fingerprint(qrels):  # called once every input is read
             os.unlink(run)
             return fingerprint(qrels)
 
-        with mock.patch.object(rag_eval, "qrels_fingerprint", side_effect=delete_then_fingerprint):
+        with mock.patch.object(rag_eval, "_qrels_fingerprint", side_effect=delete_then_fingerprint):
             code, out, err = run_main([QRELS, run, "--output", self.path("full.json")])
         self.assertEqual(code, 0, err)
         with open(self.path("full.json"), encoding="utf-8") as handle:
@@ -469,7 +469,7 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
     def test_a_failure_while_staging_leaves_nothing(self):
         from unittest import mock
 
-        real = rag_eval.write_atomically
+        real = rag_eval._write_atomically
         calls = []
 
         def second_fails(path, text, commit=True):
@@ -478,7 +478,7 @@ class TestAllOrNothing(TempDirMixin, unittest.TestCase):
                 raise KeyboardInterrupt
             return real(path, text, commit)
 
-        with mock.patch.object(rag_eval, "write_atomically", side_effect=second_fails):
+        with mock.patch.object(rag_eval, "_write_atomically", side_effect=second_fails):
             code, out, err = run_main([QRELS, RUN, "--junit", self.path("junit.xml"), "--output", self.path("full.json"),
                                        "--save-baseline", self.path("saved.json")])
         self.assertEqual(code, rag_eval.EXIT_INTERRUPTED)

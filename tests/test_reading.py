@@ -88,8 +88,8 @@ class TestReducedEqualsWhole(unittest.TestCase):
         """(whole path, reduced path): each (found any judged, evaluate's result), or ("error", message)."""
         qrels = rag_eval.read_qrels(qrels_path)
         sep = options.get("doc_id_sep")
-        judged = rag_eval.documents_qrels(qrels, sep) if sep else qrels
-        keep = rag_eval.judged_filter(judged, options.get("min_grade", 1)) if options.get("judged_only") else None
+        judged = rag_eval._documents_qrels(qrels, sep) if sep else qrels
+        keep = rag_eval._judged_filter(judged, options.get("min_grade", 1)) if options.get("judged_only") else None
         results, kind = [], "error"
         for reduce in (None, cutoffs):
             try:
@@ -133,15 +133,15 @@ class TestReducedEqualsWhole(unittest.TestCase):
 
     def test_random_runs_in_small_blocks_read_whole(self):
         """Blocks of about 300 bytes, read whole at every depth: queries cross blocks, and some are pruned."""
-        saved = rag_eval.READ_BLOCK
-        rag_eval.READ_BLOCK = 300
+        saved = rag_eval._READ_BLOCK
+        rag_eval._READ_BLOCK = 300
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 for case, fmt, qrels, run, cutoffs, options in self.random_cases(tmp, 60):
                     with self.subTest(case=case, fmt=fmt, cutoffs=cutoffs, options=options):
                         self.compare(qrels, run, cutoffs, options)
         finally:
-            rag_eval.READ_BLOCK = saved
+            rag_eval._READ_BLOCK = saved
 
     def test_a_planted_off_by_one_is_caught(self):
         """The random comparison finds a reduced path that ranks judged documents one place too low."""
@@ -236,8 +236,8 @@ class TestStreamedJson(unittest.TestCase):
     def test_streamed_json_equals_the_whole_document_in_tiny_blocks(self):
         """Blocks of 7 bytes: every query crosses blocks; valid or broken, the result or the error is the same."""
         rng = random.Random(3)
-        block = rag_eval.READ_BLOCK
-        rag_eval.READ_BLOCK = 7
+        block = rag_eval._READ_BLOCK
+        rag_eval._READ_BLOCK = 7
         streamed = 0
         try:
             with tempfile.TemporaryDirectory() as tmp:
@@ -265,7 +265,7 @@ class TestStreamedJson(unittest.TestCase):
                         streamed += 1
                         self.assertEqual(outcomes[0], outcomes[1], text)
         finally:
-            rag_eval.READ_BLOCK = block
+            rag_eval._READ_BLOCK = block
         self.assertGreater(streamed, 100)
 
     def test_errors_read_the_document_again_and_say_what_they_always_said(self):
@@ -284,7 +284,7 @@ class TestStreamedJson(unittest.TestCase):
 
 class TestLimits(unittest.TestCase):
     def test_long_ids_are_an_error_naming_the_line(self):
-        long = "d" * (rag_eval.MAX_ID + 1)
+        long = "d" * (rag_eval._MAX_ID + 1)
         with tempfile.TemporaryDirectory() as tmp:
             qrels = write(tmp, "qrels", "q1 0 a 1\n")
             for name, text, line in (
@@ -295,10 +295,10 @@ class TestLimits(unittest.TestCase):
                     run = write(tmp, name, text)
                     code, out, err = cli([qrels, run])
                     self.assertEqual(code, 2)
-                    assert_error_line(self, err, file=run, line=line, names=[f" {rag_eval.MAX_ID} "])
+                    assert_error_line(self, err, file=run, line=line, names=[f" {rag_eval._MAX_ID} "])
 
     def test_an_earlier_bad_line_is_reported_first(self):
-        long = "d" * (rag_eval.MAX_ID + 1)
+        long = "d" * (rag_eval._MAX_ID + 1)
         with tempfile.TemporaryDirectory() as tmp:
             qrels = write(tmp, "qrels", "q1 0 a 1\n")
             code, out, err = cli([qrels, write(tmp, "run", f"q1 Q0 a 1 x t\nq1 Q0 {long} 2 0.5 t\n")])
@@ -333,12 +333,12 @@ class TestLimits(unittest.TestCase):
             with self.subTest(quoted), tempfile.TemporaryDirectory() as tmp:
                 qrels = write(tmp, "qrels", "q1 0 a 1\n")
                 run = write(tmp, "run", "q1 Q0 a 1 1 t\n" + "".join(f"{prefix}{i} Q0 a 1 1 t\n" for i in range(40)))
-                limit = rag_eval.MAX_UNKNOWN_QUERIES
-                rag_eval.MAX_UNKNOWN_QUERIES = 10
+                limit = rag_eval._MAX_UNKNOWN_QUERIES
+                rag_eval._MAX_UNKNOWN_QUERIES = 10
                 try:
                     code, out, err = cli([qrels, run, "--drop-unknown-queries"])
                 finally:
-                    rag_eval.MAX_UNKNOWN_QUERIES = limit
+                    rag_eval._MAX_UNKNOWN_QUERIES = limit
                 self.assertEqual(code, 2)
                 assert_error_line(self, err, file=run, names=[" 10 ", quoted])
 
@@ -352,7 +352,7 @@ print(json.dumps({"rc": proc.returncode, "peak": peak, "stderr": proc.stderr.dec
 """
 
 
-MAIN = "import sys, rag_eval; rag_eval.MAX_UNKNOWN_QUERIES = int(sys.argv[1]); sys.exit(rag_eval.main(sys.argv[2:]))"
+MAIN = "import sys, rag_eval; rag_eval._MAX_UNKNOWN_QUERIES = int(sys.argv[1]); sys.exit(rag_eval.main(sys.argv[2:]))"
 
 
 @unittest.skipIf(sys.platform == "win32", "resource is POSIX only")
@@ -367,7 +367,7 @@ class TestHostileRuns(unittest.TestCase):
     SCALE = 1 if HUGE else 1 / 512
     LIMIT_MB = 1024 if HUGE else 200
 
-    def run_peak(self, argv, unknown_cap=rag_eval.MAX_UNKNOWN_QUERIES):
+    def run_peak(self, argv, unknown_cap=rag_eval._MAX_UNKNOWN_QUERIES):
         command = [sys.executable, "-c", MAIN, str(unknown_cap), *argv]
         out = subprocess.run([sys.executable, "-c", PEAK, *command], cwd=HERE, env=child_env(), capture_output=True,
                              text=True)
@@ -667,7 +667,7 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
         clean = self.write("clean.trec", good)
         expected = rag_eval.read_run(clean)
         for block in (1, 2, 7, 64, 1 << 22):
-            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+            with self.subTest(block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block):
                 self.assertEqual(rag_eval.read_run(clean), expected)
                 with self.assertRaises(rag_eval.RagEvalError) as ctx:
                     rag_eval.read_run(path)
@@ -689,7 +689,7 @@ class TestReadingInputs(TempDirMixin, unittest.TestCase):
                     run = rag_eval.read_run(path)
                     self.assertEqual({docid: run["q1"][docid] for docid in expected["q1"]}, expected["q1"])
         one_line = {"q1": {f"d{n}": n / 7 for n in range(20_000)}}  # a JSON document on one line of 400 KB
-        self.assertGreater(len(json.dumps(one_line)), 3 * rag_eval.READ_BLOCK)
+        self.assertGreater(len(json.dumps(one_line)), 3 * rag_eval._READ_BLOCK)
         self.assertEqual(rag_eval.read_run(self.write("run.json", json.dumps(one_line))), one_line)
 
     def test_json_shapes(self):
@@ -737,7 +737,7 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
         blank = "\n" * (1 << 17)  # a block's worth of blank lines before and after: the CR's block is all blank
         path = self.write("cr.trec", good + blank + "   \r   \n" + blank + good)
         for block in (64, 1 << 17):
-            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+            with self.subTest(block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block), \
                     self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(path)}:{41 + (1 << 17)}: "):
                 rag_eval.read_run(path)
 
@@ -757,7 +757,7 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
                 lines = good
             path = self.write(f"cr-{role}.txt", lines + bad + lines)
             for block in (1, 5, 64, 1 << 17):
-                with self.subTest(role=role, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                with self.subTest(role=role, block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block), \
                         self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(path)}:41: "):
                     reader(path)
 
@@ -768,8 +768,8 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
             for extra, refused in ((0, False), (1, True)):
                 filler = "d" * (500 + extra - len("q1 Q0  1 1.0 r"))
                 path = self.write(f"long{shift}-{extra}.trec", prefix + f"q1 Q0 {filler} 1 1.0 r\n" + prefix)
-                with self.subTest(shift=shift, extra=extra), mock.patch.object(rag_eval, "MAX_LINE", 500), \
-                        mock.patch.object(rag_eval, "READ_BLOCK", 64):
+                with self.subTest(shift=shift, extra=extra), mock.patch.object(rag_eval, "_MAX_LINE", 500), \
+                        mock.patch.object(rag_eval, "_READ_BLOCK", 64):
                     if refused:
                         with self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(path)}:\\d+: .* MiB$"):
                             rag_eval.read_run(path)
@@ -788,7 +788,7 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
             path = self.write("long.txt", text)
             for block in (1, 7, 64, 150):  # blocks below MAX_LINE, as in rag_eval
                 with self.subTest(reader=reader.__name__, line=line, block=block), \
-                        mock.patch.object(rag_eval, "MAX_LINE", 200), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                        mock.patch.object(rag_eval, "_MAX_LINE", 200), mock.patch.object(rag_eval, "_READ_BLOCK", block), \
                         self.assertRaisesRegex(rag_eval.RagEvalError, f"^{re.escape(path)}:{line}: .* \\d+ MiB$"):
                     reader(path)
 
@@ -797,7 +797,7 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
         good = "".join(f"q1 Q0 d{n} 1 {n} r\n" for n in range(30))
         path = self.write("two.trec", good + "q1 Q0 short\n" + good + "q1 Q0 d 1 2\x00 r\n" + good)
         for block in (1 << 17, 64):
-            with self.subTest(block=block), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+            with self.subTest(block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block), \
                     self.assertRaisesRegex(rag_eval.RagEvalError, ":31: expected 6 fields"):
                 rag_eval.read_run(path)
 
@@ -810,7 +810,7 @@ class TestLineBlocks(TempDirMixin, unittest.TestCase):
                 path = self.write("long.trec", good + sixth + long_line + good * lines_after)
                 for block in (1, 7, 64, 97):  # blocks below MAX_LINE, as in rag_eval
                     with self.subTest(sixth=sixth, after=lines_after, block=block), \
-                            mock.patch.object(rag_eval, "MAX_LINE", 100), mock.patch.object(rag_eval, "READ_BLOCK", block), \
+                            mock.patch.object(rag_eval, "_MAX_LINE", 100), mock.patch.object(rag_eval, "_READ_BLOCK", block), \
                             self.assertRaisesRegex(rag_eval.RagEvalError, words):
                         rag_eval.read_run(path)
 
@@ -827,7 +827,7 @@ class TestTheLastLine(TempDirMixin, unittest.TestCase):
     default: a line is the same wherever the blocks fall.
     """
 
-    BLOCKS = (1, 5, 64, rag_eval.READ_BLOCK)
+    BLOCKS = (1, 5, 64, rag_eval._READ_BLOCK)
     # (query, document, grade or score); the last row is the one a careless reader drops
     ROWS = [("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1), ("q2", "sla-uptime#1", 2)]
     LAST_ROWS = {"a query of its own": ("q9", "last#doc", 1), "a query seen before": ("q1", "last#doc", 1)}
@@ -885,7 +885,7 @@ class TestTheLastLine(TempDirMixin, unittest.TestCase):
             self.files += 1
             path = self.write(f"input{self.files}", data)  # a new name: truncating a file costs more than a new one
             for block in self.BLOCKS:
-                with self.subTest(form=label, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+                with self.subTest(form=label, block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block):
                     self.assertEqual(reader(path, **options), expected)
 
     def test_qrels(self):
@@ -1209,7 +1209,7 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
     def test_the_same_run_from_a_file_and_from_standard_input(self):
         rng = random.Random(7)
         qrels = {f"q{q}": {f"d{d}": rng.randint(0, 2) for d in range(5)} for q in range(4)}
-        keep = rag_eval.judged_filter(qrels, 1)
+        keep = rag_eval._judged_filter(qrels, 1)
         with tempfile.TemporaryDirectory() as tmp:
             for case in range(60):
                 rows = random_rows(rng)
@@ -1230,11 +1230,11 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
 
     def test_an_id_too_long_is_refused_there_too(self):
         with tempfile.TemporaryDirectory() as tmp:
-            path = write(tmp, "run.json", json.dumps({"q1": {"a" * (rag_eval.MAX_ID + 1): 1.0}}))
+            path = write(tmp, "run.json", json.dumps({"q1": {"a" * (rag_eval._MAX_ID + 1): 1.0}}))
             for got in (read(path), from_stdin(path)):
                 self.assertRegex(got, r"query 'q1': an id longer than 4096 bytes$")
             # Exactly MAX_ID bytes is fine, however many characters (2 bytes each here).
-            fine = {"q1": {"a" * rag_eval.MAX_ID: 1.0, "\u00e9" * (rag_eval.MAX_ID // 2): 2.0}}
+            fine = {"q1": {"a" * rag_eval._MAX_ID: 1.0, "\u00e9" * (rag_eval._MAX_ID // 2): 2.0}}
             path = write(tmp, "run.json", json.dumps(fine))
             self.assertEqual(read(path), from_stdin(path))
             self.assertEqual(rag_eval.read_run(path), fine)
@@ -1243,21 +1243,21 @@ class TestStandardInputJsonIsReadAsAFile(unittest.TestCase):
         """A value cut by a block is incomplete, not invalid: the stream reads on, not the file again."""
         run = {"q1": {"a": 12345.678, "b": -5e-4, "c": 100}, "q2": [["d", 98765], ["e", 1.25]]}
         expected = {"q1": run["q1"], "q2": {"d": 98765, "e": 1.25}}
-        saved = rag_eval.READ_BLOCK
+        saved = rag_eval._READ_BLOCK
         with tempfile.TemporaryDirectory() as tmp:
             path = write(tmp, "run.json", json.dumps(run))
             try:
                 for block in range(1, 16):
-                    rag_eval.READ_BLOCK = block
+                    rag_eval._READ_BLOCK = block
                     streamed = rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30), True)
                     self.assertEqual(streamed.run, expected, block)
             finally:
-                rag_eval.READ_BLOCK = saved
+                rag_eval._READ_BLOCK = saved
 
     def test_grades_up_to_max_grade(self):
         with tempfile.TemporaryDirectory() as tmp:
-            for grade, expected in ((rag_eval.MAX_GRADE, {"q1": {"a": rag_eval.MAX_GRADE}}),
-                                    (rag_eval.MAX_GRADE + 1, f"grade must be at most {rag_eval.MAX_GRADE}, got ")):
+            for grade, expected in ((rag_eval._MAX_GRADE, {"q1": {"a": rag_eval._MAX_GRADE}}),
+                                    (rag_eval._MAX_GRADE + 1, f"grade must be at most {rag_eval._MAX_GRADE}, got ")):
                 path = write(tmp, "qrels.trec", f"q1 0 a {grade}\n")
                 try:
                     got = rag_eval.read_qrels(path)
@@ -1391,7 +1391,7 @@ class TestStreamedJsonInTinyBlocks(unittest.TestCase):
                 path = write(tmp, "run.json", text)
                 whole = read(path, "auto", 5)
                 for block in (1, 3, 8):
-                    with self.subTest(case=case, block=block), mock.patch.object(rag_eval, "READ_BLOCK", block):
+                    with self.subTest(case=case, block=block), mock.patch.object(rag_eval, "_READ_BLOCK", block):
                         self.assertEqual(read(path, "auto", 5), whole)
                         self.assertEqual(from_stdin(path, "auto", 5), whole)
 
@@ -1558,19 +1558,19 @@ class TestReaderErrorPaths(unittest.TestCase):
             return str(exc)[len(path):]
 
     def test_errors(self):
-        long_id = "x" * (rag_eval.MAX_ID + 1)
+        long_id = "x" * (rag_eval._MAX_ID + 1)
         cases = [  # (reader, file name, text, the error after the path)
-            (rag_eval.read_chunks, "chunks.jsonl", '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 5}\n'
+            (rag_eval._read_chunks, "chunks.jsonl", '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 5}\n'
              '{"chunk_id": "c", "doc_id": "d", "start": 0, "end": 6}\n', ":2: chunk 'c' is located twice, differently"),
             (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "relevance": 1}\n',
              ":1: a row with a grade and no score: is this a qrels file? the order is QRELS RUN"),
             (rag_eval.read_run, "run.jsonl", '{"qid": "q1", "docid": "a", "score": 2, "relevance": 1}\n', {"q1": {"a": 2}}),
-            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ["a"]}\n', ":1: text must be a string, got a list"),
-            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "ab"}\n{"doc_id": "d", "text": "ab"}\n',
+            (rag_eval._read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ["a"]}\n', ":1: text must be a string, got a list"),
+            (rag_eval._read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "ab"}\n{"doc_id": "d", "text": "ab"}\n',
              ":2: document 'd' appears twice"),  # even with the same text
-            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "a"}\n{"doc_id": "d", "text": "a"}\n',
+            (rag_eval._read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": "a"}\n{"doc_id": "d", "text": "a"}\n',
              ":2: document 'd' appears twice"),  # a one-character text too (Python shares those strings)
-            (rag_eval.read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ""}\n{"doc_id": "d", "text": "b"}\n',
+            (rag_eval._read_corpus, "corpus.jsonl", '{"doc_id": "d", "text": ""}\n{"doc_id": "d", "text": "b"}\n',
              ":2: document 'd' appears twice"),
             (rag_eval.read_qrels, "qrels.trec", "q1 0 a 1\r\nq1 0 b 1\rq1 0 c 1\n",  # a CRLF before the lone CR
              ":2: a line ends in a lone carriage return (CR); use LF or CRLF line ends"),
@@ -1596,7 +1596,7 @@ class TestReaderErrorPaths(unittest.TestCase):
         runs = {"run.tsv": "1\tp1\t1\n7\tp1\t1\n8\tp1\t1\n8\tp2\tx\n",
                 "run.jsonl": "".join(json.dumps({"qid": q, "docid": "a", "score": s}) + "\n"
                                      for q, s in (("1", 1), ("7", 1), ("8", 1), ("8", "x")))}
-        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_UNKNOWN_QUERIES", 1):
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "_MAX_UNKNOWN_QUERIES", 1):
             qrels = rag_eval.read_qrels(write(folder, "qrels", "1 0 p1 1\n"))
             for name, text in runs.items():
                 with self.subTest(name):
@@ -1617,8 +1617,8 @@ class TestReaderErrorPaths(unittest.TestCase):
 
     def test_a_json_document_may_be_exactly_its_limit(self):
         text = '{\n"q1": "tag"\n}'  # read in blocks of 4 bytes: the limit is counted as they come
-        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "MAX_SMALL_JSON", len(text)), \
-                mock.patch.object(rag_eval, "READ_BLOCK", 4):
+        with tempfile.TemporaryDirectory() as folder, mock.patch.object(rag_eval, "_MAX_SMALL_JSON", len(text)), \
+                mock.patch.object(rag_eval, "_READ_BLOCK", 4):
             self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text), {"q1": ["tag"]})
             self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", text + " "),
                              f": JSON larger than {len(text) >> 20} MiB")
@@ -1630,12 +1630,12 @@ class TestReaderErrorPaths(unittest.TestCase):
 
     def test_json_size_caps(self):
         with tempfile.TemporaryDirectory() as folder:
-            with mock.patch.object(rag_eval, "MAX_JSON_RUN", 1000):
+            with mock.patch.object(rag_eval, "_MAX_JSON_RUN", 1000):
                 ranked = '{"q1": [%s]}' % ", ".join(f'"d{n}"' for n in range(1000))
                 self.assertEqual(self.read(rag_eval.read_run, folder, "run.json", ranked),
                                  ": JSON larger than 0 MiB; for larger runs use TREC (read up to --max-input-bytes)")
-            slices = '{\n%s}' % ",\n".join(f'"q{n}": "tag"' for n in range(rag_eval.READ_BLOCK // 10))
-            with mock.patch.object(rag_eval, "MAX_SMALL_JSON", rag_eval.READ_BLOCK):  # a line per query: not read whole
+            slices = '{\n%s}' % ",\n".join(f'"q{n}": "tag"' for n in range(rag_eval._READ_BLOCK // 10))
+            with mock.patch.object(rag_eval, "_MAX_SMALL_JSON", rag_eval._READ_BLOCK):  # a line per query: not read whole
                 self.assertEqual(self.read(rag_eval.read_slices, folder, "slices.json", slices),
                                  ": JSON larger than 0 MiB")
 
@@ -1645,7 +1645,7 @@ class TestReaderErrorPaths(unittest.TestCase):
         with tempfile.TemporaryDirectory() as folder:
             path = write(folder, "run.json", text)
             self.assertEqual(tuple(rag_eval._read_run(path).repeated), (3, 2, False))
-            with mock.patch.object(rag_eval, "REPEAT_BUDGET", 2):
+            with mock.patch.object(rag_eval, "_REPEAT_BUDGET", 2):
                 read = rag_eval._read_run(path)
             self.assertEqual((read.run, tuple(read.repeated)), ({"q1": ["a", "b", "c", "d"], "q2": ["a"]}, (1, 1, True)))
 
@@ -1658,12 +1658,12 @@ class TestTrecBlocks(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
         self.qrels = rag_eval.read_qrels(write(self.tmp.name, "qrels", TREC_QRELS))
-        saved = rag_eval.READ_BLOCK
-        self.addCleanup(setattr, rag_eval, "READ_BLOCK", saved)
+        saved = rag_eval._READ_BLOCK
+        self.addCleanup(setattr, rag_eval, "_READ_BLOCK", saved)
 
     def read(self, text, block, depth=4, cutoffs=(1, 2, 3)):
         """(run as plain dicts, any judged, repeated) or the error, with blocks of ``block`` bytes."""
-        rag_eval.READ_BLOCK = block
+        rag_eval._READ_BLOCK = block
         try:
             got = rag_eval._read_run(write(self.tmp.name, "run", text), "trec", depth, judged=self.qrels,
                                      cutoffs=None if cutoffs is None else list(cutoffs))
@@ -1725,17 +1725,17 @@ class TestTrecBlocks(unittest.TestCase):
         self.assertTrue(found)
 
     def test_long_ids_are_an_error_naming_their_line(self):
-        long = "d" * (rag_eval.MAX_ID + 1)
+        long = "d" * (rag_eval._MAX_ID + 1)
         for text, line, what in ((f"q1 Q0 a 1 1 t\nq1 Q0 {long} 2 1 t\n", 2, "document id"),
-                                 (f"q1 Q0 a 1 1 t\n{'q' * (rag_eval.MAX_ID + 1)} Q0 a 2 1 t\n", 2, "query id"),
-                                 (f"q1 Q0 a 1 1 t\n{'q' * rag_eval.MAX_ID} Q0 {long} 2 1 t\n", 2, "document id"),
+                                 (f"q1 Q0 a 1 1 t\n{'q' * (rag_eval._MAX_ID + 1)} Q0 a 2 1 t\n", 2, "query id"),
+                                 (f"q1 Q0 a 1 1 t\n{'q' * rag_eval._MAX_ID} Q0 {long} 2 1 t\n", 2, "document id"),
                                  (f"q1 Q0 a 1 1 t\nq1 Q0 b 2 x t\nq1 Q0 {long} 2 1 t\n", 2, "score")):
             with self.subTest(what=what):
                 kind, message = self.same_in_every_block_size(text)
                 self.assertEqual(kind, "error")
                 self.assertIn(f":{line}:", message)
                 self.assertIn(what if what != "score" else "'x'", message)
-        ok = "q1 Q0 " + "d" * rag_eval.MAX_ID + " 1 1 t\n"  # exactly MAX_ID bytes: fine, in a long line
+        ok = "q1 Q0 " + "d" * rag_eval._MAX_ID + " 1 1 t\n"  # exactly MAX_ID bytes: fine, in a long line
         self.assertEqual(self.reduced(ok)[0]["q1"].length, 1)
 
     def test_bad_scores_are_errors_on_every_line_at_every_depth(self):
@@ -1780,7 +1780,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.addCleanup(self.tmp.cleanup)
-        for name in ("READ_BLOCK", "REPEAT_BUDGET", "MAX_RANKS"):
+        for name in ("_READ_BLOCK", "_REPEAT_BUDGET", "_MAX_RANKS"):
             self.addCleanup(setattr, rag_eval, name, getattr(rag_eval, name))
 
     def error(self, path, **options):
@@ -1796,7 +1796,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
         path = write(self.tmp.name, "run", "\n".join(lines) + "\n")
         bad = len(lines)
         for block in (7, 64, 300, 4096, 1 << 17):
-            rag_eval.READ_BLOCK = block
+            rag_eval._READ_BLOCK = block
             for judged in (None, {"q0": {"d1": 1}}):
                 with self.subTest(block=block, reduced=judged is not None):
                     message = self.error(path, judged=judged, cutoffs=[10] if judged else None)
@@ -1811,7 +1811,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
                               ("2\tpx", "expected 3 fields (qid docid rank, as MS MARCO's runs), got 2")):
             path = write(self.tmp.name, "run", "\n".join(rows[:60] + ["# a comment", "", bad] + rows[60:]) + "\n")
             for block in (64, 300, 1 << 17):  # (the head must hold a few lines: MS MARCO's layout is detected there)
-                rag_eval.READ_BLOCK = block
+                rag_eval._READ_BLOCK = block
                 with self.subTest(bad=bad, block=block):
                     self.assertIn(f"run:63: {expected}", self.error(path))
 
@@ -1828,7 +1828,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
             path = write(self.tmp.name, name, text)
             outcomes = set()
             for budget in (1, 2, 1 << 16):
-                rag_eval.REPEAT_BUDGET = budget
+                rag_eval._REPEAT_BUDGET = budget
                 with self.subTest(name=name, budget=budget):
                     plain = rag_eval._read_run(path, "auto", 3, judged=qrels)
                     self.assertEqual(plain.run, {"1": ["a", "b", "z"], "2": ["x", "c"]})
@@ -1840,7 +1840,7 @@ class TestLineNumbersAndRankedRows(unittest.TestCase):
                         rag_eval._read_run_once(path, "auto", rag_eval._ReadOptions(3, judged=qrels, cutoffs=[2]),
                                                 True)
             self.assertIn(rag_eval._Repeated(1, 1, False), outcomes)
-        rag_eval.REPEAT_BUDGET = 1 << 16
+        rag_eval._REPEAT_BUDGET = 1 << 16
         reduced = rag_eval._read_run(write(self.tmp.name, "run.tsv", msmarco.replace("1\tz\t4\n1\tc\t5\n", "")),
                                      "auto", 3, judged=qrels, cutoffs=[2])
         self.assertEqual(dict(reduced.run), {"1": rag_eval._Reduced(2, ((2, "b"),), (), None),

@@ -530,7 +530,7 @@ class TestTableFormat(ReportCase, unittest.TestCase):
         self.assertEqual(rows[0], ["metric", "mean", "95% low", "95% high", "baseline", "delta", "allowed drop",
                                    "p (adj.)", "verdict"])
         result = rag_eval.evaluate(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5)
-        intervals = rag_eval.mean_intervals(result, int(R), 0)
+        intervals = rag_eval._mean_intervals(result, int(R), 0)
         table = by_first_cell(rows)
         for metric in METRICS:
             self.assertEqual(table[metric]["95% low"], shown(intervals[metric].low))
@@ -718,11 +718,11 @@ class TestGitHub(ReportCase, unittest.TestCase):
                    "| mrr@5 | 0.5000 | 0.5500 | -0.0500 | 0.0200 | regression |\n"
                    "| ndcg@5 | 0.5095 | 0.5200 | -0.0105 | 0.0200 | pass |\n\n")
         self.assertTrue(written.startswith(
-            heading + "\n\n" + failing + "\n\n" + rag_eval.SUMMARY_LEGEND + "\n\n" + compact + TestGainIsNamed.EXP
+            heading + "\n\n" + failing + "\n\n" + rag_eval._SUMMARY_LEGEND + "\n\n" + compact + TestGainIsNamed.EXP
             + "\n\n<details><summary>Every column, the largest drops</summary>\n\n" + tables.rstrip("\n")
             + "\n\n</details>\n\n<details><summary>Notes and warnings (1)</summary>\n\n- `rag_eval: warning: few "
               "documents judged (judged@5"), written)
-        self.assertEqual(len(rag_eval.SUMMARY_LEGEND.splitlines()), 1)
+        self.assertEqual(len(rag_eval._SUMMARY_LEGEND.splitlines()), 1)
         self.assertTrue(written.endswith("\n\n</details>\n\n"), written)
         second, _ = self.ok([QRELS, RUN, "--baseline", BASELINE], expected_code=1, env=env)
         self.assertEqual(self.read(summary).decode("utf-8"), written * 2)  # appended, not replaced
@@ -885,7 +885,7 @@ class TestFullOutput(ReportCase, unittest.TestCase):
                 self.assertAlmostEqual(full["per_query"][qid][metric], value, places=12)
         self.assertEqual(full["unscored"], ["q4"])
         self.assertEqual(full["conventions"], {"k": [5], "gain": "exp", "min_grade": 1, "judged_only": False,
-                                               "doc_id_sep": None, "ties": rag_eval.TIE_RULE,
+                                               "doc_id_sep": None, "ties": rag_eval._TIE_RULE,
                                                "abstain_below": None})
         self.assertEqual(full["tool"], f"rag_eval {rag_eval.__version__}")
         self.assertEqual(full["python"], platform.python_version())
@@ -896,7 +896,7 @@ class TestFullOutput(ReportCase, unittest.TestCase):
                 self.assertEqual(full["inputs"][role]["path"], path)
                 self.assertEqual(full["inputs"][role]["sha256"], hashlib.sha256(self.read(path)).hexdigest())
         self.assertEqual(full["inputs"]["qrels"]["judgments_sha256"],
-                         rag_eval.qrels_fingerprint(rag_eval.read_qrels(QRELS)))
+                         rag_eval._qrels_fingerprint(rag_eval.read_qrels(QRELS)))
         self.assertEqual({m: e["verdict"] for m, e in full["gate"]["metrics"].items()}, FIXTURE_VERDICTS)
         self.assertEqual(sorted(full["slices"]), ["billing", "sso"])
         self.assertEqual(full["abstention"], {"queries": 1, "abstained": [], "share": 0.0})
@@ -970,7 +970,7 @@ class TestSlices(ReportCase, unittest.TestCase):
             {"query_id": "u1", "slices": "pricing"},
         ]))
         self.assertEqual(rag_eval.read_slices(jsonl), rag_eval.read_slices(slices))
-        self.assertEqual(rag_eval.slice_members(rag_eval.read_slices(jsonl)),
+        self.assertEqual(rag_eval._slice_members(rag_eval.read_slices(jsonl)),
                          {"billing": ["p2"], "general": ["g1", "g2"], "pricing": ["p1", "p2", "u1"]})
         from_json, _ = self.ok([qrels, new, "--slices", slices])
         from_jsonl, _ = self.ok([qrels, new, "--slices", jsonl])
@@ -1227,13 +1227,13 @@ class TestDocumentLevel(ReportCase, unittest.TestCase):
         for chunk, sep, document in (("refund-policy#2", "#", "refund-policy"), ("guide", "#", "guide"),
                                      ("a#b#c", "#", "a"), ("doc::7", "::", "doc"), ("#3", "#", "#3")):
             with self.subTest(chunk=chunk, sep=sep):
-                self.assertEqual(rag_eval.document_of(chunk, sep), document)
+                self.assertEqual(rag_eval._document_of(chunk, sep), document)
 
     def test_documents_qrels_and_run(self):
-        self.assertEqual(rag_eval.documents_qrels(DOC_QRELS, "#"), {"q": {"guide": 2, "faq": 1, "other": 0}})
-        self.assertEqual(rag_eval.documents_run(DOC_RUN, "#"), {"q": ["x", "guide", "faq", "y"]})
+        self.assertEqual(rag_eval._documents_qrels(DOC_QRELS, "#"), {"q": {"guide": 2, "faq": 1, "other": 0}})
+        self.assertEqual(rag_eval._documents_run(DOC_RUN, "#"), {"q": ["x", "guide", "faq", "y"]})
         # scored: a document takes its best chunk's score
-        self.assertEqual(rag_eval.documents_run({"q": {"guide#1": 0.2, "guide#2": 0.9, "faq#1": 0.5}}, "#"),
+        self.assertEqual(rag_eval._documents_run({"q": {"guide#1": 0.2, "guide#2": 0.9, "faq#1": 0.5}}, "#"),
                          {"q": {"guide": 0.9, "faq": 0.5}})
 
     def test_hand_worked(self):
@@ -1324,7 +1324,7 @@ class TestUnjudged(ReportCase, unittest.TestCase):
         self.assertEqual(rows, [{"query_id": q, "doc_id": d, "rank": r, "relevance": -1} for q, d, r in FIXTURE_UNJUDGED])
         self.assertEqual([(r["rank"], r["query_id"], r["doc_id"]) for r in rows],
                          sorted((r["rank"], r["query_id"], r["doc_id"]) for r in rows))
-        self.assertEqual(rag_eval.unjudged_documents(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5),
+        self.assertEqual(rag_eval._unjudged_documents(rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN), 5),
                          FIXTURE_UNJUDGED)
 
     def test_cutoff(self):
@@ -1416,17 +1416,17 @@ class TestExplain(ReportCase, unittest.TestCase):
                     self.assertRegex(out, rf"\n +{re.escape(tool)} +{re.escape(measure.others[tool])}\n")
         for tool in TOOLS:
             self.assertIn(tool, out)
-        self.assertEqual(out, rag_eval.explain())
+        self.assertEqual(out, rag_eval._explain())
 
     def test_generated_from_the_table(self):
         with mock.patch.object(rag_eval, "MEASURES", rag_eval.MEASURES[:1]):
-            text = rag_eval.explain()
+            text = rag_eval._explain()
         self.assertIn("recall@k", text)
         self.assertNotIn("ndcg@k", text)
 
     def test_with_inputs_it_only_explains(self):
         code, out, err = run_main([QRELS, RUN, "--explain"])
-        self.assertEqual((code, out, err), (0, rag_eval.explain(), ""))
+        self.assertEqual((code, out, err), (0, rag_eval._explain(), ""))
 
     def test_inputs_required_otherwise(self):
         for argv, names in (([], ["QRELS RUN"]), ([QRELS], ["required: RUN (QRELS is "]),
@@ -1519,12 +1519,12 @@ class TestNotes(ReportCase, unittest.TestCase):
 class TestGateContextLines(unittest.TestCase):
     def test_label_changes_name_the_first_five_queries_in_natural_order(self):
         before = {qid: {"a": 1} for qid in ("q2", "q10", "q11", "q1", "q3", "q4", "q20")}
-        stored = rag_eval.stored_judgments(before)
-        every = rag_eval.label_changes(stored, {qid: {"a": 2} for qid in before})  # 7 queries regraded
+        stored = rag_eval._stored_judgments(before)
+        every = rag_eval._label_changes(stored, {qid: {"a": 2} for qid in before})  # 7 queries regraded
         self.assertEqual(rag_eval._gate_context_text({"label_changes": every}, 4),
                          "\nlabels changed since the baseline: 0 judgments added, 0 removed, 7 regraded in 7 queries "
                          "(q1 +0 -0 ~1, q2 +0 -0 ~1, q3 +0 -0 ~1, q4 +0 -0 ~1, q10 +0 -0 ~1, ...)")
-        two = rag_eval.label_changes(stored, {qid: {"a": 2 if qid in ("q2", "q10") else 1} for qid in before})
+        two = rag_eval._label_changes(stored, {qid: {"a": 2 if qid in ("q2", "q10") else 1} for qid in before})
         self.assertEqual(rag_eval._gate_context_text({"label_changes": two}, 4),  # all shown: no "..."
                          "\nlabels changed since the baseline: 0 judgments added, 0 removed, 2 regraded in 2 queries "
                          "(q2 +0 -0 ~1, q10 +0 -0 ~1)")
@@ -1532,8 +1532,8 @@ class TestGateContextLines(unittest.TestCase):
     def test_the_text_table_keeps_an_id_or_a_provenance_value_on_its_line(self):
         # A query id and a baseline's meta value with a line break: in the table they once started lines
         # of their own ("# Forged heading"); the markdown report shows them as code spans.
-        stored = rag_eval.stored_judgments({"q1": {"a": 1}, "x\n# Forged": {"b": 1}})
-        changes = rag_eval.label_changes(stored, {"q1": {"a": 1}, "x\n# Forged": {"b": 2}})
+        stored = rag_eval._stored_judgments({"q1": {"a": 1}, "x\n# Forged": {"b": 1}})
+        changes = rag_eval._label_changes(stored, {"q1": {"a": 1}, "x\n# Forged": {"b": 2}})
         gate = {"label_changes": changes, "meta_changes": ["index: v1 -> v2\n# Forged"]}
         text = rag_eval._gate_context_text(gate, 4)
         self.assertEqual(text, "\nprovenance changed since the baseline: index: v1 -> v2\\n# Forged"

@@ -41,7 +41,7 @@ def spans_of(rows):
 
 def scores(qrels, run, chunks, k, **options):
     result = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES), **options)
-    return rag_eval.per_query_by_metric(result), result
+    return rag_eval._per_query_by_metric(result), result
 
 
 class TestHandWorked(unittest.TestCase):
@@ -178,7 +178,7 @@ class TestIdentity(unittest.TestCase):
             qrels, id_qrels, run, chunks = identity_case(rng, equal)
             cutoffs = sorted(rng.sample(range(1, 12), 3))
             got = rag_eval.evaluate_spans(qrels, run, chunks, cutoffs, measures=list(NAMES),
-                                          gain=rng.choice(rag_eval.GAINS), min_grade=rng.choice([1, 1, 2]))
+                                          gain=rng.choice(rag_eval._GAINS), min_grade=rng.choice([1, 1, 2]))
             conv = got["conventions"]
             ids = rag_eval.evaluate(id_qrels, run, cutoffs, measures=list(NAMES[:5]), gain=conv["gain"],
                                     min_grade=conv["min_grade"])
@@ -255,7 +255,7 @@ class TestReference(unittest.TestCase):
                 chunks[f"c{n}"] = (rng.choice(docs + ["other"]), start, start + rng.randint(1, 20))
             ranking = rng.sample(sorted(chunks), rng.randint(0, len(chunks)))
             k = rng.randint(1, 9)
-            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval.GAINS),
+            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval._GAINS),
                        "min_grade": rng.choice([1, 2])}
             if not any(s.grade >= options["min_grade"] for s in qrels["q"]):
                 continue
@@ -273,14 +273,14 @@ class TestNames(unittest.TestCase):
             with self.subTest(text=text):
                 self.assertEqual(rag_eval.parse_metric(text), pair)
                 self.assertEqual(rag_eval.parse_metric(rag_eval.format_metric(*pair)), pair)
-        self.assertEqual(rag_eval.canonical_metric("pricing:doc.P_5"), "pricing:doc.precision@5")
+        self.assertEqual(rag_eval._canonical_metric("pricing:doc.P_5"), "pricing:doc.precision@5")
         for bad in ("doc.iou@3", "doc.@3", "docs.ndcg@3", "doc.ndcg"):
             with self.subTest(bad=bad), self.assertRaises(rag_eval.RagEvalError):
                 rag_eval.parse_metric(bad)
 
     def test_explain_and_help_come_from_the_tables(self):
-        text = rag_eval.explain()
-        for m in rag_eval.SPAN_MEASURES:
+        text = rag_eval._explain()
+        for m in rag_eval._SPAN_MEASURES:
             self.assertIn(m.definition, text)
         code, out, _ = run_main(["--help"])
         self.assertEqual(code, 0)
@@ -433,7 +433,7 @@ class TestLabelSearch(unittest.TestCase):
             quote = corpus[doc][start:start + rng.randrange(1, 41)] + ("z" if i % 50 == 0 else "")
             qrels[f"q{i}"] = (Span(doc, max(0, start - 3), max(0, start - 3) + len(quote), 1, quote),)
         with mock.patch.object(rag_eval, "_find_all", wraps=rag_eval._find_all) as spy:
-            check = rag_eval.check_labels(qrels, corpus)
+            check = rag_eval._check_labels(qrels, corpus)
         self.assertEqual(sorted(call.args[0] is corpus["d"] for call in spy.call_args_list), [False, True])
         for qid, span, status, _ in check.rows:
             text = corpus[span.doc_id]
@@ -640,7 +640,7 @@ class TestDisjointChunks(unittest.TestCase):
             qrels = spans_of({"q": [(*where, grade) for where, grade in spans.items()]})
             ranking = rng.sample(sorted(chunks), rng.randint(0, len(chunks)))
             k = rng.randint(1, 9)
-            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval.GAINS)}
+            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval._GAINS)}
             got = rag_eval.evaluate_spans(qrels, {"q": ranking}, chunks, k, measures=list(NAMES), **options)
             expected = reference(qrels["q"], [chunks[c] for c in ranking], k, **options)
             for name in NAMES:
@@ -663,7 +663,7 @@ class TestDisjointChunks(unittest.TestCase):
 class TestReadingLimits(CommandLineCase):
     """Span runs, chunk maps and corpora obey --max-input-bytes and the 4 KiB id cap, as runs do."""
 
-    LONG = "x" * (rag_eval.MAX_ID + 1)
+    LONG = "x" * (rag_eval._MAX_ID + 1)
 
     def test_ids_longer_than_max_id(self):
         located = [dict(self.RUN[0], chunk_id="d#1", doc_id="d", start=0, end=15)]
@@ -734,13 +734,13 @@ class TestSideInputsKeepWhatIsNamed(CommandLineCase):
         corpus = self.jsonl("corpus.jsonl", TestLabels.CORPUS + self.UNNAMED)
         for argv in ([qrels, "--corpus", corpus, "--check-labels"], [qrels, run, "--corpus", corpus, "--chunks", chunks]):
             with self.subTest(argv=argv[2:]):
-                (kept,) = self.kept("read_corpus", argv)
+                (kept,) = self.kept("_read_corpus", argv)
                 self.assertEqual(sorted(kept), ["d", "e"])
-        (kept,) = self.kept("read_chunks", [qrels, run, "--chunks", chunks])
+        (kept,) = self.kept("_read_chunks", [qrels, run, "--chunks", chunks])
         self.assertEqual(sorted(kept), ["d#1", "d#2", "e#1"])
-        self.assertEqual(len(rag_eval.read_chunks(chunks)), 33)  # the library reads the whole map unless told
+        self.assertEqual(len(rag_eval._read_chunks(chunks)), 33)  # the library reads the whole map unless told
         chunk_qrels = self.jsonl("chunk_qrels.jsonl", [{"query_id": "q1", "doc_id": "d#2", "relevance": 1}])
-        (kept,) = self.kept("read_chunks", [chunk_qrels, "--chunks", chunks, "--to-spans", self.path("s.jsonl")])
+        (kept,) = self.kept("_read_chunks", [chunk_qrels, "--chunks", chunks, "--to-spans", self.path("s.jsonl")])
         self.assertEqual(list(kept), ["d#2"])
 
 
@@ -916,7 +916,7 @@ class TestSpanInputChecks(CommandLineCase):
         run = {"q1": ["d#1"]}
         for qrels, message in (({"q1": (Span("d", 0, 10, -1),)}, "qrels: query 'q1': expected a Span(doc_id, start, "
                                                                   "end, grade) with 0 <= start < end, got Span("),
-                               ({"q1": (Span("d", 0, 10, rag_eval.MAX_GRADE + 1),)}, "qrels: query 'q1': expected a Span("),
+                               ({"q1": (Span("d", 0, 10, rag_eval._MAX_GRADE + 1),)}, "qrels: query 'q1': expected a Span("),
                                ({1: (Span("d", 0, 10, 1),)}, "qrels: query id must be a string, got a number")):
             with self.subTest(qrels=qrels):
                 with self.assertRaises(rag_eval.RagEvalError) as caught:
@@ -935,13 +935,13 @@ class TestSpanInputChecks(CommandLineCase):
         # judgments cannot hold two grades for one place, and dropping either loses a judgment (this once
         # kept the moved one alone), so the moved one stays where it was, orphaned.
         qrels = {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))}
-        check = rag_eval.check_labels(qrels, {"d": "abcdefghijxyz"})
+        check = rag_eval._check_labels(qrels, {"d": "abcdefghijxyz"})
         self.assertEqual(check.fixed, {"q": (Span("d", 0, 3, 2, "xyz"), Span("d", 10, 13, 1))})
         self.assertEqual([row[2:] for row in check.rows], [
             ("orphaned", "would move onto [10, 13), judged otherwise there"), ("unchecked", "no quoted text")])
         self.assertEqual(check.moved, {})
         # the same grade there: one judgment, at the new place
-        check = rag_eval.check_labels({"q": (Span("d", 0, 3, 1, "xyz"), Span("d", 10, 13, 1))}, {"d": "abcdefghijxyz"})
+        check = rag_eval._check_labels({"q": (Span("d", 0, 3, 1, "xyz"), Span("d", 10, 13, 1))}, {"d": "abcdefghijxyz"})
         self.assertEqual(check.fixed, {"q": (Span("d", 10, 13, 1, "xyz"),)})
         self.assertEqual([row[2] for row in check.rows], ["moved", "unchecked"])
 
@@ -950,12 +950,12 @@ class TestSpanInputChecks(CommandLineCase):
         # move onto B's place, judged 1: kept back too (once it moved there and B's or D's grade was lost).
         corpus = {"d": "zzzzzDDDDDzzzzzBBBBBzzzzzzzzzz"}
         spans = (Span("d", 5, 10, 1, "BBBBB"), Span("d", 15, 20, 2, "BBBBB"), Span("d", 25, 30, 2, "DDDDD"))
-        check = rag_eval.check_labels({"q": spans}, corpus)
+        check = rag_eval._check_labels({"q": spans}, corpus)
         self.assertEqual([row[2] for row in check.rows], ["orphaned", "valid", "orphaned"])
         self.assertEqual((check.fixed, check.moved), ({"q": spans}, {}))
         # A stays at [5, 10), graded 2; B (2) moves onto it and joins it; C (1) would, and stays where it was.
         spans = (Span("d", 0, 5, 2, "AAAAA"), Span("d", 5, 10, 2), Span("d", 10, 15, 1, "AAAAA"))
-        check = rag_eval.check_labels({"q": spans}, {"d": "xxxxxAAAAAyyyyy"})
+        check = rag_eval._check_labels({"q": spans}, {"d": "xxxxxAAAAAyyyyy"})
         self.assertEqual([row[2] for row in check.rows], ["moved", "unchecked", "orphaned"])
         self.assertEqual(check.fixed, {"q": (Span("d", 5, 10, 2, "AAAAA"), Span("d", 10, 15, 1, "AAAAA"))})
 
@@ -964,7 +964,7 @@ class TestSpanInputChecks(CommandLineCase):
         qrels = SpanQrels({"q": (Span("d", 0, 3, 1, "abc"), Span("d", 1, 3, 1, "abc"), Span("d", 2, 5, 2, "xyz"),
                                  Span("d", 4, 6, 1, "nope"), Span("e", 0, 4, 1), Span("e", 2, 5, 1),
                                  Span("f", 0, 1, 1))})
-        check = rag_eval.check_labels(qrels, corpus)
+        check = rag_eval._check_labels(qrels, corpus)
         self.assertEqual([(span[:3], status, found) for _, span, status, found in check.rows], [
             (("d", 0, 3), "valid", ""),  # d[0:3] is "abc"
             (("d", 1, 3), "orphaned", "quoted text found more than once"),  # "abc" at 0 and at 3
@@ -975,8 +975,8 @@ class TestSpanInputChecks(CommandLineCase):
             (("f", 0, 1), "orphaned", "document not in the corpus"),
         ])
         # made in memory (no rows as read): the fixed spans, written as the reader reads them
-        text = rag_eval.fixed_labels_text(qrels, check)
-        self.assertEqual(text, rag_eval.spans_text(check.fixed))
+        text = rag_eval._fixed_labels_text(qrels, check)
+        self.assertEqual(text, rag_eval._spans_text(check.fixed))
         rows = [json.loads(line) for line in text.splitlines()]
         self.assertEqual(rows[3], {"query_id": "q", "doc_id": "d", "start": 6, "end": 9, "grade": 2, "text": "xyz"})  # by start
         self.assertEqual(rows[4], {"query_id": "q", "doc_id": "e", "start": 0, "end": 4, "grade": 1})
@@ -987,8 +987,8 @@ class TestSpanInputChecks(CommandLineCase):
         qrels = SpanQrels({"q1": (Span("d", 0, 10, 1),), "q2": (Span("e", 0, 5, 1),)})
         result = rag_eval.evaluate_spans(qrels, {"q1": ["d#1"], "q2": ["x#1"]}, {"d#1": ("d", 0, 10), "x#1": ("x", 0, 3)},
                                          1, measures=["success"])
-        both = rag_eval.clopper_pearson(1, 2)
-        self.assertEqual(rag_eval.mean_intervals(result, 50), {"doc.success@1": both, "success@1": both})
+        both = rag_eval._clopper_pearson(1, 2)
+        self.assertEqual(rag_eval._mean_intervals(result, 50), {"doc.success@1": both, "success@1": both})
 
 
 class TestOneCutoffIsANumber(CommandLineCase):
@@ -1039,7 +1039,7 @@ class TestFastPaths(unittest.TestCase):
                     documents[qid][span.doc_id] = max(span.grade, documents[qid].get(span.doc_id, 0))
             doc_run = {qid: list(dict.fromkeys(chunks[c][0] for c in rag_eval._ranking(entry))) for qid, entry in run.items()}
             k = sorted(rng.sample(range(1, 9), 2))
-            options = {"gain": rng.choice(rag_eval.GAINS), "min_grade": rng.choice([1, 2])}
+            options = {"gain": rng.choice(rag_eval._GAINS), "min_grade": rng.choice([1, 2])}
             try:
                 expected = rag_eval.evaluate(documents, doc_run, k, measures=["recall", "ndcg", "ap", "precision"], **options)
             except rag_eval.RagEvalError as exc:
@@ -1052,14 +1052,14 @@ class TestFastPaths(unittest.TestCase):
                 self.assertEqual(got[key], expected[key], f"case {case} {key}")
             for qid, values in expected["per_query"].items():
                 for metric, value in values.items():
-                    self.assertEqual(got["per_query"][qid][rag_eval.DOC_LEVEL + metric], value, f"case {case} {qid} {metric}")
+                    self.assertEqual(got["per_query"][qid][rag_eval._DOC_LEVEL + metric], value, f"case {case} {qid} {metric}")
 
     def test_evidence_equals_the_brute_force(self):
         rng = random.Random(1619)
         for case in range(self.CASES):
             qrels, run, chunks = random_case(rng)
             k = rng.randint(1, 9)
-            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval.GAINS),
+            options = {"min_overlap": rng.choice([0.5, 0.25, 1.0, 0.3]), "gain": rng.choice(rag_eval._GAINS),
                        "min_grade": rng.choice([1, 2])}
             try:
                 got = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES), **options)
@@ -1118,7 +1118,7 @@ class TestNumberedChunks(unittest.TestCase):
             qrels, run, chunks = self.shaped_case(rng)
             k = rng.randint(1, 8)
             options = {"min_overlap": rng.choice([1e-9, 0.1, 0.5, 0.5000001, 0.999, 1.0]),
-                       "gain": rng.choice(rag_eval.GAINS), "min_grade": rng.choice([1, 2])}
+                       "gain": rng.choice(rag_eval._GAINS), "min_grade": rng.choice([1, 2])}
             try:
                 got = rag_eval.evaluate_spans(qrels, run, chunks, k, measures=list(NAMES), **options)
             except rag_eval.RagEvalError:

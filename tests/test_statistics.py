@@ -86,12 +86,12 @@ class TestSignFlipTest(unittest.TestCase):
                 self.assertEqual(rag_eval.sign_flip_test(deltas), (expected, True))
 
     def test_all_zero_deltas(self):
-        for deltas in ([], [0.0], [0.0] * 7, [0.0] * (rag_eval.EXACT_SIGN_FLIP_MAX + 10)):
+        for deltas in ([], [0.0], [0.0] * 7, [0.0] * (rag_eval._EXACT_SIGN_FLIP_MAX + 10)):
             with self.subTest(n=len(deltas)):
                 self.assertEqual(rag_eval.sign_flip_test(deltas, 100, random.Random(0)), (1.0, True))
 
     def test_exact_up_to_the_limit_of_differing_queries(self):
-        limit = rag_eval.EXACT_SIGN_FLIP_MAX
+        limit = rag_eval._EXACT_SIGN_FLIP_MAX
         # zeros do not count as differing: limit nonzero deltas and 10 zeros are still exact
         _, exact = rag_eval.sign_flip_test([0.25] * limit + [0.0] * 10, 100, random.Random(0))
         self.assertTrue(exact)
@@ -103,7 +103,7 @@ class TestSignFlipTest(unittest.TestCase):
 
     def test_sampled_p_is_one_plus_count_over_one_plus_resamples(self):
         rng = random.Random(3)
-        deltas = [rng.choice([-0.5, -0.25, 0.25, 0.5, 1.0]) for _ in range(rag_eval.EXACT_SIGN_FLIP_MAX + 9)]
+        deltas = [rng.choice([-0.5, -0.25, 0.25, 0.5, 1.0]) for _ in range(rag_eval._EXACT_SIGN_FLIP_MAX + 9)]
         for resamples in (100, 999, 2000):
             with self.subTest(resamples=resamples):
                 p, exact = rag_eval.sign_flip_test(deltas, resamples, random.Random(5))
@@ -128,7 +128,7 @@ class TestSignFlipTest(unittest.TestCase):
             p_exact, exact = rag_eval.sign_flip_test(deltas, resamples, random.Random(case))
             self.assertTrue(exact)
             self.assertEqual(Fraction(p_exact), brute_force_p(numerators))
-            with mock.patch.object(rag_eval, "EXACT_SIGN_FLIP_MAX", 4):
+            with mock.patch.object(rag_eval, "_EXACT_SIGN_FLIP_MAX", 4):
                 p_sampled, exact = rag_eval.sign_flip_test(deltas, resamples, random.Random(case))
             self.assertFalse(exact)
             # Monte Carlo standard error of a share p from R draws: sqrt(p (1 - p) / R)
@@ -302,18 +302,18 @@ class TestClopperPearson(unittest.TestCase):
             ((1, 100), (0.000253, 0.0545), (6, 4)),
         ]:
             with self.subTest(x=x, n=n):
-                got = rag_eval.clopper_pearson(x, n)
+                got = rag_eval._clopper_pearson(x, n)
                 low_places, high_places = places if isinstance(places, tuple) else (places, places)
                 self.assertEqual(round(got.low, low_places), low)
                 self.assertEqual(round(got.high, high_places), high)
-        self.assertAlmostEqual(rag_eval.clopper_pearson(0, 10).high, 1 - 0.025 ** (1 / 10), places=12)
-        self.assertAlmostEqual(rag_eval.clopper_pearson(10, 10).low, 0.025 ** (1 / 10), places=12)
+        self.assertAlmostEqual(rag_eval._clopper_pearson(0, 10).high, 1 - 0.025 ** (1 / 10), places=12)
+        self.assertAlmostEqual(rag_eval._clopper_pearson(10, 10).low, 0.025 ** (1 / 10), places=12)
 
     def test_defining_property(self):
         # low: P(X >= x | n, low) = 0.025; high: P(X <= x | n, high) = 0.025
         for n in list(range(1, 21)) + [37, 100, 250]:
             for x in sorted({0, 1, n // 3, n // 2, n - 1, n} & set(range(n + 1))):
-                low, high = rag_eval.clopper_pearson(x, n)
+                low, high = rag_eval._clopper_pearson(x, n)
                 with self.subTest(x=x, n=n):
                     if x == 0:
                         self.assertEqual(low, 0.0)
@@ -327,7 +327,7 @@ class TestClopperPearson(unittest.TestCase):
                     self.assertGreaterEqual(high, x / n)
 
     def test_confidence(self):
-        low, high = rag_eval.clopper_pearson(3, 20, confidence=0.90)  # tails of 0.05
+        low, high = rag_eval._clopper_pearson(3, 20, confidence=0.90)  # tails of 0.05
         self.assertAlmostEqual(binomial_at_least(3, 20, low), 0.05, delta=1e-9)
         self.assertAlmostEqual(binomial_at_most(3, 20, high), 0.05, delta=1e-9)
 
@@ -335,7 +335,7 @@ class TestClopperPearson(unittest.TestCase):
         for x, n in [(1, 0), (0, 0), (-1, 5), (6, 5)]:
             with self.subTest(x=x, n=n):
                 with self.assertRaises(ValueError):
-                    rag_eval.clopper_pearson(x, n)
+                    rag_eval._clopper_pearson(x, n)
 
 
 class TestHolm(unittest.TestCase):
@@ -353,7 +353,7 @@ class TestHolm(unittest.TestCase):
             ({}, {}),
         ]:
             with self.subTest(p_values=p_values):
-                adjusted = rag_eval.holm(p_values)
+                adjusted = rag_eval._holm(p_values)
                 self.assertEqual(set(adjusted), set(expected))
                 for name, value in expected.items():
                     self.assertAlmostEqual(adjusted[name], value, places=15)
@@ -362,7 +362,7 @@ class TestHolm(unittest.TestCase):
         rng = random.Random(12)
         for trial in range(50):
             p_values = {f"m{i}": rng.choice([rng.random(), rng.random() ** 4, 1.0]) for i in range(rng.randint(1, 8))}
-            adjusted = rag_eval.holm(p_values)
+            adjusted = rag_eval._holm(p_values)
             with self.subTest(p_values=p_values):
                 for name, p in p_values.items():
                     self.assertGreaterEqual(adjusted[name], p)
@@ -393,7 +393,7 @@ class TestPower(unittest.TestCase):
                 self.assertAlmostEqual(rag_eval._quantile(p, df), exact, delta=exact * 1e-3)
 
     def test_figures_move_the_right_way(self):
-        resolution, detectable = rag_eval.resolution, rag_eval.detectable_drop
+        resolution, detectable = rag_eval._resolution, rag_eval._detectable_drop
         for spread in (None, 0.1, 0.3):
             with self.subTest(spread=spread):
                 self.assertGreater(resolution(spread, 50), resolution(spread, 200))  # more queries resolve more
@@ -406,10 +406,10 @@ class TestPower(unittest.TestCase):
         self.assertGreater(resolution(0.0, 200), 0)  # no query changed still needs queries
 
     def test_nothing_to_estimate(self):
-        self.assertIsNone(rag_eval.detectable_drop(0.2, 1))
-        self.assertIsNone(rag_eval.resolution(0.2, 1))
-        self.assertIsNone(rag_eval.queries_needed(0.2, 0.0))
-        self.assertEqual(rag_eval.resolution(None, 100), rag_eval.resolution(0.0, 100))
+        self.assertIsNone(rag_eval._detectable_drop(0.2, 1))
+        self.assertIsNone(rag_eval._resolution(0.2, 1))
+        self.assertIsNone(rag_eval._queries_needed(0.2, 0.0))
+        self.assertEqual(rag_eval._resolution(None, 100), rag_eval._resolution(0.0, 100))
 
     def test_queries_needed_inverts_resolution(self):
         # queries_needed(s, t) is the smallest n whose resolution is within t
@@ -417,7 +417,7 @@ class TestPower(unittest.TestCase):
         for spread in (0.0, 0.05, 0.2, 0.37):
             for tests in (1, 8):
                 for n in range(2, 200, 7):
-                    found = rag_eval.queries_needed(spread, rag_eval.resolution(spread, n, tests=tests), tests=tests)
+                    found = rag_eval._queries_needed(spread, rag_eval._resolution(spread, n, tests=tests), tests=tests)
                     if found != n:
                         wrong.append((spread, tests, n, found))
         self.assertEqual(wrong, [], "(spread, tests, n, queries_needed)")
@@ -455,7 +455,7 @@ class TestComparePaired(unittest.TestCase):
         self.assertEqual(rag_eval.compare_paired("recall@5", before, after, resamples=100, show=0).largest_drops, [])
 
     def test_exact(self):
-        limit = rag_eval.EXACT_SIGN_FLIP_MAX
+        limit = rag_eval._EXACT_SIGN_FLIP_MAX
         for differing, exact in [(limit, True), (limit + 1, False)]:
             before = {f"q{i:02d}": 1.0 for i in range(limit + 5)}
             # deltas of two sizes: one size (a 0/1 measure) is the sign test, exact at any count
@@ -498,16 +498,16 @@ class TestStatistics(unittest.TestCase):
 
     def test_clopper_pearson(self):
         # no success in n: upper = 1 - (alpha/2) ** (1/n); all successes: lower = (alpha/2) ** (1/n)
-        low, high = rag_eval.clopper_pearson(0, 10)
+        low, high = rag_eval._clopper_pearson(0, 10)
         self.assertEqual(low, 0.0)
         self.assertAlmostEqual(high, 1 - 0.025 ** (1 / 10), places=12)
-        low, high = rag_eval.clopper_pearson(10, 10)
+        low, high = rag_eval._clopper_pearson(10, 10)
         self.assertAlmostEqual(low, 0.025 ** (1 / 10), places=12)
         self.assertEqual(high, 1.0)
 
     def test_holm(self):
         # sorted: a 0.01 * 3 = 0.03; c 0.03 * 2 = 0.06; b max(0.06, 0.04 * 1) = 0.06
-        adjusted = rag_eval.holm({"a": 0.01, "b": 0.04, "c": 0.03})
+        adjusted = rag_eval._holm({"a": 0.01, "b": 0.04, "c": 0.03})
         self.assertEqual(set(adjusted), {"a", "b", "c"})
         for name, value in {"a": 3 * 0.01, "c": 2 * 0.03, "b": 2 * 0.03}.items():
             self.assertAlmostEqual(adjusted[name], value, places=15)
@@ -644,28 +644,28 @@ class TestClopperPearsonAtLargeN(unittest.TestCase):
     def test_defining_property_with_few_successes(self):
         n = 100_000
         for x in (1, 3, 20):
-            low, high = rag_eval.clopper_pearson(x, n)
+            low, high = rag_eval._clopper_pearson(x, n)
             at_most = lambda m, p: math.fsum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(m + 1))
             with self.subTest(x=x):
                 self.assertAlmostEqual(1 - at_most(x - 1, low), 0.025, delta=1e-9)  # P(X >= x | low)
                 self.assertAlmostEqual(at_most(x, high), 0.025, delta=1e-9)  # P(X <= x | high)
                 # and the mirror image: n - x successes
-                mirror = rag_eval.clopper_pearson(n - x, n)
+                mirror = rag_eval._clopper_pearson(n - x, n)
                 self.assertAlmostEqual(mirror.low, 1 - high, delta=1e-12)
                 self.assertAlmostEqual(mirror.high, 1 - low, delta=1e-12)
 
     def test_half_of_a_million_is_near_normal_theory(self):
         # x = n/2: symmetric about 1/2, half-width close to 1.96 * sqrt(1/4 / n).
         n = 1_000_000
-        low, high = rag_eval.clopper_pearson(n // 2, n)
+        low, high = rag_eval._clopper_pearson(n // 2, n)
         self.assertAlmostEqual(low + high, 1.0, delta=1e-12)
         self.assertAlmostEqual(high - 0.5, 1.959964 * math.sqrt(0.25 / n), delta=2e-6)
 
     def test_confidence_one_is_the_whole_range(self):
         # Kills: a tail evaluated at p = 1 (log1p(-1) raises), which the bisection reaches when
         # confidence 1 leaves a tail of 0 to solve for.
-        self.assertEqual(tuple(rag_eval.clopper_pearson(0, 10, 1.0)), (0.0, 1.0))
-        low, high = rag_eval.clopper_pearson(3, 10, 1.0)
+        self.assertEqual(tuple(rag_eval._clopper_pearson(0, 10, 1.0)), (0.0, 1.0))
+        low, high = rag_eval._clopper_pearson(3, 10, 1.0)
         self.assertEqual(high, 1.0)
         self.assertLess(low, 1e-15)
 
@@ -675,7 +675,7 @@ class TestEdgeCounts(unittest.TestCase):
         # Kills: a dropped guard, where 1 << -1 raises for a negative count.
         for better, differing in ((0, 0), (0, -1), (2, -3)):
             with self.subTest(better=better, differing=differing):
-                self.assertEqual(rag_eval.sign_test(better, differing), 1.0)
+                self.assertEqual(rag_eval._sign_test(better, differing), 1.0)
 
     def test_one_common_query_has_no_spread(self):
         # One query: the sign test gives p = 2 of 2 patterns, no spread to estimate.
@@ -728,7 +728,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
             draws = [rng.getrandbits(width) for _ in range(30)] + [0, (1 << width) - 1]
             expected = [self.reference(values, draws) for values in columns]
             for pack in (10 ** 9, 0):
-                with self.subTest(width=width, pack=pack), unittest.mock.patch.object(rag_eval, "PACK_WIDTH", pack):
+                with self.subTest(width=width, pack=pack), unittest.mock.patch.object(rag_eval, "_PACK_WIDTH", pack):
                     self.assertEqual(rag_eval._lookup_sums(columns, draws), expected)
 
     def test_bounds_hold_and_exact_sums_are_the_definitions(self):
@@ -741,11 +741,11 @@ class TestHalfSumsEveryWay(unittest.TestCase):
                 scale, whole = rag_eval._on_grid(layout)
                 draws = [rng.getrandbits(width) for _ in range(30)]
                 expected = [math.ldexp(total, scale) for total in self.reference(whole, draws)]
-                for way in ({"COARSE_SHARE": 1, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
-                            {"COARSE_SHARE": 64, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
-                            {"COARSE_SHARE": 10 ** 30, "LOOKUP_BELOW": 0, "COARSE_FROM": 0},
+                for way in ({"_COARSE_SHARE": 1, "_LOOKUP_BELOW": 0, "_COARSE_FROM": 0},
+                            {"_COARSE_SHARE": 64, "_LOOKUP_BELOW": 0, "_COARSE_FROM": 0},
+                            {"_COARSE_SHARE": 10 ** 30, "_LOOKUP_BELOW": 0, "_COARSE_FROM": 0},
                             {"_HAS_BIT_COUNT": False}):
-                    if "COARSE_SHARE" in way and not rag_eval._HAS_BIT_COUNT:
+                    if "_COARSE_SHARE" in way and not rag_eval._HAS_BIT_COUNT:
                         continue  # Python 3.9: no masks
                     with self.subTest(width=width, way=way), unittest.mock.patch.multiple(rag_eval, **way):
                         halves = rag_eval._halves_of([layout], [None], draws)[0]
@@ -771,7 +771,7 @@ class TestHalfSumsEveryWay(unittest.TestCase):
         default = results()
         ways = [{"_HAS_BIT_COUNT": False}]
         if rag_eval._HAS_BIT_COUNT:
-            ways += [{"COARSE_SHARE": share, "LOOKUP_BELOW": 0, "PACK_WIDTH": 0, "COARSE_FROM": 0}
+            ways += [{"_COARSE_SHARE": share, "_LOOKUP_BELOW": 0, "_PACK_WIDTH": 0, "_COARSE_FROM": 0}
                      for share in (1, 4, 10 ** 30)]
         for way in ways:
             with self.subTest(way=way), unittest.mock.patch.multiple(rag_eval, **way):
@@ -875,19 +875,19 @@ class TestArgumentsAndDefaults(unittest.TestCase):
         for successes, trials in ((-1, 5), (6, 5), (0, 0), (1, 0)):
             with self.subTest(successes=successes, trials=trials):
                 with self.assertRaises(rag_eval.RagEvalError) as caught:
-                    rag_eval.clopper_pearson(successes, trials)
+                    rag_eval._clopper_pearson(successes, trials)
                 self.assertTrue(str(caught.exception).startswith("clopper_pearson "), caught.exception)
                 self.assertTrue(str(caught.exception).endswith(f" {successes}/{trials}"), caught.exception)
         # the edges are taken: 0 of 1 and 1 of 1 (low 0 and high 1 are exact there)
-        self.assertEqual(rag_eval.clopper_pearson(0, 1).low, 0.0)
-        self.assertEqual(rag_eval.clopper_pearson(1, 1).high, 1.0)
+        self.assertEqual(rag_eval._clopper_pearson(0, 1).low, 0.0)
+        self.assertEqual(rag_eval._clopper_pearson(1, 1).high, 1.0)
 
     def test_the_default_generator_is_seeded_by_default_seed(self):
         # values that need sampling (17 differing deltas of several sizes), no generator given
-        values = [(-1) ** i * (i % 5 + 1) / 8 for i in range(rag_eval.EXACT_SIGN_FLIP_MAX + 1)]
-        seeded = random.Random(rag_eval.DEFAULT_SEED)
+        values = [(-1) ** i * (i % 5 + 1) / 8 for i in range(rag_eval._EXACT_SIGN_FLIP_MAX + 1)]
+        seeded = random.Random(rag_eval._DEFAULT_SEED)
         self.assertEqual(rag_eval.bootstrap_interval(values, 300), rag_eval.bootstrap_interval(values, 300, seeded))
-        seeded = random.Random(rag_eval.DEFAULT_SEED)
+        seeded = random.Random(rag_eval._DEFAULT_SEED)
         self.assertEqual(rag_eval.sign_flip_test(values, 300), rag_eval.sign_flip_test(values, 300, seeded))
         self.assertFalse(rag_eval.sign_flip_test(values, 300)[1])  # sampled, so the generator was used
 
@@ -895,10 +895,10 @@ class TestArgumentsAndDefaults(unittest.TestCase):
         # The bounds are published as floats (JSON, reports): the same bits on every Python, so they are
         # pinned here, beside the defining equation they solve.  Low of 1 in 11 at 99%: P(X >= 1 | p) =
         # 1 - (1 - p)**11 = 0.005, so p = 1 - 0.995**(1/11); the bisection's 64 halvings reach its last bit.
-        low, high = rag_eval.clopper_pearson(1, 11, 0.99)
+        low, high = rag_eval._clopper_pearson(1, 11, 0.99)
         self.assertAlmostEqual(low / -math.expm1(math.log1p(-0.005) / 11), 1.0, places=12)
         self.assertEqual((low, high), (0.00045558181139859516, 0.5085647296886293))
-        self.assertEqual(tuple(rag_eval.clopper_pearson(3, 1363)), (0.0004541349194476241, 0.006418739305654628))
+        self.assertEqual(tuple(rag_eval._clopper_pearson(3, 1363)), (0.0004541349194476241, 0.006418739305654628))
 
 
 if __name__ == "__main__":

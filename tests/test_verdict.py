@@ -141,7 +141,7 @@ class TestSignificantGate(unittest.TestCase):
         self.assertEqual(self.judge([0.5] * 40, 0.0, start=0.5)["verdict"], "pass")
 
     def test_below_six_queries_nothing_is_decided(self):
-        self.assertEqual(rag_eval.MIN_PAIRED, 6)
+        self.assertEqual(rag_eval._MIN_PAIRED, 6)
         self.assertEqual(self.judge([-1.0] * 5, 0.0)["verdict"], "inconclusive")
         self.assertEqual(self.judge([0.5] * 5, 0.5, start=0.5)["verdict"], "inconclusive")
 
@@ -281,7 +281,7 @@ class TestExactSignTest(unittest.TestCase):
         for better, worse in [(0, 1), (0, 6), (1, 5), (3, 3), (0, 17), (2, 40), (10, 6), (7, 8), (0, 60), (45, 80)]:
             with self.subTest(better=better, worse=worse):
                 want = exact_sign_test(better, worse)
-                got = rag_eval.sign_test(better, better + worse)
+                got = rag_eval._sign_test(better, better + worse)
                 self.assertEqual(got, float(want))  # one correctly rounded division
                 self.assertGreater(got, 0)
 
@@ -292,9 +292,9 @@ class TestExactSignTest(unittest.TestCase):
         self.assertEqual((comparison.p_value, comparison.exact), (2 / 2 ** 17, True))  # not 1/(1+R)
 
     def test_large_counts_never_zero(self):
-        self.assertEqual(rag_eval.sign_test(0, 5000), 5e-324)  # below the smallest float: shown as it
-        self.assertEqual(rag_eval.sign_test(2500, 5000), 1.0)
-        p = rag_eval.sign_test(960, 2_000)  # the exact rational reference costs seconds at 10,000
+        self.assertEqual(rag_eval._sign_test(0, 5000), 5e-324)  # below the smallest float: shown as it
+        self.assertEqual(rag_eval._sign_test(2500, 5000), 1.0)
+        p = rag_eval._sign_test(960, 2_000)  # the exact rational reference costs seconds at 10,000
         self.assertAlmostEqual(p, float(exact_sign_test(960, 1040)), delta=1e-12 * p)
 
 
@@ -345,7 +345,7 @@ class TestMaxT(unittest.TestCase):
         self.assertEqual(rag_eval.maxt(deltas), dict.fromkeys(sorted(falls), 2 / 64))
         raw = {m: rag_eval.sign_flip_test(d.values())[0] for m, d in deltas.items()}
         self.assertEqual(raw, dict.fromkeys(falls, 2 / 64))
-        self.assertEqual(rag_eval.holm(raw), dict.fromkeys(falls, 0.125))
+        self.assertEqual(rag_eval._holm(raw), dict.fromkeys(falls, 0.125))
         maxt = gate_of(before, after)
         holm = gate_of(before, after, adjust="holm")
         for metric in falls:
@@ -363,7 +363,7 @@ class TestMaxT(unittest.TestCase):
         tests = {f"m{j}": {q: rng.choice([-0.5, -0.25, 0.0, 0.25, -1.0]) for q in queries} for j in range(3)}
         exact = rag_eval.maxt(tests)
         resamples = 4000
-        with unittest.mock.patch.object(rag_eval, "EXACT_SIGN_FLIP_MAX", 4):
+        with unittest.mock.patch.object(rag_eval, "_EXACT_SIGN_FLIP_MAX", 4):
             sampled = rag_eval.maxt(tests, resamples=resamples, p_values=dict.fromkeys(tests, 0.0))
         for key in tests:
             error = math.sqrt(exact[key] * (1 - exact[key]) / resamples)
@@ -441,19 +441,19 @@ class TestPowerAtTheEdges(unittest.TestCase):
             with self.subTest(rule):
                 entry = gate_of(before, after, rule=rule, tolerance=1e-160)["metrics"]["recall@5"]
                 self.assertEqual((entry["verdict"], entry["queries_needed"]), ("regression", None))
-        self.assertIsNone(rag_eval.queries_needed(0.2, 1e-200))
+        self.assertIsNone(rag_eval._queries_needed(0.2, 1e-200))
 
     def test_a_tiny_alpha_is_an_error_not_a_traceback(self):
         # 1 - 1e-17 / 2 is 1.0 in floats, where the normal quantile is infinite
-        for call in (lambda: rag_eval.detectable_drop(0.2, 100, alpha=1e-17),
-                     lambda: rag_eval.queries_needed(0.2, 0.05, alpha=1e-17)):
+        for call in (lambda: rag_eval._detectable_drop(0.2, 100, alpha=1e-17),
+                     lambda: rag_eval._queries_needed(0.2, 0.05, alpha=1e-17)):
             with self.assertRaisesRegex(rag_eval.RagEvalError, r"^alpha .*\[1e-15, 1\).* \(0, 1\), .* 1e-17 and 0\.8$"):
                 call()
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 0\.05 and 1\.0$"):
-            rag_eval.queries_needed(0.2, 0.05, power=1.0)
+            rag_eval._queries_needed(0.2, 0.05, power=1.0)
         with self.assertRaisesRegex(rag_eval.RagEvalError, r"got 1\.5 and 0\.8$"):  # 1 - 1.5/2 is a probability
-            rag_eval.detectable_drop(0.2, 100, alpha=1.5)
-        self.assertGreater(rag_eval.detectable_drop(0.2, 100, alpha=1e-15), rag_eval.detectable_drop(0.2, 100))
+            rag_eval._detectable_drop(0.2, 100, alpha=1.5)
+        self.assertGreater(rag_eval._detectable_drop(0.2, 100, alpha=1e-15), rag_eval._detectable_drop(0.2, 100))
         fixtures = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
         code, out, err = run_main([os.path.join(fixtures, "qrels.json"), os.path.join(fixtures, "run.json"),
                                    "--alpha", "1e-16"])
@@ -494,7 +494,7 @@ class TestHonestRatchet(unittest.TestCase):
             baseline = rag_eval.Baseline(record["mean"], record["per_query"], record["conventions"], "x")
             result = noisy_run(quality, rng)
             if honest:
-                raised = rag_eval.significant_gains(rag_eval.gate(result, baseline, settings))
+                raised = rag_eval._significant_gains(rag_eval.gate(result, baseline, settings))
             else:  # the old ratchet takes any higher mean, all of the rise: no gate to run
                 raised = {m: now - baseline.means[m] for m, now in result["mean"].items() if now > baseline.means[m]}
             raises += len(raised)
@@ -525,7 +525,7 @@ class TestHonestRatchet(unittest.TestCase):
         before = {"recall@5": {q: 0.5 for q in qids}}
         after = {"recall@5": {q: 1.0 for q in qids}}
         rise = 0.5 - rag_eval._quantile(0.95, 29) ** 2 / 30
-        gains = rag_eval.significant_gains(gate_of(before, after, rule="drop"))
+        gains = rag_eval._significant_gains(gate_of(before, after, rule="drop"))
         self.assertEqual(list(gains), ["recall@5"])
         self.assertAlmostEqual(gains["recall@5"], rise, places=12)
         # the ratchet's scores: each moved that share of the way, so they average to the old mean + the rise
@@ -533,7 +533,7 @@ class TestHonestRatchet(unittest.TestCase):
         self.assertAlmostEqual(math.fsum(raised.values()) / 30, 0.5 + rise, places=12)
         self.assertTrue(all(0.5 < value < 1.0 for value in raised.values()))
         after = {"recall@5": dict(before["recall@5"], q00=1.0)}  # one query: no evidence
-        self.assertEqual(rag_eval.significant_gains(gate_of(before, after, rule="drop")), {})
+        self.assertEqual(rag_eval._significant_gains(gate_of(before, after, rule="drop")), {})
 
 
 class TestWorkBudget(TempDirMixin, unittest.TestCase):
@@ -550,13 +550,13 @@ class TestWorkBudget(TempDirMixin, unittest.TestCase):
         with unittest.mock.patch.object(rag_eval, patched, side_effect=AssertionError("the work started")):
             with self.assertRaises(rag_eval.RagEvalError) as caught:
                 call()
-        seconds = values * rag_eval.NS_PER_VALUE / 1e9
+        seconds = values * rag_eval._NS_PER_VALUE / 1e9
         self.assertIn(f"about {seconds:,.0f} s ({values:.2g} values resampled)", str(caught.exception))
-        self.assertIn(f"{option} {int(count * rag_eval.WORK_BUDGET / seconds)} fits", str(caught.exception))
+        self.assertIn(f"{option} {int(count * rag_eval._WORK_BUDGET / seconds)} fits", str(caught.exception))
 
     def test_calibrate(self):
         baseline = self.baseline()
-        for rule, per_value in (("drop", 50), ("significant", 2 * rag_eval.CALIBRATION_RESAMPLES)):
+        for rule, per_value in (("drop", 50), ("significant", 2 * rag_eval._CALIBRATION_RESAMPLES)):
             with self.subTest(rule=rule):  # 3 scenarios x 100000 simulations x 1000 queries x 4 metrics
                 self.refused("_random", lambda: rag_eval.calibrate(baseline, rag_eval.GateSettings(rule=rule), 100000),
                              "--calibrate", 100000, 3 * 100000 * 1000 * 4 * per_value)
@@ -570,7 +570,7 @@ class TestWorkBudget(TempDirMixin, unittest.TestCase):
         targets = [rag_eval._Target(m, 0.5, 0.5, scores, scores) for m, scores in baseline.per_query.items()]
         self.refused("_family", lambda: rag_eval._paired_family(targets, settings), "--resamples", resamples,
                      resamples * 4 * 1000)
-        self.refused("bootstrap_interval", lambda: rag_eval.mean_intervals(result, resamples), "--resamples",
+        self.refused("bootstrap_interval", lambda: rag_eval._mean_intervals(result, resamples), "--resamples",
                      resamples, resamples * 4 * 1000)
         self.refused("_paired_family", lambda: rag_eval.compare_runs([("a", result), ("b", result)],
                                                                        resamples=resamples),

@@ -89,7 +89,7 @@ def plant(result, shares, rng):
         for metric, share in shares.items():
             if u < share:
                 row[metric] = 0.0
-    table = rag_eval.per_query_by_metric(result)
+    table = rag_eval._per_query_by_metric(result)
     result["mean"] = {m: math.fsum(v.values()) / len(v) for m, v in table.items()}
     return result
 
@@ -125,11 +125,11 @@ def with_slice_scores(per_query, slices):
 def recommended(result, slices=None, slice_rule="metric"):
     """What --save-baseline prints (4 decimals); slices: the metric's value ("metric") or the library's
     resolved_tolerances on the slice's own scores ("resolved", not printed by the command line)."""
-    per_query = rag_eval.per_query_by_metric(result)
-    tolerances = {m: round(v, 4) for m, v in rag_eval.resolved_tolerances(per_query).items()}
+    per_query = rag_eval._per_query_by_metric(result)
+    tolerances = {m: round(v, 4) for m, v in rag_eval._resolved_tolerances(per_query).items()}
     if slices:
         if slice_rule == "resolved":
-            every = rag_eval.resolved_tolerances(with_slice_scores(per_query, slices))
+            every = rag_eval._resolved_tolerances(with_slice_scores(per_query, slices))
             tolerances = {m: round(v, 4) for m, v in every.items()}
         else:
             for tag in sorted(set(slices.values())):
@@ -143,7 +143,7 @@ def settings_for(tolerances, runs=1):
 
 
 def baseline_of(result):
-    return rag_eval.Baseline(dict(result["mean"]), rag_eval.per_query_by_metric(result))
+    return rag_eval.Baseline(dict(result["mean"]), rag_eval._per_query_by_metric(result))
 
 
 def gate(result_a, result_b, tolerances, slices=None, runs=1):
@@ -338,7 +338,7 @@ def table_calibrate(sims, seed, sizes):
         shown = {"a/a": [], "drop 2x tolerance": []}
         for _, result_a, result_b in pairs(n, sims, seed)[:5]:
             found = rag_eval.calibrate(baseline_of(result_a), settings_for(recommended(result_a)), 40, None,
-                                       rag_eval.per_query_by_metric(result_b))["scenarios"]
+                                       rag_eval._per_query_by_metric(result_b))["scenarios"]
             shown["a/a"].append(found["a/a"]["pass"]["rate"])
             shown["drop 2x tolerance"].append(found["drop 2x tolerance"]["regression"]["rate"])
         aa, worse = cell(n, sims, seed), cell(n, sims, seed, drop=2.0)
@@ -357,7 +357,7 @@ def table_calibrate_fixed(sims, seed, n=200, tol=0.05, churn=0.125, pairs_shown=
     shown = {"a/a": [], "drop 1x tolerance": [], "drop 2x tolerance": []}
     for _, result_a, result_b in pairs(n, sims, seed, churn)[:pairs_shown]:
         found = rag_eval.calibrate(baseline_of(result_a), settings_for(tolerances), 40, None,
-                                   rag_eval.per_query_by_metric(result_b))["scenarios"]
+                                   rag_eval._per_query_by_metric(result_b))["scenarios"]
         for name in shown:
             shown[name].append({o: found[name][o]["rate"] for o in ("pass", "regression", "inconclusive")})
     for name, factor in (("a/a", 0.0), ("drop 1x tolerance", 1.0), ("drop 2x tolerance", 2.0)):

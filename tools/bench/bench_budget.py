@@ -40,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(0)
     resamples = args.resamples
-    print(f"NS_PER_VALUE = {rag_eval.NS_PER_VALUE}, WORK_BUDGET = {rag_eval.WORK_BUDGET} s")
+    print(f"NS_PER_VALUE = {rag_eval._NS_PER_VALUE}, WORK_BUDGET = {rag_eval._WORK_BUDGET} s")
     for queries in map(int, args.queries.split(",")):
         for count in map(int, args.metrics.split(",")):
             metrics = [f"{m}@{k}" for m in ("recall", "mrr", "ndcg", "success") for k in range(1, count // 4 + 1)]
@@ -56,7 +56,7 @@ def main() -> None:
             cases = [
                 ("paired family", lambda: rag_eval._paired_family(
                     targets, rag_eval.GateSettings(rule="significant", resamples=resamples)), resamples * cells),
-                ("--ci", lambda: rag_eval.mean_intervals(result, resamples), resamples * cells),
+                ("--ci", lambda: rag_eval._mean_intervals(result, resamples), resamples * cells),
                 ("two runs", lambda: rag_eval.compare_runs([("a", result), ("b", other)], resamples=resamples),
                  2 * resamples * cells),
                 ("--calibrate 10 significant", lambda: rag_eval.calibrate(

@@ -77,7 +77,7 @@ def write_files(workdir, span_qrels, id_qrels, run, chunks):
     os.makedirs(workdir, exist_ok=True)
     paths = {name: os.path.join(workdir, name) for name in ("spans.jsonl", "ids.jsonl", "run.jsonl", "chunks.jsonl")}
     with open(paths["spans.jsonl"], "w") as out:
-        out.write(rag_eval.spans_text(span_qrels))
+        out.write(rag_eval._spans_text(span_qrels))
     with open(paths["ids.jsonl"], "w") as out:
         out.writelines(json.dumps({"query_id": q, "doc_id": c, "grade": g}) + "\n"
                        for q, docs in id_qrels.items() for c, g in docs.items())

@@ -13,7 +13,7 @@ Standard library only.  Two parts:
    4 metrics (sign-flip test, bootstrap interval, largest drops; each metric
    its own draw), of the gate's family of the 4 metrics on one shared draw
    (``rag_eval._paired_family``: the 4 comparisons and the MaxT adjustment,
-   what ``--gate significant`` runs), and of ``rag_eval.mean_intervals`` (the
+   what ``--gate significant`` runs), and of ``rag_eval._mean_intervals`` (the
    ``--ci`` intervals), and the cost per changed query, metric and resample.
    Linear scaling: the times of the sizes above 250 queries must fit a fixed
    cost plus a cost per unit (least squares) within 15%.  With

@@ -7,7 +7,7 @@ relevant documents; a run places each at a rank drawn from the query's own diffi
 5, often beyond 10), so per-query scores look like real ones: 0/1 for success, graded for the rest, many
 ties at 0 and 1.  The family: recall, success, mrr, ndcg at 5 and 10 (8 tests), and with slices the same
 on two slices of half the queries each too (24 tests).  The tolerance of each test is the one
-``--save-baseline`` recommends (``rag_eval.resolved_tolerances`` of the baseline run's scores).
+``--save-baseline`` recommends (``rag_eval._resolved_tolerances`` of the baseline run's scores).
 
 Scenarios, each a fresh pair of runs of the same queries.  A/A: the second run redraws 30% of the queries
 from the same distribution (the churn of an equally good change), so every fail is a false fail and
@@ -145,7 +145,7 @@ def chains_table(args):
                 if way == "fixed" or baseline is not start:  # honest runs after a rise
                     counts[way][0] += report["verdict"] == "regression"
                     counts[way][1] += 1
-                gains = rag_eval.significant_gains(report) if way != "fixed" else {}
+                gains = rag_eval._significant_gains(report) if way != "fixed" else {}
                 if gains:
                     baselines[way] = dict(baseline, **{m: rag_eval._raised_scores(baseline[m], now[m], g if way == "shown"
                                                                                   else math.inf) for m, g in gains.items()})
@@ -193,7 +193,7 @@ def main():
             slices = {"a": qids[::2], "b": qids[1::2]} if sliced else None
             saved = with_slices(pair(queries, rng)[0], slices)  # the baseline run: its recommended tolerances
             means = {m: rag_eval._mean(v.values()) for m, v in saved.items() if ":" not in m}
-            recommended = rag_eval.resolved_tolerances(saved)
+            recommended = rag_eval._resolved_tolerances(saved)
             seen = verdict(*(with_slices(table, slices) for table in pair(queries, rng)), recommended, "resolution")
             cells = [f"{n:,}", str(len(recommended)),
                      ", ".join(f"{recommended[m]:.3f}" for m in ("recall@5", "success@5", "ndcg@10"))]

@@ -33,7 +33,7 @@ def flagged(rng, args, shift, binary):
     truth = [rng.uniform(0.5, 1.0) for _ in range(args.questions)]
     before = judged(rng, truth, 0.0, binary, 0)
     now = judged(rng, truth, shift, binary, args.changed)
-    baseline = rag_eval.Baseline(before["mean"], rag_eval.per_query_by_metric(before), judge=before["judge"])
+    baseline = rag_eval.Baseline(before["mean"], rag_eval._per_query_by_metric(before), judge=before["judge"])
     report = rag_eval.gate(now, baseline, rag_eval.GateSettings(seed=rng.randrange(10 ** 9)))
     return report["metrics"]["judge.faithfulness"].get("reason") == "judge drift"
 

@@ -50,7 +50,7 @@ def coverage(draw, labels, questions, simulations, seed, draws):
         judged = {f"q{i}": f for i, (_, f) in enumerate(pairs)}
         chosen = rng.sample(range(questions), labels)
         human = {f"q{i}": pairs[i][0] for i in chosen}
-        entry = rag_eval.ppi_mean(human, judged)
+        entry = rag_eval._ppi_mean(human, judged)
         low, high = entry["interval"]
         covered += low <= target <= high
         methods += entry["method"] == "ppi++"
@@ -60,7 +60,7 @@ def coverage(draw, labels, questions, simulations, seed, draws):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--labels", type=int, default=rag_eval.MIN_HUMAN_LABELS)
+    parser.add_argument("--labels", type=int, default=rag_eval._MIN_HUMAN_LABELS)
     parser.add_argument("--questions", type=int, default=300)
     parser.add_argument("--simulations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)

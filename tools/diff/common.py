@@ -26,6 +26,11 @@ def load(path, name):
     return module
 
 
+def api(module, name):
+    """``module.name``, or ``module._name`` in a copy where that name is private (issue 30's ``__all__``)."""
+    return getattr(module, name) if hasattr(module, name) else getattr(module, "_" + name)
+
+
 def arguments(doc, cases):
     """The command line every harness takes; returns (args, new module, reference module)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -16,7 +16,7 @@ before the change (``git show main:rag_eval.py > /tmp/old/rag_eval.py``).
 import copy
 import sys
 
-from common import Tally, arguments, case_random, outcome
+from common import Tally, api, arguments, case_random, outcome
 
 KS = (1, 2, 3, 5, 10, 20)
 
@@ -163,7 +163,7 @@ def gate_call(module, case):
     baseline = None
     if case["baseline"]:
         before = score(case["before"])
-        baseline = module.Baseline(dict(before["mean"]), module.per_query_by_metric(before) if case["paired"] else None)
+        baseline = module.Baseline(dict(before["mean"]), api(module, "per_query_by_metric")(before) if case["paired"] else None)
     settings = dict(case["settings"])
     settings["default"] = module.Tolerance(*settings["default"])
     settings["tolerances"] = {key: module.Tolerance(*value) for key, value in settings["tolerances"].items()}
@@ -194,7 +194,7 @@ KINDS = (("evaluate", evaluate_case, evaluate_call), ("evaluate_spans", spans_ca
 def main():
     args, new, reference = arguments(__doc__, 400)
     names = [measure.name for measure in reference.MEASURES]
-    span_names = names + [measure.name for measure in getattr(reference, "SPAN_MEASURES", ())]
+    span_names = names + [measure.name for measure in getattr(reference, "SPAN_MEASURES", None) or getattr(reference, "_SPAN_MEASURES", ())]
     tally = Tally(args.show)
     for index in range(args.cases):
         rng = case_random(args.seed, index)

@@ -12,7 +12,7 @@ the first differences; exits 1 on any difference.
 
 import sys
 
-from common import Tally, arguments, case_random, outcome
+from common import Tally, api, arguments, case_random, outcome
 
 FUNCTIONS = {"recall": "recall_at_k", "success": "success_at_k", "mrr": "reciprocal_rank", "ndcg": "ndcg_at_k",
              "precision": "precision_at_k", "ap": "ap_at_k", "judged": "judged_at_k"}
@@ -46,7 +46,7 @@ def call(module, name, case):
     ranking, grades, k, conventions = case
     copied = (dict(ranking) if isinstance(ranking, dict) else list(ranking) if isinstance(ranking, list) else ranking,
               dict(grades) if isinstance(grades, dict) else grades)
-    return getattr(module, FUNCTIONS.get(name, name))(*copied, k, **conventions)
+    return api(module, FUNCTIONS.get(name, name))(*copied, k, **conventions)
 
 
 def main():

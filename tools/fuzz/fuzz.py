@@ -807,7 +807,7 @@ def evaluation_settings(options: dict):
         if "--measures" in values:
             measures = [n.strip() for n in values["--measures"].split(",") if n.strip()]
         min_grade = values.get("--min-grade", "1")
-        digits = values.get("--digits", str(rag_eval.DEFAULT_DIGITS))
+        digits = values.get("--digits", str(rag_eval._DEFAULT_DIGITS))
         if not (min_grade.isascii() and min_grade.isdigit() and digits.isascii() and digits.isdigit()):
             return None
         return {"k": cutoffs[0] if len(cutoffs) == 1 else cutoffs, "measures": measures,
@@ -985,7 +985,7 @@ class Fuzzer:
         name, data = self.pick(rng, role, rng.random() < 0.97)
         options = {}
         if role in ("qrels", "run") and rng.random() < 0.3:
-            options["fmt"] = rng.choice(rag_eval.FORMATS)
+            options["fmt"] = rng.choice(rag_eval._FORMATS)
         if role == "run":
             if rng.random() < 0.5:
                 options["depth"] = rng.choice((1, 2, 6, 11, 100))
@@ -1104,7 +1104,7 @@ class Fuzzer:
             mutated = rng.sample(ROLES, 2)
         spec = {"k": [5], "format": "json", "per_query": False, "ci": False, "judged_only": False, "doc_id_sep": None,
                 "measures": None, "gain": "exp", "min_grade": 1, "drop_unknown": False, "qrels_format": "auto",
-                "run_format": "auto", "digits": rag_eval.DEFAULT_DIGITS, "gated": False, "known": True}
+                "run_format": "auto", "digits": rag_eval._DEFAULT_DIGITS, "gated": False, "known": True}
         names, data = {}, {}
         for role in ROLES:
             names[role], data[role] = self.pick(rng, role, role in mutated, gentle=rng.random() < 0.6)
@@ -1161,7 +1161,7 @@ class Fuzzer:
             add("--doc-id-sep", spec["doc_id_sep"])
         for role in ("qrels", "run"):
             if rng.random() < 0.1:
-                spec[f"{role}_format"] = choose(rag_eval.FORMATS, ["tsv", "beir"])
+                spec[f"{role}_format"] = choose(rag_eval._FORMATS, ["tsv", "beir"])
                 add(f"--{role}-format", spec[f"{role}_format"])
         if rng.random() < 0.1:
             text = choose(["0", "1", "2", "17"], ["18", "-1", "x"])
@@ -1343,7 +1343,7 @@ class Fuzzer:
         if errors:
             return f"exit {rc} with an error on stderr: {errors[0][:160]!r}"
         if any(a == "--explain" or a.startswith("--explain=") for a in argv):
-            return "" if rc == 0 and stdout == rag_eval.explain() else "--explain printed something else"
+            return "" if rc == 0 and stdout == rag_eval._explain() else "--explain printed something else"
         regressions = [line for line in lines if line.startswith("REGRESSION ")]
         if rc == 1 and not regressions:
             return "exit 1 without a REGRESSION line"
