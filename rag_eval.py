@@ -96,7 +96,7 @@ from functools import lru_cache
 from itertools import accumulate, chain, groupby, islice, repeat
 from operator import getitem, itemgetter, lt, mul, truediv
 from types import MappingProxyType
-from typing import Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple, Union
 
 # === Constants ===
 
@@ -143,7 +143,7 @@ skipped scores 0 and stays in the mean."""
 # === Exception ===
 
 
-def _file_name(path: str) -> str:
+def _file_name(path):
     """A file name as a message shows it: a newline or other control character in it stays one line."""
     return path if path.isprintable() else ascii(path)
 
@@ -195,18 +195,18 @@ class Judged(NamedTuple):
 # === Normalising a ranking ===
 
 
-def _order_scored(scores: Mapping[str, float]) -> List[str]:
+def _order_scored(scores):
     """Score descending, ties broken by docid descending: trec_eval's order."""
     # (score, docid) pairs compare in C; a key function would cost a Python call per document.
     return [docid for _, docid in sorted(zip(scores.values(), scores), reverse=True)]
 
 
-def _ranking(entry: RunEntry) -> List[str]:
+def _ranking(entry):
     """The unique ids of a run entry, best first; a repeated id counts at its first place."""
     return _order_scored(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry))
 
 
-def _judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], bool]:
+def _judged_filter(qrels, min_grade=1):
     """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``.
 
     Unjudged documents go before any cutoff applies, so the top k holds k judged ones.  A query
@@ -214,14 +214,14 @@ def _judged_filter(qrels: Qrels, min_grade: int = 1) -> Callable[[str, str], boo
     """
     unscored = {qid for qid, grades in qrels.items() if all(grade < min_grade for grade in grades.values())}
 
-    def keep(qid: str, docid: str) -> bool:
+    def keep(qid, docid):
         grades = qrels.get(qid)
         return grades is None or docid in grades or qid in unscored
 
     return keep
 
 
-def _gain(grade: int, kind: str) -> float:  # of a positive grade (a grade of 0 gains nothing either way)
+def _gain(grade, kind):  # of a positive grade (a grade of 0 gains nothing either way)
     return float(grade) if kind == "linear" else 2.0**grade - 1.0
 
 
@@ -241,19 +241,18 @@ class _ReducedRun(dict):
     it was read), with the run's queries that the qrels lack.  The one other kind of run ``evaluate`` takes:
     deep runs' memory (tools/bench/bench_deep.py: 63 MB against trec_eval's 705 MB at 7,000 x 1,000)."""
 
-    def __init__(self, queries: Dict[str, _Reduced], unknown: List[str]):
+    def __init__(self, queries, unknown):
         super().__init__(queries)
         self.unknown = unknown  # sorted
 
 
-def _judged_from_ranking(ranking: List[str], grades: Mapping[str, int], depth: int, conv: _Conventions) -> Judged:
+def _judged_from_ranking(ranking, grades, depth, conv):
     """Turn one query's unique ranking into what the measures read, once."""
     placed = [(rank, grades[docid]) for rank, docid in enumerate(ranking[:depth], 1) if docid in grades]
     return _judged_from_places(placed, grades, depth, conv)
 
 
-def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int], depth: int,
-                        conv: _Conventions) -> Judged:
+def _judged_from_places(placed, grades, depth, conv):
     """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
 
     Grades are never negative here (the readers drop negative ones), and a
@@ -269,15 +268,13 @@ def _judged_from_places(placed: List[Tuple[int, int]], grades: Mapping[str, int]
     )
 
 
-def _judged_from_reduced(entry: _Reduced, grades: Mapping[str, int], depth: int, conv: _Conventions) -> Judged:
+def _judged_from_reduced(entry, grades, depth, conv):
     """``_judged_from_places`` of a reduced query: every document unjudged but the few it names."""
     placed = sorted((rank, grades.get(docid, -1)) for rank, docid in entry.judged if rank <= depth)  # -1: unjudged
     return _judged_from_places([(rank, grade) for rank, grade in placed if grade >= 0], grades, depth, conv)
 
 
-def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: int, conv: _Conventions,
-                  keep: Optional[Callable[[str, str], bool]],
-                  cutoffs: Iterable[int]) -> Tuple[Judged, int, Iterable[int]]:
+def _judged_query(qid, entry, grades, depth, conv, keep, cutoffs):
     """One query of a run as the measures read it, how many documents it ranks, and the cutoffs its scores
     tie across; ``keep`` (``_judged_filter``) drops documents first."""
     if type(entry) is _Reduced:  # the reader cut, filtered and ranked it already
@@ -288,7 +285,7 @@ def _judged_query(qid: str, entry: RunEntry, grades: Mapping[str, int], depth: i
     return _judged_from_ranking(ranking, grades, depth, conv), len(ranking), _tied_at(entry, ranking, cutoffs)
 
 
-def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> List[int]:
+def _tied_at(entry, ranking, cutoffs):
     """The cutoffs at which a scored ranking has equal scores on both sides."""
     if not isinstance(entry, _MAPPINGS):
         return []
@@ -300,38 +297,38 @@ def _tied_at(entry: RunEntry, ranking: List[str], cutoffs: Iterable[int]) -> Lis
 # ranks in ``Judged`` up to k (bisect counts those within it), never the whole ranking.
 
 
-def _recall(q: Judged, k: int) -> float:
+def _recall(q, k):
     """Relevant documents in the top k / all relevant documents of the query."""
     return bisect_right(q.relevant, k) / q.num_relevant if q.num_relevant else 0.0
 
 
-def _success(q: Judged, k: int) -> float:
+def _success(q, k):
     """1 if a relevant document is in the top k, else 0."""
     return 1.0 if q.relevant and q.relevant[0] <= k else 0.0
 
 
-def _reciprocal_rank(q: Judged, k: int) -> float:
+def _reciprocal_rank(q, k):
     """1 / rank of the first relevant document, if it is within the top k; else 0."""
     return 1.0 / q.relevant[0] if q.relevant and q.relevant[0] <= k else 0.0
 
 
-def _dcg(placed: Iterable[Tuple[int, float]], k: int) -> float:
+def _dcg(placed, k):
     """(rank, gain) pairs: the sum of gain / log2(1 + rank) over ranks up to k, by fsum (see Statistics)."""
     return math.fsum(gain / math.log2(rank + 1) for rank, gain in placed if rank <= k and gain)
 
 
-def _ndcg(q: Judged, k: int) -> float:
+def _ndcg(q, k):
     """DCG of the top k / DCG of the ideal ranking of every judged document (0 if that is 0)."""
     ideal = _dcg(enumerate(q.ideal[:k], 1), k)
     return _dcg(q.gains, k) / ideal if ideal > 0 else 0.0
 
 
-def _precision(q: Judged, k: int) -> float:
+def _precision(q, k):
     """Relevant documents in the top k / k."""
     return bisect_right(q.relevant, k) / k
 
 
-def _average_precision(q: Judged, k: int) -> float:
+def _average_precision(q, k):
     """Sum of precision@rank at each relevant document within the top k / all relevant documents."""
     total = 0.0
     for hits, rank in enumerate(q.relevant[:bisect_right(q.relevant, k)], 1):
@@ -339,7 +336,7 @@ def _average_precision(q: Judged, k: int) -> float:
     return total / q.num_relevant if q.num_relevant else 0.0
 
 
-def _judged(q: Judged, k: int) -> float:
+def _judged(q, k):
     """Judged documents (any grade) in the top k / k."""
     return bisect_right(q.judged, k) / k
 
@@ -413,7 +410,7 @@ _BY_NAME: Dict[str, Measure] = {m.name: m for m in MEASURES}
 _DEFAULT_MEASURES = tuple(m.name for m in MEASURES if m.default)
 
 
-def _spellings() -> Dict[str, str]:
+def _spellings():
     """Lower-cased spelling before the cutoff -> measure: ours (``ndcg@``), each tool's from the table's
     ``others`` (``ndcg_cut_``, ``nDCG@``, ``hit_rate@``...) and trec_eval's ``-m`` form (``ndcg_cut.``).
     A name without a cutoff (trec_eval's recip_rank) is another number, not a spelling."""
@@ -455,24 +452,24 @@ def parse_metric(text: str) -> Tuple[str, int]:
     return level + name, k
 
 
-def _measure_named(name: str):
+def _measure_named(name):
     """The row of a measure name, with or without its level (``doc.ndcg``): from MEASURES, else
     from SPAN_MEASURES (a measure of evidence spans only, such as iou)."""
     name = name[len(_DOC_LEVEL):] if name.startswith(_DOC_LEVEL) else name
     return _BY_NAME.get(name) or _SPAN_BY_NAME[name]
 
 
-def _measure_place(name: str) -> int:
+def _measure_place(name):
     """Where a measure comes in reports: the table's order, then the evidence-only measures."""
     row = _measure_named(name)
     return MEASURES.index(row) if row in MEASURES else len(MEASURES) + _SPAN_MEASURES.index(row)
 
 
-def _metric_hint(text: str = "") -> str:  # every measure: those of the table below and those of evidence spans (iou)
+def _metric_hint(text=""):  # every measure: those of the table below and those of evidence spans (iou)
     return f"({_did_you_mean(text, _ALL_MEASURES, '@k')}expected measure@k with a measure from {', '.join(_ALL_MEASURES)})"
 
 
-def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> str:
+def _did_you_mean(text, names, cutoff=None):
     """``"did you mean 'ndcg@10'? "`` for ``ndgc@10`` (difflib's closest of ``names``, keeping the cutoff), or ""."""
     import difflib  # errors only
 
@@ -483,7 +480,7 @@ def _did_you_mean(text, names: Iterable[str], cutoff: Optional[str] = None) -> s
     return f"did you mean {close[0] + number!r}? " if close else ""
 
 
-def _canonical_metric(text: str) -> str:
+def _canonical_metric(text):
     """A metric (or ``slice:metric``) in any spelling ``parse_metric`` takes, spelled ours.
 
     >>> _canonical_metric("NDCG@10"), _canonical_metric("pricing:P_5")
@@ -498,7 +495,7 @@ def format_metric(name: str, k: int) -> str:
     return f"{name}@{k}"
 
 
-def _measure_of_ranking(name: str, ranking: List[str], grades: Mapping[str, int], k: int, **conventions) -> float:
+def _measure_of_ranking(name, ranking, grades, k, **conventions):
     _check_k(k)
     conv = _Conventions(**conventions)
     _check_conventions(conv)
@@ -586,12 +583,12 @@ def judged_at_k(ranking, grades, k, **conventions) -> float:
 # === Evaluation ===
 
 
-def _check_k(k) -> None:
+def _check_k(k):
     if not _is_int(k) or k < 1:
         raise RagEvalError(f"k must be a positive integer, got {_clipped_repr(k)}")
 
 
-def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional[Mapping] = None) -> List[Tuple[str, int]]:
+def _check_measures(measures, cutoffs, table=None):
     """The (measure, k) pairs asked for: a bare measure at every cutoff, ``measure@k`` (in any
     spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given.
     ``table``: the measures allowed (default: MEASURES)."""
@@ -618,7 +615,7 @@ def _check_measures(measures: Iterable[str], cutoffs: List[int], table: Optional
     return sorted(dict.fromkeys(pairs), key=lambda pair: (pair[1], order[pair[0]]))
 
 
-def _check_cutoffs(k) -> List[int]:
+def _check_cutoffs(k):
     if _is_int(k):
         cutoffs = [k]
     elif isinstance(k, (list, tuple, set, frozenset, range)) and k:
@@ -630,7 +627,7 @@ def _check_cutoffs(k) -> List[int]:
     return sorted(set(cutoffs))
 
 
-def _check_gain_range(qrels: Qrels, conv: _Conventions) -> None:
+def _check_gain_range(qrels, conv):
     """2**grade overflows a float past grade 1023; such grades are a labelling error."""
     if conv.gain == "exp":
         top = max((grade for docs in qrels.values() for grade in docs.values()), default=0)
@@ -639,7 +636,7 @@ def _check_gain_range(qrels: Qrels, conv: _Conventions) -> None:
                                f"(at most {_MAX_EXP_GRADE}; --gain linear takes any)", "qrels")
 
 
-def _check_conventions(conv: _Conventions) -> None:
+def _check_conventions(conv):
     if conv.doc_id_sep is not None and (not isinstance(conv.doc_id_sep, str) or not conv.doc_id_sep):
         raise RagEvalError(f"doc_id_sep must be a non-empty string, got {_clipped_repr(conv.doc_id_sep)}")
     if conv.judged_only not in (True, False):
@@ -650,15 +647,14 @@ def _check_conventions(conv: _Conventions) -> None:
         raise RagEvalError(f"min grade must be a positive integer, got {_clipped_repr(conv.min_grade)}")
 
 
-def _columns(pairs: List[Tuple[str, int]], single: bool, table: Mapping) -> List[Tuple[str, str, Callable, int]]:
+def _columns(pairs, single, table):
     """(per-query key, metric, measure, cutoff) of every value of a query, in output order: the key is the
     bare measure name when one cutoff was asked and no measure named its own (``single``)."""
     return [(name if single else format_metric(name, cutoff), format_metric(name, cutoff), table[name].compute, cutoff)
             for name, cutoff in pairs]
 
 
-def _means(per_query: Mapping[str, Mapping[str, float]],
-           columns: List[Tuple[str, str, Callable, int]]) -> Dict[str, float]:
+def _means(per_query, columns):
     """metric -> its arithmetic mean over the scored queries: the sum exactly rounded (math.fsum), then divided."""
     return {metric: math.fsum(values[key] for values in per_query.values()) / len(per_query)
             for key, metric, _, _ in columns}
@@ -765,9 +761,9 @@ def evaluate(
     }
 
 
-def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -> dict:
+def _abstention(unscored, run, abstain_below):
     """How many unanswerable queries the run left unanswered, as it should."""
-    def abstained(qid: str) -> bool:
+    def abstained(qid):
         entry = run.get(qid)
         if not entry or (type(entry) is _Reduced and not entry.length):
             return True
@@ -786,7 +782,7 @@ def _abstention(unscored: List[str], run: Run, abstain_below: Optional[float]) -
     return {"queries": len(unscored), "abstained": quiet, "share": len(quiet) / len(unscored) if unscored else None}
 
 
-def _document_of(docid: str, sep: str) -> str:
+def _document_of(docid, sep):
     """The document a chunk id belongs to: the part before the first ``sep``.
 
     >>> _document_of("refund-policy#2", "#"), _document_of("msmarco_v2.1_doc_00_8800#4_1633", "#")
@@ -795,12 +791,12 @@ def _document_of(docid: str, sep: str) -> str:
     return docid.split(sep, 1)[0] or docid
 
 
-def _documents_qrels(qrels: Qrels, sep: str) -> Qrels:
+def _documents_qrels(qrels, sep):
     """Judgments per document: the best grade among the document's chunks."""
     return {qid: _best_by_document(docs, sep) for qid, docs in qrels.items()}
 
 
-def _documents_run(run: Run, sep: str) -> Run:
+def _documents_run(run, sep):
     """A run of documents: each at its best chunk's place (a score: the best chunk's; ties by document id)."""
     return {qid: (dict(entry) if isinstance(entry, _MAPPINGS) else list(dict.fromkeys(entry)))
             if sep not in "\0".join(entry)  # no chunk id (a run read with doc_id_sep is mapped already): checked in C
@@ -808,16 +804,16 @@ def _documents_run(run: Run, sep: str) -> Run:
             else list(dict.fromkeys(_document_of(docid, sep) for docid in entry)) for qid, entry in run.items()}
 
 
-def _best_by_document(values: Mapping[str, float], sep: str) -> Dict[str, float]:
+def _best_by_document(values, sep):
     """chunk id -> value (a grade, a score) as document id -> the best value of its chunks."""
-    best: Dict[str, float] = {}
+    best = {}
     for docid, value in values.items():
         document = _document_of(docid, sep)
         best[document] = max(value, best.get(document, value))
     return best
 
 
-def _unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str] = None) -> List[Tuple[str, str, int]]:
+def _unjudged_documents(qrels, run, k, doc_id_sep=None):
     """``(qid, docid, rank)`` for every unjudged document in a judged query's top k.
 
     The most consequential first: by rank (an unjudged document at rank 1
@@ -835,7 +831,7 @@ def _unjudged_documents(qrels: Qrels, run: Run, k: int, doc_id_sep: Optional[str
 # --- Validating in-memory inputs (files and library callers alike) ---
 
 
-def _check_qrels(qrels, source: str = "qrels") -> Qrels:
+def _check_qrels(qrels, source="qrels"):
     """``qrels`` checked, a grade ``1.0`` as 1 (see _whole)."""
     if not isinstance(qrels, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> {{document: grade}}, got {_json_kind(qrels)}"
@@ -852,7 +848,7 @@ def _check_qrels(qrels, source: str = "qrels") -> Qrels:
     return qrels
 
 
-def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
+def _check_grades(docs, source, qid=None):
     """One query's judgments: an object of document id -> grade."""
     query = "" if qid is None else f"query {_clipped_repr(qid)}"
     if not isinstance(docs, _MAPPINGS):
@@ -869,7 +865,7 @@ def _check_grades(docs, source: str, qid: Optional[str] = None) -> None:
                                f"(at most {_MAX_GRADE}), got {_clipped_repr(grade)}{_instead(grade, True)}", source)
 
 
-def _instead(value, grade: bool = False) -> str:
+def _instead(value, grade=False):
     """What to write instead: an integer id as a string, a number without quotes; a fraction for a ``grade``
     (a score) says the files were swapped."""
     if _is_int(value) and not grade:
@@ -879,12 +875,12 @@ def _instead(value, grade: bool = False) -> str:
         "; is this a run? the order is QRELS RUN" if grade and _is_finite(value) and not _is_int(value) else ""
 
 
-def _all_of(values: Iterable, *types: type) -> bool:
+def _all_of(values, *types):
     """Every value is exactly of one of ``types`` (so not a bool where an int is wanted)."""
     return set(map(type, values)) <= set(types)
 
 
-def _library_run(run: Run) -> Run:
+def _library_run(run):
     """A run's ``(id, score)`` pairs (lists or tuples) as ``{id: score}``, a tuple ranking as a list."""
     if not isinstance(run, _MAPPINGS) or all(type(entry) in (list, dict) and not (
             entry and type(entry) is list and type(entry[0]) is not str) for entry in run.values()):
@@ -894,7 +890,7 @@ def _library_run(run: Run) -> Run:
             for qid, entry in run.items()}
 
 
-def _check_run(run, source: str = "run") -> None:
+def _check_run(run, source="run"):
     if not isinstance(run, _MAPPINGS):
         raise RagEvalError(f"expected a JSON object of query -> ranking, got {_json_kind(run)}"
                            f"{' (a path? read_run(path))' * isinstance(run, str)}", source)
@@ -968,7 +964,7 @@ class _LabelCheck(NamedTuple):
     moved: Dict[Tuple[str, Location], Tuple[int, int]]  # (qid, where a moved span was judged) -> its offsets now
 
 
-def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
+def _offsets(row, source, lineno):
     start, end = row.get("start"), row.get("end")
     if not (_is_int(start) and _is_int(end) and 0 <= start < end):
         raise RagEvalError(f"start and end must be integers with 0 <= start < end, got {_clipped_repr(start)} and "
@@ -976,10 +972,10 @@ def _offsets(row: dict, source: str, lineno: int) -> Tuple[int, int]:
     return start, end
 
 
-def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
+def _span_qrels(rows, source):
     """JSONL rows ``query_id, doc_id, start, end, grade[, text]``, every row with offsets."""
-    found: Dict[str, Dict[Location, Span]] = {}
-    kept: List[Tuple[str, Location, dict]] = []
+    found = {}
+    kept = []
     for lineno, row in rows:
         if "start" not in row and "end" not in row:
             raise RagEvalError("this row has no start and end, and the rows before it do: evidence judgments "
@@ -1005,11 +1001,11 @@ def _span_qrels(rows: Iterable[Tuple[int, dict]], source: str) -> SpanQrels:
     return qrels
 
 
-def _read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set] = None) -> Dict[str, Location]:
+def _read_chunks(path, max_bytes=None, keep=None):
     """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
     ``keep`` when given (a run's: memory follows the run, not the map).
     The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
-    chunks: Dict[str, Location] = {}
+    chunks = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, _MAX_RUN_BYTES if max_bytes is None else max_bytes):
             chunk = _locate_chunk(row, chunks, inp.source, lineno)
@@ -1018,14 +1014,14 @@ def _read_chunks(path: str, max_bytes: Optional[int] = None, keep: Optional[set]
     return chunks
 
 
-def _short_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
+def _short_id(row, names, what, source, lineno):
     value = _row_id(row, names, what, source, lineno)
     if _too_long_id(value):
         raise RagEvalError(f"{what} longer than {_MAX_ID} bytes", source, lineno)
     return value
 
 
-def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: int) -> str:
+def _locate_chunk(row, chunks, source, lineno):
     chunk = _short_id(row, ("chunk_id",), "chunk id", source, lineno)
     where = (_short_id(row, _JSONL_DOC, "document id", source, lineno), *_offsets(row, source, lineno))
     if chunks.setdefault(chunk, where) != where:
@@ -1033,7 +1029,7 @@ def _locate_chunk(row: dict, chunks: Dict[str, Location], source: str, lineno: i
     return chunk
 
 
-def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
+def _located_run(path, fmt, max_bytes):
     """A run, where the run itself locates its chunks (``located``), and the chunks it lists more than once.
 
     JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
@@ -1046,11 +1042,11 @@ def _located_run(path: str, fmt: str, max_bytes: Optional[int]) -> _RunRead:
     return _read_run(path, fmt, max_bytes=_MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
-def _chunk_locations(run: Run, in_run: Mapping[str, Location], chunk_map: Optional[Mapping[str, Location]],
-                    source: str = "run", map_source: str = "chunks") -> Dict[str, Location]:
+def _chunk_locations(run, in_run, chunk_map,
+                    source="run", map_source="chunks"):
     """Where every chunk of the run lies: the run's own location or the chunk map's (they must agree)."""
     chunk_map = chunk_map or {}
-    found: Dict[str, Location] = {}
+    found = {}
     for qid, entry in run.items():
         for chunk in entry:
             if chunk in found:
@@ -1097,12 +1093,12 @@ class _ChunkIndex(NamedTuple):
     overlapping: set
 
 
-def _bad_location(chunk: str, location) -> RagEvalError:
+def _bad_location(chunk, location):
     return RagEvalError(f"chunk {_clipped_repr(chunk)}: a location is (doc_id, start, end) with integers "
                         f"0 <= start < end, got {_clipped_repr(location)}", "chunks")
 
 
-def _chunk_index(run: Run, chunks: Mapping[str, Location]) -> _ChunkIndex:
+def _chunk_index(run, chunks):
     """The chunks numbered: the whole map when it is no larger than the run (the command line's holds
     the run's chunks only), else, or when a location in it is bad, the ranked chunks only.  Their
     locations are checked as the readers check them; the first bad one in ranking order is named."""
@@ -1117,14 +1113,14 @@ def _chunk_index(run: Run, chunks: Mapping[str, Location]) -> _ChunkIndex:
     return _numbered(ranked, chunks)
 
 
-def _unlocated(run: Run, chunks: Mapping[str, Location]) -> RagEvalError:
+def _unlocated(run, chunks):
     """The error for the run's first chunk, in ranking order, that ``chunks`` lacks."""
     missing = next(chunk for entry in run.values() for chunk in _ranking(entry) if chunk not in chunks)
     return RagEvalError(f"chunk {_clipped_repr(missing)} is not located (chunk id -> (doc_id, start, end))", "chunks")
 
 
-def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex:
-    rows: Dict[str, List[Tuple[int, int, str]]] = {}
+def _numbered(ids, chunks):
+    rows = {}
     for chunk in ids:
         try:
             doc, start, end = chunks[chunk]
@@ -1154,8 +1150,7 @@ def _numbered(ids: Iterable[str], chunks: Mapping[str, Location]) -> _ChunkIndex
     return index
 
 
-def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: _Conventions,
-              min_overlap: Tuple[int, int]) -> _Evidence:
+def _evidence(spans, top, chunks, conv, min_overlap):
     """What a query's ranked chunks (``top``, unique numbers) retrieve of its spans, rank by rank.
 
     A span is covered at the rank where the characters it shares with the union of the chunks so far
@@ -1165,8 +1160,8 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
     """
     numerator, denominator = min_overlap
     rank_of = dict(zip(top, range(1, len(top) + 1)))
-    covered: List[Tuple[int, float, bool]] = []  # (rank, gain, relevant)
-    ideal: List[float] = []
+    covered = []  # (rank, gain, relevant)
+    ideal = []
     found = [0] * len(top)  # the characters inside a relevant span that each chunk adds to the union
     num_relevant = relevant_chars = reach = 0
     reach_doc = None  # the relevant characters of reach_doc so far end at reach
@@ -1196,7 +1191,7 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
             reach_doc, reach = doc, end
     added = list(map(chunks.length.__getitem__, top))  # the characters each chunk adds to the union
     if chunks.overlapping and not chunks.overlapping.isdisjoint(map(chunks.document.__getitem__, top)):
-        joined: Dict[str, Tuple[List[int], List[int]]] = {}  # document -> the union of its chunks so far
+        joined = {}  # document -> the union of its chunks so far
         for rank, chunk in enumerate(top, 1):
             if chunks.document[chunk] in chunks.overlapping:
                 added[rank - 1] = _add_interval(*joined.setdefault(chunks.document[chunk], ([], [])),
@@ -1209,15 +1204,14 @@ def _evidence(spans: Iterable[Span], top: List[int], chunks: _ChunkIndex, conv: 
                     list(accumulate(added)), list(accumulate(found)), relevant_chars)
 
 
-def _shares(chunks: _ChunkIndex, where: Tuple[int, int, int, bool], rank_of: Mapping[int, int],
-            start: int, end: int) -> List[Tuple[int, int]]:
+def _shares(chunks, where, rank_of, start, end):
     """(rank, characters of ``[start, end)`` that the retrieved chunk at that rank holds and no better one did),
     by rank, for the chunks of one document (``where``: its entry in ``by_document``)."""
     first, past, longest, overlapping = where
     starts, ends = chunks.starts, chunks.ends
     shares = []
     if overlapping:
-        joined: Tuple[List[int], List[int]] = ([], [])
+        joined = ([], [])
         for rank, low, high in sorted((rank_of[j], max(start, starts[j]), min(end, ends[j]))
                                       for j in range(bisect_right(starts, start - longest, first, past),
                                                      bisect_left(starts, end, first, past))
@@ -1235,7 +1229,7 @@ def _shares(chunks: _ChunkIndex, where: Tuple[int, int, int, bool], rank_of: Map
     return shares
 
 
-def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> int:
+def _add_interval(starts, ends, start, end):
     """Add ``[start, end)`` to disjoint intervals sorted by start; return how many of its characters were not in them."""
     first = bisect_right(ends, start)  # the first interval that ends after start
     last = bisect_left(starts, end, first)  # the intervals first .. last - 1 overlap [start, end)
@@ -1250,7 +1244,7 @@ def _add_interval(starts: List[int], ends: List[int], start: int, end: int) -> i
 # they read only ``relevant`` and ``num_relevant``, which an Evidence holds for spans as Judged does for documents.
 
 
-def _span_ndcg(q: _Evidence, k: int) -> float:
+def _span_ndcg(q, k):
     ideal = math.fsum(q.ideal[:k])
     if ideal <= 0:
         return 0.0
@@ -1258,17 +1252,17 @@ def _span_ndcg(q: _Evidence, k: int) -> float:
     return min(1.0, found / ideal)  # one chunk covering several spans can earn more than the ideal's one per rank
 
 
-def _characters_at(q: _Evidence, k: int) -> Tuple[int, int]:
+def _characters_at(q, k):
     depth = min(k, len(q.retrieved))
     return (q.retrieved[depth - 1], q.hits[depth - 1]) if depth else (0, 0)
 
 
-def _span_precision(q: _Evidence, k: int) -> float:
+def _span_precision(q, k):
     chars, hits = _characters_at(q, k)
     return hits / chars if chars else 0.0
 
 
-def _span_iou(q: _Evidence, k: int) -> float:
+def _span_iou(q, k):
     chars, hits = _characters_at(q, k)
     together = chars + q.relevant_chars - hits
     return hits / together if together else 0.0
@@ -1312,7 +1306,7 @@ recall, success, mrr and ndcg equal the id-based numbers; precision and iou do
 when every span has the same length (precision: and k chunks were retrieved)."""
 
 
-def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
+def _min_overlap_ratio(min_overlap):
     """``min_overlap`` as an exact fraction of its decimal spelling (0.1 is 1/10, not a float's 0.1000...0555)."""
     from fractions import Fraction
 
@@ -1322,14 +1316,14 @@ def _min_overlap_ratio(min_overlap: float) -> Tuple[int, int]:
     return ratio.numerator, ratio.denominator
 
 
-def _ranked_documents(numbers: List[int], document: List[str], grades: Mapping[str, int]) -> _Reduced:
+def _ranked_documents(numbers, document, grades):
     """A query's documents ranked at their best chunk's place, as a reduced query: the judged ones' ranks."""
     ranked = dict.fromkeys(map(document.__getitem__, numbers))  # each document once, at its best chunk, in C
     ranks = dict(zip(ranked, range(1, len(ranked) + 1)))
     return _Reduced(len(ranks), tuple((ranks[doc], doc) for doc in grades if doc in ranks), (), None)
 
 
-def _check_span_qrels(qrels) -> None:
+def _check_span_qrels(qrels):
     if not isinstance(qrels, _MAPPINGS) or not all(isinstance(spans, (tuple, list)) for spans in qrels.values()):
         raise RagEvalError("expected evidence judgments: query -> list of Span", "qrels")
     for qid, spans in qrels.items():
@@ -1396,7 +1390,7 @@ def evaluate_spans(
     columns = _columns(span_pairs, single, _SPAN_BY_NAME)
     depth = max(cutoffs)
 
-    def evidence_values(qid: str, numbers: List[int]) -> Dict[str, float]:
+    def evidence_values(qid, numbers):
         q = _evidence(qrels[qid], numbers[:depth], index, conv, ratio)
         return {key: compute(q, cutoff) for key, _, compute, cutoff in columns}
 
@@ -1437,11 +1431,11 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def _read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "document",
-                keep: Optional[set] = None) -> Dict[str, str]:
+def _read_corpus(path, max_bytes=None, what="document",
+                keep=None):
     """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
     those in ``keep`` when given (the labels' documents: memory follows the labels)."""
-    corpus: Dict[str, str] = {}
+    corpus = {}
     seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
     with _opened(path) as inp:
@@ -1458,7 +1452,7 @@ def _read_corpus(path: str, max_bytes: Optional[int] = None, what: str = "docume
     return corpus
 
 
-def _check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, str]) -> _LabelCheck:
+def _check_labels(qrels, corpus):
     """Check every span against its document's text.
 
     Valid: the ``text`` it quotes is the document's at ``[start, end)``.
@@ -1490,15 +1484,15 @@ def _check_labels(qrels: Mapping[str, Tuple[Span, ...]], corpus: Mapping[str, st
     return _LabelCheck(fixed, rows, moved)
 
 
-def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
+def _clashing_moves(places):
     """Of one query's (span, where it would be now) pairs, the moves that stay where they were judged: a move
     onto a place judged with another grade by a span that stays there, or shared by moves of two grades.  A
     move kept back stays too, so the others are checked again, until none clashes."""
-    back: set = set()
+    back = set()
     while True:
         now = [span if index in back else place for index, (span, place) in enumerate(places)]
         staying = {span[:3]: span.grade for (span, _), place in zip(places, now) if place is span}
-        grades: Dict[Location, set] = {}
+        grades = {}
         for place in now:
             grades.setdefault(place[:3], set()).add(place.grade)
         clash = set()
@@ -1511,7 +1505,7 @@ def _clashing_moves(places: List[Tuple[Span, Span]]) -> set:
         back |= clash
 
 
-def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
+def _find_all(text, quotes):
     """(quote, (its first offset in ``text`` or -1, how often it is there, up to 2)) for each of ``quotes``.
     Quotes of 16 characters or more in one pass, whatever their number: a window read every ``step``
     characters lies in each occurrence at one of its quote's first ``step`` offsets."""
@@ -1522,11 +1516,11 @@ def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
     shortest = min(map(len, scanned), default=16)
     width = min(32, (shortest + 1) // 2)  # half a quote: a window common in the text is rare among the quotes
     step = min(64, shortest - width + 1)
-    windows: Dict[str, list] = {}
+    windows = {}
     for quote in scanned:
         for offset in range(step):
             windows.setdefault(quote[offset:offset + width], []).append((quote, offset))
-    where: Dict[str, set] = {quote: set() for quote in scanned}
+    where = {quote: set() for quote in scanned}
     for at in range(0, len(text) - width + 1, step) if scanned else ():
         for quote, offset in windows.get(text[at:at + width], ()):
             if len(where[quote]) < 2 and at >= offset and text.startswith(quote, at - offset):
@@ -1535,8 +1529,7 @@ def _find_all(text: str, quotes: set) -> Iterator[Tuple[str, Tuple[int, int]]]:
         yield quote, (min(places, default=-1), len(places))
 
 
-def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, str], Tuple[int, int]]
-                  ) -> Tuple[str, str, Span]:
+def _label_status(span, text, places):
     if text is None:
         return "orphaned", "document not in the corpus", span
     if span.text is None:
@@ -1554,10 +1547,10 @@ def _label_status(span: Span, text: Optional[str], places: Mapping[Tuple[str, st
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def _labels_table(check: _LabelCheck, fmt: str = "table") -> str:
+def _labels_table(check, fmt="table"):
     """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
     and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
-    counts: Dict[str, Dict[str, int]] = {}
+    counts = {}
     for qid, _, status, _ in check.rows:
         counts.setdefault(qid, dict.fromkeys(_LABEL_STATUSES, 0))[status] += 1
     spans = [[qid, span.doc_id, span.start, span.end, status, found] for qid, span, status, found in check.rows]
@@ -1579,7 +1572,7 @@ def _labels_table(check: _LabelCheck, fmt: str = "table") -> str:
     return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
 
 
-def _spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
+def _spans_text(qrels):
     """Evidence qrels as JSONL rows, by query then document and start."""
     lines = []
     for qid in sorted(qrels):
@@ -1591,7 +1584,7 @@ def _spans_text(qrels: Mapping[str, Tuple[Span, ...]]) -> str:
     return "".join(lines)
 
 
-def _fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: _LabelCheck, source: str = "qrels") -> str:
+def _fixed_labels_text(qrels, check, source="qrels"):
     """The qrels rows as read, every field kept, with moved spans at their new offsets (qrels made in memory:
     ``_spans_text`` of the fixed ones).  Rows that then judge one place differently are an error."""
     rows = getattr(qrels, "rows", None)
@@ -1606,12 +1599,12 @@ def _fixed_labels_text(qrels: Mapping[str, Tuple[Span, ...]], check: _LabelCheck
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def _to_spans(qrels: Qrels, chunks: Mapping[str, Location], corpus: Optional[Mapping[str, str]] = None) -> SpanQrels:
+def _to_spans(qrels, chunks, corpus=None):
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
     with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
     for qid in sorted(qrels):
-        kept: Dict[Location, Span] = {}
+        kept = {}
         for chunk, grade in sorted(qrels[qid].items()):
             if chunk not in chunks:
                 raise RagEvalError(f"query {_clipped_repr(qid)}: judged chunk {_clipped_repr(chunk)} is not in the chunk map", "chunks")
@@ -1651,7 +1644,7 @@ _TIE_TOLERANCE = 1e-9
 _WORK_BUDGET, _NS_PER_VALUE = 300, 6
 
 
-def _within_budget(what: str, values: float, option: str, count: int) -> None:
+def _within_budget(what, values, option, count):
     """Refuse ``what`` before it starts when its ``values`` resampled would take over WORK_BUDGET s."""
     seconds = values * _NS_PER_VALUE / 1e9
     if seconds > _WORK_BUDGET:
@@ -1660,7 +1653,7 @@ def _within_budget(what: str, values: float, option: str, count: int) -> None:
                            "metrics or queries")
 
 
-def _random(seed: Union[int, str]):
+def _random(seed):
     """A seeded ``random.Random``, the only source of randomness (imported only when a resampling runs)."""
     import random
 
@@ -1689,7 +1682,7 @@ class PairedComparison(NamedTuple):
     spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
 
 
-def _subset_sums(values: list, start=0.0) -> list:
+def _subset_sums(values, start=0.0):
     """The sum of every subset of ``values``: entry s sums the values whose bit is set in s."""
     sums = [start]
     for value in values:
@@ -1707,11 +1700,11 @@ class _Halves(NamedTuple):
     exact: Callable[[int], float]
 
 
-def _exact_halves(sums: List[float], sizes: List[int]) -> _Halves:
+def _exact_halves(sums, sizes):
     return _Halves(sums, sums, sizes, sums.__getitem__)
 
 
-def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[_Halves]:
+def _shared_halves(value_lists, resamples, rng):
     """Per list (all of length n), per resample a random half: bit i of one ``rng.getrandbits(n)`` is
     a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone.
 
@@ -1725,7 +1718,7 @@ def _shared_halves(value_lists: List[List[float]], resamples: int, rng) -> List[
     return _halves_of(layouts, [None] * len(layouts), draws)
 
 
-def _joint_halves(columns: List[Dict[int, float]], width: int, resamples: int, rng) -> List[_Halves]:
+def _joint_halves(columns, width, resamples, rng):
     """Random halves shared by several tests (a family), one per column.
 
     ``columns`` map positions 0 .. width - 1 (queries) to values, a slice only some.  One
@@ -1755,13 +1748,13 @@ _COARSE_FROM = 2_048  # positions: below, the bounds' bookkeeping costs more tha
 _COARSE_SHARE = 64
 
 
-def _popcount(bits: int) -> int:
+def _popcount(bits):
     if _HAS_BIT_COUNT:
         return bits.bit_count()
     return sum(bits.to_bytes((bits.bit_length() + 7) // 8, "little").translate(_BITS_SET))
 
 
-def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: List[int]) -> List[_Halves]:
+def _halves_of(layouts, covers, draws):
     """Per column (values of one width), the halves of ``draws``: value i is in a draw's half when its
     bit i is set; a half's size counts the positions of the column's cover (a bit mask; None: all).
 
@@ -1774,7 +1767,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
     grids = [_on_grid(values) for values in layouts]
     width = len(layouts[0]) if layouts else 0
-    halves: Dict[int, _Halves] = {}
+    halves = {}
     if _HAS_BIT_COUNT and width >= _LOOKUP_BELOW:
         lookups_pay = len(draws) >= _PACK_DRAWS and width < _COARSE_FROM
         for index, (scale, whole) in enumerate(grids):
@@ -1787,7 +1780,7 @@ def _halves_of(layouts: List[List[float]], covers: List[Optional[int]], draws: L
     return [halves[index] for index in range(len(layouts))]
 
 
-def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
+def _on_grid(values):
     """(e, integers): each value rounded to a whole multiple of 2**e, e chosen so that sum(|integers|)
     stays below 2**53.  Every sum of them is then exact (in integers, or in floats that hold them
     exactly), the same bits on every Python and in any order.  The rounding moves a value by at most
@@ -1800,7 +1793,7 @@ def _on_grid(values: List[float]) -> Tuple[int, List[int]]:
     return scale, whole
 
 
-def _mask_terms(whole: List[int]) -> List[Tuple[int, int]]:
+def _mask_terms(whole):
     """(weight, mask) pairs with sum(whole[i] for bits i of d) = sum(weight * popcount(d & mask)): bit b of
     every integer (|integer| < 2**53) in two's complement, the sign bit weighing -2**(bits - 1)."""
     bits = max(map(abs, whole), default=0).bit_length() + 1
@@ -1812,8 +1805,7 @@ def _mask_terms(whole: List[int]) -> List[Tuple[int, int]]:
     return [(weight, int(plane, 2)) for weight, plane in planes if "1" in plane]
 
 
-def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], sizes: List[int],
-                 draws: List[int]) -> _Halves:
+def _mask_halves(scale, whole, terms, sizes, draws):
     """Halves summed by masks (Python 3.10+): the top bits (weights from 2**shift up, and the sign;
     COARSE_SHARE) give the bounds, the low bits, added only where ``exact`` is asked, the rest."""
     width = len(whole)
@@ -1826,7 +1818,7 @@ def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], siz
         return _exact_halves([math.ldexp(total, scale) for total in coarse], sizes)
     slack = sum(weight * mask.bit_count() for weight, mask in low)  # the low bits of every value: 0 <= rest <= slack
 
-    def exact(resample: int) -> float:
+    def exact(resample):
         draw = draws[resample]
         return math.ldexp(coarse[resample] + sum([weight * (draw & mask).bit_count() for weight, mask in low]), scale)
 
@@ -1834,7 +1826,7 @@ def _mask_halves(scale: int, whole: List[int], terms: List[Tuple[int, int]], siz
                    [math.ldexp(total + slack, scale) for total in coarse], sizes, exact)
 
 
-def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
+def _lookup_sums(columns, draws):
     """Per column, per draw, the sum of the integers whose bit is set: eight positions share a table of
     their 256 subset sums, and one byte of the draw picks a subset.  Several columns up to PACK_WIDTH
     positions are packed in 64-bit lanes of one integer (|sum| < 2**53 fits), so one lookup serves them
@@ -1858,7 +1850,7 @@ def _lookup_sums(columns: List[List[int]], draws: List[int]) -> List[list]:
     return [[total - (1 << 63) for total in lanes[lane::len(columns)]] for lane in range(len(columns))]
 
 
-def _flipped_sizes(total: float, halves: _Halves, scale: float, thresholds: List[float]) -> List[float]:
+def _flipped_sizes(total, halves, scale, thresholds):
     """Per resample, |total - 2 * half| / scale: the size of the flipped sum, exact where it could fall
     on either side of a threshold, else a bound on the side it falls (so every comparison with a
     threshold is that of the exact value)."""
@@ -1874,7 +1866,7 @@ def _flipped_sizes(total: float, halves: _Halves, scale: float, thresholds: List
     return found
 
 
-def _as_extreme(deltas: List[float], halves: _Halves) -> int:
+def _as_extreme(deltas, halves):
     """How many halves flip the deltas to a sum as extreme as the observed one:
     |total - 2 * half| >= |total|, ties (within TIE_TOLERANCE) included."""
     total = math.fsum(deltas)
@@ -1906,24 +1898,24 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
-def _percentile_interval(means: List[float], confidence: float = _CONFIDENCE) -> Interval:
+def _percentile_interval(means, confidence=_CONFIDENCE):
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means, tail = sorted(means), (1 - confidence) / 2
 
-    def rank(share: float) -> int:  # 1e-9: (1 - 0.95) / 2 * 10_000 is 250.00000000000023 in floats, and rank 250
+    def rank(share):  # 1e-9: (1 - 0.95) / 2 * 10_000 is 250.00000000000023 in floats, and rank 250
         return min(len(means), max(1, math.ceil(share * len(means) - 1e-9)))
 
     return Interval(means[rank(tail) - 1], means[rank(1 - tail) - 1])
 
 
-def _bootstrap_from_halves(values: List[float], halves: _Halves, confidence: float) -> Interval:
+def _bootstrap_from_halves(values, halves, confidence):
     """The percentile interval of mean + sum(signs * (values - mean)) / n, a random half of the signs flipped."""
     n, total = len(values), math.fsum(values)
     mean = total / n
     if not halves.sizes:
         return Interval(mean, mean)
 
-    def resampled(half: float, size: int) -> float:  # sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size
+    def resampled(half, size):  # sum(signs * values) = total - 2 * half, sum(signs) = n - 2 * size
         return mean + ((total - 2 * half) - mean * (n - 2 * size)) / n
 
     if halves.low is halves.high:
@@ -1959,7 +1951,7 @@ def bootstrap_interval(values: Iterable[float], resamples: int = _DEFAULT_RESAMP
     return _bootstrap_from_halves(values, halves, confidence)
 
 
-def _binomial_at_most(successes: int, trials: int, p: float) -> float:
+def _binomial_at_most(successes, trials, p):
     """P(X <= successes) for X ~ Binomial(trials, p), as a sum of pmf terms.
 
     Summed over the tail below the mean (the other one by X -> trials - X), where the terms fall the
@@ -1980,7 +1972,7 @@ def _binomial_at_most(successes: int, trials: int, p: float) -> float:
     return math.fsum(accumulate(islice(ratios, terms), mul, initial=first))
 
 
-def _clopper_pearson(successes: int, trials: int, confidence: float = _CONFIDENCE) -> Interval:
+def _clopper_pearson(successes, trials, confidence=_CONFIDENCE):
     """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
 
     low solves P(X >= successes | low) = tail and high P(X <= successes | high) = tail,
@@ -1992,7 +1984,7 @@ def _clopper_pearson(successes: int, trials: int, confidence: float = _CONFIDENC
     if trials < 1 or not 0 <= successes <= trials:
         raise RagEvalError(f"clopper_pearson needs 0 <= successes <= trials >= 1, got {successes}/{trials}")
 
-    def solve(at_most: int, probability: float) -> float:  # the p with P(X <= at_most | p) = probability
+    def solve(at_most, probability):  # the p with P(X <= at_most | p) = probability
         low, high = 0.0, 1.0
         for _ in range(64):
             middle = (low + high) / 2
@@ -2007,14 +1999,14 @@ def _clopper_pearson(successes: int, trials: int, confidence: float = _CONFIDENC
                     1.0 if successes == trials else solve(successes, tail))
 
 
-def _holm(p_values: Mapping[str, float]) -> Dict[str, float]:
+def _holm(p_values):
     """Holm-Bonferroni adjusted p-values: the family-wise error stays at alpha (Holm 1979).
 
     >>> _holm({"a": 0.01, "b": 0.04, "c": 0.03})
     {'a': 0.03, 'c': 0.06, 'b': 0.06}
     """
     ordered = sorted(p_values.items(), key=lambda item: (item[1], item[0]))
-    adjusted: Dict[str, float] = {}
+    adjusted = {}
     running = 0.0
     for rank, (name, p) in enumerate(ordered):
         running = max(running, min(1.0, (len(ordered) - rank) * p))
@@ -2022,13 +2014,13 @@ def _holm(p_values: Mapping[str, float]) -> Dict[str, float]:
     return adjusted
 
 
-def _one_size(nonzero: List[float]) -> bool:
+def _one_size(nonzero):
     """Whether every value has the same size (+-c): then the sign-flip test is the sign test."""
     size = abs(nonzero[0])
     return all(abs(value) == size for value in nonzero)
 
 
-def _sign_test(better: int, differing: int) -> float:
+def _sign_test(better, differing):
     """Exact two-sided sign test: P(|B - n/2| >= |better - n/2|), B ~ Binomial(n, 1/2), n = ``differing``.
 
     The sign-flip test of deltas of one size (a 0/1 measure), exact at any count from whole binomial
@@ -2060,7 +2052,7 @@ class _Family(NamedTuple):
     halves: Optional[List[_Halves]]  # None: enumerated exactly
 
 
-def _family(deltas: Mapping[str, Mapping[str, float]], resamples: int, seed: int) -> _Family:
+def _family(deltas, resamples, seed):
     """Line up the tests on the union of their queries and draw one shared resampling (or none: exact)."""
     keys = sorted(deltas)
     queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
@@ -2096,7 +2088,7 @@ def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = _DEFAULT_RE
     return _maxt_of(family, p_values)
 
 
-def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]:
+def _maxt_of(family, p_values):
     if family.halves is None:  # every pattern of the positions where any test differs
         active = [p for p in range(family.width) if any(c.get(p) for c in family.columns)]
         halves = [_exact_halves(_subset_sums([c.get(p, 0.0) for p in active]), []) for c in family.columns]
@@ -2134,7 +2126,7 @@ def _maxt_of(family: _Family, p_values: Mapping[str, float]) -> Dict[str, float]
     return {key: adjusted[key] for key in family.keys}
 
 
-def _standard_deviation(values: List[float]) -> Optional[float]:
+def _standard_deviation(values):
     """Sample standard deviation with exact sums (statistics.stdev changed its arithmetic in 3.11)."""
     if len(values) < 2:
         return None
@@ -2143,7 +2135,7 @@ def _standard_deviation(values: List[float]) -> Optional[float]:
 
 
 @lru_cache(maxsize=64)
-def _normal_quantile(p: float) -> float:
+def _normal_quantile(p):
     from statistics import NormalDist
 
     if not 0 < p < 1:  # 1 - alpha / tests rounds to 1 below about 1e-16
@@ -2151,7 +2143,7 @@ def _normal_quantile(p: float) -> float:
     return NormalDist().inv_cdf(p)
 
 
-def _quantile(p: float, df: int) -> float:
+def _quantile(p, df):
     """Student's t quantile (the normal one at ``df`` 0) by Abramowitz & Stegun 26.7.5, within 0.1% from 5 df."""
     z = _normal_quantile(p)
     terms = ((z ** 3 + z) / 4, (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
@@ -2160,7 +2152,7 @@ def _quantile(p: float, df: int) -> float:
     return z + sum(term / df ** order for order, term in enumerate(terms, 1)) if df else z
 
 
-def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: float = 1.0) -> float:
+def _bound_width(spread, queries, quantile, reach=1.0):
     """How far a one-sided bound of a mean delta lies from the mean (docs/gate.md, "The rule").
 
     >>> round(_bound_width(0.0, 100, 1.75), 4)  # no query changed: q**2 / n
@@ -2170,8 +2162,7 @@ def _bound_width(spread: Optional[float], queries: int, quantile: float, reach: 
     return a + math.sqrt(a * a + (quantile * (spread or 0.0)) ** 2 / queries)
 
 
-def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, tests: int, reach: float,
-            tolerance: float = 0.0) -> Tuple[float, float]:
+def _sizing(spread, queries, alpha, power, tests, reach, tolerance=0.0):
     """(resolution, detectable drop at ``tolerance``) of _gated_metric's rule over ``tests``: normal
     approximations, a fall D made of lost queries adding D (reach - D) to the deltas' variance."""
     if not (1e-15 <= alpha < 1 and 0 < power < 1):
@@ -2195,8 +2186,7 @@ def _sizing(spread: Optional[float], queries: int, alpha: float, power: float, t
     return max(passing, found), beyond
 
 
-def _resolution(spread: Optional[float], queries: int, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
-               tests: int = 1, reach: float = 1.0) -> Optional[float]:
+def _resolution(spread, queries, alpha=_DEFAULT_ALPHA, power=_POWER, tests=1, reach=1.0):
     """The smallest tolerance a gate of ``tests`` resolves: two equal runs pass with ``power`` (each test with
     1 - (1 - power) / tests) and a run worse by twice it fails with ``power``; None below 2 queries.
 
@@ -2206,8 +2196,7 @@ def _resolution(spread: Optional[float], queries: int, alpha: float = _DEFAULT_A
     return _sizing(spread, queries, alpha, power, tests, reach)[0] if queries >= 2 else None
 
 
-def _detectable_drop(spread: Optional[float], queries: int, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
-                    tolerance: float = 0.0, tests: int = 1, reach: float = 1.0) -> Optional[float]:
+def _detectable_drop(spread, queries, alpha=_DEFAULT_ALPHA, power=_POWER, tolerance=0.0, tests=1, reach=1.0):
     """The true mean drop a gate of ``tests`` flags with ``power``; None below 2 queries.
 
     >>> round(_detectable_drop(0.2, 100, tolerance=0.02), 4)
@@ -2216,8 +2205,7 @@ def _detectable_drop(spread: Optional[float], queries: int, alpha: float = _DEFA
     return _sizing(spread, queries, alpha, power, tests, reach, tolerance)[1] if queries >= 2 else None
 
 
-def _queries_needed(spread: Optional[float], tolerance: float, alpha: float = _DEFAULT_ALPHA, power: float = _POWER,
-                   tests: int = 1, reach: float = 1.0) -> Optional[int]:
+def _queries_needed(spread, tolerance, alpha=_DEFAULT_ALPHA, power=_POWER, tests=1, reach=1.0):
     """The fewest queries whose resolution is within ``tolerance`` (None: none below 2**62 is).
 
     >>> _queries_needed(0.3, 0.147, tests=8)  # the inverse of resolution's example
@@ -2235,7 +2223,7 @@ def _queries_needed(spread: Optional[float], tolerance: float, alpha: float = _D
     return high
 
 
-def _resolved_tolerances(per_query: Mapping[str, Mapping[str, float]], alpha: float = _DEFAULT_ALPHA) -> Dict[str, float]:
+def _resolved_tolerances(per_query, alpha=_DEFAULT_ALPHA):
     """Per metric, the recommended --max-drop: the resolution of a family of every metric for a rerun that may
     change every query (deltas spread by sqrt(2) x the scores' deviation)."""
     return {metric: _resolution((_standard_deviation(list(values.values())) or 0.0) * math.sqrt(2), len(values), alpha,
@@ -2277,7 +2265,7 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
     )
 
 
-def _mean_intervals(result: dict, resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED) -> Dict[str, Interval]:
+def _mean_intervals(result, resamples=_DEFAULT_RESAMPLES, seed=_DEFAULT_SEED):
     """A CONFIDENCE interval for every mean: Clopper-Pearson for 0/1 measures, a bootstrap otherwise, cut to
     [0, 1], where every measure lies (the wild bootstrap is symmetric: 1, 0, 1 would reach 1.11)."""
     intervals, table = {}, _per_query_by_metric(result)
@@ -2353,7 +2341,7 @@ def read_baseline(path: str) -> Baseline:
     return _extended_baseline(data, inp.source)
 
 
-def _extended_baseline(data: dict, path: str) -> Baseline:
+def _extended_baseline(data, path):
     """An extended baseline (per-query scores, conventions, the qrels' sha256, meta, judgments), checked."""
     if data["format"] not in (_BASELINE_FORMAT, "rag_eval-baseline/1"):
         raise RagEvalError(f"unknown baseline format {_clipped_repr(data['format'])} (expected {_BASELINE_FORMAT!r})", path)
@@ -2390,7 +2378,7 @@ def _extended_baseline(data: dict, path: str) -> Baseline:
                     tuple(acknowledged), _check_judge_record(data["judge"], path) if "judge" in data else None)
 
 
-def _check_judge_record(record, path: str) -> dict:
+def _check_judge_record(record, path):
     """A baseline's ``judge``: the configuration (name -> text) and the answers' and contexts' digests (id -> text)."""
     if not isinstance(record, dict) or not all(
             isinstance(record.get(key), dict) and all(isinstance(v, str) for v in record[key].values())
@@ -2399,7 +2387,7 @@ def _check_judge_record(record, path: str) -> dict:
     return record
 
 
-def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Dict[str, float]:
+def _check_means(table, path, where="", metrics=False):
     """A baseline's object of name -> finite number, checked; with ``metrics`` every name is a metric
     (``ndcg@10``) or a slice's (``pricing:ndcg@10``), and the names come back in our spelling."""
     if not isinstance(table, dict):
@@ -2425,7 +2413,7 @@ def _check_means(table, path: str, where: str = "", metrics: bool = False) -> Di
     return {name: float(value) for name, value in table.items()}
 
 
-def _is_metric_key(key: str) -> bool:
+def _is_metric_key(key):
     tag, _, metric = key.rpartition(":")
     try:
         _is_judged_metric(metric) or parse_metric(metric)
@@ -2434,7 +2422,7 @@ def _is_metric_key(key: str) -> bool:
     return tag.isprintable()
 
 
-def _qrels_fingerprint(qrels: Qrels) -> str:
+def _qrels_fingerprint(qrels):
     """sha256 of the judgments in a canonical form: reformatting or gzipping the
     file does not change it, changing a judgment does."""
     import hashlib
@@ -2444,7 +2432,7 @@ def _qrels_fingerprint(qrels: Qrels) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
-def _conventions_record(result: dict) -> dict:
+def _conventions_record(result):
     conv = result["conventions"]
     cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
     spans = {"min_overlap": conv["min_overlap"]} if "min_overlap" in conv else {}  # evidence judgments
@@ -2452,7 +2440,7 @@ def _conventions_record(result: dict) -> dict:
             "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": _TIE_RULE, **spans}
 
 
-def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[str]:
+def _differences(baseline, result, qrels_sha256):
     """What differs between how an extended baseline and this result were made."""
     if baseline.conventions is None:
         return []
@@ -2467,8 +2455,7 @@ def _differences(baseline: Baseline, result: dict, qrels_sha256: str) -> List[st
     return found
 
 
-def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline] = None,
-                   raised: Optional[Mapping[str, float]] = None, extra: Optional[dict] = None) -> str:
+def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None):
     """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
     the means first, then how they were made, then one line per query (its scores, its judgments), so that a
     pull request's diff shows the queries that changed; nothing changes when nothing changed (no time, no
@@ -2497,7 +2484,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
         elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
             means[metric] = old
             del per_query[metric]
-    by_query: Dict[str, Dict[str, float]] = {}
+    by_query = {}
     for metric, scores in sorted(per_query.items()):
         for qid, value in scores.items():
             by_query.setdefault(qid, {})[metric] = value
@@ -2511,7 +2498,7 @@ def _baseline_text(result: dict, qrels_sha256: str, keep_from: Optional[Baseline
     return _format_json(record, 0, _expanded(record, {"per_query": 1, "judgments": 2}))
 
 
-def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "") -> str:
+def _expanded(value, depths, levels=2, indent=""):
     """JSON, a member per line to ``levels`` deep (``depths``: per key), deeper ones on their key's line."""
     if not levels or not isinstance(value, (dict, list)) or not value:
         return json.dumps(value, sort_keys=True)
@@ -2524,14 +2511,14 @@ def _expanded(value, depths: Mapping[str, int], levels: int = 2, indent: str = "
     return brackets[0] + "\n" + ",\n".join(inner + line for line in lines) + "\n" + indent + brackets[1]
 
 
-def _raised_scores(old: Mapping[str, float], new: Mapping[str, float], rise: float) -> Dict[str, float]:
+def _raised_scores(old, new, rise):
     """The old scores, each moved the same share of the way to its new one, averaging to the old mean + rise."""
     gain = _mean(new[qid] for qid in old) - _mean(old.values())
     share = min(1.0, rise / gain) if gain > 0 else 0.0
     return {qid: was + share * (new[qid] - was) for qid, was in old.items()}
 
 
-def _significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
+def _significant_gains(gate_report):
     """What ``--ratchet`` raises: metric (not slice) -> the rise shown, the adjusted low bound when above 0."""
     if not gate_report:
         return {}
@@ -2539,10 +2526,10 @@ def _significant_gains(gate_report: Optional[dict]) -> Dict[str, float]:
             if ":" not in key and entry.get("gain_shown")}
 
 
-def _per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
+def _per_query_by_metric(result):
     """``{metric: {qid: value}}`` with full metric names, whatever the form of ``k``."""
     single = not isinstance(result["k"], list)
-    table: Dict[str, Dict[str, float]] = {}
+    table = {}
     for qid, values in result["per_query"].items():
         for key, value in values.items():
             full = format_metric(key, result["k"]) if single and not key.startswith(_JUDGE) else key
@@ -2555,7 +2542,7 @@ def _per_query_by_metric(result: dict) -> Dict[str, Dict[str, float]]:
 _NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' names: 240 bytes at most, within NAME_MAX
 
 
-def _kept_name(name: str) -> str:
+def _kept_name(name):
     """A file's name as part of its temporary and lock files' names: whole up to NAME_KEPT characters, else
     cut with 12 hex digits of its sha256 in place of the end, so that two long names keep two locks."""
     import hashlib
@@ -2565,7 +2552,7 @@ def _kept_name(name: str) -> str:
     return name[:_NAME_KEPT - 13] + "~" + hashlib.sha256(os.fsencode(name)).hexdigest()[:12]
 
 
-def _write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tuple[str, str]]:
+def _write_atomically(path, text, commit=True):
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``.
 
     A reader sees the old file or the new one, never a partial one, even if the process is killed
@@ -2599,7 +2586,7 @@ def _write_atomically(path: str, text: str, commit: bool = True) -> Optional[Tup
     return None
 
 
-def _output_target(path: str) -> str:
+def _output_target(path):
     """The file that writing ``path`` replaces, its symbolic links resolved: a regular file, or none yet
     (replacing ``/dev/null`` or a FIFO with a regular file would break whatever else uses it)."""
     target = os.path.realpath(path)
@@ -2613,14 +2600,14 @@ def _output_target(path: str) -> str:
     return target
 
 
-def _remove(path: str) -> None:
+def _remove(path):
     try:
         os.unlink(path)
     except OSError:
         pass
 
 
-def _file_mode(path: str) -> int:
+def _file_mode(path):
     """The permissions the file has, or a new file would get under the umask."""
     try:
         return os.stat(path).st_mode & 0o777
@@ -2631,7 +2618,7 @@ def _file_mode(path: str) -> int:
 
 
 @contextmanager
-def _locked(path: Optional[str], timeout: float) -> Iterator[None]:
+def _locked(path, timeout):
     """Hold an advisory lock on ``.NAME.lock`` beside the file ``path`` names (none for None).
 
     Two ``--update-baseline`` runs on one baseline take turns, each reading the baseline under the lock,
@@ -2704,7 +2691,7 @@ def regressions(
     return found
 
 
-def _fell(was: float, now: float, allowed: float) -> bool:
+def _fell(was, now, allowed):
     """A fall beyond the allowed drop; exactly the allowed drop is no fall (see _DROP_EPSILON)."""
     return was - now > allowed + _DROP_EPSILON
 
@@ -2725,12 +2712,12 @@ class GateSettings(NamedTuple):
     runs: int = 1  # runs gated with one baseline (their tests share alpha)
 
 
-def _mean(values: Iterable[float]) -> Optional[float]:
+def _mean(values):
     values = list(values)
     return math.fsum(values) / len(values) if values else None
 
 
-def _restrict(scores: Mapping[str, float], queries: Optional[List[str]]) -> Dict[str, float]:
+def _restrict(scores, queries):
     return dict(scores) if queries is None else {qid: scores[qid] for qid in queries if qid in scores}
 
 
@@ -2744,7 +2731,7 @@ class _Target(NamedTuple):
     after: Optional[Dict[str, float]]
 
 
-def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], slices: Optional[Slices]) -> List[_Target]:
+def _targets(result, baseline, keys, slices):
     now_scores, members = _per_query_by_metric(result), _slice_members(slices or {})
     old_scores = (baseline.per_query if baseline is not None else None) or {}
     targets = []
@@ -2762,7 +2749,7 @@ def _targets(result: dict, baseline: Optional[Baseline], keys: Iterable[str], sl
     return targets
 
 
-def _baseline_targets(result: dict, baseline: Baseline, settings: GateSettings, slices: Optional[Slices]) -> List[_Target]:
+def _baseline_targets(result, baseline, settings, slices):
     """What a baseline gates: every metric it holds (one this run lacks is missing, a regression) but
     ``settings.not_gated``, and every slice that a tolerance names."""
     keys = sorted(key for key in baseline.means if key not in settings.not_gated)
@@ -2848,14 +2835,13 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     return report
 
 
-def _overall_verdict(verdicts: Iterable[str]) -> str:
+def _overall_verdict(verdicts):
     """The gate's verdict of its metrics' and floors': any failure fails it, else any inconclusive one."""
     verdicts = set(verdicts)
     return "regression" if verdicts & set(_FAILED) else "inconclusive" if "inconclusive" in verdicts else "pass"
 
 
-def _paired_family(targets: List[_Target], settings: GateSettings
-                   ) -> Tuple[Dict[str, PairedComparison], Dict[str, float], Dict[str, float]]:
+def _paired_family(targets, settings):
     """Every paired test of the gate (metrics x cutoffs x slices) as one family on one resampling:
     the comparisons, their Holm p-values and their p-values adjusted as ``settings.adjust`` says."""
     tests = {t.key: t for t in targets if t.before is not None and set(t.before) & set(t.after)}
@@ -2875,8 +2861,7 @@ def _paired_family(targets: List[_Target], settings: GateSettings
     return paired, p_holm, (_maxt_of(family, p_values) if settings.adjust == "maxt" else p_holm)
 
 
-def _gated_metric(target: _Target, settings: GateSettings, comparison: Optional[PairedComparison],
-                  p_holm: Optional[float], p_adjusted: Optional[float], tests: int = 1) -> dict:
+def _gated_metric(target, settings, comparison, p_holm, p_adjusted, tests=1):
     """One metric's entry in the gate's report, its verdict last.
 
     Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``: a regression when the
@@ -3005,7 +2990,7 @@ _MAX_META_VALUE = 256
 _GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang the CI step
 
 
-def _provenance_meta(user: Mapping[str, str], environ: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+def _provenance_meta(user, environ=None):
     """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python`` unless given.
 
     The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and ``GITHUB_HEAD_REF`` on a pull
@@ -3026,7 +3011,7 @@ def _provenance_meta(user: Mapping[str, str], environ: Optional[Mapping[str, str
     return dict(sorted(found.items()))
 
 
-def _git(*arguments: str) -> List[Optional[str]]:
+def _git(*arguments):
     """The lines that ``git`` prints, each None if not printable; none: no git, not a repository, too slow."""
     import subprocess
 
@@ -3039,7 +3024,7 @@ def _git(*arguments: str) -> List[Optional[str]]:
     return [line if line and line.isprintable() else None for line in lines]
 
 
-def _check_meta(table, path: str) -> Dict[str, str]:
+def _check_meta(table, path):
     """A baseline's ``meta``: an object of printable string keys (no '=') and string values."""
     if not isinstance(table, dict):
         raise RagEvalError(f"meta must be an object of key -> string, got {_json_kind(table)}", path)
@@ -3050,11 +3035,11 @@ def _check_meta(table, path: str) -> Dict[str, str]:
     return dict(table)
 
 
-def _meta_key_ok(key) -> bool:
+def _meta_key_ok(key):
     return isinstance(key, str) and 0 < len(key) <= _MAX_META_KEY and key.isprintable() and "=" not in key
 
 
-def _meta_changes(before: Mapping[str, str], now: Mapping[str, str]) -> List[str]:
+def _meta_changes(before, now):
     """``key: was -> now`` for every key that differs, ``(none)`` for a key one side lacks; the keys
     of ENVIRONMENT_META are left out (a commit changes with every run).
 
@@ -3077,7 +3062,7 @@ _MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
 _QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
 
 
-def _judgment_table(qrels) -> Qrels:
+def _judgment_table(qrels):
     """Judgments as ``{qid: {unit: grade}}``: a document, or an evidence span named ``doc[start:end]``."""
     if not isinstance(qrels, SpanQrels):
         return qrels
@@ -3085,7 +3070,7 @@ def _judgment_table(qrels) -> Qrels:
             for qid, spans in qrels.items()}
 
 
-def _stored_judgments(qrels: Qrels) -> dict:
+def _stored_judgments(qrels):
     """What an extended baseline keeps of its judgments: ``{"qrels": ...}`` when small, else
     ``{"digests": {qid: {"judged": n, "sha256": ...}}}``.  Spans are named ``doc[start:end]``."""
     qrels = _judgment_table(qrels)
@@ -3094,11 +3079,11 @@ def _stored_judgments(qrels: Qrels) -> dict:
     return {"digests": {qid: {"judged": len(docs), "sha256": _query_digest(docs)} for qid, docs in sorted(qrels.items())}}
 
 
-def _query_digest(docs: Mapping[str, int]) -> str:
+def _query_digest(docs):
     return _qrels_fingerprint(docs)[:_QUERY_DIGEST_CHARS]  # the canonical form of the whole qrels, for one query's
 
 
-def _check_stored_judgments(stored, path: str) -> dict:
+def _check_stored_judgments(stored, path):
     """A baseline's ``judgments`` record, checked."""
     if isinstance(stored, dict) and set(stored) == {"qrels"}:
         return {"qrels": _check_qrels(stored["qrels"], path)}
@@ -3110,7 +3095,7 @@ def _check_stored_judgments(stored, path: str) -> dict:
                        "{\"digests\": {query: {\"judged\": n, \"sha256\": ...}}}", path)
 
 
-def _label_changes(before: dict, qrels: Qrels) -> dict:
+def _label_changes(before, qrels):
     """What changed from stored judgments (``_stored_judgments``) to ``qrels``, per query.
 
     Whole judgments give, per changed query, the documents ``added`` and ``removed`` ({doc: grade}) and
@@ -3123,7 +3108,7 @@ def _label_changes(before: dict, qrels: Qrels) -> dict:
     qrels = _judgment_table(qrels)
     whole = "qrels" in before
     old = _judgment_table(before["qrels"]) if whole else before["digests"]
-    queries: Dict[str, dict] = {}
+    queries = {}
     for qid in sorted(set(old) & set(qrels)):
         docs, was = qrels[qid], old[qid]
         if whole:
@@ -3144,7 +3129,7 @@ def _label_changes(before: dict, qrels: Qrels) -> dict:
             "queries": queries, "queries_added": added, "queries_removed": removed}
 
 
-def _delta_split(now: Mapping[str, float], old_on_new: Mapping[str, float], old_on_old: Mapping[str, float]) -> dict:
+def _delta_split(now, old_on_new, old_on_old):
     """Each metric's change from the old run on the old judgments to this run on the new ones,
     split in two: ``labels`` (the old run, new judgments minus old) and ``system`` (this run
     minus the old one, both on the new judgments).  ``total`` = ``labels`` + ``system``.
@@ -3271,12 +3256,12 @@ class _Input(NamedTuple):
 _INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
 
 
-def _source_name(path: str) -> str:
+def _source_name(path):
     """How errors and reports name an input: ``<stdin>`` for ``-``."""
     return "<stdin>" if path == "-" else path
 
 
-def _read_once(path: str) -> bool:
+def _read_once(path):
     """Whether an input can be read only once: standard input (also as /dev/stdin or /dev/fd/N, where even
     a regular file, reopened, may share its offset, as on macOS), a FIFO or ``<(...)``, a device, anything
     but a regular file (a missing one is not: reading it says so)."""
@@ -3289,7 +3274,7 @@ def _read_once(path: str) -> bool:
 
 
 @contextmanager
-def _opened(path: str) -> Iterator[_Input]:
+def _opened(path):
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = _source_name(path)
     digests = _INPUT_SHA256.get()
@@ -3317,7 +3302,7 @@ _TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its strea
 
 
 @contextmanager
-def _teed(path: str) -> Iterator[None]:
+def _teed(path):
     """A run read only once (standard input, a FIFO) keeps its bytes in a temporary file as they are read: it is
     streamed as a file is, and can be read again (by the plain JSON reader)."""
     import tempfile
@@ -3341,10 +3326,10 @@ class _Teed(io.RawIOBase):
         self.stream, self.kept = stream, kept
         kept.seek(0)
 
-    def readable(self) -> bool:
+    def readable(self):
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer):
         count = self.kept.readinto(buffer)
         if not count:
             count = self.stream.readinto(buffer)
@@ -3361,22 +3346,22 @@ class _Hashing(io.RawIOBase):
         super().__init__()
         self.stream, self.digest = stream, hashlib.sha256()
 
-    def readable(self) -> bool:
+    def readable(self):
         return True
 
-    def readinto(self, buffer) -> int:
+    def readinto(self, buffer):
         count = self.stream.readinto(buffer)
         if count:
             self.digest.update(memoryview(buffer)[:count])
         return count
 
-    def close(self) -> None:
+    def close(self):
         if self.stream is not getattr(sys.stdin, "buffer", None):
             self.stream.close()
         super().close()
 
 
-def _open_binary(path: str, source: str, hashed: bool = False):
+def _open_binary(path, source, hashed=False):
     try:
         if path in _TEES:
             stream = io.BufferedReader(_Teed(*_TEES[path]), _READ_BLOCK)
@@ -3395,7 +3380,7 @@ def _open_binary(path: str, source: str, hashed: bool = False):
         raise RagEvalError(f"cannot read: {exc.strerror or exc}", source) from None
 
 
-def _first_content(stream, source: str) -> _Input:
+def _first_content(stream, source):
     """The stream with its first block that holds more than white space, for format detection."""
     head = _read_block(stream, source)
     if head.startswith(_BOM):
@@ -3411,7 +3396,7 @@ def _first_content(stream, source: str) -> _Input:
     return _Input(source, head, stream, first_line)
 
 
-def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int = 0) -> bytes:
+def _read_block(stream, source, line_limit=None, size=0):
     """The next READ_BLOCK (or ``size``) bytes; with ``line_limit``, to the next newline, at most so many."""
     try:
         return stream.read(size or _READ_BLOCK) if line_limit is None else stream.readline(line_limit)
@@ -3421,7 +3406,7 @@ def _read_block(stream, source: str, line_limit: Optional[int] = None, size: int
         raise RagEvalError(f"cannot read: {exc}", source) from None
 
 
-def _detect_format(inp: _Input) -> str:
+def _detect_format(inp):
     """Guess json, jsonl or trec from the first bytes, not the file name."""
     text = inp.head.lstrip()
     if not text:
@@ -3441,8 +3426,7 @@ def _detect_format(inp: _Input) -> str:
     return "jsonl" if is_row else "json"
 
 
-def _line_blocks(inp: _Input, kind: Optional[type],
-                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, Union[list, bytes]]]:
+def _line_blocks(inp, kind, max_bytes=None):
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
 
     Blocks of READ_BLOCK bytes, each completed to the end of its last line by
@@ -3482,11 +3466,11 @@ def _line_blocks(inp: _Input, kind: Optional[type],
         data = _read_block(inp.rest, inp.source)
 
 
-def _too_large(source: str, max_bytes: int) -> RagEvalError:
+def _too_large(source, max_bytes):
     return RagEvalError(f"more than {max_bytes} bytes (after gunzip); raise the limit with --max-input-bytes", source)
 
 
-def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, Optional[RagEvalError]]:
+def _whole_lines(stream, source, data, first):
     """``data`` and the rest of its last line from ``stream``: blocks never cut a line.  A line may be
     MAX_LINE bytes long (line end included) wherever it starts, so the readline's limit counts what ``data``
     holds of it; for a longer line: the lines before it, and the error to raise once they are read."""
@@ -3500,7 +3484,7 @@ def _whole_lines(stream, source: str, data: bytes, first: int) -> Tuple[bytes, O
     return data + rest, None
 
 
-def _lines_of(data: bytes, kind: type) -> list:
+def _lines_of(data, kind):
     """The lines of ``data``, as bytes or (``kind`` str) decoded from UTF-8."""
     lines = data.split(b"\n") if kind is bytes else data.decode("utf-8").split("\n")
     if not lines[-1]:
@@ -3508,7 +3492,7 @@ def _lines_of(data: bytes, kind: type) -> list:
     return lines
 
 
-def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, RagEvalError]]:
+def _block_problem(data, source, first):
     """The first line of a block that no text line may hold: (where it starts, the error), or None.  Bytes
     that are not UTF-8, a NUL byte and a lone CR ending a line (classic Mac line ends would read as one
     line) are each looked for in C over the whole block; of several, the earliest line wins, and on one
@@ -3532,7 +3516,7 @@ def _block_problem(data: bytes, source: str, first: int) -> Optional[Tuple[int, 
     return data.rfind(b"\n", 0, where) + 1, RagEvalError(message, source, first + data.count(b"\n", 0, where))
 
 
-def _parse_json(inp: _Input, what: str, limit: int = _MAX_JSON):
+def _parse_json(inp, what, limit=_MAX_JSON):
     """The whole JSON document, read up to ``limit`` bytes: a gzip bomb stops here, not in the OOM killer."""
     blocks, size = [inp.head], len(inp.head)
     for block in iter(lambda: _read_block(inp.rest, inp.source), b""):
@@ -3552,7 +3536,7 @@ def _parse_json(inp: _Input, what: str, limit: int = _MAX_JSON):
     return _decode_json(text, inp.source, inp.first_line, what)
 
 
-def _decode_json(text: str, source: str, first_line: int, what: Optional[str] = None, decoder=None):
+def _decode_json(text, source, first_line, what=None, decoder=None):
     """Decode a JSON document (``what`` names it: "qrels", "run", ...) or, without ``what``, one JSONL row;
     every failure is one error line, naming a document's line and column of the fault, or a row's line."""
     row_line = None if what else first_line  # a document's own faults have no line but the parser's
@@ -3592,19 +3576,19 @@ _JSON = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_constant=_reject_
 _JSON_SPACE = json.decoder.WHITESPACE  # JSON's own white space: a regular expression
 
 
-def _row_field(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int):
+def _row_field(row, names, what, source, lineno):
     for name in names:
         if name in row:
             return row[name]
     raise RagEvalError(f"missing {what} field (one of {', '.join(names)})", source, lineno)
 
 
-def _row_id(row: dict, names: Tuple[str, ...], what: str, source: str, lineno: int) -> str:
+def _row_id(row, names, what, source, lineno):
     value = _row_field(row, names, what, source, lineno)
     return str(value) if _is_int(value) else _string_id(value, what, source, lineno)
 
 
-def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[int, dict]]:
+def _jsonl_rows(inp, max_bytes=None):
     """Yield ``(line number, row)`` for each non-blank line: a JSON object."""
     for first, lines in _line_blocks(inp, str, max_bytes):
         for lineno, line in enumerate(lines, first):
@@ -3618,22 +3602,22 @@ def _jsonl_rows(inp: _Input, max_bytes: Optional[int] = None) -> Iterator[Tuple[
             yield lineno, row
 
 
-def _json_kind(value) -> str:
+def _json_kind(value):
     names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
     return names.get(type(value)) or ("a number" if isinstance(value, (int, float)) else f"a {type(value).__name__}")
 
 
-def _ascii_int(text: str, digits: int = 9) -> Optional[int]:
+def _ascii_int(text, digits=9):
     """A whole number of at most ``digits`` ASCII digits, else None: int() alone would take '²', '1_0' and
     ' 5', and refuses 5,000 digits with a ValueError of its own (Python 3.11's limit on long conversions)."""
     return int(text) if text.isascii() and text.isdigit() and len(text) <= digits else None
 
 
-def _is_int(value) -> bool:
+def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_finite(value) -> bool:
+def _is_finite(value):
     """A number that is not NaN or infinite, and that a float can hold (JSON allows 400-digit integers)."""
     try:
         return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
@@ -3641,7 +3625,7 @@ def _is_finite(value) -> bool:
         return False
 
 
-def _all_finite(numbers: Iterable[float]) -> bool:
+def _all_finite(numbers):
     """Every number is finite, in C: a NaN or an infinity makes the sum so, and fsum turns each number into a
     float, so a huge integer overflows rather than cancel out.  False may be a false alarm (a sum beyond a
     float's range): callers then check one by one."""
@@ -3651,11 +3635,11 @@ def _all_finite(numbers: Iterable[float]) -> bool:
         return False
 
 
-def _clip(text: str) -> str:
+def _clip(text):
     return text if len(text) <= _CLIP else text[:_CLIP] + "..."
 
 
-def _clipped_repr(value) -> str:
+def _clipped_repr(value):
     """repr() of at most CLIP characters of a value: an error line stays short, and a file read by mistake (a
     symlinked run) shows no more than that of its content."""
     if isinstance(value, str):
@@ -3663,20 +3647,20 @@ def _clipped_repr(value) -> str:
     return _clip(repr(value))
 
 
-def _string_id(value, what: str, source: str, lineno: Optional[int] = None) -> str:
+def _string_id(value, what, source, lineno=None):
     if not isinstance(value, str):
         raise RagEvalError(f"{what} must be a string, got {_json_kind(value)}{_instead(value)}", source, lineno)
     return value
 
 
-def _add_judgment(qrels: Qrels, qid: str, docid: str, grade: int, source: str, lineno: int) -> None:
+def _add_judgment(qrels, qid, docid, grade, source, lineno):
     """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
         raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(docid)}: {docs[docid]} and {grade}", source, lineno)
 
 
-def _without_negative(qrels: Qrels) -> Qrels:
+def _without_negative(qrels):
     """A negative grade is trec_eval's mark for a document outside the judged
     pool: the query is kept, the document stays unjudged."""
     if all(min(docs.values(), default=0) >= 0 for docs in qrels.values()):
@@ -3694,7 +3678,7 @@ class _Header(NamedTuple):
     doc: int
 
 
-def _first_column(names: List[str], wanted: Tuple[str, ...]) -> Optional[int]:
+def _first_column(names, wanted):
     return next((names.index(name) for name in wanted if name in names), None)
 
 
@@ -3702,7 +3686,7 @@ _ASCII_SPACE = " \t\n\r\x0b\x0c"  # C's isspace(), at which bytes.split cuts TRE
 _ASCII_SPACES = re.compile(f"[{_ASCII_SPACE}]+")
 
 
-def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
+def _split_row(text, delimiter):
     """The values of one line, stripped of ASCII white space only (a no-break space stays in an id, as in a
     TREC file); ValueError for a CSV line that the csv module refuses (a field over 128 KiB)."""
     if delimiter == ",":
@@ -3718,7 +3702,7 @@ def _split_row(text: str, delimiter: Optional[str]) -> List[str]:
     return _ASCII_SPACES.split(text) if text else []
 
 
-def _header(inp: _Input) -> Optional[_Header]:
+def _header(inp):
     """The header of a TSV or CSV file written from a DataFrame (PyTerrier, pandas): one that names a query
     column and a document column; else None.  A first empty name (pandas' index) is a column; a delimiter
     that ends the line names none."""
@@ -3745,8 +3729,7 @@ def _header(inp: _Input) -> Optional[_Header]:
     return None if query is None or doc is None else _Header(names, delimiter, lineno, query, doc)
 
 
-def _header_rows(inp: _Input, header: _Header, columns: Tuple[int, ...],
-                 max_bytes: Optional[int] = None) -> Iterator[Tuple[int, List[str]]]:
+def _header_rows(inp, header, columns, max_bytes=None):
     """``(line number, the values in columns)`` of each line after the header that is not blank; each line
     has as many values as the header names."""
     for first, lines in _line_blocks(inp, str, max_bytes):
@@ -3768,7 +3751,7 @@ def _header_rows(inp: _Input, header: _Header, columns: Tuple[int, ...],
             yield lineno, [values[column] for column in columns]
 
 
-def _header_error(fields: List[bytes], source: str, lineno: int, what: str, recognised: str) -> None:
+def _header_error(fields, source, lineno, what, recognised):
     """Raise "looks like a header" for a first line without a digit: names, not values."""
     if not any(char.isdigit() for field in fields for char in field.decode("utf-8", "replace")):
         names = ", ".join(_clip(name) if name.isprintable() else _clipped_repr(name)  # no escape sequence, no line end
@@ -3777,7 +3760,7 @@ def _header_error(fields: List[bytes], source: str, lineno: int, what: str, reco
                            source, lineno)
 
 
-def _header_qrels(inp: _Input, header: _Header) -> Qrels:
+def _header_qrels(inp, header):
     """Judgments under a header line (PyTerrier's ``qid docno label``, ...), columns found by name."""
     if "rank" in header.names:
         raise RagEvalError(f"the header on line {header.lineno} names a rank column: is this a run? the order is "
@@ -3786,7 +3769,7 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     if grade is None:
         raise RagEvalError(f"the header on line {header.lineno} names no grade column "
                            f"(one of {', '.join(_HEADER_GRADE)})", inp.source, header.lineno)
-    qrels: Qrels = {}
+    qrels = {}
     for lineno, (qid, docid, text) in _header_rows(inp, header, (header.query, header.doc, grade)):
         try:
             value = _grade(text, inp.source, lineno)
@@ -3798,7 +3781,7 @@ def _header_qrels(inp: _Input, header: _Header) -> Qrels:
     return _without_negative(qrels)
 
 
-def _header_run(inp: _Input, header: _Header, options: _ReadOptions) -> _RunRead:
+def _header_run(inp, header, options):
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
     query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
@@ -3817,11 +3800,11 @@ def _header_run(inp: _Input, header: _Header, options: _ReadOptions) -> _RunRead
     return _jsonl_run(inp, options, rows)
 
 
-def _trec_qrels(inp: _Input) -> Qrels:
+def _trec_qrels(inp):
     """``qid iter docid grade`` (TREC) or ``qid docid grade`` (BEIR's TSV), as the first judgment has: a line
     that lost a field is an error, not a judgment of another document.  Like the TREC run reader, it splits
     bytes (at C's white space, as trec_eval does) and decodes a query's id once for its run of lines."""
-    qrels: Qrels = {}
+    qrels = {}
     width = first_row = None
     qid = query = None
     for first, lines in _line_blocks(inp, bytes):
@@ -3857,7 +3840,7 @@ def _trec_qrels(inp: _Input) -> Qrels:
     return _without_negative(qrels)
 
 
-def _grades_look_like_ranks(qrels: Qrels) -> bool:
+def _grades_look_like_ranks(qrels):
     """Whether each query's grades are 1..n, each once, n at least 5 for one of them: no judgments are so
     (one document per grade, five grades or more), a ranking is.  The first query of real judgments ends it."""
     longest = 0
@@ -3874,7 +3857,7 @@ def _whole(grade):
     return int(grade) if type(grade) is float and grade.is_integer() else grade
 
 
-def _grade(text: str, source: str, lineno: int) -> int:
+def _grade(text, source, lineno):
     """A TREC grade: an integer, negative allowed (unjudged), at most MAX_GRADE; ``1.0`` is 1 (see _whole)."""
     sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text[1:] if text[:1] == "+" else text)
     whole, dot, zeros = digits.partition(".")
@@ -3887,9 +3870,9 @@ def _grade(text: str, source: str, lineno: int) -> int:
     return sign * value
 
 
-def _jsonl_qrels(inp: _Input, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None) -> Qrels:
+def _jsonl_qrels(inp, rows=None):
     """JSONL rows of judgments (or evidence spans); ``rows``, when given, come from a JSON list of row objects."""
-    qrels: Qrels = {}
+    qrels = {}
     rows = _jsonl_rows(inp) if rows is None else rows
     for lineno, row in rows:
         if "start" in row or "end" in row:  # evidence judgments (see _span_qrels), or a file that mixes them in
@@ -3946,13 +3929,13 @@ class _TopScores:
 
     __slots__ = ("depth", "scores", "floor", "mark")
 
-    def __init__(self, depth: Optional[int]):
+    def __init__(self, depth):
         self.depth = depth
         self.scores: Dict[Union[str, bytes], float] = {}
         self.floor = -math.inf
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
-    def grown(self) -> None:
+    def grown(self):
         """Call when ``scores`` holds ``mark`` documents or more: raise the floor, or prune."""
         if len(self.scores) == self.depth:
             self.floor = min(self.scores.values())
@@ -3960,7 +3943,7 @@ class _TopScores:
             self.prune()
         self.mark = 2 * self.depth + 65
 
-    def add(self, docid: Union[str, bytes], score: float) -> None:
+    def add(self, docid, score):
         """Offer one document; one offered again keeps its higher score."""
         old = self.scores.get(docid)
         if old is None or score > old:
@@ -3968,7 +3951,7 @@ class _TopScores:
             if old is None and len(self.scores) >= self.mark:
                 self.grown()
 
-    def add_lists(self, docids: List, values: List[float]) -> bool:
+    def add_lists(self, docids, values):
         """``add`` the documents of two lists, without pruning, passing over those below the floor (they
         cannot rank within the depth); True when each was listed once into an empty top."""
         if not self.scores:
@@ -3982,7 +3965,7 @@ class _TopScores:
                 scores[docid] = score
         return False
 
-    def prune(self) -> None:
+    def prune(self):
         if self.depth is not None and len(self.scores) > self.depth:
             # Only the documents scored at least the depth-th best score can stay, and runs list them first.
             values = list(self.scores.values())
@@ -4023,7 +4006,7 @@ class _Repeats:
         self.forgotten: set = set()
         self.at_least = False
 
-    def add(self, qid, ids: List, more: bool = True, unique: bool = False) -> None:
+    def add(self, qid, ids, more=True, unique=False):
         """One stretch of ``qid``'s lines; ``more``: the query may come again (else its ids are let go);
         ``unique``: the reader knows that ``ids`` holds each id once."""
         if not more and (not ids or unique) and qid not in self.kept and qid not in self.forgotten:
@@ -4050,7 +4033,7 @@ class _Repeats:
         else:
             self.forgotten.add(qid)
 
-    def counted(self) -> _Repeated:
+    def counted(self):
         return _Repeated(sum(map(len, self.found.values())), len(self.found), self.at_least)
 
 
@@ -4087,13 +4070,13 @@ class _Reducer:
     by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
     """
 
-    def __init__(self, options: _ReadOptions, as_bytes: bool, source: str):
+    def __init__(self, options, as_bytes, source):
         self.judged, self.cutoffs, self.depth = options.judged, sorted(options.cutoffs), options.depth
         self.as_bytes, self.source = as_bytes, source
         self.queries: Dict[str, _Reduced] = {}
         self.unknown: set = set()
 
-    def knows(self, qid: str) -> bool:
+    def knows(self, qid):
         """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
         if qid in self.queries:
             raise _ReadAgain(qid)
@@ -4106,7 +4089,7 @@ class _Reducer:
                                    f"(one: {_clipped_repr(qid)}); is this a run of these qrels?", self.source)
         return False
 
-    def scored(self, qid: str, scores: Mapping, docids: Optional[List] = None, values: Optional[List] = None) -> None:
+    def scored(self, qid, scores, docids=None, values=None):
         """A query's unique documents and their scores (at least its best ``depth``, maybe more); ``docids``
         and ``values``: the same as two lists, when the reader has them.
 
@@ -4129,7 +4112,7 @@ class _Reducer:
             score = scores[docid]
             above = bisect_right(ascending, score)
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
-        partners: Dict[float, list] = {}
+        partners = {}
         for rank, _, score, same in found:
             if same > 1 and score not in partners:  # the documents scored the same
                 start = rank - 1  # where they are when listed best first, as runs list them
@@ -4149,30 +4132,29 @@ class _Reducer:
                 ranks.append((rank, docid))
         self._add(qid, length, ranks, tied, ascending[-1] if ascending else None)
 
-    def ranked(self, qid: str, ranking: List) -> None:
+    def ranked(self, qid, ranking):
         """A query's unique documents in rank order, without scores, at most ``depth`` (the readers cut them)."""
         # The judged documents are few: find them with a set operation and their ranks with index(), both in C.
         ranks = [(ranking.index(docid) + 1, docid) for docid in self._judged_ids(qid).keys() & set(ranking)]
         self._add(qid, len(ranking), ranks, (), None)
 
-    def _judged_ids(self, qid: str) -> Dict:
+    def _judged_ids(self, qid):
         """The query's judged ids as the reader holds them (bytes or text) -> as text."""
         grades = self.judged[qid]
         # surrogatepass: an id a JSON escape made invalid ("\udcff") matches no UTF-8 line, but must not crash
         return ({docid.encode("utf-8", "surrogatepass"): docid for docid in grades} if self.as_bytes
                 else dict(zip(grades, grades)))
 
-    def _add(self, qid: str, length: int, ranks: List[Tuple[int, Union[str, bytes]]], tied: Tuple[int, ...],
-             best: Optional[float]) -> None:
+    def _add(self, qid, length, ranks, tied, best):
         names = self._judged_ids(qid) if self.as_bytes else None
         judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
         self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
 
-    def run(self) -> _ReducedRun:
+    def run(self):
         return _ReducedRun(self.queries, sorted(self.unknown))
 
 
-def _score(text: str, source: str, lineno: int) -> float:
+def _score(text, source, lineno):
     """A TREC score: a finite number as C's strtod reads it (float() alone would take '1_0' for 10, and
     digits and spaces of any script: '\uff13' for 3)."""
     try:
@@ -4186,7 +4168,7 @@ def _score(text: str, source: str, lineno: int) -> float:
     return score
 
 
-def _trec_run(inp: _Input, options: _ReadOptions) -> _RunRead:
+def _trec_run(inp, options):
     """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
 
     With ``cutoffs`` (and ``judged``), each query is reduced when its lines
@@ -4217,7 +4199,7 @@ class _Queries:
     query's floor are mapped.
     """
 
-    def __init__(self, source: str, options: _ReadOptions, as_bytes: bool):
+    def __init__(self, source, options, as_bytes):
         self.depth, self.keep, self.judged, self.as_bytes = options.depth, options.keep, options.judged, as_bytes
         self.doc_id_sep = options.doc_id_sep
         self.mapped = self.keep is not None or self.doc_id_sep is not None
@@ -4232,7 +4214,7 @@ class _Queries:
         self.ids: List = []  # its document ids since the last hand-over, for _Repeats
         self.values: List[float] = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
 
-    def take(self, segments: Iterable[Tuple[object, List, List[float]]]) -> None:
+    def take(self, segments):
         """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
         if len(self.ids) > _REPEAT_BUDGET:  # a long query: its documents so far go on, checked and within bounds
             self._hand_over(more=True)
@@ -4249,7 +4231,7 @@ class _Queries:
             else:
                 self.values += values
 
-    def rows_end(self, qid, ids: List, values: List[float], next_qid) -> Tuple[List, List[float]]:
+    def rows_end(self, qid, ids, values, next_qid):
         """A reader of rows hands over ``ids`` and ``values`` (maybe none) of ``qid``'s latest rows, at most
         REPEAT_BUDGET + 1; ``next_qid`` starts if it is another query.  Returns new lists for the next rows."""
         if ids:
@@ -4258,7 +4240,7 @@ class _Queries:
             self.start(next_qid)
         return [], []
 
-    def start(self, qid) -> None:
+    def start(self, qid):
         """The lines of ``qid`` start (the qrels are asked about it here, before its later lines are read)."""
         self._end()
         self.qid, self.query = qid, qid.decode("utf-8") if self.as_bytes else qid
@@ -4267,7 +4249,7 @@ class _Queries:
         else:
             self.top = _TopScores(self.depth) if self.reducer.knows(self.query) else None
 
-    def finished(self) -> _RunRead:
+    def finished(self):
         self._end()
         found = self.judged is not None and not self.looking
         if self.reducer is not None:
@@ -4280,7 +4262,7 @@ class _Queries:
             run[qid.decode("utf-8") if self.as_bytes else qid] = _order_scored(scores) if self.ranked else scores
         return _RunRead(run, found, self.repeats.counted())
 
-    def _end(self) -> None:
+    def _end(self):
         """The current query's lines end here (without a reducer, its lines may come again)."""
         if self.qid is None:
             return
@@ -4302,7 +4284,7 @@ class _Queries:
         else:  # unique, the common case: with the lists that the dict was made of
             reducer.scored(self.query, top.scores, *((ids, values) if unique else ()))
 
-    def _hand_over(self, more: bool) -> bool:
+    def _hand_over(self, more):
         """The documents held go to the query's top, their ids to ``_Repeats`` (``more``: lines may follow);
         True when each was listed once and the top held none before."""
         unique = bool(self.values) and self.top.add_lists(self.ids, self.values)
@@ -4312,11 +4294,11 @@ class _Queries:
             self.top.grown()  # about twice its depth at most, while its lines go on
         return unique
 
-    def _text(self, docid) -> str:
+    def _text(self, docid):
         text = docid.decode("utf-8") if self.as_bytes else docid
         return text if self.doc_id_sep is None else _document_of(text, self.doc_id_sep)
 
-    def _add_mapped(self, docids: List, values: List[float]) -> None:
+    def _add_mapped(self, docids, values):
         top, keep, query = self.top, self.keep, self.query
         for docid, score in zip(docids, values):
             if score >= top.floor:  # below it, a document cannot be among the best: not even mapped
@@ -4324,7 +4306,7 @@ class _Queries:
                 if keep is None or keep(query, text):
                     top.add(text, score)
 
-    def _names_judged(self, docids: List) -> bool:
+    def _names_judged(self, docids):
         grades = self.judged.get(self.query, {})
         if self.doc_id_sep is not None:
             return any(self._text(docid) in grades for docid in docids)
@@ -4333,7 +4315,7 @@ class _Queries:
         return not grades.keys().isdisjoint(docids)
 
 
-def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[float]]]]:
+def _trec_columns(data):
     """A block of plain TREC run lines as ``_Queries.take`` takes them, or None.
 
     Plain: six fields on every line, no blank or comment line, no line
@@ -4376,7 +4358,7 @@ def _trec_columns(data: bytes) -> Optional[List[Tuple[bytes, List[bytes], List[f
     return segments
 
 
-def _has_long_line(data: bytes) -> bool:
+def _has_long_line(data):
     """Whether a line of ``data`` is longer than MAX_ID bytes (only such a line can hold a longer id): each
     step looks for the last line end within MAX_ID + 1 bytes of a line's start, about 30 steps a block."""
     start = 0
@@ -4388,16 +4370,15 @@ def _has_long_line(data: bytes) -> bool:
     return False
 
 
-def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
-                ) -> Iterator[Tuple[bytes, List[bytes], List[float]]]:
+def _trec_lines(data, first, qid, source):
     """``_trec_columns`` line by line (``first``: the first line's number; ``qid``: the query of the line
     before, None before any).  Blank and comment lines are skipped and extra fields ignored, as trec_eval
     does.  At a bad line the segments before it come out first (its query's start included: the qrels are
     asked about it before its score is checked), then its error.  An id longer than MAX_ID is an error:
     memory must follow what is kept, and trec_eval's own limits are far below.
     """
-    docids: List[bytes] = []
-    values: List[float] = []
+    docids = []
+    values = []
     for lineno, line in enumerate(_lines_of(data, bytes), first):
         fields = line.split()
         if len(fields) < 6 or fields[0][:1] == b"#":
@@ -4435,24 +4416,24 @@ def _trec_lines(data: bytes, first: int, qid: Optional[bytes], source: str
         yield qid, docids, values
 
 
-def _too_long_id(text: Union[str, bytes]) -> bool:
+def _too_long_id(text):
     """More than MAX_ID bytes in UTF-8; encoded only when its characters could be (at most 4 bytes each)."""
     if len(text) <= _MAX_ID // 4:
         return False
     return len(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text) > _MAX_ID
 
 
-def _as_text(text: Union[str, bytes]) -> str:
+def _as_text(text):
     return text.decode("utf-8") if isinstance(text, bytes) else text
 
 
-def _msmarco_layout(inp: _Input) -> bool:
+def _msmarco_layout(inp):
     """Whether a text run is MS MARCO's ``qid pid rank``, in any line order (its evaluation places each line by
     its rank): three fields, the first query's ranks positive, and a query's lines that break off and come back
     (no qrels file is so ordered), or else the first query's ranks distinct, with 1, 1 to n if it ended, and a
     query of several lines (one per query, rank 1, is a qrels file too).  A qrels file has grades: 0, 1 twice."""
     head = inp.head[:inp.head.rfind(b"\n") + 1] or inp.head  # whole lines only, unless one line is all there is
-    rows: List[List[bytes]] = []  # (query, pid, rank) of each line
+    rows = []  # (query, pid, rank) of each line
     for line in head.split(b"\n"):
         fields = line.split()
         if not fields or fields[0][:1] == b"#":
@@ -4470,8 +4451,7 @@ def _msmarco_layout(inp: _Input) -> bool:
         len(stretches) == 1 or max(ranks) == len(ranks))
 
 
-def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[int, List[str]]]] = None,
-                 first_rank: int = 1) -> _RunRead:
+def _msmarco_run(inp, options, rows=None, first_rank=1):
     """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
     only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file.
 
@@ -4486,8 +4466,8 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
         rows = chain.from_iterable(enumerate(map(bytes.split, lines), first)
                                    for first, lines in _line_blocks(inp, bytes, options.max_bytes))
     qid, ids, values = None, [], []
-    ranks: set = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
-    earlier: Dict[object, Union[range, frozenset, None]] = {}  # a query's ranks when its lines broke off
+    ranks = set()  # the query's ranks: this stretch of its lines, and those before (``earlier``)
+    earlier = {}  # a query's ranks when its lines broke off
     budget = _MAX_RANKS  # ranks kept in sets for ``earlier``, over all queries (a range costs nothing)
     for lineno, fields in rows:
         try:
@@ -4527,7 +4507,7 @@ def _msmarco_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tup
     return queries.finished()
 
 
-def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None], int]:
+def _ranks_so_far(ranks, budget):
     """A query's ranks when its lines break off, as compactly as they allow (a range: 1, 2, 3, ... as a run
     has them), and the ``budget`` of ranks left for sets; None once it is spent (later repeats go unseen)."""
     if max(ranks) - min(ranks) + 1 == len(ranks):
@@ -4537,12 +4517,11 @@ def _ranks_so_far(ranks: set, budget: int) -> Tuple[Union[range, frozenset, None
     return frozenset(ranks), budget - len(ranks)
 
 
-def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple[Optional[int], dict]]] = None,
-               evidence: bool = False) -> _RunRead:
+def _jsonl_run(inp, options, rows=None, evidence=False):
     """Rows ``{"query_id", "doc_id", "score"}``; without scores, file order ranks.  Returns as ``_trec_run``.
     ``rows``, when given, are ``(line number, row)`` of a JSON list of row objects or of a header file.
     With ``evidence``, rows are an evidence run's (see ``_located_run``): the result holds their locations."""
-    located: Dict[str, Location] = {}
+    located = {}
     queries = _Queries(inp.source, options, as_bytes=False)
     scored = None  # whether the rows have scores, as the first row says
     qid, ids, values = None, [], []
@@ -4577,17 +4556,17 @@ def _jsonl_run(inp: _Input, options: _ReadOptions, rows: Optional[Iterator[Tuple
     return queries.finished()._replace(located=located)
 
 
-def _first_item_is(data, kind: type) -> bool:
+def _first_item_is(data, kind):
     """A JSON list whose first item is a ``kind``: ``dict`` for row objects, ``list`` for [doc, score] pairs."""
     return isinstance(data, list) and bool(data) and isinstance(data[0], kind)
 
 
-def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None, dict]]], object]):
+def _read_rows(source, items, read):
     """``read`` the items of a JSON list of row objects as JSONL rows; an error names the row (a JSON
     document has no line numbers to give)."""
     at = 0
 
-    def rows() -> Iterator[Tuple[None, dict]]:
+    def rows():
         nonlocal at
         for at, item in enumerate(items, 1):
             if not isinstance(item, dict):
@@ -4602,9 +4581,9 @@ def _read_rows(source: str, items: Iterable, read: Callable[[Iterator[Tuple[None
         raise RagEvalError(f"row {at}: {exc.detail}", source) from None
 
 
-def _scored_pairs(qid: str, entry: list, source: str) -> dict:
+def _scored_pairs(qid, entry, source):
     """``[[doc, score], ...]`` as ``{doc: score}``; a document listed twice keeps its higher score."""
-    scores: Dict[str, float] = {}
+    scores = {}
     for pair in entry:
         if isinstance(pair, (list, tuple)) and len(pair) == 2 and _is_int(pair[0]):
             pair = (str(pair[0]), pair[1])  # an integer id, as its decimal string
@@ -4621,20 +4600,20 @@ class _JsonStream:
     value is read by the plain decoder (``raw_decode``), so numbers, strings and duplicated keys read as ever;
     whatever is not plainly valid raises ``_ReadAgain``, and the plain reader reports it in its own words."""
 
-    def __init__(self, inp: _Input, max_bytes: int):
+    def __init__(self, inp, max_bytes):
         import codecs
 
         self.inp, self.max_bytes, self.read = inp, max_bytes, len(inp.head)
         self.decoder = codecs.getincrementaldecoder("utf-8")()
         self.text, self.pos, self.ended = self._decoded(inp.head), 0, False
 
-    def _decoded(self, data: bytes, final: bool = False) -> str:
+    def _decoded(self, data, final=False):
         try:
             return self.decoder.decode(data, final)
         except UnicodeDecodeError:
             raise _ReadAgain() from None  # the plain reader names the line
 
-    def more(self, at_least: int) -> bool:
+    def more(self, at_least):
         """Read on, at least ``at_least`` bytes (or to the end): False at the end."""
         if self.ended:
             return False
@@ -4649,7 +4628,7 @@ class _JsonStream:
         self.text += self._decoded(data, self.ended)  # positions in the text stay valid
         return bool(data)
 
-    def skip_space(self) -> str:
+    def skip_space(self):
         """The next character that is not white space, "" at the end of the document."""
         while True:
             match = _JSON_SPACE.match(self.text, self.pos)
@@ -4659,7 +4638,7 @@ class _JsonStream:
             if not self.more(_READ_BLOCK):
                 return ""
 
-    def first_item_opens(self) -> str:
+    def first_item_opens(self):
         """The character that opens the first item of the list at ``pos`` ("" at the end); ``pos`` stays."""
         at = self.pos
         self.pos += 1
@@ -4667,7 +4646,7 @@ class _JsonStream:
         self.pos = at
         return char
 
-    def items(self, closing: str, last: bool = False) -> Iterator[None]:
+    def items(self, closing, last=False):
         """Step through the list (or object) that opens at ``pos`` and that ``closing`` ends: at each item (or
         member), past any comma, yield; ``last``: the document ends there."""
         self.pos += 1
@@ -4689,7 +4668,7 @@ class _JsonStream:
         if last and self.skip_space():
             raise _ReadAgain()  # more after the document
 
-    def parse(self, string: bool = False):
+    def parse(self, string=False):
         """The JSON value (with ``string``, a string) at ``pos``, reading on while the text runs out first."""
         if string and self.text[self.pos:self.pos + 1] != '"':
             raise _ReadAgain()  # not a string (or nothing after a comma): the plain reader says which
@@ -4709,7 +4688,7 @@ class _JsonStream:
             return value
 
 
-def _json_members(stream: _JsonStream) -> Iterator[Tuple[str, object]]:
+def _json_members(stream):
     """The ``(key, value)`` pairs of a top-level JSON object, one at a time; a list that is not of pairs comes
     as an iterator of its strings (``_json_strings``): a ranking of millions of ids is never held."""
     if stream.skip_space() != "{":
@@ -4730,7 +4709,7 @@ _JSON_PLAIN_ITEMS = re.compile(r'(?:[ \t\n\r]*,[ \t\n\r]*"[^"\\\x00-\x1f]*")+')
 _JSON_PLAIN_STRING = re.compile(r'"([^"\\\x00-\x1f]*)"')
 
 
-def _json_strings(stream: _JsonStream) -> Iterator[str]:
+def _json_strings(stream):
     """The ids of the JSON list at the stream's position, one at a time (an integer as its decimal string);
     anything else: ``_ReadAgain``."""
     for _ in stream.items("]"):
@@ -4745,14 +4724,14 @@ def _json_strings(stream: _JsonStream) -> Iterator[str]:
             stream.pos = plain.end()
 
 
-def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
+def _json_run(inp, options, document=None):
     """A JSON run read one query at a time: memory follows a query (cut to ``depth``), not the document.
     Returns as ``_trec_run``.  Anything unusual in the stream is left to the plain reader (``_ReadAgain``),
     which passes the ``document`` parsed whole: the numbers and the errors are its own."""
     depth, keep, doc_id_sep, judged = options.depth, options.keep, options.doc_id_sep, options.judged
     repeats = _Repeats()
 
-    def scores_of(qid: str, pairs: list) -> dict:  # [[doc, score], ...] as {doc: score}, the ids counted
+    def scores_of(qid, pairs):  # [[doc, score], ...] as {doc: score}, the ids counted
         scores = _scored_pairs(qid, pairs, inp.source)
         repeats.add(qid, [pair[0] for pair in pairs], False)
         return scores
@@ -4774,14 +4753,14 @@ def _json_run(inp: _Input, options: _ReadOptions, document=None) -> _RunRead:
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
         return _read_rows(inp.source, members, lambda rows: _jsonl_run(inp, options, rows))
     reducer = None if options.cutoffs is None else _Reducer(options, False, inp.source)
-    run: Run = {}
+    run = {}
     seen = set()
     found = False
     for qid, entry in members:
         grades = judged.get(qid, {}) if judged is not None else {}
         ranked = isinstance(entry, abc.Iterator)
         if ranked:  # checked, mapped, filtered and cut as it is read
-            ranking: Dict[str, None] = {}  # its first ``depth`` unique documents
+            ranking = {}  # its first ``depth`` unique documents
             ids = []  # for _Repeats, in stretches of REPEAT_BUDGET + 1
             for docid in entry:
                 if _too_long_id(docid):
@@ -4841,9 +4820,9 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
 
-def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=None, doc_id_sep: Optional[str] = None,
-              judged: Optional[Qrels] = None, cutoffs: Optional[List[int]] = None,
-              max_bytes: int = _MAX_RUN_BYTES, evidence: bool = False) -> _RunRead:
+def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None,
+              judged=None, cutoffs=None,
+              max_bytes=_MAX_RUN_BYTES, evidence=False):
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query;
     with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``).
@@ -4866,8 +4845,7 @@ def _read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=No
             return _read_run_once(path, fmt, options._replace(cutoffs=None), evidence, plain=True)
 
 
-def _read_run_once(path: str, fmt: str, options: _ReadOptions, evidence: bool = False, plain: bool = False
-                   ) -> _RunRead:
+def _read_run_once(path, fmt, options, evidence=False, plain=False):
     """The run a file holds, in ``fmt`` (auto; jsonl, trec: also MS MARCO and header files, or json)."""
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4912,9 +4890,9 @@ def read_slices(path: str) -> Slices:
     return slices
 
 
-def _slice_members(slices: Slices) -> Dict[str, List[str]]:
+def _slice_members(slices):
     """tag -> its queries, sorted."""
-    members: Dict[str, List[str]] = {}
+    members = {}
     for qid in sorted(slices):
         for tag in slices[qid]:
             members.setdefault(tag, []).append(qid)
@@ -4964,7 +4942,7 @@ class JudgedRead(NamedTuple):
     source: str
 
 
-def _judge_name(raw) -> str:
+def _judge_name(raw):
     """A metric's name in its key: lower case, other runs of characters one ``_`` ("Answer Relevancy" is
     answer_relevancy)."""
     name = re.sub(r"[^a-z0-9_.]+", "_", str(raw).lower()).strip("_.")
@@ -4973,7 +4951,7 @@ def _judge_name(raw) -> str:
     return name
 
 
-def _digest(value) -> Optional[str]:
+def _digest(value):
     """sha256 of an answer or contexts as an export holds them (text as UTF-8, else canonical JSON)."""
     import hashlib
 
@@ -4983,7 +4961,7 @@ def _digest(value) -> Optional[str]:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional[float]:
+def _score_value(value, what, source, line):
     """A score as a float; None (missing) for null, NaN or an empty cell; Inspect's C/P/I/N are 1/0.5/0/0."""
     if isinstance(value, str):
         value = value.strip()
@@ -5000,7 +4978,7 @@ def _score_value(value, what: str, source: str, line: Optional[int]) -> Optional
     return float(value)
 
 
-def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int], why: str = "") -> str:
+def _judged_key(row, field, source, line, why=""):
     """A row's question id, from the documented field or --judged-id (a dotted path)."""
     if field is None:
         raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
@@ -5013,7 +4991,7 @@ def _judged_key(row: dict, field: Optional[str], source: str, line: Optional[int
     return str(value)
 
 
-def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+def _neutral_rows(rows, source, field):
     """The neutral JSONL (docs/judged.md)."""
     found = []
     for line, row in rows:
@@ -5029,7 +5007,7 @@ def _neutral_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
     return JudgedRead(found, {}, {}, source)
 
 
-def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+def _deepeval_rows(data, source, field):
     """DeepEval's ``test_run_*.json``, by case ``name``; the direction from its success and threshold."""
     found, models, sides = [], set(), {}
     for case in data["testCases"]:
@@ -5050,8 +5028,8 @@ def _deepeval_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
     return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
 
 
-def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Iterable[str], why: str = "",
-                texts: Tuple[Tuple[str, ...], ...] = ((), ()), rename=lambda name: name) -> JudgedRead:
+def _table_rows(rows, source, field, tool, metrics, why="",
+                texts=((), ()), rename=lambda name: name):
     """Rows of one column per metric; ``texts``: the answer's and the contexts' columns."""
     found, metrics = [], list(metrics)
     for line, row in rows:
@@ -5062,9 +5040,9 @@ def _table_rows(rows, source: str, field: Optional[str], tool: str, metrics: Ite
     return JudgedRead(found, {"tool": tool}, {}, source)
 
 
-def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+def _ragas_rows(rows, source, field):
     """Ragas' ``to_pandas()`` (CSV or records): its numeric columns are the metrics; no id of its own."""
-    def number(value) -> Optional[bool]:  # a metric's cell: True a number, None empty (NaN, null), False text
+    def number(value):  # a metric's cell: True a number, None empty (NaN, null), False text
         text = value.strip() if isinstance(value, str) else value
         if text is None or isinstance(text, str) and text.lower() in ("", "nan", "none", "null"):
             return None
@@ -5077,7 +5055,7 @@ def _ragas_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 
 
-def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+def _langsmith_rows(rows, source, field):
     """LangSmith's ``get_test_results()``: ``feedback.<key>`` columns, by ``example_id``."""
     columns = rows[0][1]
     outputs = tuple(name for name in columns if name.startswith("outputs."))
@@ -5085,14 +5063,14 @@ def _langsmith_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
                        texts=(outputs, ()), rename=lambda name: name[9:])
 
 
-def _trulens_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+def _trulens_rows(rows, source, field):
     """TruLens' records: a feedback column (in [0, 1]) beside each ``<name>_calls``; no stable id."""
     names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
     read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
     return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
 
 
-def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead:
+def _promptfoo_rows(data, source, field):
     """promptfoo's ``results.json``: score, success and namedScores per row; a variable is the id."""
     rows = data["results"]["results"] if isinstance(data["results"], dict) else data["results"]
     if len({row.get("promptIdx") for row in rows}) > 1:
@@ -5107,7 +5085,7 @@ def _promptfoo_rows(data: dict, source: str, field: Optional[str]) -> JudgedRead
     return JudgedRead(found, {"tool": "promptfoo"}, {"score": ("higher", None)}, source)
 
 
-def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict) -> JudgedRead:
+def _inspect_rows(samples, source, field, header):
     """Inspect's samples: each scorer's value (an object: a metric per key), by ``id``, epochs repeats."""
     found = []
     for sample in samples:
@@ -5123,7 +5101,7 @@ def _inspect_rows(samples: list, source: str, field: Optional[str], header: dict
                       source)
 
 
-def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
+def _openai_evals_rows(rows, source, field):
     """OpenAI evals' record: ``match``, ``metrics`` events by ``sample_id``; the answer: its first ``sampling``."""
     found, spec, answers = [], {}, {}
     for line, row in rows:
@@ -5140,11 +5118,11 @@ def _openai_evals_rows(rows, source: str, field: Optional[str]) -> JudgedRead:
                       {}, source)
 
 
-def _first_keys(content) -> set:
+def _first_keys(content):
     return set(content[0][1]) if isinstance(content, list) and content else set()
 
 
-def _is_object(content, *keys) -> bool:
+def _is_object(content, *keys):
     return isinstance(content, dict) and all(key in content for key in keys)
 
 
@@ -5169,7 +5147,7 @@ _JUDGE_FORMATS = (
 _NAN_JSON = json.JSONDecoder(object_pairs_hook=_unique_keys)  # a judge's NaN (Python writes it) is a missing score
 
 
-def _judged_content(path: str) -> Tuple[str, str, object]:
+def _judged_content(path):
     """(source, kind, content): a zip's JSON members, JSONL rows, a JSON document, or rows (records, CSV)."""
     with _opened(path) as inp:
         data = inp.head + b"".join(iter(lambda: _read_block(inp.rest, inp.source), b""))
@@ -5298,7 +5276,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
             "judge": {"metrics": metrics, **digests, "provenance": judge}}
 
 
-def _with_judged(result: dict, judged: dict) -> dict:
+def _with_judged(result, judged):
     """A retrieval result with judged scores added as more per-query columns: one result, one gate, one verdict."""
     merged = dict(result, mean={**result["mean"], **judged["mean"]}, judge=judged["judge"],
                   per_query={qid: dict(values) for qid, values in result["per_query"].items()})
@@ -5307,7 +5285,7 @@ def _with_judged(result: dict, judged: dict) -> dict:
     return merged
 
 
-def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
+def _judge_changes(baseline, result):
     """How the judge's configuration differs from the baseline's (none when the baseline records no judge)."""
     before, after = (baseline.judge or {}).get("provenance"), result["judge"]["provenance"]
     if before is None:
@@ -5316,7 +5294,7 @@ def _judge_changes(baseline: Baseline, result: dict) -> List[str]:
             for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
 
 
-def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: GateSettings) -> None:
+def _judge_check(gate_report, result, baseline, settings):
     """The judge's changes (``judge_changes``) and drift into the gate's report.  The anchors are the questions
     whose answer (and contexts, where both sides give digests) is byte-identical on both sides; on each judged
     metric their deltas take the sign-flip test (the exact sign test for 0/1 scores), Holm-adjusted over the
@@ -5347,7 +5325,7 @@ def _judge_check(gate_report: dict, result: dict, baseline: Baseline, settings: 
     gate_report["judge_drift"] = tests
 
 
-def _read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]]]:
+def _read_human_labels(path):
     """Human labels, JSONL ``{"id", "metric", "label", "baseline_label"?}``, on the judge's scale: a random
     subset of the questions, labelled on the answer scored now (and on the baseline's, for the delta)."""
     found, seen = [], set()
@@ -5363,12 +5341,12 @@ def _read_human_labels(path: str) -> List[Tuple[str, str, float, Optional[float]
     return found
 
 
-def _covariance(a: List[float], b: List[float]) -> float:
+def _covariance(a, b):
     mean_a, mean_b = _mean(a), _mean(b)
     return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
 
 
-def _ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confidence: float = _CONFIDENCE) -> dict:
+def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
     ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
     estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
@@ -5404,8 +5382,7 @@ def _ppi_mean(labels: Mapping[str, float], judged: Mapping[str, float], confiden
     return entry
 
 
-def _human_report(labels: List[Tuple[str, str, float, Optional[float]]], result: dict,
-                 baseline: Optional[Baseline] = None) -> Dict[str, dict]:
+def _human_report(labels, result, baseline=None):
     """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
     labels of its answers (``baseline_label``), the paired prediction-powered delta (see _ppi_mean)."""
     keys = {key[len(_JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
@@ -5429,7 +5406,7 @@ def _human_report(labels: List[Tuple[str, str, float, Optional[float]]], result:
     return report
 
 
-def _is_judged_metric(key: str) -> bool:
+def _is_judged_metric(key):
     return key.startswith(_JUDGE) and len(key) > len(_JUDGE) and key.isprintable() and ":" not in key
 
 
@@ -5466,14 +5443,14 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     return report
 
 
-def _per_query_full_names(result: dict) -> Dict[str, Dict[str, float]]:
+def _per_query_full_names(result):
     k = result["k"]
     return {qid: dict(sorted((key if isinstance(k, list) or key.startswith(_JUDGE) else format_metric(key, k), value)
                              for key, value in values.items()))
             for qid, values in sorted(result["per_query"].items()) if values}
 
 
-def _slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
+def _slice_report(result, slices):
     """Per slice: how many of its queries were scored, and their means."""
     scores = _per_query_by_metric(result)
     report = {}
@@ -5484,13 +5461,13 @@ def _slice_report(result: dict, slices: Slices) -> Dict[str, dict]:
     return report
 
 
-def _format_json(report: dict, digits: int, text: str = "") -> str:
+def _format_json(report, digits, text=""):
     """The report as one JSON object (or its ``text``), keys sorted, every number exact (the shortest repr):
     scripts compare them, so ``digits`` is for the formats people read."""
     return _neutralise_workflow_commands(text or json.dumps(report, sort_keys=True, indent=2), "json") + "\n"
 
 
-def _format_number(value, digits: int, missing: str = "-") -> str:
+def _format_number(value, digits, missing="-"):
     if value is None:
         return missing
     if isinstance(value, float):
@@ -5498,11 +5475,11 @@ def _format_number(value, digits: int, missing: str = "-") -> str:
     return str(value)
 
 
-def _plural(number: int, one: str, many: str) -> str:
+def _plural(number, one, many):
     return f"{number} {one if number == 1 else many}"
 
 
-def _metric_order(key: str) -> tuple:
+def _metric_order(key):
     """Metrics in the measure table's order, then by cutoff as a number (mrr@5 before mrr@10); slices after."""
     tag, _, metric = key.rpartition(":")
     try:
@@ -5513,14 +5490,14 @@ def _metric_order(key: str) -> tuple:
     return (tag, level, _measure_place(name), k, "")
 
 
-def _natural_order(text: str) -> tuple:
+def _natural_order(text):
     """Ids as people read them: q2 before q10 (runs of ASCII digits compare as numbers, ties by the text).
     A number is compared by its length, then its digits, once its leading zeros go: no int() of any length."""
     return (tuple((0, len(run.lstrip("0")), run.lstrip("0")) if "0" <= run[0] <= "9" else (1, 0, run)
                   for run in re.findall("[0-9]+|[^0-9]", text + "\0")), text)
 
 
-def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
+def _verdict_cell(entry, floor):
     """What the gate said of one metric; a failure (of the tolerance or the floor) is what it says first."""
     verdicts = [entry.get("verdict")] if entry else []
     if entry and entry.get("verdict") == "inconclusive" and (entry.get("reason") or entry.get("queries_needed")):
@@ -5531,7 +5508,7 @@ def _verdict_cell(entry: dict, floor: Optional[dict]) -> str:
     return "; ".join(failing or [v for v in verdicts if v])
 
 
-def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str]]:
+def _metric_rows(report, digits, missing="-"):
     """Header and one row per metric (and gated slice): the table, markdown and csv summaries.
     The paired columns appear when some metric was compared query by query."""
     gate_entries = report.get("gate", {}).get("metrics", {})
@@ -5561,7 +5538,7 @@ def _metric_rows(report: dict, digits: int, missing: str = "-") -> List[List[str
     return rows
 
 
-def _slice_rows(report: dict, digits: int) -> List[List[str]]:
+def _slice_rows(report, digits):
     metrics = sorted(report["mean"], key=_metric_order)
     rows = [["slice", "queries"] + metrics]
     for tag, entry in sorted(report["slices"].items(), key=lambda item: _natural_order(item[0])):
@@ -5569,7 +5546,7 @@ def _slice_rows(report: dict, digits: int) -> List[List[str]]:
     return rows
 
 
-def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
+def _per_query_rows(report, digits):
     """One row per query, in natural order; with a baseline's per-query scores,
     one row per (query, metric) with the baseline, now and the delta."""
     table = report.get("per_query") or {}
@@ -5588,13 +5565,13 @@ def _per_query_rows(report: dict, digits: int) -> List[List[str]]:
     return rows
 
 
-def _one_line(text: str) -> str:
+def _one_line(text):
     """An id as the human formats show it: a line break or other control character escaped, so that an id
     can neither split a table row nor start a markdown line of its own."""
     return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
-def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List[str]:
+def _drop_lines(report, digits, quoted):
     """Per failing metric: how many queries got worse and the largest drops."""
     lines = []
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
@@ -5607,20 +5584,20 @@ def _drop_lines(report: dict, digits: int, quoted: Callable[[str], str]) -> List
     return lines
 
 
-def _aligned(rows: List[List[str]]) -> str:
+def _aligned(rows):
     rows = [[_one_line(cell) for cell in row] for row in rows]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
 
 
-def _verdict_word(failed: List[str], undecided: List[str]) -> str:
+def _verdict_word(failed, undecided):
     """FAIL and what failed, else INCONCLUSIVE and what is undecided, else PASS."""
     if failed:
         return f"FAIL ({len(failed)}: {', '.join(failed)})"
     return f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})" if undecided else "PASS"
 
 
-def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str:
+def _verdict_line(report, quoted=_one_line):
     """What the gate said, or how many queries were scored; ``quoted`` shows a slice's name."""
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
@@ -5637,7 +5614,7 @@ def _verdict_line(report: dict, quoted: Callable[[str], str] = _one_line) -> str
     return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
 
 
-def _gate_caption(gate_report: Optional[dict]) -> str:
+def _gate_caption(gate_report):
     """What the paired columns are, and whether the rule reads them."""
     paired = [entry for entry in ((gate_report or {}).get("metrics") or {}).values() if "tests" in entry]
     if not paired:
@@ -5649,7 +5626,7 @@ def _gate_caption(gate_report: Optional[dict]) -> str:
             f"reads, adjusted over {_plural(paired[0]['tests'], 'test', 'tests')}; {p_family} is not read by the rule")
 
 
-def _calibration_text(report: dict, markdown: bool) -> str:
+def _calibration_text(report, markdown):
     """--calibrate: a line per scenario, each rate with its Monte Carlo standard error; a list in markdown."""
     found = (report.get("gate") or {}).get("calibration")
     if not found:
@@ -5669,7 +5646,7 @@ def _calibration_text(report: dict, markdown: bool) -> str:
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
 
 
-def _gain_line(report: dict) -> str:
+def _gain_line(report):
     """Which nDCG a report shows, when it shows one: other tools' default differs from ours."""
     if not any(key.rpartition(":")[2].split("@")[0] in ("ndcg", "doc.ndcg") for key in report["mean"]):
         return ""
@@ -5677,9 +5654,9 @@ def _gain_line(report: dict) -> str:
             if report.get("gain", "exp") == "exp" else "nDCG gain: linear, the grade (as BEIR, MTEB, ir_measures, ranx)")
 
 
-def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
+def _format_table(report, digits, markdown=False):
     """The report for people; with ``markdown``, ready to paste into a pull-request comment or a step summary."""
-    def table(rows: List[List[str]], inputs: Dict[int, Callable[[str], str]]) -> str:
+    def table(rows, inputs):
         return _markdown_table(rows, inputs) if markdown else _aligned(rows)
 
     quoted = _markdown_input if markdown else _one_line
@@ -5705,29 +5682,29 @@ def _format_table(report: dict, digits: int, markdown: bool = False) -> str:
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
-def _markdown_text(text: str) -> str:
+def _markdown_text(text):
     """Text that markdown shows as written: a pull-request comment or a step summary renders HTML,
     so ``<``, ``>`` and ``&`` (in an id: ``<script>``) become entities."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _markdown_input(text: str) -> str:
+def _markdown_input(text):
     """Text from the inputs (a query id, a slice's or run's name, a --meta value) as markdown shows it: a code span,
     in which neither HTML nor markdown renders (no link, image, @mention or #reference), on one line."""
     return _code_span(_one_line(text))
 
 
-def _metric_name(key: str, quoted: Callable[[str], str] = _one_line) -> str:
+def _metric_name(key, quoted=_one_line):
     """A metric as a report names it, a slice's name (``billing`` of ``billing:recall@5``) shown by ``quoted``."""
     tag, colon, metric = key.rpartition(":")
     return quoted(tag) + colon + metric if colon else key
 
 
-def _markdown_metric(key: str) -> str:
+def _markdown_metric(key):
     return _metric_name(key, _markdown_input)
 
 
-def _code_span(text: str) -> str:
+def _code_span(text):
     """``text`` as a markdown code span, where HTML shows as text: fenced by more backticks than it holds in a row
     (an id's own backtick cannot end the span), padded when it starts or ends with one."""
     fence = "`" * (max(map(len, re.findall("`+", text)), default=0) + 1)
@@ -5735,10 +5712,10 @@ def _code_span(text: str) -> str:
     return fence + pad + text + pad + fence
 
 
-def _markdown_table(rows: List[List[str]], inputs: Optional[Dict[int, Callable[[str], str]]] = None) -> str:
+def _markdown_table(rows, inputs=None):
     """A pipe table; the data cells of a column in ``inputs`` hold text from the inputs, shown by its function, the
     rest as text.  A ``|`` is escaped everywhere, in a code span too (GitHub's tables read ``\\|`` there as ``|``)."""
-    def cells(row: List[str], inputs: Dict[int, Callable[[str], str]]) -> str:
+    def cells(row, inputs):
         shown = (inputs[column](cell) if column in inputs else _markdown_text(_one_line(cell))
                  for column, cell in enumerate(row))
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in shown) + " |"
@@ -5746,7 +5723,7 @@ def _markdown_table(rows: List[List[str]], inputs: Optional[Dict[int, Callable[[
     return "\n".join([cells(rows[0], {}), "|" + "---|" * len(rows[0])] + [cells(row, inputs or {}) for row in rows[1:]])
 
 
-def _format_csv(report: dict, digits: int) -> str:
+def _format_csv(report, digits):
     """One row per metric; with per-query scores, one row per (query, metric)."""
     if "per_query" in report:
         rows = [["query", "metric", "value"]]
@@ -5773,7 +5750,7 @@ def _format_csv(report: dict, digits: int) -> str:
 _FORMULA_START = ("=", "+", "-", "@")  # a tab or CR is escaped first (_one_line)
 
 
-def _csv_text(rows: List[List[str]]) -> str:
+def _csv_text(rows):
     """CSV where a text cell that opens like a formula is prefixed with ', so that a spreadsheet shows it as text;
     cells as the table shows them, CRLF line ends (RFC 4180)."""
     import csv
@@ -5793,7 +5770,7 @@ FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 }
 
 
-def _regression_lines(gate_report: dict) -> List[str]:
+def _regression_lines(gate_report):
     """The ``REGRESSION <metric>: baseline <was>, now <now>`` lines, one per failed metric or floor."""
     lines = []
     for part, against, key in (("metrics", "baseline", "baseline"), ("floors", "floor", "min")):
@@ -5804,7 +5781,7 @@ def _regression_lines(gate_report: dict) -> List[str]:
     return lines
 
 
-def _junit_xml(report: dict, inconclusive_fails: bool = False) -> str:
+def _junit_xml(report, inconclusive_fails=False):
     """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it.
     An inconclusive metric is ``<skipped>`` (neither passed nor failed), a ``<failure>`` when
     ``inconclusive_fails`` (``--inconclusive fail``, which exits 1 on it)."""
@@ -5862,7 +5839,7 @@ _MAX_ANNOTATIONS = 10  # of each kind per step: GitHub shows no more than 10 err
 _MAX_STEP_SUMMARY = 1000 * 1024  # bytes; GitHub refuses a step summary over 1 MiB
 
 
-def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
+def _neutralise_workflow_commands(text, style="text"):
     r"""``text`` with no command of _RUNNER_COMMANDS and no raw control character, escaped in ``style``: ``json``
     and ``xml`` decode to the same text (but XML's C0 controls); ``text`` puts a backslash before the character
     or writes a control character as Python does (``\x1b``).
@@ -5876,7 +5853,7 @@ def _neutralise_workflow_commands(text: str, style: str = "text") -> str:
     >>> print(_neutralise_workflow_commands('{"id": "a##[notice]x"}', "json"))
     {"id": "a##\u005bnotice]x"}
     """
-    def escaped(match) -> str:
+    def escaped(match):
         return match.group()[:-1] + _ESCAPES[style](match.group()[-1])
 
     return _CONTROL.sub(escaped, _COMMAND.sub(escaped, "\n" + text)[1:])
@@ -5886,7 +5863,7 @@ def annotation(kind: str, message: str, **properties) -> str:
     """One workflow command of rag_eval's own, ``::error title=rag_eval::message``, the message
     neutralised.  The data escapes %, CR and LF (GitHub's toolkit); a property also ':' and ','
     (the runner's UnescapeProperty); both are then neutralised, on one line."""
-    def escaped(text: str) -> str:
+    def escaped(text):
         return _neutralise_workflow_commands(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
     fields = [("title", "rag_eval")] + [(key, value) for key, value in properties.items() if value is not None]
@@ -5894,7 +5871,7 @@ def annotation(kind: str, message: str, **properties) -> str:
     return f"::{kind} {shown}::" + escaped(message)
 
 
-def _annotations(kind: str, messages: List[str]) -> List[str]:
+def _annotations(kind, messages):
     """At most MAX_ANNOTATIONS of a kind; past that, the last one says how many more the step summary lists."""
     if len(messages) > _MAX_ANNOTATIONS:
         more = len(messages) - (_MAX_ANNOTATIONS - 1)
@@ -5906,12 +5883,11 @@ _SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by mor
                   "(--gate significant: when the fall is shown to; inconclusive: too few queries to tell)")
 
 
-def _step_summary(report: dict, digits: int, warnings: List[str], failures: List[str],
-                  markdown: Callable[[dict, int], str], meta: Dict[str, str]) -> str:
+def _step_summary(report, digits, warnings, failures, markdown, meta):
     """The markdown report for a step summary or a pull-request comment: what failed right under the
     verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit.  The failing lines,
     notes and warnings are the log's lines, each a code span: they name slices, runs, files and ids."""
-    def listed(lines: List[str]) -> str:
+    def listed(lines):
         return "\n".join("- " + _neutralise_workflow_commands(_markdown_input(line)) for line in lines)
 
     heading, _, rest = markdown(report, digits).partition("\n\n")
@@ -5933,7 +5909,7 @@ def _step_summary(report: dict, digits: int, warnings: List[str], failures: List
     return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", _MAX_STEP_SUMMARY)
 
 
-def _cut_markdown(text: str, limit: int) -> str:
+def _cut_markdown(text, limit):
     """``text`` if its UTF-8 fits in ``limit`` bytes; else cut at a line, an open <details> closed, with a note."""
     data = text.encode("utf-8", "backslashreplace")
     if len(data) <= limit:
@@ -5947,22 +5923,22 @@ def _cut_markdown(text: str, limit: int) -> str:
             "--output writes every query's scores.*\n")
 
 
-def _openmetrics_text(report: dict) -> str:
+def _openmetrics_text(report):
     """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
 
     GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
     A gated slice is a ``slice`` label; label values escape backslash, quote and newline, and show any other
     control character as the table does (``\\x1b``).
     """
-    def sample(name: str, labels: List[Tuple[str, str]], value: float) -> str:
+    def sample(name, labels, value):
         shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
             "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
         return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
 
-    def family(name: str, what: str, samples: List[str]) -> List[str]:
+    def family(name, what, samples):
         return [f"# TYPE {name} gauge", f"# HELP {name} {what}"] + samples if samples else []
 
-    def labels(key: str) -> List[Tuple[str, str]]:
+    def labels(key):
         tag, _, metric = key.rpartition(":")
         return [("metric", metric)] + ([("slice", tag)] if tag else [])
 
@@ -5984,7 +5960,7 @@ def _openmetrics_text(report: dict) -> str:
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
-def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callable[[str], str] = _one_line) -> str:
+def _gate_context_text(gate_report, digits, quoted=_one_line):
     """The lines under the verdict (each after a newline), or "": what the baseline's provenance
     says otherwise, what the judgments changed, and each delta split into labels and system.
     ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
@@ -6006,7 +5982,7 @@ def _gate_context_text(gate_report: Optional[dict], digits: int, quoted: Callabl
     return "".join("\n" + line for line in lines)
 
 
-def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] = _one_line) -> str:
+def _label_summary(changes, shown=5, quoted=_one_line):
     """``label_changes`` in one line: the counts, then the first few changed queries (their ids shown by ``quoted``)."""
     counts, queries = changes["counts"], changes["queries"]
     if changes["stored"] == "judgments":
@@ -6033,7 +6009,7 @@ def _label_summary(changes: dict, shown: int = 5, quoted: Callable[[str], str] =
 _MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not distinguishable from the best
 
 
-def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str:
+def _format_comparison(report, digits, markdown=False):
     """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
     row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
@@ -6068,7 +6044,7 @@ def _format_comparison(report: dict, digits: int, markdown: bool = False) -> str
     return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
 
 
-def _comparison_rows(report: dict, digits: int, missing: str = "-", raw: bool = False) -> List[List[str]]:
+def _comparison_rows(report, digits, missing="-", raw=False):
     """Header and one row per (metric, run): the comparison in table, markdown and csv (``raw``)."""
     comparison = report["comparison"]
     gates = {run["name"]: run["gate"] for run in report["runs"] if "gate" in run}
@@ -6100,7 +6076,7 @@ _COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
 }
 
 
-def _explain() -> str:
+def _explain():
     """Every measure's definition and its names in other tools, from the measure table."""
     tools = list(MEASURES[0].others)
     parts = []
@@ -6123,7 +6099,7 @@ def _explain() -> str:
 # RagEvalError saying what was expected; the parser adds the option's name.
 
 
-def _finite_number(text: str) -> Optional[float]:
+def _finite_number(text):
     """A finite number in ASCII digits, else None (float() would take '0_02', 'nan', 'inf' and '٠.١')."""
     try:
         value = float(text)
@@ -6132,14 +6108,14 @@ def _finite_number(text: str) -> Optional[float]:
     return value if text.isascii() and "_" not in text and math.isfinite(value) else None
 
 
-def _cutoffs_arg(text: str) -> List[int]:
+def _cutoffs_arg(text):
     parts = [_ascii_int(part.strip()) for part in text.split(",")]
     if not all(parts):  # None, or 0
         raise RagEvalError(f"expected positive integers such as 5 or 1,3,10, got {_clipped_repr(text)}")
     return parts  # _run sorts the cutoffs of every --k together, each once
 
 
-def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
+def _tolerance_arg(text):
     """``0.02``, ``5%`` (every metric) or ``ndcg@10=0.01``, ``recall@5=5%`` (one metric)."""
     metric, sep, amount = text.rpartition("=")
     if sep and not metric:
@@ -6155,12 +6131,12 @@ def _tolerance_arg(text: str) -> Tuple[str, Tolerance]:
     return metric, Tolerance(value / 100 if relative else value, relative)
 
 
-def _as_tolerance(value) -> Tolerance:
+def _as_tolerance(value):
     """A Tolerance, or a number or text as --max-drop reads it (``"5%"``)."""
     return value if isinstance(value, Tolerance) else _tolerance_arg(str(value))[1]
 
 
-def _floor_arg(text: str) -> Tuple[str, float]:
+def _floor_arg(text):
     """``recall@5=0.8``; a judged metric's floor is on its own scale, negative for ``judge.-<metric>``."""
     metric, sep, amount = text.partition("=")
     value, key = _finite_number(amount), metric.rpartition(":")[2]
@@ -6171,9 +6147,9 @@ def _floor_arg(text: str) -> Tuple[str, float]:
     return metric, value
 
 
-def _checked_arg(read: Callable[[str], Optional[float]], accepted: Callable[[float], bool], expected: str):
+def _checked_arg(read, accepted, expected):
     """A parser of what ``read`` reads (None: nothing) and ``accepted`` takes; ``expected`` says which."""
-    def parse(text: str):
+    def parse(text):
         value = read(text)
         if value is None or not accepted(value):
             raise RagEvalError(f"expected {expected}, got {_clipped_repr(text)}")
@@ -6182,7 +6158,7 @@ def _checked_arg(read: Callable[[str], Optional[float]], accepted: Callable[[flo
     return parse
 
 
-def _integer_arg(low: int, high: Optional[int] = None):
+def _integer_arg(low, high=None):
     expected = (f"an integer from {low} to {high}" if high is not None
                 else "a positive integer" if low == 1 else f"an integer >= {low}")
     return _checked_arg(_ascii_int, lambda value: low <= value and (high is None or value <= high), expected)
@@ -6194,7 +6170,7 @@ _min_overlap_arg = _checked_arg(_finite_number, lambda value: 0 < value <= 1, "a
 _input_bytes_arg = _checked_arg(lambda text: _ascii_int(text, 19), bool, "a positive number of bytes")
 
 
-def _direction_arg(text: str) -> Tuple[str, str]:
+def _direction_arg(text):
     metric, _, way = text.rpartition("=")
     if way not in ("higher", "lower") or not metric:
         raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
@@ -6204,13 +6180,13 @@ def _direction_arg(text: str) -> Tuple[str, str]:
 _fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
 
 
-def _separator_arg(text: str) -> str:
+def _separator_arg(text):
     if not text:
         raise RagEvalError("expected a non-empty separator such as '#'")
     return text
 
 
-def _meta_arg(text: str) -> Tuple[str, str]:
+def _meta_arg(text):
     key, sep, value = text.partition("=")
     if not sep or not _meta_key_ok(key) or not value.isprintable() or len(value) > _MAX_META_VALUE:
         raise RagEvalError(f"expected KEY=VALUE, a printable key without '=' of at most {_MAX_META_KEY} characters "
@@ -6218,18 +6194,18 @@ def _meta_arg(text: str) -> Tuple[str, str]:
     return key, value
 
 
-def _measures_arg(text: str) -> List[str]:
+def _measures_arg(text):
     """Measures (every cutoff of --k) and metrics (``ndcg@10``: that cutoff only), spelled ours."""
     names = [name.strip() for name in text.split(",") if name.strip()]
     _check_measures(names, [1], _ALL_MEASURES)  # which apply to the judgments is evaluate's to say
     return list(dict.fromkeys(name if name in _ALL_MEASURES else _canonical_metric(name) for name in names))
 
 
-def _metrics_arg(text: str) -> List[str]:
+def _metrics_arg(text):
     return [_canonical_metric(name.strip()) for name in text.split(",") if name.strip()]
 
 
-def _help_epilog() -> str:
+def _help_epilog():
     width = max(len(m.name) for m in MEASURES) + 4
     rows = "\n".join(f"  {m.name + '@k':<{width}}{m.summary}" for m in MEASURES)
     return f"""measures (default: {', '.join(_DEFAULT_MEASURES)}):
@@ -6447,7 +6423,7 @@ def _build_parser():
     return parser
 
 
-def _warn(message: str, command: bool = False) -> None:
+def _warn(message, command=False):
     """One line on stderr, neutralised (no workflow command hides in it) unless it is one of the tool's own
     ``command``s; dropped when stderr is closed or full (the exit code still tells)."""
     if sys.stderr is None:  # started with stderr closed (2>&-)
@@ -6461,7 +6437,7 @@ def _warn(message: str, command: bool = False) -> None:
         pass
 
 
-def _check_options(args) -> None:
+def _check_options(args):
     """Refuse options that contradict each other, repeat a --meta key or would overwrite an input."""
     if args.qrels is None and args.judged and not args.run:
         if args.baseline_run or args.unjudged or args.chunks or args.corpus:
@@ -6525,7 +6501,7 @@ def _check_options(args) -> None:
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
 
 
-def _overwrites(output: str, inputs: List[str]) -> bool:
+def _overwrites(output, inputs):
     """Whether writing ``output`` replaces an input: by path (for files not made yet) and by identity
     (a hard link, a folder reached two ways, or the file standard input reads for -)."""
     made, path = _identity(output), os.path.realpath(output)
@@ -6533,7 +6509,7 @@ def _overwrites(output: str, inputs: List[str]) -> bool:
                or (made is not None and made == _identity(source)) for source in inputs)
 
 
-def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
+def _identity(path):
     """(device, inode) of an existing file (standard input's for -, or an open descriptor's), else None."""
     try:
         found = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
@@ -6542,7 +6518,7 @@ def _identity(path: Union[str, int]) -> Optional[Tuple[int, int]]:
     return found.st_dev, found.st_ino
 
 
-def _refuse_symlinks(paths: List[str]) -> None:
+def _refuse_symlinks(paths):
     """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
     folders is an error."""
     for path in paths:
@@ -6553,9 +6529,9 @@ def _refuse_symlinks(paths: List[str]) -> None:
             part, below = os.path.dirname(part), part
 
 
-def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optional[Baseline]) -> GateSettings:
+def _gate_settings(args, result, slices, baseline):
     """Tolerances and floors from the command line, every name checked at once; the last of a name counts."""
-    def ours(key: str) -> str:  # as given when it is no metric: _name_problem says why
+    def ours(key):  # as given when it is no metric: _name_problem says why
         try:
             return _canonical_metric(key) if key else key
         except RagEvalError:
@@ -6577,8 +6553,7 @@ def _gate_settings(args, result: dict, slices: Optional[Slices], baseline: Optio
                         args.alpha, args.resamples, args.seed, args.largest_drops, args.adjust, args.not_gated)
 
 
-def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
-                  baseline: Optional[Baseline]) -> Optional[str]:
+def _name_problem(key, option, result, slices, baseline):
     """What is wrong with a metric (or slice:metric) that a tolerance or floor names, or None."""
     tag, _, metric = key.rpartition(":")
     try:
@@ -6599,7 +6574,7 @@ def _name_problem(key: str, option: str, result: dict, slices: Optional[Slices],
     return None
 
 
-def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: str) -> bool:
+def _comparable_baseline(args, baseline, result, fingerprint):
     """Refuse a baseline made otherwise; True when only the qrels changed and that is allowed."""
     if not set(baseline.means) & set(result["mean"]):
         raise RagEvalError("the baseline names no metric this run computes (baseline: "
@@ -6617,8 +6592,7 @@ def _comparable_baseline(args, baseline: Baseline, result: dict, fingerprint: st
     return qrels_changed
 
 
-def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: str, digests: Dict[str, str],
-                 messages: List[_Message], runs: Optional[List[_Scored]] = None) -> str:
+def _full_output(args, argv, full, result, fingerprint, digests, messages, runs=None):
     """--output: the report with every query's scores (``full``), every note and warning in full, and how the
     numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
     import platform
@@ -6640,7 +6614,7 @@ def _full_output(args, argv: List[str], full: dict, result: dict, fingerprint: s
     return _format_json(full, 0)
 
 
-def _run(args, argv: List[str]) -> int:
+def _run(args, argv):
     """The command line's job: --explain, a job on the labels, several runs compared, or one run."""
     if args.explain:
         _deliver(_explain())
@@ -6658,7 +6632,7 @@ def _run(args, argv: List[str]) -> int:
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
-def _run_one(args, argv: List[str]) -> int:
+def _run_one(args, argv):
     """One run, step by step: read, score, gate, then deliver.
 
     Every text is made first; the files go to temporary files, the report to stdout, the files are
@@ -6715,9 +6689,9 @@ def _run_one(args, argv: List[str]) -> int:
 
 
 @contextmanager
-def _hashing_inputs(wanted: bool) -> Iterator[Dict[str, str]]:
+def _hashing_inputs(wanted):
     """``{path: sha256}`` of the inputs read inside, for --output (empty unless ``wanted``)."""
-    digests: Dict[str, str] = {}
+    digests = {}
     hashing = _INPUT_SHA256.set(digests if wanted else None)
     try:
         yield digests
@@ -6725,14 +6699,14 @@ def _hashing_inputs(wanted: bool) -> Iterator[Dict[str, str]]:
         _INPUT_SHA256.reset(hashing)
 
 
-def _read_judgments(args) -> Tuple[Optional[Baseline], Optional[Slices], Qrels]:
+def _read_judgments(args):
     """What every run is judged against: the baseline, the slices and the qrels, read in that order."""
     baseline = read_baseline(args.baseline) if args.baseline else None
     slices = read_slices(args.slices) if args.slices else None
     return baseline, slices, read_qrels(args.qrels, args.qrels_format) if args.qrels else {}
 
 
-def _judged_scores(args, result: Optional[dict]) -> dict:
+def _judged_scores(args, result):
     """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
     if not args.judged:
         return result
@@ -6742,31 +6716,31 @@ def _judged_scores(args, result: Optional[dict]) -> dict:
     return judged if result is None else _with_judged(result, judged)
 
 
-def _fingerprint(args, qrels: Qrels) -> str:
+def _fingerprint(args, qrels):
     """``_qrels_fingerprint`` once the runs are read, or "" when no baseline or output needs it
     (hashlib costs an import and a pass over the qrels)."""
     needed = args.baseline or args.baseline_run or args.save_baseline or args.output
     return _qrels_fingerprint(qrels) if needed else ""
 
 
-def _baseline_from_run(old: dict, fingerprint: str) -> Baseline:
+def _baseline_from_run(old, fingerprint):
     """--baseline-run: the older run's scores, as the extended baseline it would have saved."""
     means = {metric: value for metric, value in old["mean"].items() if metric not in old.get("reported_only", ())}
     return Baseline(means, _per_query_by_metric(old), _conventions_record(old), fingerprint)
 
 
-def _acknowledged(args, baseline: Optional[Baseline]) -> List[str]:
+def _acknowledged(args, baseline):
     return sorted(set(args.acknowledge) | set(baseline.acknowledged if baseline else ()))
 
 
-def _exit_code(args, gate_report: Optional[dict]) -> int:
+def _exit_code(args, gate_report):
     verdict = "pass" if gate_report is None else gate_report["verdict"]
     if verdict == "inconclusive" and args.inconclusive != "exit":
         verdict = "pass" if args.inconclusive == "pass" else "regression"
     return {"pass": EXIT_OK, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}[verdict]
 
 
-def _deliver(text: str) -> None:
+def _deliver(text):
     """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
     if sys.stdout is None:  # started with stdout closed (>&-)
         raise RagEvalError("standard output is closed: the report would go nowhere")
@@ -6780,13 +6754,13 @@ def _deliver(text: str) -> None:
         raise RagEvalError(f"cannot write the report to standard output: {exc.strerror or exc}") from None
 
 
-def _publish(text: str, files: List[Tuple[str, str]]) -> None:
+def _publish(text, files):
     """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
 
     A folder that cannot be made or written, or a full disk, fails while the temporary files are written,
     before anything is printed.
     """
-    staged: List[Tuple[str, str]] = []  # (temporary, target), taken off once renamed
+    staged = []  # (temporary, target), taken off once renamed
     try:
         for path, content in files:
             staged.append(_write_atomically(path, content, commit=False))
@@ -6803,7 +6777,7 @@ def _publish(text: str, files: List[Tuple[str, str]]) -> None:
             _remove(temporary)
 
 
-def _silence(stream) -> None:
+def _silence(stream):
     """Point a standard stream that failed at the null device: what it still buffers goes nowhere, quietly."""
     try:
         descriptor = stream.fileno()
@@ -6820,13 +6794,13 @@ def _silence(stream) -> None:
 _SAMPLE_QUERIES, _SAMPLE_DOCUMENTS = 200, 50
 
 
-def _asked_measures(args, qrels: Qrels) -> List[str]:
+def _asked_measures(args, qrels):
     """--measures; by default on spans, also the character-level ones that show what large chunks cost."""
     spans = isinstance(qrels, SpanQrels) and args.measures == list(_DEFAULT_MEASURES)
     return list(_DEFAULT_SPAN_MEASURES) if spans else args.measures
 
 
-def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[str]:
+def _baseline_needs(args, baseline, qrels):
     """The baseline's metrics (but --not-gated) that --k and --measures leave out: the baseline decides what
     is gated, so the call scores them too."""
     table = _ALL_MEASURES if isinstance(qrels, SpanQrels) else _BY_NAME
@@ -6842,7 +6816,7 @@ def _baseline_needs(args, baseline: Optional[Baseline], qrels: Qrels) -> List[st
     return needs
 
 
-def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dict, Run]:
+def _score_file(args, qrels, path, whole=False):
     """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
 
     With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
@@ -6886,7 +6860,7 @@ def _score_file(args, qrels: Qrels, path: str, whole: bool = False) -> Tuple[dic
 
 
 @contextmanager
-def _naming_files(**files: str) -> Iterator[None]:
+def _naming_files(**files):
     """Name the files that the library could only call "qrels", "run" or "chunks" in its errors."""
     try:
         yield
@@ -6896,8 +6870,7 @@ def _naming_files(**files: str) -> Iterator[None]:
         raise RagEvalError(exc.detail, _source_name(files[exc.source])) from None
 
 
-def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optional[Slices], fingerprint: str,
-                 qrels: Qrels, earlier: Tuple[Optional[Qrels], Optional[dict]], runs: int = 1) -> Optional[dict]:
+def _gate_result(args, result, baseline, slices, fingerprint, qrels, earlier, runs=1):
     """gate()'s report, or None when there is nothing to gate (no baseline, no floor); ``runs`` share alpha."""
     qrels_changed = baseline is not None and _comparable_baseline(args, baseline, result, fingerprint)
     if qrels_changed and args.ratchet:
@@ -6916,9 +6889,7 @@ def _gate_result(args, result: dict, baseline: Optional[Baseline], slices: Optio
     return gate_report
 
 
-def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, qrels: Qrels, fingerprint: str,
-                 baseline: Optional[Baseline], passed: bool, digests: Dict[str, str],
-                 messages: List[_Message]) -> List[Tuple[str, str]]:
+def _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests, messages):
     """``(path, text)`` of every file the options ask for, made before anything is written."""
     files = []
     if args.output:
@@ -6948,7 +6919,7 @@ def _output_files(args, argv: List[str], report: dict, result: dict, run: Run, q
     return files
 
 
-def _appending(args) -> str:
+def _appending(args):
     fmt = args.qrels_format
     if fmt == "auto" and not _read_once(args.qrels):
         with _opened(args.qrels) as inp:
@@ -6957,7 +6928,7 @@ def _appending(args) -> str:
             "trec": "add each as a line 'query_id 0 doc_id relevance' to"}.get(fmt, "add each as a row (query, document, relevance) to")
 
 
-def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
+def _worklist(args, rows):
     """--unjudged: JSONL rows to label (relevance -1 until set), with the texts the inputs have."""
     listed = {docid for _, docid, _ in rows}  # what is kept of the side inputs: what the rows name
     queries = _read_corpus(args.queries, args.max_input_bytes, "query", {qid for qid, _, _ in rows}) if args.queries else {}
@@ -6965,7 +6936,7 @@ def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
     corpus = _read_corpus(args.corpus, args.max_input_bytes, keep=listed | {where[0] for where in chunks.values()}) \
         if args.corpus else {}
 
-    def text(docid: str) -> Optional[str]:
+    def text(docid):
         doc, start, end = chunks.get(docid, (docid, None, None))
         return corpus[doc][start:end] if doc in corpus else None
 
@@ -6974,7 +6945,7 @@ def _worklist(args, rows: List[Tuple[str, str, int]]) -> str:
         ("relevance", -1)) if value is not None}) for qid, docid, rank in rows)) if rows else ""
 
 
-def _check_same_queries(baseline: Baseline, result: dict) -> None:
+def _check_same_queries(baseline, result):
     """Rule significant tests the drop only when both sides hold the same queries (a mean of 30 queries tested
     on the 5 shared once passed a drop of 0.83 as "not significant")."""
     scores = _per_query_by_metric(result)
@@ -6988,8 +6959,8 @@ def _check_same_queries(baseline: Baseline, result: dict) -> None:
                                "drop of the means; use --gate drop, or save a baseline on these judgments")
 
 
-def _print_messages(args, report: dict, messages: List[_Message], failures: Optional[List[str]] = None,
-                    markdown: Callable[[dict, int], str] = FORMATTERS["markdown"]) -> None:
+def _print_messages(args, report, messages, failures=None,
+                    markdown=FORMATTERS["markdown"]):
     """Notes, warnings and REGRESSION lines (``failures``, by default the report's gate's) on stderr, once
     the report is out.  Under GitHub Actions also the markdown report in the step summary, and annotations:
     the runner reads workflow commands from both output streams, and stderr keeps stdout parseable."""
@@ -7014,7 +6985,7 @@ def _print_messages(args, report: dict, messages: List[_Message], failures: Opti
             _warn(line, command=True)  # the commands the runner must obey
 
 
-def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: bool, id_hint: str = "") -> None:
+def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
     """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
     everywhere, as a library should; a CI step that compared nothing must fail."""
     source = _source_name(path)
@@ -7035,7 +7006,7 @@ def _check_evaluated(result: dict, path: str, any_judged: bool, allow_partial: b
 _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
-def _separator_hint(run: Run, qrels: Qrels) -> str:
+def _separator_hint(run, qrels):
     """Why no run id is judged: the --doc-id-sep that makes them meet and leaves one side whole, documents ('kb-0263_1'
     and 'kb-0263#1' meet at '-' as 'kb', every score 1), else an id of each side."""
     sample = [(qid, list(entry)[:_SAMPLE_DOCUMENTS]) for qid, entry in islice(run.items(), _SAMPLE_QUERIES)
@@ -7052,7 +7023,7 @@ def _separator_hint(run: Run, qrels: Qrels) -> str:
         f"{_clipped_repr(ours[alike:])} against {_clipped_repr(theirs[alike:])}" if alike else ""
 
 
-def _copies_qrels(run: Run, qrels: Qrels) -> bool:
+def _copies_qrels(run, qrels):
     """Whether a run is a copy of the judgments: every document judged, every score its integer grade.
     Such a run scores near 1.0 and passes any gate: a JSON qrels file given as the run.  (JSONL qrels rows have
     a grade and no score, which the run reader refuses; it reads every JSONL score as a float, so rows that
@@ -7073,11 +7044,11 @@ class _Message(NamedTuple):
     detail: str = ""  # the rest, for the report
     printed: bool = True  # False: only in the report (a rule that is not in force, a fact that needs no action)
 
-    def __str__(self) -> str:
+    def __str__(self):
         return f"{self.kind}: {self.line}" + (f" ({self.detail})" if self.detail else "")
 
 
-def _repeated_message(repeated: dict) -> _Message:
+def _repeated_message(repeated):
     """The note on documents a run lists more than once (``_Repeated``, and the run's path)."""
     run = _file_name(repeated["run"])
     if not repeated["documents"]:  # none found, but not every id was checked
@@ -7169,7 +7140,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     return found
 
 
-def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
+def _gate_warnings(gate_report):
     """(A tolerance finer than the comparison resolves, what is undecided): warnings under significant."""
     in_force = gate_report["rule"] == "significant"
     entries = gate_report["metrics"].items()
@@ -7196,7 +7167,7 @@ def _gate_warnings(gate_report: dict) -> Tuple[List[_Message], List[_Message]]:
 # --- Evidence spans on the command line ---
 
 
-def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
+def _score_spans_file(args, qrels, path):
     """``_score_file`` for evidence judgments: locate the run's chunks, check the labels against --corpus
     (refusing orphaned ones: a gate cannot pass on labels that no longer point at the evidence), score."""
     if not isinstance(qrels, SpanQrels):
@@ -7240,11 +7211,11 @@ def _score_spans_file(args, qrels, path: str) -> Tuple[dict, Run]:
     return result, run
 
 
-def _labelled_corpus(args, qrels: SpanQrels) -> Dict[str, str]:
+def _labelled_corpus(args, qrels):
     return _read_corpus(args.corpus, args.max_input_bytes, keep={span.doc_id for span in chain.from_iterable(qrels.values())})
 
 
-def _label_job(args) -> int:
+def _label_job(args):
     """--check-labels, --fix-labels and --to-spans: jobs on the labels, not scores."""
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
@@ -7311,7 +7282,7 @@ class _Scored(NamedTuple):
     result: dict
 
 
-def _run_name(text: str) -> Tuple[str, str]:
+def _run_name(text):
     """``(name, path)`` of a run given as ``NAME=PATH`` or ``PATH`` (named by its file's stem).
 
     ``NAME=PATH`` needs a NAME without a path separator, and a text that is
@@ -7329,7 +7300,7 @@ def _run_name(text: str) -> Tuple[str, str]:
     return name, path
 
 
-def _file_stem(path: str) -> str:
+def _file_stem(path):
     if path == "-":
         return "stdin"
     name = os.path.basename(path.rstrip("/" + os.sep)) or path
@@ -7339,7 +7310,7 @@ def _file_stem(path: str) -> str:
     return root if root and ext.lower() in _RUN_SUFFIXES else name
 
 
-def _split_runs(args) -> None:
+def _split_runs(args):
     """``args.run``: the one run's path (or None); ``args.runs``: (name, path) of every run, the reference first."""
     given = args.run or []
     if len(given) <= 1:
@@ -7355,7 +7326,7 @@ def _split_runs(args) -> None:
     args.run, args.runs = runs[0][1], runs
 
 
-def _run_candidates(args, argv: List[str]) -> int:
+def _run_candidates(args, argv):
     """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
     for attribute, option in _ONE_RUN_OPTIONS:
         if getattr(args, attribute):
@@ -7384,7 +7355,7 @@ def _run_candidates(args, argv: List[str]) -> int:
         report["passed"] = report["verdict"] == "pass"
     # Each message once, naming its runs; the judged share is the test set's: the lowest of any run.
     judged = {key: min(s.result["judged"][key] for s in scored) for key in scored[0].result["judged"]}
-    by_line: Dict[_Message, List[str]] = {}
+    by_line = {}
     for s in scored:
         for m in notes(dict(s.result, judged=judged), gates.get(s.name), _acknowledged(args, baseline)):
             by_line.setdefault(m, []).append(s.name)
@@ -7410,11 +7381,11 @@ def _run_candidates(args, argv: List[str]) -> int:
 # --- Provenance on the command line ---
 
 
-def _first_repeated(items: List[str]) -> Optional[str]:
+def _first_repeated(items):
     return next((item for item in items if items.count(item) > 1), None)
 
 
-def _provenance(args) -> Dict[str, str]:
+def _provenance(args):
     """This run's ``meta`` record, learned once (git runs only when a record is written)."""
     if getattr(args, "provenance", None) is None:
         args.provenance = _provenance_meta(args.meta)
@@ -7424,7 +7395,7 @@ def _provenance(args) -> Dict[str, str]:
 # --- Label changes on the command line ---
 
 
-def _earlier_labels(args, qrels: Qrels) -> Tuple[Optional[Qrels], Optional[Dict[str, float]]]:
+def _earlier_labels(args, qrels):
     """--baseline-qrels and the old run's means on them, or (None, None): gate() reads the baseline's own."""
     if args.baseline_qrels is None:
         return None, None
@@ -7451,7 +7422,7 @@ def _terminate(signum, frame):
     raise _Terminated()
 
 
-def _error_line(exc: BaseException, after: str = "") -> str:
+def _error_line(exc, after=""):
     """The one ``rag_eval: error:`` line: control characters escaped, at most MAX_ERROR_LINE
     characters, ``after`` (what was left alone) kept whole at its end."""
     line = "rag_eval: error: " + str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the input held
