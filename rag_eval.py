@@ -207,11 +207,7 @@ def _ranking(entry):
 
 
 def _judged_filter(qrels, min_grade=1):
-    """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``.
-
-    Unjudged documents go before any cutoff applies, so the top k holds k judged ones.  A query
-    without a relevant document is kept whole: it is not scored, and its abstention reads all of it.
-    """
+    """``--judged-only`` (trec_eval's -J) as a test of one document: ``keep(qid, docid)``."""
     unscored = {qid for qid, grades in qrels.items() if all(grade < min_grade for grade in grades.values())}
 
     def keep(qid, docid):
@@ -253,11 +249,7 @@ def _judged_from_ranking(ranking, grades, depth, conv):
 
 
 def _judged_from_places(placed, grades, depth, conv):
-    """``placed``: (rank, grade) of each judged document within ``depth``, by rank.
-
-    Grades are never negative here (the readers drop negative ones), and a
-    gain grows with the grade, so the best grades give the ideal gains.
-    """
+    """``placed``: (rank, grade) of each judged document within ``depth``, by rank."""
     best = sorted(grades.values(), reverse=True)[:depth]
     return Judged(
         relevant=[rank for rank, grade in placed if grade >= conv.min_grade],
@@ -679,22 +671,8 @@ def evaluate(
     ``per_query[qid]["ndcg@5"]`` when ``k`` is a list (``k=[5]``, ``k=[5, 10]``) or a measure names its own
     cutoff (``measures=["ndcg@10"]``).  ``measures`` is a name (``"ndcg"``) or a list of names.
 
-    Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``:
-
-    - ``mean`` maps ``measure@k`` to the arithmetic mean over scored queries; ``per_query`` as above, and
-      ``k`` in the result is the sorted list of cutoffs scored when the keys are ``measure@k``;
-    - ``queries`` counts the scored queries; ``unscored`` lists those with no relevant document;
-      ``skipped`` the scored ones the run returned nothing (with ``judged_only``: nothing judged)
-      for: they score 0 and stay in the mean; ``dropped`` the run's queries that the qrels lack
-      (only with ``drop_unknown_queries``, else an error);
-    - ``ties`` counts, per cutoff, the queries whose scores tie across it; ``judged`` maps
-      ``judged@k`` to its mean, always (for the warning);
-    - ``abstention``: the unscored queries the run returned nothing for (no entry, an empty ranking,
-      or no score at or above ``abstain_below``): the right answer to an unanswerable question.
-
-    With ``doc_id_sep``, chunk ids become document ids first (see ``_document_of``): a document is
-    judged by its best chunk, counts once, and is ranked at its best chunk's place; with scores it takes
-    its best chunk's score and documents that tie go by document id (trec_eval on the MaxP document run).
+    Returns ``{"k", "queries", "unscored", "mean", "per_query", ...}``, each key as docs/reports.md's table
+    says; with ``doc_id_sep`` a document is scored at its best chunk (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
     asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_MEASURES if measures is None else measures)
@@ -814,11 +792,7 @@ def _best_by_document(values, sep):
 
 
 def _unjudged_documents(qrels, run, k, doc_id_sep=None):
-    """``(qid, docid, rank)`` for every unjudged document in a judged query's top k.
-
-    The most consequential first: by rank (an unjudged document at rank 1
-    moves every measure; one at rank k barely moves nDCG), then by query.
-    """
+    """``(qid, docid, rank)`` for every unjudged document in a judged query's top k."""
     if doc_id_sep is not None:
         qrels, run = _documents_qrels(qrels, doc_id_sep), _documents_run(run, doc_id_sep)
     found = []
@@ -1030,15 +1004,7 @@ def _locate_chunk(row, chunks, source, lineno):
 
 
 def _located_run(path, fmt, max_bytes):
-    """A run, where the run itself locates its chunks (``located``), and the chunks it lists more than once.
-
-    JSONL rows ``query_id, chunk_id, doc_id, start, end[, score]`` locate
-    their chunk (``doc_id`` is then the document); rows without ``chunk_id``
-    name the chunk in ``doc_id`` and leave it to a chunk map, as runs in the
-    other formats (TREC, MS MARCO, header files, JSON) do.  Rows with scores
-    rank by score (ties by chunk id, descending), rows without by file order.
-    The limits are ``read_run``'s.
-    """
+    """A run, where the run itself locates its chunks (``located``), and the chunks it lists more than once."""
     return _read_run(path, fmt, max_bytes=_MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
@@ -1453,15 +1419,7 @@ def _read_corpus(path, max_bytes=None, what="document",
 
 
 def _check_labels(qrels, corpus):
-    """Check every span against its document's text.
-
-    Valid: the ``text`` it quotes is the document's at ``[start, end)``.
-    Moved: that text is elsewhere, exactly once, in the same document; the
-    fixed qrels hold it there.  Unchecked: it quotes no text (never valid).
-    Orphaned: its document is not in the corpus, it lies past the document's
-    end, or its text is found nowhere or more than once (an ambiguous place
-    is no place), or it would move onto a place judged with another grade.
-    """
+    """Check every span against its document's text."""
     rows, fixed, moved, wanted = [], SpanQrels(), {}, {}
     for span in chain.from_iterable(qrels.values()):  # the quoted texts not at their place, by document
         text = corpus.get(span.doc_id)
@@ -1706,12 +1664,7 @@ def _exact_halves(sums, sizes):
 
 def _shared_halves(value_lists, resamples, rng):
     """Per list (all of length n), per resample a random half: bit i of one ``rng.getrandbits(n)`` is
-    a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone.
-
-    The one resampling of this section: the half has its signs flipped, so sum(signs * values) =
-    sum(values) - 2 * sum(half).  The sign-flip test flips the signs of the deltas, the bootstrap
-    those of the values' distances from their mean.
-    """
+    a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone."""
     draws = [rng.getrandbits(len(value_lists[0])) for _ in range(resamples)]
     layouts = [[value for value in values if value] for values in value_lists]
     layouts = [layout + [0.0] * (len(values) - len(layout)) for values, layout in zip(value_lists, layouts)]
@@ -1719,13 +1672,7 @@ def _shared_halves(value_lists, resamples, rng):
 
 
 def _joint_halves(columns, width, resamples, rng):
-    """Random halves shared by several tests (a family), one per column.
-
-    ``columns`` map positions 0 .. width - 1 (queries) to values, a slice only some.  One
-    ``rng.getrandbits(width)`` per resample flips every test of a query together, as MaxT needs;
-    bit i is the i-th position that differs in any column, then come the rest.  A column's half
-    size counts its own positions only.
-    """
+    """Random halves shared by several tests (a family), one per column."""
     differing = set().union(*({p for p, value in column.items() if value} for column in columns))
     order = sorted(differing) + [p for p in range(width) if p not in differing]
     draws = [rng.getrandbits(width) for _ in range(resamples)]
@@ -1756,13 +1703,7 @@ def _popcount(bits):
 
 def _halves_of(layouts, covers, draws):
     """Per column (values of one width), the halves of ``draws``: value i is in a draw's half when its
-    bit i is set; a half's size counts the positions of the column's cover (a bit mask; None: all).
-
-    Two ways sum the integers of ``_on_grid``, both exact, so the choice changes no bit.  A lookup
-    serves 8 positions (of every column packed together) once its table of 256 sums is built; a mask
-    serves one bit of the values (about 16 masks with bounds, from COARSE_FROM positions, else some 42;
-    2 for a 0/1 measure), dearer the more positions, and not on Python 3.9 (no int.bit_count).
-    """
+    bit i is set; a half's size counts the positions of the column's cover (a bit mask; None: all)."""
     everyone = [_popcount(draw) for draw in draws] if None in covers else None
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
     grids = [_on_grid(values) for values in layouts]
@@ -1975,9 +1916,6 @@ def _binomial_at_most(successes, trials, p):
 def _clopper_pearson(successes, trials, confidence=_CONFIDENCE):
     """Exact binomial interval for a share of 0/1 outcomes (Clopper & Pearson 1934).
 
-    low solves P(X >= successes | low) = tail and high P(X <= successes | high) = tail,
-    tail = (1 - confidence) / 2, by bisection (a tail falls as p grows).
-
     >>> [round(x, 4) for x in _clopper_pearson(5, 10)]
     [0.1871, 0.8129]
     """
@@ -2022,9 +1960,6 @@ def _one_size(nonzero):
 
 def _sign_test(better, differing):
     """Exact two-sided sign test: P(|B - n/2| >= |better - n/2|), B ~ Binomial(n, 1/2), n = ``differing``.
-
-    The sign-flip test of deltas of one size (a 0/1 measure), exact at any count from whole binomial
-    coefficients and one correctly rounded division; never 0 (below the smallest float it is that).
 
     >>> _sign_test(0, 6)  # six worse, none better: 2 of the 64 patterns
     0.03125
@@ -2862,12 +2797,7 @@ def _paired_family(targets, settings):
 
 
 def _gated_metric(target, settings, comparison, p_holm, p_adjusted, tests=1):
-    """One metric's entry in the gate's report, its verdict last.
-
-    Rule ``drop``: a fall beyond the tolerance is a regression.  Rule ``significant``: a regression when the
-    high bound of the delta (alpha / ``tests``, Bonferroni) is below minus the tolerance; a pass when the low
-    bound (alpha; an intersection-union test) is not; else inconclusive (docs/gate.md).  The p is information.
-    """
+    """One metric's entry in the gate's report, its verdict last."""
     tolerance = settings.tolerances.get(target.key, settings.default)
     allowed = tolerance.allowed(target.was)
     entry = {"baseline": target.was, "now": target.now,
@@ -2991,12 +2921,7 @@ _GIT_TIMEOUT = 2.0  # seconds; a hung git (a network file system) must not hang 
 
 
 def _provenance_meta(user, environ=None):
-    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python`` unless given.
-
-    The commit and branch come from CI variables (GitHub: ``GITHUB_SHA``, and ``GITHUB_HEAD_REF`` on a pull
-    request, else ``GITHUB_REF_NAME``; GitLab: ``CI_COMMIT_SHA``, ``CI_COMMIT_REF_NAME``), else from ``git
-    rev-parse`` when git is there; a fact that cannot be learned is left out, silently.
-    """
+    """The ``meta`` record: the user's keys, then ``git_commit``, ``git_branch`` and ``python`` unless given."""
     import platform
 
     environ = os.environ if environ is None else environ
@@ -3097,10 +3022,6 @@ def _check_stored_judgments(stored, path):
 
 def _label_changes(before, qrels):
     """What changed from stored judgments (``_stored_judgments``) to ``qrels``, per query.
-
-    Whole judgments give, per changed query, the documents ``added`` and ``removed`` ({doc: grade}) and
-    ``regraded`` ({doc: [was, now]}); digests give the number judged, ``[was, now]``.  Queries added or
-    removed are listed.
 
     >>> _label_changes({"qrels": {"q1": {"a": 1, "b": 2}}}, {"q1": {"a": 2, "c": 1}, "q2": {"x": 1}})["counts"]
     {'added': 1, 'queries_added': 1, 'queries_changed': 1, 'queries_removed': 0, 'regraded': 1, 'removed': 1}
@@ -3427,17 +3348,7 @@ def _detect_format(inp):
 
 
 def _line_blocks(inp, kind, max_bytes=None):
-    """Yield ``(number of the first line, lines)`` for successive blocks of a text file.
-
-    Blocks of READ_BLOCK bytes, each completed to the end of its last line by
-    one readline (one copy), are checked at once (UTF-8, no NUL, no lone CR):
-    in bulk that costs a fraction of doing it line by line.  A checked block
-    is cut into its lines of ``kind``, bytes or str (``_lines_of``);
-    without a kind, the block itself is yielded (whole lines, checked), and the
-    reader may ``send`` back how many lines it held (counting them is one more
-    pass over the block).  Blank blocks are checked, counted and skipped.  More than ``max_bytes`` in all
-    (after gunzip) is an error: a gzip bomb ends after a bounded time.
-    """
+    """Yield ``(number of the first line, lines)`` for successive blocks of a text file."""
     first = inp.first_line
     data = inp.head
     read = 0
@@ -3918,14 +3829,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
 
 
 class _TopScores:
-    """The best ``depth`` documents of one query, kept while streaming a run.
-
-    A document listed twice keeps its higher score.  Pruning is exact: a
-    document pushed out ranks below ``depth`` others, and those only improve.
-    So ``floor`` only rises: the lowest score once ``depth`` documents are
-    held, then the score of the last one kept at each prune.  A document
-    scored below it can be passed over unread.
-    """
+    """The best ``depth`` documents of one query, kept while streaming a run."""
 
     __slots__ = ("depth", "scores", "floor", "mark")
 
@@ -3990,14 +3894,7 @@ class _Repeated(NamedTuple):
 
 
 class _Repeats:
-    """Counts the documents a run lists more than once in a query, from the ids as the file spells them.
-
-    Readers hand over each stretch of a query's lines (``add``); the check is
-    one ``set()`` in C per stretch, so the hot loops only append ids to a list.
-    Ids of a query whose lines may come again (the plain readers) are kept to
-    check the next stretch against, up to REPEAT_BUDGET ids in all; a query
-    that comes back after its ids were let go makes the count "at least".
-    """
+    """Counts the documents a run lists more than once in a query, from the ids as the file spells them."""
 
     def __init__(self):
         self.found: Dict[object, set] = {}  # query -> its repeated documents
@@ -4061,14 +3958,7 @@ class _ReadAgain(Exception):
 
 
 class _Reducer:
-    """Reduces each query of a run to a ``_Reduced`` as soon as its documents end.
-
-    The readers ask whether the qrels know each query as it starts
-    (``knows``), and hand over its kept documents when the next one starts
-    or the file ends (``scored``, ``ranked``).  Queries the
-    qrels lack are counted, never kept: up to MAX_UNKNOWN_QUERIES of them
-    by name.  With ``as_bytes``, document ids are the TREC reader's bytes.
-    """
+    """Reduces each query of a run to a ``_Reduced`` as soon as its documents end."""
 
     def __init__(self, options, as_bytes, source):
         self.judged, self.cutoffs, self.depth = options.judged, sorted(options.cutoffs), options.depth
@@ -4169,14 +4059,7 @@ def _score(text, source, lineno):
 
 
 def _trec_run(inp, options):
-    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval.
-
-    With ``cutoffs`` (and ``judged``), each query is reduced when its lines
-    end (see ``_Reducer``): its lines must come together, or ``_ReadAgain``
-    is raised.  No line costs a Python step: each block is cut into columns
-    in C (``_trec_columns``), or, when a line in it is unusual, read line by
-    line (``_trec_lines``).
-    """
+    """``qid Q0 docid rank score tag``; the rank column is ignored, as in trec_eval."""
     queries = _Queries(inp.source, options, as_bytes=True)
     blocks = _line_blocks(inp, None, options.max_bytes)
     lines = None  # sent back: the lines of a block in columns (counted for free), which _line_blocks need not count
@@ -4453,13 +4336,7 @@ def _msmarco_layout(inp):
 
 def _msmarco_run(inp, options, rows=None, first_rank=1):
     """MS MARCO's ``qid pid rank`` (tab-separated): a run ordered by its rank column (trec_eval, which reads
-    only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file.
-
-    A rank repeated in a query is an error (looked for among its first
-    MAX_RANKS lines: memory stays bounded).  ``rows``, when given, are ``(line
-    number, [qid, docid, rank])`` from a file with a header (``_header_rows``),
-    whose ranks may start at ``first_rank`` 0 (PyTerrier's).
-    """
+    only scores, has no such format).  Returns as ``_trec_run``; ids stay bytes while read from the file."""
     queries = _Queries(inp.source, options, as_bytes=rows is None)
     queries.ranked = True
     if rows is None:  # (line number, fields) of every line, split in C
@@ -4825,13 +4702,7 @@ def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None,
               max_bytes=_MAX_RUN_BYTES, evidence=False):
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query;
-    with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``).
-
-    With ``cutoffs`` (and ``judged`` and ``depth``, more than the largest cutoff), each query is reduced as
-    it is read to what ``evaluate`` needs (a ``_ReducedRun``): memory follows the judgments, not the run.  A
-    run whose queries' lines come apart is read again plainly; an input that can be read only once
-    (standard input, a FIFO) is not reduced.
-    """
+    with ``evidence``, JSONL rows are an evidence run's (see ``_located_run``)."""
     if depth is not None and (not _is_int(depth) or depth < 1):  # 0 or less would keep nothing, or break the pruning
         raise RagEvalError(f"depth must be a positive integer, got {_clipped_repr(depth)}")
     once = _read_once(path)
@@ -5924,12 +5795,7 @@ def _cut_markdown(text, limit):
 
 
 def _openmetrics_text(report):
-    """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format.
-
-    GitLab shows such a ``metrics.txt`` in merge requests; Prometheus reads it too.
-    A gated slice is a ``slice`` label; label values escape backslash, quote and newline, and show any other
-    control character as the table does (``\\x1b``).
-    """
+    """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format."""
     def sample(name, labels, value):
         shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
             "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
@@ -6633,12 +6499,7 @@ def _run(args, argv):
 
 
 def _run_one(args, argv):
-    """One run, step by step: read, score, gate, then deliver.
-
-    Every text is made first; the files go to temporary files, the report to stdout, the files are
-    renamed into place (all or nothing), then the lines go to stderr.  A run that fails leaves no file
-    of its own behind, and no baseline is rewritten unless the report was delivered.
-    """
+    """One run, step by step: read, score, gate, then deliver."""
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
@@ -6755,11 +6616,7 @@ def _deliver(text):
 
 
 def _publish(text, files):
-    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing.
-
-    A folder that cannot be made or written, or a full disk, fails while the temporary files are written,
-    before anything is printed.
-    """
+    """Each file written to its temporary, the report delivered, then the files renamed into place: all or nothing."""
     staged = []  # (temporary, target), taken off once renamed
     try:
         for path, content in files:
@@ -6817,11 +6674,7 @@ def _baseline_needs(args, baseline, qrels):
 
 
 def _score_file(args, qrels, path, whole=False):
-    """Read one run as the options say and score it; refuse a run that nothing was evaluated on.
-
-    With ``whole``, the run is kept unfiltered and uncut (evaluate applies --judged-only itself), so that
-    --unjudged lists from the same single read what --judged-only filtered out: a FIFO is read once.
-    """
+    """Read one run as the options say and score it; refuse a run that nothing was evaluated on."""
     if isinstance(qrels, SpanQrels) or (args.chunks or args.corpus) and not args.unjudged \
             or args.min_overlap is not None:  # with --unjudged, chunk-id qrels take them as the worklist's texts
         return _score_spans_file(args, qrels, path)
@@ -7284,9 +7137,6 @@ class _Scored(NamedTuple):
 
 def _run_name(text):
     """``(name, path)`` of a run given as ``NAME=PATH`` or ``PATH`` (named by its file's stem).
-
-    ``NAME=PATH`` needs a NAME without a path separator, and a text that is
-    not itself an existing file: ``runs/a=b.trec`` stays a path.
 
     >>> _run_name("runs/bm25.trec.gz"), _run_name("dense=runs/e5.jsonl")
     (('bm25', 'runs/bm25.trec.gz'), ('dense', 'runs/e5.jsonl'))
