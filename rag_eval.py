@@ -1318,10 +1318,8 @@ def evaluate_spans(
     """Score a run of chunks against evidence spans, and the same run's documents.
 
     ``chunks`` locates every chunk of the run: chunk id -> (doc_id, start, end).  Returns what
-    ``evaluate`` returns, but ``judged`` is empty: judged@k is a document measure (asked for, it is
-    reported as ``doc.judged@k``).  ``mean`` holds the evidence metrics (``recall@5``, defined in
-    ``_SPAN_MEASURES``) and the document metrics (``doc.recall@5``: a document judged by its best
-    span's grade, ranked at its best chunk's place); ap and judged exist at the document level only.
+    ``evaluate`` returns, the evidence metrics (``recall@5``) beside the document ones (``doc.recall@5``):
+    docs/spans.md.
 
     >>> spans = SpanQrels({"q": (Span("d", 0, 10, 2),)})
     >>> located = {"c1": ("d", 0, 6), "c2": ("d", 6, 20)}
@@ -2704,15 +2702,8 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
          simulations: int = 0, **fields) -> dict:
     """Judge a result against a baseline and floors; the report of ``--baseline``.
 
-    ``baseline`` may be a plain ``{metric: mean}``, ``settings`` a rule name, and ``fields`` set those of
-    ``settings`` by name (``max_drop`` is ``default``, a number a tolerance):
-    ``gate(result, {"ndcg@5": 0.52}, rule="significant", max_drop=0.01)``.
-
-    A baseline gates every one of its metrics but ``settings.not_gated`` (see _baseline_targets), and every
-    slice that a tolerance names (``pricing:recall@5``) is gated too.  Rule ``drop`` (the
-    default): a metric missing now, or fallen by more than its tolerance, fails.  Rule ``significant``: a
-    fall fails only when it is also significant (see _gated_metric).  A floor fails whatever the baseline
-    says.  The keywords add to the report what the command line's does (docs/gate.md).
+    ``gate(result, {"ndcg@5": 0.52}, rule="significant", max_drop=0.01)``; the arguments and the rules:
+    docs/gate.md.
     """
     if isinstance(baseline, _MAPPINGS):
         baseline = Baseline(_check_means(dict(baseline), "baseline", metrics=True))
@@ -2847,10 +2838,8 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = _DEFAULT_R
                  alpha: float = _DEFAULT_ALPHA, show: int = 5) -> dict:
     """Compare every run with the first, the reference, on every metric of the reference.
 
-    ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first.
-    Per metric and candidate, ``compare_paired``'s numbers, the p adjusted as the gate adjusts it (MaxT over
-    the pair's metrics) times the candidates; the best (highest mean, the first of equal ones) and the runs
-    ``indistinguishable`` from it (p against it, Holm over every run and metric, >= ``alpha``): docs/compare.md.
+    ``results`` are ``(name, evaluate(...))`` pairs scored on the same judgments, the reference first; the
+    report: docs/compare.md.
     """
     if len(results) < 2:
         raise RagEvalError("compare_runs needs a reference and at least one candidate")
@@ -3804,10 +3793,7 @@ def _jsonl_qrels(inp, rows=None):
 def read_qrels(path: str, fmt: str = "auto") -> Qrels:
     """Read judgments ``{qid: {docid: grade}}`` from JSON, JSONL or TREC.
 
-    JSON may also be a list of JSONL row objects, and text a TSV or CSV with a header (PyTerrier's
-    ``qid docno label``, BEIR's ``query-id corpus-id score``).  The format is detected from the content unless
-    ``fmt`` names it, gzip from the magic bytes; ``-`` reads standard input.  JSON grades must be non-negative
-    integers; TREC and JSONL may hold negative grades, which mark unjudged documents as in trec_eval.
+    The format is detected from the content unless ``fmt`` names it; formats and grades: docs/reports.md.
     """
     with _opened(path) as inp:
         fmt = _detect_format(inp) if fmt == "auto" else fmt
@@ -4685,12 +4671,9 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
              doc_id_sep: Optional[str] = None) -> Run:
     """Read a run: ``{qid: [docid, ...]}`` (ranked) or ``{qid: {docid: score}}``.
 
-    From JSON (also ``[[docid, score], ...]`` pairs, and lists of JSONL row objects), JSONL, TREC, MS MARCO's
-    ``qid pid rank`` or a TSV or CSV with a header (PyTerrier's ``qid docno score rank``), detected from the
-    content.  With ``depth`` only the best ``depth`` documents of each query are kept (without scores, its
-    first ``depth`` unique ones); runs are streamed (JSON one query at a time, on standard input too), so
-    memory follows queries x depth, not the file.  An id longer than MAX_ID bytes is an error, and so is a
-    run larger than MAX_RUN_BYTES after gunzip.  ``keep(qid, docid)``, when given, filters documents before
+    Formats (docs/reports.md) are detected from the content.  With ``depth`` only the best ``depth``
+    documents of each query are kept (without scores, its first ``depth`` unique ones); memory follows
+    queries x depth, not the file.  ``keep(qid, docid)``, when given, filters documents before
     that cut (``--judged-only``, see ``_judged_filter``); with ``doc_id_sep`` chunk ids become document ids
     before it (``--doc-id-sep``), since k counts documents then.  A query's documents come in no set order.
     """
