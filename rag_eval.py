@@ -899,10 +899,7 @@ def _check_run(run, source="run"):
 
 
 # === Evidence spans ===
-# Judgments on a document's characters rather than on chunk ids, so that they
-# survive re-chunking.  A span is (doc_id, start, end), end exclusive, as in
-# Python's text[start:end]; the run's chunks are located the same way, by the
-# run's own rows or by a chunk map (--chunks).  The measures read, per query,
+# Judgments on a document's characters (docs/spans.md).  The measures read, per query,
 # the rank at which each span became covered and the characters retrieved.
 
 _DEFAULT_MIN_OVERLAP = 0.5
@@ -1577,12 +1574,10 @@ def _to_spans(qrels, chunks, corpus=None):
 
 
 # === Statistics ===
-# Paired comparisons and intervals.  Randomness comes only from a seeded random.Random; floats are
-# summed by math.fsum (exactly rounded, so order-free), one addition at a time, or as integers on a
-# grid (``_on_grid``, exact below 2**53 however they are added), never otherwise by sum(), which became
-# compensated in Python 3.12: the same inputs give the same bytes out on every Python.  The ways of
-# summing random halves below (masks, lookups, bounds) are there for speed, each measured: see
-# docs/performance.md, "The paired statistics"; every way gives the same bits.
+# Paired comparisons and intervals, the same bytes on every Python (docs/gate.md): randomness only from a
+# seeded random.Random; floats summed by math.fsum, one addition at a time, or as integers on a grid
+# (``_on_grid``), never otherwise by sum(), compensated since 3.12.  The ways of summing random halves
+# (masks, lookups, bounds) give the same bits: docs/performance.md, "The paired statistics".
 
 _DEFAULT_RESAMPLES = 10_000
 _DEFAULT_ALPHA = 0.05
@@ -2829,10 +2824,7 @@ def _gated_metric(target, settings, comparison, p_holm, p_adjusted, tests=1):
     return entry
 
 
-# --- Comparing several runs ---
-# Before a pull request comes a choice (which chunker, embedder, reranker or
-# k): several candidate runs scored on the same judgments and compared, each
-# metric, with a reference.  Only per-query scores are kept of each run.
+# --- Comparing several runs (docs/compare.md) ---
 
 def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED,
                  alpha: float = _DEFAULT_ALPHA, show: int = 5) -> dict:
@@ -2898,10 +2890,7 @@ def compare_runs(results: List[Tuple[str, dict]], *, resamples: int = _DEFAULT_R
             "family": len(with_reference), "resamples": resamples, "seed": seed, "metrics": table}
 
 
-# --- Provenance: what a user adds (--meta) and what the environment tells ---
-# The guide asks every results file to record "the dataset version, index
-# build, embedding model, generator, and judge configuration": --meta KEY=VALUE
-# records them, beside the commit, branch and Python that cost nothing to learn.
+# --- Provenance: what a user adds (--meta) and what the environment tells (docs/compare.md) ---
 
 _ENVIRONMENT_META = ("git_branch", "git_commit", "python")  # change on every run by design: recorded, never "changes"
 _MAX_META_KEY = 64
@@ -2965,12 +2954,7 @@ def _meta_changes(before, now):
             for key in keys if before.get(key) != now.get(key)]
 
 
-# --- Label changes: what the judgments changed since the baseline ---
-# An extended baseline stores its judgments, so that a later run on new
-# judgments (--allow-qrels-change) can say what changed, per query.  Small
-# qrels are stored whole ({qid: {docid: grade}}: added, removed and regraded
-# judgments named); beyond MAX_STORED_JUDGMENTS only a digest and a count per
-# query (which queries changed, not how): a baseline stays a file one reviews.
+# --- Label changes: what the judgments changed since the baseline (docs/compare.md) ---
 
 _MAX_STORED_JUDGMENTS = 20_000  # about 0.6 MB of JSON at typical id lengths
 _QUERY_DIGEST_CHARS = 16  # 64 bits of sha256: a chance collision among a million queries is below 1e-7
@@ -3125,8 +3109,7 @@ _READ_BLOCK = 1 << 17
 # must stay far below it: a line that fits in one block is never measured.
 _MAX_LINE = 1 << 26
 _MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
-# A JSON run read from a file is parsed as it streams, in bounded memory, but a ranked list costs about
-# 2 us per id: past this size (about a minute of parsing) it is refused; TREC is read up to --max-input-bytes.
+# A JSON run streamed from a file: past this, refused (docs/performance.md: about a minute of parsing).
 _MAX_JSON_RUN = 1 << 29
 _MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
@@ -4754,15 +4737,13 @@ def _slice_members(slices):
 
 
 # === Judged generation scores ===
-# An LLM judge's per-question scores, read from its tool's export, become per-query columns ``judge.<metric>``
-# like evaluate()'s: the same means, gate, baselines and reports (docs/judged.md).
+# An LLM judge's per-question scores become per-query columns ``judge.<metric>`` (docs/judged.md).
 
 _JUDGE = "judge."  # a judged metric's key: judge.faithfulness; judge.-hallucination when lower is better
 _MAX_JUDGE_MISSING = 0.1  # share of a metric's questions without a score (errors, NaN, no row) past which it is refused
 _MIN_HUMAN_LABELS = 50  # human labels below this: the labels alone (at 50, PPI++ covers >= 93%: docs/judged.md)
 _MIN_JUDGE_CORRELATION = 0.2  # judge-human correlation below this: the labels alone
-# Scores in [0, 1] whose direction their tools document (Ragas, DeepEval, TruLens, Inspect's model-graded
-# scorers; promptfoo's and OpenAI evals' pass/fail): any other metric needs --judged-direction.
+# Scores in [0, 1] whose direction their tools document (docs/judged.md); any other needs --judged-direction.
 _JUDGE_LOWER = frozenset("hallucination bias toxicity noise_sensitivity harmfulness maliciousness insensitivity "
                          "controversiality misogyny criminality".split())
 _JUDGE_HIGHER = frozenset(
@@ -7097,10 +7078,7 @@ def _label_job(args):
     return EXIT_REGRESSION if "orphaned" in statuses else EXIT_INCONCLUSIVE if "unchecked" in statuses else EXIT_OK
 
 
-# --- Several runs on the command line ---
-# rag_eval QRELS RUN RUN [RUN ...]: the first run (or --baseline-run) is the
-# reference, the others candidates.  Runs are read one after another and only
-# their scores kept, so memory does not grow with the runs' lengths.
+# --- Several runs on the command line: rag_eval QRELS RUN RUN [RUN ...] (docs/compare.md) ---
 
 _RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
 _MAX_RUN_NAME = 64
