@@ -6104,12 +6104,10 @@ def _build_parser():
                           "                [--max-drop X] [--format FORMAT] [option ...]",
                     description="Score a retrieval run against relevance judgments (qrels) and gate CI on regressions.")
     parser.add_argument("qrels", metavar="QRELS", nargs="?",
-                        help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier), "
-                             "maybe gzipped; - for stdin")
+                        help="judgments: JSON, JSONL, TREC, BEIR's TSV or a TSV/CSV with a header (PyTerrier)")
     parser.add_argument("run", metavar="RUN", nargs="*",
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
-                             "with a header (PyTerrier), maybe gzipped; - for stdin. "
-                             "Several runs (each PATH or NAME=PATH) are compared with the first (or --baseline-run)")
+                             "with a header (PyTerrier); several are compared (docs/compare.md)")
     first = parser.add_argument_group("a first gate (more in docs/gate.md)")
     first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
                         help=f"cutoffs: the number of chunks passed to the model (default {_DEFAULT_K}); "
@@ -6127,26 +6125,20 @@ def _build_parser():
     gating.add_argument("--baseline-run", metavar="RUN",
                         help="gate against this older run, scored here with the same qrels and conventions")
     gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
-                        help="baseline metrics left out of the gate on purpose (a baseline gates every metric it "
-                             "holds, whatever --k and --measures say); listed in every report")
+                        help="baseline metrics left out of the gate on purpose")
     gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
                         help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     gating.add_argument("--gate", choices=_GATE_RULES, default="drop",
-                        help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority "
-                             "test with the tolerance as margin: regression when the fall is beyond it and "
-                             "significant (adjusted p < alpha, interval below 0), pass when the interval's low end "
-                             "is within it, else inconclusive (exit 3)")
+                        help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
     gating.add_argument("--adjust", choices=_ADJUSTMENTS, default="maxt",
-                        help="multiple-test adjustment of the gated family (metrics x cutoffs x slices): "
-                             "maxt, step-down MaxT on shared sign flips (default), or holm")
+                        help="multiple-test adjustment of the gated family: maxt (default) or holm")
     gating.add_argument("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
-                        help="make a warning that repeats until the data change a note (few-judged: few documents "
-                             "of the top k judged); saved in the baseline by --save-baseline and --update-baseline")
+                        help="make a repeating warning a note, saved in the baseline")
     gating.add_argument("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
                         help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
     gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS,
-                        metavar="N", help="measure the gate on the baseline's per-query scores: false-fail rate (A/A) "
-                        f"and power at planted drops, N seeded simulations each (default {_DEFAULT_SIMULATIONS})")
+                        metavar="N", help="measure the gate's false-fail rate and power on the baseline's scores, N "
+                        f"simulations each (default {_DEFAULT_SIMULATIONS})")
     gating.add_argument("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
                         help=f"significance level (default {_DEFAULT_ALPHA})")
     gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
@@ -6160,13 +6152,11 @@ def _build_parser():
     gating.add_argument("--allow-qrels-change", action="store_true",
                         help="compare with an extended baseline made on other qrels (reported)")
     gating.add_argument("--baseline-qrels", metavar="QRELS",
-                        help="with --baseline-run: the judgments the old run was scored on; each delta is split "
-                             "into the part due to the labels and the part due to the system")
+                        help="with --baseline-run: the old run's judgments, to split each delta into labels and system")
     gating.add_argument("--update-baseline", action="store_true",
                         help="with --baseline: rewrite it with this run's numbers when the gate passes")
     gating.add_argument("--ratchet", action="store_true",
-                        help="with --update-baseline: raise a mean only when it rose significantly (adjusted "
-                             "p < alpha, interval above 0); else keep the old one, so noise cannot lift it")
+                        help="with --update-baseline: raise a mean only by a significant rise")
     gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
                         "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
     scoring = parser.add_argument_group("scoring")
@@ -6179,8 +6169,7 @@ def _build_parser():
     scoring.add_argument("--judged-only", action="store_true",
                         help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
     scoring.add_argument("--allow-partial-run", action="store_true",
-                        help=f"score a run that has results for fewer than {round(_MIN_COVERAGE * 100)}%% of the scored queries "
-                             "(default: an input error, as a truncated run would be)")
+                        help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
     scoring.add_argument("--drop-unknown-queries", action="store_true",
                         help="drop run queries that the qrels lack (default: an input error)")
     scoring.add_argument("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
@@ -6192,8 +6181,7 @@ def _build_parser():
     scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
                         help="an unanswerable query counts as abstained when no score reaches SCORE")
     scoring.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path, as written, passes through a symbolic link "
-                             "(a pull request can commit one that points at any readable file)")
+                        help="refuse an input whose path passes through a symbolic link")
     reports = parser.add_argument_group("reports")
     reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
     reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
@@ -6207,40 +6195,33 @@ def _build_parser():
     reports.add_argument("--metrics-file", metavar="FILE",
                          help="write the means (and deltas to the baseline) in OpenMetrics text format")
     reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label (most consequential "
-                              "first), with their texts from --queries, --corpus and --chunks when given")
+                         help="write the unjudged documents of each top k as JSONL to label")
     reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
                                                            "(or _id) and text (BEIR's queries.jsonl)")
     reports.add_argument("--quiet", action="store_true",
                          help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
     reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record in --output, baselines and the step summary (dataset=v3, "
-                              "embedder=bge-base-en-v1.5); repeatable.  A baseline's that differ are listed")
+                         help="provenance to record (dataset=v3); repeatable")
     reports.add_argument("--explain", action="store_true",
                          help="print every measure's definition and its names in other tools, then exit")
     reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
     spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
     spans.add_argument("--chunks", metavar="FILE",
-                       help="chunk map, JSONL rows chunk_id, doc_id, start, end: where each chunk of the run lies "
-                            "(run rows with chunk_id, doc_id, start, end locate themselves)")
+                       help="chunk map, JSONL rows chunk_id, doc_id, start, end")
     spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
                        help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{_DEFAULT_MIN_OVERLAP}); recorded in the baseline")
+                            f"{_DEFAULT_MIN_OVERLAP})")
     spans.add_argument("--corpus", metavar="FILE",
-                       help="documents, JSONL rows doc_id, text: every span is checked against its text; "
-                            "a gate refuses orphaned labels")
+                       help="documents, JSONL rows doc_id, text: every span is checked against its text")
     spans.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit "
-                            "(1 when any is orphaned, else 3 when any quotes no text)")
+                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit")
     spans.add_argument("--fix-labels", metavar="OUT",
                        help="with --corpus: write the qrels with moved spans re-anchored, then exit")
     spans.add_argument("--to-spans", metavar="OUT",
-                       help="with --chunks: write chunk-id qrels as evidence spans (each judged chunk at its "
-                            "offsets; with --corpus, its text), then exit")
+                       help="with --chunks: write chunk-id qrels as evidence spans, then exit")
     judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
     judged.add_argument("--judged", metavar="FILE", action="append", default=[],
-                        help="an LLM judge's scores, gated beside QRELS RUN or alone: the neutral JSONL or an export "
-                             "of Ragas, DeepEval, promptfoo, Inspect, LangSmith, TruLens, OpenAI evals; repeatable")
+                        help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
     judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
     judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
                         metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
