@@ -5831,10 +5831,7 @@ def _label_summary(changes, shown=5, quoted=_one_line):
     return text
 
 
-# --- Reports of several runs ---
-# The report of several runs (see _run_candidates) holds "comparison" (from
-# compare_runs) and "runs", each run's own report in the order given, the
-# reference first.  COMPARISON_FORMATTERS render it in every format of FORMATTERS.
+# --- Reports of several runs: "comparison" and "runs" (docs/compare.md), in every format of FORMATTERS ---
 
 _MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not distinguishable from the best
 
@@ -6057,11 +6054,8 @@ with --check-labels: an orphaned label
   {EXIT_BROKEN_PIPE}  the reader of standard output went away (as in '| head')
   {EXIT_TERMINATED}  terminated (SIGTERM); no file was left half-written
 
-Exit 1 means a regression (with --check-labels: an orphaned label; with
---inconclusive fail, an inconclusive gate too, as asked) and nothing else: a
-stdout closed from the start (>&-) or full, memory, a lock or a file that
-cannot be written are exit 2.  Files are written only after the report
-reached stdout, all or nothing."""
+Exit 1 means a regression and nothing else; files are written all or nothing
+(docs/reliability.md)."""
 
 
 @lru_cache(maxsize=None)  # argparse makes a formatter for each option it adds: about 1 ms a parser
