@@ -116,8 +116,8 @@ _FORMATS = ("auto", "json", "jsonl", "trec")
 _MAX_GRADE = 2**31 - 1  # trec_eval reads grades into a C long; beyond that, a float loses them
 _MAX_EXP_GRADE = 100  # 2**grade - 1 overflows a float past 1023; far beyond any real label
 _LOW_JUDGED = 0.5  # below this share of judged documents, a drop may be an artefact
-# A run with results for fewer of the scored queries looks truncated (the retriever died): the
-# command line refuses it unless --allow-partial-run.  Half: a real run skips a few, not most.
+# A run with results for fewer of the scored queries looks truncated (--allow-partial-run): a real run
+# skips a few, not most.
 _MIN_COVERAGE = 0.5
 # Float noise: 0.52 - 0.02 is 0.5000000000000001, and a drop of exactly the
 # tolerance must not count as a regression.
@@ -3123,8 +3123,7 @@ _MAX_SMALL_JSON = 1 << 26  # baselines and slices: far beyond a real one, far be
 _GZIP_MAGIC = b"\x1f\x8b"
 _BOM = b"\xef\xbb\xbf"
 
-# Field names accepted in JSONL rows.  ir_datasets exports use query_id,
-# doc_id, relevance and score; BEIR's qrels use query-id, corpus-id, score.
+# Field names accepted in JSONL rows (docs/reports.md: ir_datasets', BEIR's).
 _JSONL_QUERY = ("query_id", "qid", "query-id")
 _JSONL_DOC = ("doc_id", "docid", "corpus_id", "corpus-id", "doc-id")
 _JSONL_GRADE = ("relevance", "grade", "rel", "score")
