@@ -121,7 +121,7 @@ def workloads(module, before, after, resamples):
         for metric in METRICS:
             module.compare_paired(metric, before[metric], after[metric], resamples=resamples)
 
-    return [paired, lambda: module._paired_family(targets, settings), lambda: module.mean_intervals(result, resamples)]
+    return [paired, lambda: module._paired_family(targets, settings), lambda: getattr(module, "_mean_intervals", getattr(module, "mean_intervals", None))(result, resamples)]
 
 
 def wall_timed(function, repeat: int) -> float:
