@@ -180,3 +180,86 @@ def scores_by_metric(saved):
         for metric, value in values.items():
             found.setdefault(metric, {})[qid] = value
     return found
+
+
+# === The fixtures ===
+#
+# Paths and readers of the shipped fixtures, and their copies in every format, shared by the modules.
+
+
+QRELS = os.path.join(REPO, "fixtures", "qrels.json")
+
+
+RUN = os.path.join(REPO, "fixtures", "run.json")
+
+
+BASELINE = os.path.join(REPO, "baseline.json")
+
+
+def load_fixtures():
+    with open(QRELS, encoding="utf-8") as f:
+        qrels = json.load(f)
+    with open(RUN, encoding="utf-8") as f:
+        run = json.load(f)
+    return qrels, run
+
+
+def assert_value_error(test, func, *args, **kwargs):
+    """Like ``assertRaises(ValueError)``, but another exception is a failure that names it."""
+    try:
+        func(*args, **kwargs)
+    except ValueError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - reported as the failure
+        test.fail(f"raised {type(exc).__name__}: {exc} (expected a ValueError)")
+    test.fail("no ValueError raised")
+
+
+FIXTURE_QRELS_LINES = [
+    ("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1),
+    ("q2", "sla-uptime#1", 2),
+    ("q3", "sso-setup#4", 2), ("q3", "sso-setup#5", 2), ("q3", "okta-guide#1", 1),
+    ("q4", "pricing#3", 0),
+]
+
+
+def fixture_qrels_variants():
+    trec = "# TREC qrels: qid iter docid grade\n" + "".join(
+        f"{q} 0 {d} {g}\n" + ("# a comment between lines\n" if i == 2 else "")
+        for i, (q, d, g) in enumerate(FIXTURE_QRELS_LINES)
+    )
+    beir = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in FIXTURE_QRELS_LINES)
+    jsonl = "".join(
+        json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n" for q, d, g in FIXTURE_QRELS_LINES
+    )
+    with open(QRELS, "rb") as f:
+        as_json = f.read()
+    return {
+        "json (named .trec)": ("qrels.trec", as_json),
+        "trec (named .json)": ("qrels.json", trec.encode()),
+        "beir tsv (named .jsonl)": ("qrels.jsonl", beir.encode()),
+        "jsonl (named .tsv)": ("qrels.tsv", jsonl.encode()),
+    }
+
+
+def fixture_run_variants():
+    _, run = load_fixtures()
+    scored = {qid: {doc: float(5 - i) for i, doc in enumerate(docs)} for qid, docs in run.items()}
+    # TREC: lines in reverse order, a rank column that lies (it is ignored),
+    # extra trailing fields (ignored).
+    trec_lines = [
+        f"{qid} Q0 {doc} {1 + i} {score} tag extra fields\n"
+        for qid, docs in scored.items() for i, (doc, score) in enumerate(sorted(docs.items()))
+    ]
+    jsonl_lines = [
+        json.dumps({"query_id": qid, "doc_id": doc, "score": score}) + "\n"
+        for qid, docs in scored.items() for doc, score in docs.items()
+    ]
+    with open(RUN, "rb") as f:
+        as_json = f.read()
+    return {
+        "json ranked (named .trec)": ("run.trec", as_json),
+        "json scored (named .jsonl)": ("run.jsonl", json.dumps(scored, indent=1).encode()),
+        "trec (named .json)": ("run.json", "".join(reversed(trec_lines)).encode()),
+        "jsonl (named .txt)": ("run.txt", "".join(jsonl_lines).encode()),
+    }

@@ -31,10 +31,7 @@ from typing import Tuple
 from xml.etree import ElementTree
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, assert_error_line, child_env, run_main
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.helpers import BASELINE, ERROR_PREFIX, REPO, assert_error_line, child_env, run_main
 
 
 FIXTURES = os.path.join(REPO, "fixtures")
@@ -44,9 +41,6 @@ QRELS = os.path.join(FIXTURES, "qrels.json")
 
 
 RUN = os.path.join(FIXTURES, "run.json")
-
-
-BASELINE = os.path.join(REPO, "baseline.json")
 
 
 def _scalar(text: str) -> str:
@@ -719,7 +713,6 @@ class TestNoForgedCommands(TempDir):
         self.assertTrue(cut.rstrip().endswith("--output writes every query's scores.*"), cut[-200:])
         self.assertIn("\n\n</details>\n\n*Cut here:", cut)
         self.assertEqual(rag_eval._cut_markdown("short\n", 100), "short\n")
-
 
 
 # What the other runners docs/ci.md names obey, read independently of rag_eval's table.

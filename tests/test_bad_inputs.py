@@ -50,16 +50,13 @@ import zlib
 from unittest import mock
 
 import rag_eval
-from tests.helpers import child_env, run_process
+from tests.helpers import REPO, child_env, run_process
 
 
 try:
     import resource
 except ImportError:  # Windows
     resource = None
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 BAD = os.path.join(REPO, "fixtures", "bad")

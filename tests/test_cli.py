@@ -21,16 +21,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, TempDirMixin, assert_error_line, child_env, run_main, tagged_lines
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
+from tests.helpers import BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, assert_error_line, child_env, fixture_qrels_variants, fixture_run_variants, run_main, tagged_lines, TempDirMixin
 
 
 @unittest.skipUnless(os.name == "posix", "hard links")
@@ -595,75 +586,12 @@ class TestHints(TempDirMixin, unittest.TestCase):
         self.assertIn("(first: 'query-q1'; the qrels have 'q1')", err)
 
 
-BASELINE = os.path.join(REPO, "baseline.json")
-
-
-def load_fixtures():
-    with open(QRELS, encoding="utf-8") as f:
-        qrels = json.load(f)
-    with open(RUN, encoding="utf-8") as f:
-        run = json.load(f)
-    return qrels, run
-
-
 def child(args, **kwargs):
     """Run ``python ARGS`` (``rag_eval.py ...`` or ``-m rag_eval ...``) from the repository root."""
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     return subprocess.run([sys.executable, *args], cwd=REPO, env=child_env(), timeout=60, **kwargs)
-
-
-# The fixtures in every supported format; each file name lies about its format
-# so that only the content can tell.
-FIXTURE_QRELS_LINES = [
-    ("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1),
-    ("q2", "sla-uptime#1", 2),
-    ("q3", "sso-setup#4", 2), ("q3", "sso-setup#5", 2), ("q3", "okta-guide#1", 1),
-    ("q4", "pricing#3", 0),
-]
-
-
-def fixture_qrels_variants():
-    trec = "# TREC qrels: qid iter docid grade\n" + "".join(
-        f"{q} 0 {d} {g}\n" + ("# a comment between lines\n" if i == 2 else "")
-        for i, (q, d, g) in enumerate(FIXTURE_QRELS_LINES)
-    )
-    beir = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in FIXTURE_QRELS_LINES)
-    jsonl = "".join(
-        json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n" for q, d, g in FIXTURE_QRELS_LINES
-    )
-    with open(QRELS, "rb") as f:
-        as_json = f.read()
-    return {
-        "json (named .trec)": ("qrels.trec", as_json),
-        "trec (named .json)": ("qrels.json", trec.encode()),
-        "beir tsv (named .jsonl)": ("qrels.jsonl", beir.encode()),
-        "jsonl (named .tsv)": ("qrels.tsv", jsonl.encode()),
-    }
-
-
-def fixture_run_variants():
-    _, run = load_fixtures()
-    scored = {qid: {doc: float(5 - i) for i, doc in enumerate(docs)} for qid, docs in run.items()}
-    # TREC: lines in reverse order, a rank column that lies (it is ignored),
-    # extra trailing fields (ignored).
-    trec_lines = [
-        f"{qid} Q0 {doc} {1 + i} {score} tag extra fields\n"
-        for qid, docs in scored.items() for i, (doc, score) in enumerate(sorted(docs.items()))
-    ]
-    jsonl_lines = [
-        json.dumps({"query_id": qid, "doc_id": doc, "score": score}) + "\n"
-        for qid, docs in scored.items() for doc, score in docs.items()
-    ]
-    with open(RUN, "rb") as f:
-        as_json = f.read()
-    return {
-        "json ranked (named .trec)": ("run.trec", as_json),
-        "json scored (named .jsonl)": ("run.jsonl", json.dumps(scored, indent=1).encode()),
-        "trec (named .json)": ("run.json", "".join(reversed(trec_lines)).encode()),
-        "jsonl (named .txt)": ("run.txt", "".join(jsonl_lines).encode()),
-    }
 
 
 class TestCommandLine(TempDirMixin, unittest.TestCase):

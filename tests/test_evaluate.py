@@ -16,22 +16,13 @@ import tempfile
 import unittest
 
 import rag_eval
-from tests.helpers import assert_error_line, run_main
+from tests.helpers import QRELS, REPO, RUN, assert_error_line, assert_value_error, load_fixtures, run_main
 
 
 def load_tests(loader, tests, pattern):
     """Run the docstring examples of rag_eval with the unit tests."""
     tests.addTests(doctest.DocTestSuite(rag_eval))
     return tests
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
 
 
 # The fixtures, worked by hand, k = 5.
@@ -61,25 +52,6 @@ FIXTURE_MEANS = {
     "mrr@5": (1 / 2 + 0 + 1) / 3,
     "ndcg@5": (Q1_NDCG5 + 0 + Q3_NDCG5) / 3,
 }
-
-
-def assert_value_error(test, func, *args, **kwargs):
-    """Like ``assertRaises(ValueError)``, but another exception is a failure that names it."""
-    try:
-        func(*args, **kwargs)
-    except ValueError as exc:
-        return exc
-    except Exception as exc:  # noqa: BLE001 - reported as the failure
-        test.fail(f"raised {type(exc).__name__}: {exc} (expected a ValueError)")
-    test.fail("no ValueError raised")
-
-
-def load_fixtures():
-    with open(QRELS, encoding="utf-8") as f:
-        qrels = json.load(f)
-    with open(RUN, encoding="utf-8") as f:
-        run = json.load(f)
-    return qrels, run
 
 
 class TestConstants(unittest.TestCase):

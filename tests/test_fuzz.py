@@ -34,16 +34,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, TempDirMixin, run_main
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
+from tests.helpers import ERROR_PREFIX, QRELS, REPO, RUN, run_main, TempDirMixin
 
 
 def load_fuzz():

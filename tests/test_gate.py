@@ -26,8 +26,8 @@ from unittest import mock
 
 import rag_eval
 from tests import helpers
-from tests.helpers import (ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main,
-                           scores_by_metric, tagged_lines)
+from tests.helpers import (BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, TIME_BOX, TempDirMixin, assert_error_line,
+                           child_env, load_fixtures, run_main, scores_by_metric, tagged_lines)
 
 
 def synthetic_runs(seed, queries=30):
@@ -234,15 +234,6 @@ class TestTheBaselineDecidesWhatIsGated(TempDirMixin, unittest.TestCase):
 
 
 FIXTURE_MEANS_NAMES = ("recall", "success", "mrr", "ndcg")
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
-
-
-BASELINE = os.path.join(REPO, "baseline.json")
 
 
 R = 500  # resamples for command-line runs: small, so the suite stays fast
@@ -1659,14 +1650,6 @@ class TestConcurrentUpdates(GateCase, unittest.TestCase):
             self.assertEqual(run_main([QRELS, RUN, "--baseline", baseline, "--lock-timeout", "0"])[0], 1)
         finally:
             os.close(handle)
-
-
-def load_fixtures():
-    with open(QRELS, encoding="utf-8") as f:
-        qrels = json.load(f)
-    with open(RUN, encoding="utf-8") as f:
-        run = json.load(f)
-    return qrels, run
 
 
 class TestBaselineAndGate(GateCase, unittest.TestCase):

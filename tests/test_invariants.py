@@ -46,7 +46,7 @@ import warnings
 from unittest import mock
 
 import rag_eval
-from tests.helpers import child_env
+from tests.helpers import REPO, child_env
 
 
 try:
@@ -56,9 +56,6 @@ except ImportError:  # optional: the hypothesis tests are skipped
     HAVE_HYPOTHESIS = False
 else:
     HAVE_HYPOTHESIS = True
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # The default run checks a sixth of the generated cases and format datasets and leaves out

@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 import rag_eval
-from tests.helpers import assert_error_line, run_main
+from tests.helpers import QRELS, RUN, assert_error_line, assert_value_error, load_fixtures, run_main
 
 
 class TestSpellings(unittest.TestCase):
@@ -72,34 +72,6 @@ class TestSpellings(unittest.TestCase):
         text = rag_eval._explain()
         for stem in ("ndcg_cut_k", "hit_rate@k", "r@k", "map_at_k"):
             self.assertIn(stem, text)
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
-
-
-def assert_value_error(test, func, *args, **kwargs):
-    """Like ``assertRaises(ValueError)``, but another exception is a failure that names it."""
-    try:
-        func(*args, **kwargs)
-    except ValueError as exc:
-        return exc
-    except Exception as exc:  # noqa: BLE001 - reported as the failure
-        test.fail(f"raised {type(exc).__name__}: {exc} (expected a ValueError)")
-    test.fail("no ValueError raised")
-
-
-def load_fixtures():
-    with open(QRELS, encoding="utf-8") as f:
-        qrels = json.load(f)
-    with open(RUN, encoding="utf-8") as f:
-        run = json.load(f)
-    return qrels, run
 
 
 class TestNormalising(unittest.TestCase):

@@ -22,16 +22,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, REPO, TIME_BOX, TempDirMixin, assert_error_line, child_env, run_main
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
-
-
-BASELINE = os.path.join(REPO, "baseline.json")
+from tests.helpers import BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, TIME_BOX, assert_error_line, child_env, run_main, TempDirMixin
 
 
 POSIX = os.name == "posix"

@@ -21,7 +21,7 @@ from itertools import chain
 from unittest import mock
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, TempDirMixin, assert_error_line, child_env, run_main, tagged_lines
+from tests.helpers import BASELINE, ERROR_PREFIX, QRELS, RUN, assert_error_line, child_env, fixture_qrels_variants, fixture_run_variants, load_fixtures, run_main, TempDirMixin
 
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -434,18 +434,6 @@ class TestHostileRuns(unittest.TestCase):
         assert_error_line(self, result["stderr"], file=path, names=[f" {size // 4} ", "--max-input-bytes"])
 
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
-
-
-BASELINE = os.path.join(REPO, "baseline.json")
-
-
 # The fixtures, worked by hand, k = 5.
 # q1 grades: refund-policy#2 = 2, refund-policy#3 = 1
 #    run:    shipping#1 (unjudged), refund-policy#2 (2), refund-policy#9 (unjudged),
@@ -466,66 +454,6 @@ FIXTURE_MEANS = {
     "mrr@5": (1 / 2 + 0 + 1) / 3,
     "ndcg@5": (Q1_NDCG5 + 0 + Q3_NDCG5) / 3,
 }
-
-
-def load_fixtures():
-    with open(QRELS, encoding="utf-8") as f:
-        qrels = json.load(f)
-    with open(RUN, encoding="utf-8") as f:
-        run = json.load(f)
-    return qrels, run
-
-
-# The fixtures in every supported format; each file name lies about its format
-# so that only the content can tell.
-FIXTURE_QRELS_LINES = [
-    ("q1", "refund-policy#2", 2), ("q1", "refund-policy#3", 1),
-    ("q2", "sla-uptime#1", 2),
-    ("q3", "sso-setup#4", 2), ("q3", "sso-setup#5", 2), ("q3", "okta-guide#1", 1),
-    ("q4", "pricing#3", 0),
-]
-
-
-def fixture_qrels_variants():
-    trec = "# TREC qrels: qid iter docid grade\n" + "".join(
-        f"{q} 0 {d} {g}\n" + ("# a comment between lines\n" if i == 2 else "")
-        for i, (q, d, g) in enumerate(FIXTURE_QRELS_LINES)
-    )
-    beir = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{g}\n" for q, d, g in FIXTURE_QRELS_LINES)
-    jsonl = "".join(
-        json.dumps({"query_id": q, "doc_id": d, "relevance": g}) + "\n" for q, d, g in FIXTURE_QRELS_LINES
-    )
-    with open(QRELS, "rb") as f:
-        as_json = f.read()
-    return {
-        "json (named .trec)": ("qrels.trec", as_json),
-        "trec (named .json)": ("qrels.json", trec.encode()),
-        "beir tsv (named .jsonl)": ("qrels.jsonl", beir.encode()),
-        "jsonl (named .tsv)": ("qrels.tsv", jsonl.encode()),
-    }
-
-
-def fixture_run_variants():
-    _, run = load_fixtures()
-    scored = {qid: {doc: float(5 - i) for i, doc in enumerate(docs)} for qid, docs in run.items()}
-    # TREC: lines in reverse order, a rank column that lies (it is ignored),
-    # extra trailing fields (ignored).
-    trec_lines = [
-        f"{qid} Q0 {doc} {1 + i} {score} tag extra fields\n"
-        for qid, docs in scored.items() for i, (doc, score) in enumerate(sorted(docs.items()))
-    ]
-    jsonl_lines = [
-        json.dumps({"query_id": qid, "doc_id": doc, "score": score}) + "\n"
-        for qid, docs in scored.items() for doc, score in docs.items()
-    ]
-    with open(RUN, "rb") as f:
-        as_json = f.read()
-    return {
-        "json ranked (named .trec)": ("run.trec", as_json),
-        "json scored (named .jsonl)": ("run.jsonl", json.dumps(scored, indent=1).encode()),
-        "trec (named .json)": ("run.json", "".join(reversed(trec_lines)).encode()),
-        "jsonl (named .txt)": ("run.txt", "".join(jsonl_lines).encode()),
-    }
 
 
 class TestReadingInputs(TempDirMixin, unittest.TestCase):

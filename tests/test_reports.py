@@ -18,7 +18,7 @@ from xml.etree import ElementTree
 
 import rag_eval
 from tests import helpers
-from tests.helpers import TempDirMixin, assert_error_line, run_main, tagged_lines
+from tests.helpers import BASELINE, QRELS, RUN, assert_error_line, run_main, tagged_lines, TempDirMixin
 
 
 class TestQuiet(unittest.TestCase):
@@ -156,18 +156,6 @@ class TestCoverage(TempDirMixin, unittest.TestCase):
         result = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}, "q3": {"c": 1}}, {"q1": ["a"]}, 5)
         self.assertEqual(result["missing"], ["q2", "q3"])
         self.assertEqual(result["mean"]["recall@5"], 1 / 3)
-
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
-
-
-BASELINE = os.path.join(REPO, "baseline.json")
 
 
 class TestReporting(unittest.TestCase):

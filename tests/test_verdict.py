@@ -15,13 +15,7 @@ import unittest.mock
 from fractions import Fraction
 
 import rag_eval
-from tests.helpers import ERROR_PREFIX, REPO, TempDirMixin, assert_error_line, run_main, scores_by_metric
-
-
-QRELS = os.path.join(REPO, "fixtures", "qrels.json")
-
-
-RUN = os.path.join(REPO, "fixtures", "run.json")
+from tests.helpers import ERROR_PREFIX, QRELS, RUN, assert_error_line, run_main, scores_by_metric, TempDirMixin
 
 
 class TestSignificantGateTestsWhatItGates(TempDirMixin, unittest.TestCase):
