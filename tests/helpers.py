@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -263,3 +264,17 @@ def fixture_run_variants():
         "trec (named .json)": ("run.json", "".join(reversed(trec_lines)).encode()),
         "jsonl (named .txt)": ("run.txt", "".join(jsonl_lines).encode()),
     }
+
+
+def three_runs(seed, queries=30):
+    """qrels and three runs of different quality, so that the best run differs between metrics."""
+    rng = random.Random(seed)
+    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
+    for grades in qrels.values():
+        grades[next(iter(grades))] = 2  # every query scored
+    runs = {}
+    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
+        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
+                      for qid, grades in qrels.items()}
+        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
+    return qrels, runs

@@ -11,7 +11,6 @@ import io
 import json
 import math
 import os
-import random
 import re
 import signal
 import subprocess
@@ -21,7 +20,7 @@ import unittest
 from unittest import mock
 
 import rag_eval
-from tests.helpers import BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, assert_error_line, child_env, fixture_qrels_variants, fixture_run_variants, run_main, tagged_lines, TempDirMixin
+from tests.helpers import BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, assert_error_line, child_env, fixture_qrels_variants, fixture_run_variants, run_main, tagged_lines, TempDirMixin, three_runs
 
 
 @unittest.skipUnless(os.name == "posix", "hard links")
@@ -76,23 +75,9 @@ class TestNoOutputIsAnInput(TempDirMixin, unittest.TestCase):
         self.assertFalse(rag_eval._overwrites(self.path("new.json"), [first, self.path("missing.json")]))
 
 
-def synthetic(seed, queries=30):
-    """qrels and three runs of different quality, so that the best run differs between metrics."""
-    rng = random.Random(seed)
-    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
-    for grades in qrels.values():
-        grades[next(iter(grades))] = 2  # every query scored
-    runs = {}
-    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
-        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
-                      for qid, grades in qrels.items()}
-        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
-    return qrels, runs
-
-
 class TestCommandLineOptions(TempDirMixin, unittest.TestCase):
     def files(self):
-        qrels, runs = synthetic(3)
+        qrels, runs = three_runs(3)
         return self.write("qrels.json", qrels), self.write("ref.json", runs["ref"]), self.write("x.json", runs["x"])
 
     def test_markdown_lists_the_calibration_under_its_first_line(self):
@@ -326,10 +311,10 @@ class TestCommandLineDetails(TempDirMixin, unittest.TestCase):
     """What planted bugs in the command line showed untested (mutants3); each expected line written out."""
 
     def test_a_significant_gate_names_three_undecided_metrics_and_a_coarse_tolerance(self):
-        # synthetic(3): "x" is the baseline, "ref" the worse run.  With a 0.2 tolerance all four metrics are
+        # three_runs(3): "x" is the baseline, "ref" the worse run.  With a 0.2 tolerance all four metrics are
         # undecided: the warning names the first three and says there are more; 30 queries resolve none of
         # the four at 0.2, which stderr says before anything else (its detail, in the report's notes, names them).
-        qrels, runs = synthetic(3)
+        qrels, runs = three_runs(3)
         qrels, ref, better = self.write("q.json", qrels), self.write("ref.json", runs["ref"]), self.write("x.json", runs["x"])
         base = self.path("base.json")
         code, _, err = run_main([qrels, better, "--save-baseline", base])

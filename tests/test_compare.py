@@ -17,28 +17,14 @@ from unittest import mock
 
 import rag_eval
 from tests import helpers
-from tests.helpers import ERROR_PREFIX, assert_error_line, run_main
-
-
-def synthetic(seed, queries=30):
-    """qrels and three runs of different quality, so that the best run differs between metrics."""
-    rng = random.Random(seed)
-    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
-    for grades in qrels.values():
-        grades[next(iter(grades))] = 2  # every query scored
-    runs = {}
-    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
-        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
-                      for qid, grades in qrels.items()}
-        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
-    return qrels, runs
+from tests.helpers import ERROR_PREFIX, assert_error_line, run_main, three_runs
 
 
 class TestCompareRunsAgainstTheBest(unittest.TestCase):
     def test_p_against_the_best_is_the_pair_s_own_test_and_holm_adjusts_them(self):
         for seed in range(4):
             with self.subTest(seed=seed):
-                qrels, runs = synthetic(seed)
+                qrels, runs = three_runs(seed)
                 results = [(name, rag_eval.evaluate(qrels, runs[name], [3, 5], measures=["recall", "mrr", "ndcg"]))
                            for name in ("ref", "x", "y")]
                 found = rag_eval.compare_runs(results, resamples=300, seed=1)

@@ -27,26 +27,12 @@ from unittest import mock
 import rag_eval
 from tests import helpers
 from tests.helpers import (BASELINE, ERROR_PREFIX, QRELS, REPO, RUN, TIME_BOX, TempDirMixin, assert_error_line,
-                           child_env, load_fixtures, run_main, scores_by_metric, tagged_lines)
-
-
-def synthetic_runs(seed, queries=30):
-    """qrels and three runs of different quality, so that the best run differs between metrics."""
-    rng = random.Random(seed)
-    qrels = {f"q{i}": {f"d{j}": rng.choice([0, 1, 2]) for j in rng.sample(range(40), 6)} for i in range(queries)}
-    for grades in qrels.values():
-        grades[next(iter(grades))] = 2  # every query scored
-    runs = {}
-    for name, quality in (("ref", 0.4), ("x", 0.5), ("y", 0.45)):
-        runs[name] = {qid: sorted(range(40), key=lambda j: -(rng.random() + quality * (f"d{j}" in grades)))[:10]
-                      for qid, grades in qrels.items()}
-        runs[name] = {qid: [f"d{j}" for j in ranking] for qid, ranking in runs[name].items()}
-    return qrels, runs
+                           child_env, load_fixtures, run_main, scores_by_metric, tagged_lines, three_runs)
 
 
 class TestGateEntries(unittest.TestCase):
     def test_a_paired_entry_holds_the_comparison_and_its_verdict(self):
-        qrels, runs = synthetic_runs(7)
+        qrels, runs = three_runs(7)
         before = rag_eval.evaluate(qrels, runs["ref"], 5)
         after = rag_eval.evaluate(qrels, runs["x"], 5)
         baseline = rag_eval.Baseline(before["mean"], rag_eval._per_query_by_metric(before), {"k": [5]}, "x")
