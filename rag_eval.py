@@ -4831,14 +4831,14 @@ def _neutral_rows(rows, source, field):
     for line, row in rows:
         qid, metric = (_row_id(row, (name,), name, source, line) for name in ("id", "metric"))
         repeat = row.get("repeat")
-        if repeat is not None and (isinstance(repeat, bool) or not isinstance(repeat, (int, str))):
+        if repeat is not None and type(repeat) not in (int, str):  # JSON's types: a bool is not a repeat
             raise RagEvalError(f"repeat must be an integer or a string, got {_json_kind(repeat)}", source, line)
         digests = [row.get(name) for name in ("answer_sha256", "contexts_sha256")]
         if not all(d is None or isinstance(d, str) and re.fullmatch("[0-9a-f]{64}", d) for d in digests):
             raise RagEvalError("answer_sha256 and contexts_sha256 must be 64 lower-case hex digits", source, line)
         score = None if row.get("error") else _score_value(row.get("score"), metric, source, line)
         found.append(JudgedScore(qid, metric, score, None if repeat is None else str(repeat), *digests, line))
-    return JudgedRead(found, {}, {}, source)
+    return found, {}, {}
 
 
 def _deepeval_rows(data, source, field):
@@ -4856,10 +4856,10 @@ def _deepeval_rows(data, source, field):
                 sides.setdefault(_judge_name(name), set()).add("higher" if metric["success"] == (score > threshold)
                                                                else "lower")
             found.append(JudgedScore(qid, name, score, None, answer, contexts))
-    known = {_judge_name(s.metric): ("lower" if _judge_name(s.metric) in _JUDGE_LOWER else "higher", (0.0, 1.0))
-             for s in found}
+    known = {name: ("lower" if name in _JUDGE_LOWER else "higher", (0.0, 1.0))
+             for name in (_judge_name(s.metric) for s in found)}
     known.update((name, (way.pop(), (0.0, 1.0))) for name, way in sides.items() if len(way) == 1)
-    return JudgedRead(found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known, source)
+    return found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known
 
 
 def _table_rows(rows, source, field, tool, metrics, why="",
@@ -4871,7 +4871,7 @@ def _table_rows(rows, source, field, tool, metrics, why="",
         sha = [_digest(next((row[name] for name in names if name in row), None)) for names in texts]
         found += [JudgedScore(qid, rename(name), _score_value(row.get(name), name, source, line), None, *sha, line)
                   for name in metrics]
-    return JudgedRead(found, {"tool": tool}, {}, source)
+    return found, {"tool": tool}, {}
 
 
 def _ragas_rows(rows, source, field):
@@ -4883,8 +4883,8 @@ def _ragas_rows(rows, source, field):
         return _finite_number(text) is not None if isinstance(text, str) else type(text) in (int, float)
 
     cells = {name: [number(row.get(name)) for _, row in rows] for name in rows[0][1] if name != field}
-    names = [name for name, kinds in cells.items() if False not in kinds and (True in kinds or name in _JUDGE_HIGHER
-                                                                             | _JUDGE_LOWER)]  # all NaN: missing
+    names = [name for name, kinds in cells.items()
+             if False not in kinds and (True in kinds or name in _JUDGE_HIGHER | _JUDGE_LOWER)]  # all NaN: missing
     return _table_rows(rows, source, field, "ragas", names, "Ragas writes none",
                        (("response", "answer"), ("retrieved_contexts", "contexts")))
 
@@ -4900,8 +4900,9 @@ def _langsmith_rows(rows, source, field):
 def _trulens_rows(rows, source, field):
     """TruLens' records: a feedback column (in [0, 1]) beside each ``<name>_calls``; no stable id."""
     names = [name for name in rows[0][1] if f"{name}_calls" in rows[0][1]]
-    read = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run", (("output",), ()))
-    return read._replace(known={_judge_name(name): (None, (0.0, 1.0)) for name in names})
+    found, judge, _ = _table_rows(rows, source, field, "trulens", names, "its record_id changes every run",
+                                  (("output",), ()))
+    return found, judge, {_judge_name(name): (None, (0.0, 1.0)) for name in names}
 
 
 def _promptfoo_rows(data, source, field):
@@ -4916,7 +4917,7 @@ def _promptfoo_rows(data, source, field):
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
         found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
                               _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
-    return JudgedRead(found, {"tool": "promptfoo"}, {"score": ("higher", None)}, source)
+    return found, {"tool": "promptfoo"}, {"score": ("higher", None)}
 
 
 def _inspect_rows(samples, source, field, header):
@@ -4931,8 +4932,7 @@ def _inspect_rows(samples, source, field, header):
             found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
                                   str(sample.get("epoch", 1)), answer) for name, v in values.items()]
     spec = header.get("eval") or {}
-    return JudgedRead(found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {},
-                      source)
+    return found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {}
 
 
 def _openai_evals_rows(rows, source, field):
@@ -4945,11 +4945,9 @@ def _openai_evals_rows(rows, source, field):
         scores = {"match": data.get("correct")} if kind == "match" else data if kind == "metrics" else {
             None: None} if kind == "sampling" else {}  # None: missing until scored
         found += [JudgedScore(_judged_key(row, field or "sample_id", source, line), name,
-                              _score_value(value, name, source, line), None, None, None, line)
-                  for name, value in scores.items()]
+                              _score_value(value, name, source, line), line=line) for name, value in scores.items()]
     found = [s._replace(answer_sha256=answers.get(s.id)) for s in found]
-    return JudgedRead(found, {"tool": "openai-evals", "model": ", ".join(map(str, spec.get("completion_fns") or []))},
-                      {}, source)
+    return found, {"tool": "openai-evals", "model": ", ".join(map(str, spec.get("completion_fns") or []))}, {}
 
 
 def _first_keys(content):
@@ -4961,7 +4959,8 @@ def _is_object(content, *keys):
 
 
 # Every export this tier reads, detected from its content (its kind: JSONL rows, a JSON document, "rows" of a CSV
-# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file.
+# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file, returning
+# JudgedRead's scores, judge and known.
 _JUDGE_FORMATS = (
     ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
     ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
@@ -5009,11 +5008,12 @@ def _judged_content(path):
     filled = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
     if not filled:
         raise RagEvalError("file is empty", source)
-    if filled[0][1].lstrip()[:1] == "{" and filled[0][1].rstrip()[-1:] == "}":  # a JSONL row, or a one-line document
+    first = filled[0][1].strip()
+    if first[0] == "{" and first[-1] == "}":  # a JSONL row, or a one-line document
         rows = [(number, _decode_json(line, source, number, None, _NAN_JSON)) for number, line in filled]
         if all(isinstance(row, dict) for _, row in rows) and (len(rows) > 1 or "metric" in rows[0][1]):
             return source, "jsonl", rows
-    if filled[0][1].lstrip()[:1] in "{[":
+    if first[0] in "{[":
         document = _decode_json(text, source, 1, "judged scores", _NAN_JSON)
         if isinstance(document, list) and document and all(isinstance(row, dict) for row in document):
             return source, "rows", [(None, row) for row in document]
@@ -5037,7 +5037,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
     for name, _, kinds, fits, read in _JUDGE_FORMATS:
         if kinds == kind and fits(content):
             try:
-                found = read(content, source, id_field)
+                found = JudgedRead(*read(content, source, id_field), source)
             except (AttributeError, KeyError, TypeError, IndexError) as exc:
                 raise RagEvalError(f"not the shape of a {name} ({type(exc).__name__} {_clip(str(exc))})", source) \
                     from None
@@ -5056,7 +5056,7 @@ def judged_result(reads: Iterable[JudgedRead], directions: Optional[Mapping[str,
     the judge's configuration (``provenance``).  Repeats, missing scores and what is refused: docs/judged.md."""
     directions = {_judge_name(name): way for name, way in (directions or {}).items()}
     cells: Dict[str, Dict[str, Dict[Optional[str], Optional[float]]]] = {}
-    digests: Dict[str, Dict[str, str]] = {"answers": {}, "contexts": {}}
+    digests = {"answers": {}, "contexts": {}}
     known, judge, questions, sources = {}, {}, set(), []
     for read in reads:
         sources.append(read.source)
@@ -5184,13 +5184,12 @@ def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
     ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
     estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
-    from statistics import NormalDist
-
     ids = sorted(qid for qid in labels if qid in judged)
     y, f = [labels[qid] for qid in ids], [judged[qid] for qid in ids]
     rest = [value for qid, value in judged.items() if qid not in labels]
     n, others, spreads = len(y), len(rest), [_standard_deviation(y), _standard_deviation(f)]
-    correlation = _covariance(y, f) / (spreads[0] * spreads[1]) if all(spreads) else None
+    covariance = _covariance(y, f) if all(spreads) else None
+    correlation = covariance / (spreads[0] * spreads[1]) if all(spreads) else None
     entry = {"labels": n, "questions": len(judged), "correlation": correlation, "method": "ppi++", "lambda": 0.0,
              "estimate": _mean(y), "interval": None, "effective_labels": None}
     why = (f"fewer than {_MIN_HUMAN_LABELS} labels" if n < _MIN_HUMAN_LABELS else "the judge is too weakly correlated"
@@ -5199,8 +5198,7 @@ def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
     if why:
         entry["method"] = f"labels alone ({why})"
     else:
-        weight = _covariance(y, f) / ((1 + n / others) * _standard_deviation(f + rest) ** 2)
-        entry["lambda"] = weight = min(max(weight, 0.0), 1.0)
+        entry["lambda"] = min(max(covariance / ((1 + n / others) * _standard_deviation(f + rest) ** 2), 0.0), 1.0)
     if n < 2:
         return entry
     weight = entry["lambda"]
@@ -5208,7 +5206,7 @@ def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
     entry["estimate"] = (weight * _mean(rest) if weight else 0.0) + _mean(residual)
     var = (weight ** 2 * _standard_deviation(rest) ** 2 / others if weight else 0.0) + \
         (_standard_deviation(residual) ** 2) / n
-    z, df = NormalDist().inv_cdf((1 + confidence) / 2), n - 1
+    z, df = _normal_quantile((1 + confidence) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
     entry["interval"] = list(_clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
         else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
@@ -5226,10 +5224,10 @@ def _human_report(labels, result, baseline=None):
         if key is None:
             raise RagEvalError(f"names metric {_clipped_repr(metric)}, which no judged score has", "labels")
         sign = -1.0 if key.startswith(_JUDGE + "-") else 1.0
-        table = found.setdefault(key, ({}, {}))
-        table[0][qid] = sign * label
+        now, delta = found.setdefault(key, ({}, {}))
+        now[qid] = sign * label
         if old is not None:
-            table[1][qid] = sign * (label - old)
+            delta[qid] = sign * (label - old)
     report = {}
     for key, (now, delta) in sorted(found.items()):
         report[key] = {"mean": _ppi_mean(now, scores.get(key, {}))}
