@@ -4853,8 +4853,8 @@ def _deepeval_rows(data, source, field):
             score = None if metric.get("error") else _score_value(metric.get("score"), name, source, None)
             threshold = metric.get("threshold")
             if score is not None and _is_finite(threshold) and score != threshold and "success" in metric:
-                sides.setdefault(_judge_name(name), set()).add("higher" if metric["success"] == (score > threshold)
-                                                               else "lower")
+                way = "higher" if metric["success"] == (score > threshold) else "lower"
+                sides.setdefault(_judge_name(name), set()).add(way)
             found.append(JudgedScore(qid, name, score, None, answer, contexts))
     known = {name: ("lower" if name in _JUDGE_LOWER else "higher", (0.0, 1.0))
              for name in (_judge_name(s.metric) for s in found)}
@@ -4995,8 +4995,8 @@ def _judged_content(path):
                 names = [name for name in archive.namelist() if name.endswith(".json")]
                 if sum(archive.getinfo(name).file_size for name in names) > _MAX_JSON:
                     raise _too_large(source, _MAX_JSON)
-                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
-                                                          _NAN_JSON) for name in names}
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name, _NAN_JSON)
+                                       for name in names}
         except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
             raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
     try:
@@ -5141,8 +5141,8 @@ def _judge_check(gate_report, result, baseline, settings):
     answers, contexts = old.get("answers", {}), old.get("contexts", {})
     anchors = {qid for qid, sha in now["answers"].items() if answers.get(qid) == sha
                and len({contexts.get(qid), now["contexts"].get(qid)} - {None}) < 2}  # contexts where both give them
-    gate_report["contexts_changed"] = sorted((qid for qid, sha in now["contexts"].items()
-                                              if contexts.get(qid, sha) != sha), key=_natural_order)
+    changed = (qid for qid, sha in now["contexts"].items() if contexts.get(qid, sha) != sha)
+    gate_report["contexts_changed"] = sorted(changed, key=_natural_order)
     tests, scores = {}, _per_query_by_metric(result)
     for key, entry in gate_report["metrics"].items():
         was, is_now = (baseline.per_query or {}).get(key) or {}, scores.get(key, {})
@@ -5252,8 +5252,7 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
                  baseline_per_query: Optional[Dict[str, Dict[str, float]]] = None) -> dict:
     """The report of a run: mean, unscored and the counts, the verdict (UNGATED without a gate), and what
     the options asked for."""
-    report = {key: result[key] for key in ("abstention", "dropped", "k", "queries", "skipped", "missing", "ties",
-                                           "unscored")}
+    report = {key: result[key] for key in "abstention dropped k queries skipped missing ties unscored".split()}
     report["verdict"] = UNGATED if gate_report is None else gate_report["verdict"]
     report["mean"] = dict(result["mean"])
     if "conventions" in result:
@@ -5261,9 +5260,8 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
     if per_query:
         report["per_query"] = _per_query_full_names(result)
         if baseline_per_query:  # metric -> qid -> value, for the metrics of this report
-            report["per_query_baseline"] = {metric: dict(sorted(scores.items()))
-                                            for metric, scores in sorted(baseline_per_query.items())
-                                            if metric in result["mean"]}
+            report["per_query_baseline"] = {metric: dict(sorted(scores.items())) for metric, scores in
+                                            sorted(baseline_per_query.items()) if metric in result["mean"]}
     if gate_report is not None:
         report["gate"] = gate_report
     if intervals is not None:
@@ -5343,9 +5341,8 @@ def _verdict_cell(entry, floor):
 def _metric_rows(report, digits, missing="-"):
     """Header and one row per metric (and gated slice): the table, markdown and csv summaries.
     The paired columns appear when some metric was compared query by query."""
-    gate_entries = report.get("gate", {}).get("metrics", {})
-    floors = report.get("gate", {}).get("floors", {})
-    not_gated = report.get("gate", {}).get("not_gated", ())
+    gate = report.get("gate", {})
+    gate_entries, floors, not_gated = gate.get("metrics", {}), gate.get("floors", {}), gate.get("not_gated", ())
     intervals = report.get("intervals")
     gated = bool(gate_entries or floors)
     paired = any("improved" in entry for entry in gate_entries.values())
@@ -5409,10 +5406,9 @@ def _drop_lines(report, digits, quoted):
     for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
             drops = ", ".join(f"{quoted(qid)} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
+            hits = f"; hit to miss: {len(entry['hit_to_miss'])}" if entry["hit_to_miss"] else ""
             lines.append(f"{_metric_name(metric, quoted)}: {_plural(entry['worse'], 'query', 'queries')} worse, "
-                         f"{entry['improved']} better; "
-                         f"largest drops {drops}" + (f"; hit to miss: {len(entry['hit_to_miss'])}"
-                                                       if entry["hit_to_miss"] else ""))
+                         f"{entry['improved']} better; largest drops {drops}{hits}")
     return lines
 
 
@@ -5433,17 +5429,17 @@ def _verdict_line(report, quoted=_one_line):
     """What the gate said, or how many queries were scored; ``quoted`` shows a slice's name."""
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
-    coverage = f" (the run has no results for {missing})" if missing else ""
+    scored = _plural(report["queries"], "query", "queries") + " scored" + (
+        f" (the run has no results for {missing})" if missing else "")
     if gate_report is None:
-        return f"UNGATED (no baseline or floor), {_plural(report['queries'], 'query', 'queries')} scored{coverage}"
+        return f"UNGATED (no baseline or floor), {scored}"
     failed = sorted({key for part in ("metrics", "floors") for key, entry in gate_report[part].items()
                      if entry["verdict"] in _FAILED}, key=_metric_order)
     undecided = sorted((key for key, entry in gate_report["metrics"].items() if entry["verdict"] == "inconclusive"),
                        key=_metric_order)
-    scored = _plural(report["queries"], "query", "queries")
     named = ([_metric_name(key, quoted) for key in keys] for keys in (failed, undecided))
     drift = ", judge drift" if any(t["drifted"] for t in gate_report.get("judge_drift", {}).values()) else ""
-    return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored} scored{coverage}"
+    return f"{_verdict_word(*named)}{drift}, rule '{gate_report['rule']}', {scored}"
 
 
 def _gate_caption(gate_report):
@@ -5466,13 +5462,11 @@ def _calibration_text(report, markdown):
     paired = "its score now, as a rerun" if found["pairs"] == "rerun" else "a random query"
     what = (f"{found['simulations']} simulations per scenario on {found['queries']} queries, each paired with "
             f"{paired}, rule '{found['rule']}', alpha {found['alpha']:g}")
-    lines = []
+    lines, roles = [], {0.0: "false fails = regression", 1.0: "regression and pass both wrong"}
     for name, outcome in found["scenarios"].items():
         shown = ", ".join(f"{kind} {outcome[kind]['rate']:.1%} (se {outcome[kind]['se']:.1%})"
                           for kind in ("regression", "inconclusive", "pass"))
-        role = {0.0: "false fails = regression", 1.0: "regression and pass both wrong"}.get(outcome["planted_drop"],
-                                                                                         "power = regression")
-        lines.append(f"{name} ({role}): {shown}")
+        lines.append(f"{name} ({roles.get(outcome['planted_drop'], 'power = regression')}): {shown}")
     if markdown:
         return "\n".join([f"Calibration: {what}:", ""] + [f"- {line}" for line in lines])
     return "\n".join([f"calibration: {what}"] + [f"  {line}" for line in lines])
@@ -5511,7 +5505,7 @@ def _format_table(report, digits, markdown=False):
     if "per_query" in report:
         rows = table(_per_query_rows(report, digits), {0: _markdown_input})
         parts.append(f"<details><summary>Per query</summary>\n\n{rows}\n\n</details>" if markdown else rows)
-    return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(filter(None, parts))) + "\n"
 
 
 def _markdown_text(text):
@@ -5631,11 +5625,8 @@ def _junit_xml(report, inconclusive_fails=False):
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
     failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
-    counts = {"tests": str(len(cases)), "failures": str(sum(verdict in failing for _, verdict, _ in cases))}
-    skipped = sum(verdict in (UNGATED, "not gated") or verdict == "inconclusive" and not inconclusive_fails
-                  for _, verdict, _ in cases)
-    suites = ElementTree.Element("testsuites", name="rag_eval", **counts)
-    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval", **counts, errors="0", skipped=str(skipped))
+    suites = ElementTree.Element("testsuites", name="rag_eval")
+    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval")
     for key, verdict, detail in cases:
         case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
         if verdict in failing:
@@ -5644,6 +5635,9 @@ def _junit_xml(report, inconclusive_fails=False):
             ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
             ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
+    counts = {"tests": str(len(cases)), "failures": str(len(suite.findall("*/failure")))}
+    suites.attrib.update(counts)
+    suite.attrib.update(counts, errors="0", skipped=str(len(suite.findall("*/skipped"))))
     text = ElementTree.tostring(suites, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(text, "xml") + "\n"
 
@@ -5726,8 +5720,8 @@ def _step_summary(report, digits, warnings, failures, markdown, meta):
     parts = [heading, listed(failures), rest.rstrip("\n")]
     if "gate" in report:  # one run gated: the columns read first, a legend, the rest a click away
         rows = _metric_rows(report, digits)
-        keep = [place for place, name in enumerate(rows[0]) if name in ("metric", "mean", "baseline", "delta",
-                                                                         "allowed drop", "verdict")]
+        keep = [place for place, name in enumerate(rows[0])
+                if name in ("metric", "mean", "baseline", "delta", "allowed drop", "verdict")]
         parts[2:] = [_SUMMARY_LEGEND, _neutralise_workflow_commands(_markdown_table(
                          [[row[place] for place in keep] for row in rows], {0: _markdown_metric})), _gain_line(report),
                      f"<details><summary>Every column, the largest drops</summary>\n\n{parts[2]}\n\n</details>"]
@@ -5738,7 +5732,7 @@ def _step_summary(report, digits, warnings, failures, markdown, meta):
         rows = [["key", "value"]] + [[key, value] for key, value in sorted(meta.items())]
         table = _markdown_table(rows, {0: _markdown_input, 1: _markdown_input})
         parts.append(_neutralise_workflow_commands(f"<details><summary>Provenance</summary>\n\n{table}\n\n</details>"))
-    return _cut_markdown("\n\n".join(part for part in parts if part) + "\n", _MAX_STEP_SUMMARY)
+    return _cut_markdown("\n\n".join(filter(None, parts)) + "\n", _MAX_STEP_SUMMARY)
 
 
 def _cut_markdown(text, limit):
@@ -5757,33 +5751,32 @@ def _cut_markdown(text, limit):
 
 def _openmetrics_text(report):
     """--metrics-file: the means, and against a baseline the deltas, in OpenMetrics text format."""
-    def sample(name, labels, value):
-        shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
-            "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
-        return f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}"
-
-    def family(name, what, samples):
-        return [f"# TYPE {name} gauge", f"# HELP {name} {what}"] + samples if samples else []
+    def family(name, what, samples):  # samples: (labels, value); a family of none is left out
+        lines = [f"# TYPE {name} gauge", f"# HELP {name} {what}"] if samples else []
+        for labels, value in samples:
+            shown = ",".join(key + '="' + _CONTROL.sub(lambda match: _ESCAPES["text"](match.group()), text).replace(
+                "\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"' for key, text in labels)
+            lines.append(f"{name}{{{shown}}} {float(value)!r}" if labels else f"{name} {float(value)!r}")
+        return lines
 
     def labels(key):
         tag, _, metric = key.rpartition(":")
         return [("metric", metric)] + ([("slice", tag)] if tag else [])
 
     lines = family("rag_eval_mean", "Mean of the measure over the scored queries.",
-                   [sample("rag_eval_mean", [("metric", m)], v) for m, v in sorted(report["mean"].items())])
+                   [([("metric", m)], v) for m, v in sorted(report["mean"].items())])
     lines += family("rag_eval_slice_mean", "Mean of the measure over the scored queries of a slice.",
-                    [sample("rag_eval_slice_mean", [("slice", tag), ("metric", m)], v)
-                     for tag, entry in sorted((report.get("slices") or {}).items())
+                    [([("slice", tag), ("metric", m)], v) for tag, entry in sorted((report.get("slices") or {}).items())
                      for m, v in sorted(entry["mean"].items()) if v is not None])
     gate_report = report.get("gate")
     if gate_report is not None:
         entries = sorted(gate_report["metrics"].items())
         lines += family("rag_eval_baseline", "The baseline's mean of the measure.",
-                        [sample("rag_eval_baseline", labels(key), e["baseline"]) for key, e in entries])
+                        [(labels(key), e["baseline"]) for key, e in entries])
         lines += family("rag_eval_delta", "Mean now minus the baseline's mean.",
-                        [sample("rag_eval_delta", labels(key), e["delta"]) for key, e in entries if e["delta"] is not None])
+                        [(labels(key), e["delta"]) for key, e in entries if e["delta"] is not None])
         lines += family("rag_eval_passed", "1 when the gate passed, 0 when it did not (a regression, or inconclusive).",
-                        [sample("rag_eval_passed", [], 1 if gate_report["passed"] else 0)])
+                        [([], 1 if gate_report["passed"] else 0)])
     return "\n".join(lines + ["# EOF"]) + "\n"
 
 
@@ -5793,10 +5786,8 @@ def _gate_context_text(gate_report, digits, quoted=_one_line):
     ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
     gate_report = gate_report or {}
     lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
-    if gate_report.get("meta_changes"):
-        lines.append("provenance changed since the baseline: " + "; ".join(map(quoted, gate_report["meta_changes"])))
-    if gate_report.get("judge_changes"):
-        lines.append("judge changed since the baseline: " + "; ".join(map(quoted, gate_report["judge_changes"])))
+    lines += [f"{what} changed since the baseline: " + "; ".join(map(quoted, gate_report[key]))
+              for key, what in (("meta_changes", "provenance"), ("judge_changes", "judge")) if gate_report.get(key)]
     lines += [f"judge drift: {_metric_name(key, quoted)} moved {t['shift']:+.{digits}f} on {t['anchors']} unchanged "
               f"answers (p {t['p_holm']:.2g})" for key, t in gate_report.get("judge_drift", {}).items() if t["drifted"]]
     if gate_report.get("label_changes"):
@@ -5865,7 +5856,7 @@ def _format_comparison(report, digits, markdown=False):
                  _gain_line(runs[0]), "\n".join(f"- {line}" for line in notes)]
     else:
         parts = [verdict + "\n" + method, _aligned(rows), _gain_line(runs[0]), "\n".join(notes)]
-    return _neutralise_workflow_commands("\n\n".join(part for part in parts if part)) + "\n"
+    return _neutralise_workflow_commands("\n\n".join(filter(None, parts))) + "\n"
 
 
 def _comparison_rows(report, digits, missing="-", raw=False):
