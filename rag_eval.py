@@ -4812,7 +4812,7 @@ def _score_value(value, what, source, line):
     return float(value)
 
 
-def _judged_key(row, field, source, line, why=""):
+def _judged_key(row, field, source, line=None, why=""):
     """A row's question id, from the documented field or --judged-id (a dotted path)."""
     if field is None:
         raise RagEvalError(f"this export has no question id ({why}): name the field that holds one with "
@@ -4845,7 +4845,7 @@ def _deepeval_rows(data, source, field):
     """DeepEval's ``test_run_*.json``, by case ``name``; the direction from its success and threshold."""
     found, models, sides = [], set(), {}
     for case in data["testCases"]:
-        qid = _judged_key(case, field or "name", source, None)
+        qid = _judged_key(case, field or "name", source)
         answer, contexts = _digest(case.get("actualOutput")), _digest(case.get("retrievalContext"))
         for metric in case.get("metricsData") or []:
             name = str(metric["name"])
@@ -4912,8 +4912,7 @@ def _promptfoo_rows(data, source, field):
         raise RagEvalError("holds several prompts or providers: gate one per file", source)
     found = []
     for row in rows:
-        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, None,
-                          "rows are positions")
+        qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, why="rows are positions")
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
         found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
                               _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
@@ -4924,7 +4923,7 @@ def _inspect_rows(samples, source, field, header):
     """Inspect's samples: each scorer's value (an object: a metric per key), by ``id``, epochs repeats."""
     found = []
     for sample in samples:
-        qid = _judged_key(sample, field or "id", source, None)
+        qid = _judged_key(sample, field or "id", source)
         answer = _digest((sample.get("output") or {}).get("completion"))
         for scorer, score in (sample.get("scores") or {None: None}).items():  # None: missing
             values = score.get("value") if isinstance(score, dict) else None
@@ -4958,22 +4957,22 @@ def _is_object(content, *keys):
     return isinstance(content, dict) and all(key in content for key in keys)
 
 
-# Every export this tier reads, detected from its content (its kind: JSONL rows, a JSON document, "rows" of a CSV
-# or of JSON records, or a zip's JSON members), and its join key; the first that fits reads the file, returning
-# JudgedRead's scores, judge and known.
+# Every export this tier reads (join keys: each reader's docstring, docs/judged.md), detected from its content (its
+# kind: JSONL rows, a JSON document, "rows" of a CSV or of JSON records, or a zip's JSON members); the first that
+# fits reads the file, returning JudgedRead's scores, judge and known.
 _JUDGE_FORMATS = (
-    ("neutral JSONL", "id (+ repeat)", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
-    ("OpenAI evals", "sample_id", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
-    ("DeepEval test run", "testCases[].name", "json", lambda c: _is_object(c, "testCases"), _deepeval_rows),
-    ("promptfoo results", "a test variable", "json", lambda c: _is_object(c, "evalId", "results"), _promptfoo_rows),
-    ("Inspect log", "samples[].id (+ epoch)", "json", lambda c: _is_object(c, "eval", "samples"),
+    ("neutral JSONL", "jsonl", lambda c: {"id", "metric"} <= _first_keys(c), _neutral_rows),
+    ("OpenAI evals", "jsonl", lambda c: bool({"spec", "sample_id"} & _first_keys(c)), _openai_evals_rows),
+    ("DeepEval test run", "json", lambda c: _is_object(c, "testCases"), _deepeval_rows),
+    ("promptfoo results", "json", lambda c: _is_object(c, "evalId", "results"), _promptfoo_rows),
+    ("Inspect log", "json", lambda c: _is_object(c, "eval", "samples"),
      lambda c, s, f: _inspect_rows(c["samples"], s, f, c)),
-    ("Inspect .eval", "samples[].id (+ epoch)", "zip", lambda c: any(name.startswith("samples/") for name in c),
+    ("Inspect .eval", "zip", lambda c: any(name.startswith("samples/") for name in c),
      lambda c, s, f: _inspect_rows([v for k, v in sorted(c.items()) if k.startswith("samples/")], s, f,
                                    c.get("header.json") or c.get("_journal/start.json") or c.get("start.json") or {})),
-    ("LangSmith results", "example_id", "rows", lambda c: "example_id" in _first_keys(c), _langsmith_rows),
-    ("TruLens records", "a stable column", "rows", lambda c: "record_id" in _first_keys(c), _trulens_rows),
-    ("Ragas to_pandas()", "a column", "rows", lambda c: bool({"user_input", "question"} & _first_keys(c)), _ragas_rows),
+    ("LangSmith results", "rows", lambda c: "example_id" in _first_keys(c), _langsmith_rows),
+    ("TruLens records", "rows", lambda c: "record_id" in _first_keys(c), _trulens_rows),
+    ("Ragas to_pandas()", "rows", lambda c: bool({"user_input", "question"} & _first_keys(c)), _ragas_rows),
 )
 
 
@@ -4995,8 +4994,8 @@ def _judged_content(path):
                 names = [name for name in archive.namelist() if name.endswith(".json")]
                 if sum(archive.getinfo(name).file_size for name in names) > _MAX_JSON:
                     raise _too_large(source, _MAX_JSON)
-                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name, _NAN_JSON)
-                                       for name in names}
+                return source, "zip", {name: _decode_json(archive.read(name).decode("utf-8"), source, 1, name,
+                                                          _NAN_JSON) for name in names}
         except (zipfile.BadZipFile, UnicodeDecodeError, OSError, EOFError) as exc:
             raise RagEvalError(f"cannot read the zip: {_clip(str(exc))}", source) from None
     try:
@@ -5034,7 +5033,7 @@ def read_judged(path: str, id_field: Optional[str] = None) -> JudgedRead:
     promptfoo's variables), or replaces the documented one.  An unknown shape is refused, naming the known.
     """
     source, kind, content = _judged_content(path)
-    for name, _, kinds, fits, read in _JUDGE_FORMATS:
+    for name, kinds, fits, read in _JUDGE_FORMATS:
         if kinds == kind and fits(content):
             try:
                 found = JudgedRead(*read(content, source, id_field), source)
@@ -5129,11 +5128,8 @@ def _judge_changes(baseline, result):
 
 
 def _judge_check(gate_report, result, baseline, settings):
-    """The judge's changes (``judge_changes``) and drift into the gate's report.  The anchors are the questions
-    whose answer (and contexts, where both sides give digests) is byte-identical on both sides; on each judged
-    metric their deltas take the sign-flip test (the exact sign test for 0/1 scores), Holm-adjusted over the
-    judged metrics; adjusted p < alpha makes the metric inconclusive, reason "judge drift" (``judge_drift``).
-    ``contexts_changed``: questions whose contexts differ, their deltas mixing in retrieval changes."""
+    """The judge's changes, the questions whose contexts changed (their deltas mix in retrieval changes) and the
+    drift test of the anchors into the gate's report (docs/judged.md, "Judge drift inside the verdict")."""
     old, now = baseline.judge or {}, result["judge"]
     changes = _judge_changes(baseline, result)
     if changes:
@@ -5339,8 +5335,7 @@ def _verdict_cell(entry, floor):
 
 
 def _metric_rows(report, digits, missing="-"):
-    """Header and one row per metric (and gated slice): the table, markdown and csv summaries.
-    The paired columns appear when some metric was compared query by query."""
+    """Header and one row per metric (and gated slice): the table, markdown and csv summaries."""
     gate = report.get("gate", {})
     gate_entries, floors, not_gated = gate.get("metrics", {}), gate.get("floors", {}), gate.get("not_gated", ())
     intervals = report.get("intervals")
@@ -5376,8 +5371,7 @@ def _slice_rows(report, digits):
 
 
 def _per_query_rows(report, digits):
-    """One row per query, in natural order; with a baseline's per-query scores,
-    one row per (query, metric) with the baseline, now and the delta."""
+    """One row per query; with a baseline's per-query scores, one row per (query, metric)."""
     table = report.get("per_query") or {}
     metrics = sorted(report["mean"], key=_metric_order)
     queries = sorted(table, key=_natural_order)
@@ -5402,8 +5396,9 @@ def _one_line(text):
 
 def _drop_lines(report, digits, quoted):
     """Per failing metric: how many queries got worse and the largest drops."""
-    lines = []
-    for metric, entry in sorted(report.get("gate", {}).get("metrics", {}).items(), key=lambda item: _metric_order(item[0])):
+    lines, entries = [], report.get("gate", {}).get("metrics", {})
+    for metric in sorted(entries, key=_metric_order):
+        entry = entries[metric]
         if entry["verdict"] != "pass" and entry.get("largest_drops"):
             drops = ", ".join(f"{quoted(qid)} ({delta:+.{digits}f})" for qid, delta in entry["largest_drops"])
             hits = f"; hit to miss: {len(entry['hit_to_miss'])}" if entry["hit_to_miss"] else ""
@@ -5710,9 +5705,8 @@ _SUMMARY_LEGEND = ("delta = mean - baseline; a metric fails when it falls by mor
 
 
 def _step_summary(report, digits, warnings, failures, markdown, meta):
-    """The markdown report for a step summary or a pull-request comment: what failed right under the
-    verdict, then the tables, then the notes and warnings; cut to fit GitHub's limit.  The failing lines,
-    notes and warnings are the log's lines, each a code span: they name slices, runs, files and ids."""
+    """The markdown report for a step summary or a pull-request comment, cut to fit GitHub's limit.  The failing
+    lines, notes and warnings are the log's lines, each a code span: they name slices, runs, files and ids."""
     def listed(lines):
         return "\n".join("- " + _neutralise_workflow_commands(_markdown_input(line)) for line in lines)
 
@@ -5781,9 +5775,8 @@ def _openmetrics_text(report):
 
 
 def _gate_context_text(gate_report, digits, quoted=_one_line):
-    """The lines under the verdict (each after a newline), or "": what the baseline's provenance
-    says otherwise, what the judgments changed, and each delta split into labels and system.
-    ``quoted`` shows what comes from the inputs (meta keys and values, query ids, slices' names)."""
+    """The lines under the verdict (each after a newline), or ""; ``quoted`` shows what comes from the inputs
+    (meta keys and values, query ids, slices' names)."""
     gate_report = gate_report or {}
     lines = [f"not gated (--not-gated): {', '.join(gate_report['not_gated'])}"] if gate_report.get("not_gated") else []
     lines += [f"{what} changed since the baseline: " + "; ".join(map(quoted, gate_report[key]))
@@ -5825,8 +5818,7 @@ _MARKS = {"best": "best", "indistinguishable": "~best", "": ""}  # ~best: not di
 
 
 def _format_comparison(report, digits, markdown=False):
-    """The comparison for people: the gate's verdict over every gated run, how the runs were compared, one
-    row per (metric, run), then what failed in each gated run; with ``markdown``, as _format_table does."""
+    """The comparison for people; with ``markdown``, as _format_table does."""
     comparison, runs = report["comparison"], report["runs"]
     quoted = _markdown_input if markdown else _one_line
     scored = _plural(runs[0]["queries"], "query", "queries")
