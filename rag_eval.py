@@ -4795,7 +4795,7 @@ def _digest(value):
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _score_value(value, what, source, line):
+def _score_value(value, what, source, line=None):
     """A score as a float; None (missing) for null, NaN or an empty cell; Inspect's C/P/I/N are 1/0.5/0/0."""
     if isinstance(value, str):
         value = value.strip()
@@ -4850,7 +4850,7 @@ def _deepeval_rows(data, source, field):
         for metric in case.get("metricsData") or []:
             name = str(metric["name"])
             models.add(str(metric.get("evaluationModel")))
-            score = None if metric.get("error") else _score_value(metric.get("score"), name, source, None)
+            score = None if metric.get("error") else _score_value(metric.get("score"), name, source)
             threshold = metric.get("threshold")
             if score is not None and _is_finite(threshold) and score != threshold and "success" in metric:
                 way = "higher" if metric["success"] == (score > threshold) else "lower"
@@ -4862,10 +4862,9 @@ def _deepeval_rows(data, source, field):
     return found, {"tool": "deepeval", "model": ", ".join(sorted(models))}, known
 
 
-def _table_rows(rows, source, field, tool, metrics, why="",
-                texts=((), ()), rename=lambda name: name):
+def _table_rows(rows, source, field, tool, metrics, why="", texts=((), ()), rename=lambda name: name):
     """Rows of one column per metric; ``texts``: the answer's and the contexts' columns."""
-    found, metrics = [], list(metrics)
+    found = []
     for line, row in rows:
         qid = _judged_key(row, field, source, line, why)
         sha = [_digest(next((row[name] for name in names if name in row), None)) for names in texts]
@@ -4914,7 +4913,7 @@ def _promptfoo_rows(data, source, field):
     for row in rows:
         qid = _judged_key(row.get("vars") or row["testCase"].get("vars") or {}, field, source, why="rows are positions")
         scores = {"score": row.get("score"), "pass": row.get("success"), **(row.get("namedScores") or {})}
-        found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source, None), None,
+        found += [JudgedScore(qid, name, None if row.get("error") else _score_value(value, name, source), None,
                               _digest((row.get("response") or {}).get("output"))) for name, value in scores.items()]
     return found, {"tool": "promptfoo"}, {"score": ("higher", None)}
 
@@ -4928,7 +4927,7 @@ def _inspect_rows(samples, source, field, header):
         for scorer, score in (sample.get("scores") or {None: None}).items():  # None: missing
             values = score.get("value") if isinstance(score, dict) else None
             values = values if isinstance(values, dict) else {scorer: values}
-            found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source, None),
+            found += [JudgedScore(qid, name, None if sample.get("error") else _score_value(v, name, source),
                                   str(sample.get("epoch", 1)), answer) for name, v in values.items()]
     spec = header.get("eval") or {}
     return found, {"tool": "inspect", "task": str(spec.get("task")), "model": str(spec.get("model"))}, {}
@@ -5176,7 +5175,7 @@ def _covariance(a, b):
     return math.fsum((x - mean_a) * (y - mean_b) for x, y in zip(a, b)) / (len(a) - 1)
 
 
-def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
+def _ppi_mean(labels, judged):
     """The prediction-powered mean (PPI++, Angelopoulos, Duchi & Zrnic 2023) of what people would say: human
     ``labels`` of a random subset of the questions, and the judge's scores of all of them (``judged``).  The
     estimator, its power-tuning weight lambda in [0, 1] and when the labels alone are used: docs/judged.md."""
@@ -5202,15 +5201,15 @@ def _ppi_mean(labels, judged, confidence=_CONFIDENCE):
     entry["estimate"] = (weight * _mean(rest) if weight else 0.0) + _mean(residual)
     var = (weight ** 2 * _standard_deviation(rest) ** 2 / others if weight else 0.0) + \
         (_standard_deviation(residual) ** 2) / n
-    z, df = _normal_quantile((1 + confidence) / 2), n - 1
+    z, df = _normal_quantile((1 + _CONFIDENCE) / 2), n - 1
     half = (z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)) * math.sqrt(var)
-    entry["interval"] = list(_clopper_pearson(int(sum(y)), n, confidence)) if not weight and set(y) <= {0.0, 1.0} \
+    entry["interval"] = list(_clopper_pearson(int(sum(y)), n)) if not weight and set(y) <= {0.0, 1.0} \
         else [entry["estimate"] - half, entry["estimate"] + half]  # labels alone, pass/fail: exact, never [1, 1]
     entry["effective_labels"] = spreads[0] ** 2 / var if var else None
     return entry
 
 
-def _human_report(labels, result, baseline=None):
+def _human_report(labels, result, baseline):
     """Per judged metric with human labels: the prediction-powered mean now and, with the baseline's scores and
     labels of its answers (``baseline_label``), the paired prediction-powered delta (see _ppi_mean)."""
     keys = {key[len(_JUDGE):].lstrip("-"): key for key in result["judge"]["metrics"]}
@@ -5420,7 +5419,7 @@ def _verdict_word(failed, undecided):
     return f"INCONCLUSIVE ({len(undecided)}: {', '.join(undecided)})" if undecided else "PASS"
 
 
-def _verdict_line(report, quoted=_one_line):
+def _verdict_line(report, quoted):
     """What the gate said, or how many queries were scored; ``quoted`` shows a slice's name."""
     gate_report = report.get("gate")
     missing = len(report.get("missing", ()))
@@ -5515,7 +5514,7 @@ def _markdown_input(text):
     return _code_span(_one_line(text))
 
 
-def _metric_name(key, quoted=_one_line):
+def _metric_name(key, quoted):
     """A metric as a report names it, a slice's name (``billing`` of ``billing:recall@5``) shown by ``quoted``."""
     tag, colon, metric = key.rpartition(":")
     return quoted(tag) + colon + metric if colon else key
@@ -5533,7 +5532,7 @@ def _code_span(text):
     return fence + pad + text + pad + fence
 
 
-def _markdown_table(rows, inputs=None):
+def _markdown_table(rows, inputs):
     """A pipe table; the data cells of a column in ``inputs`` hold text from the inputs, shown by its function, the
     rest as text.  A ``|`` is escaped everywhere, in a code span too (GitHub's tables read ``\\|`` there as ``|``)."""
     def cells(row, inputs):
@@ -5541,7 +5540,7 @@ def _markdown_table(rows, inputs=None):
                  for column, cell in enumerate(row))
         return "| " + " | ".join(cell.replace("|", "\\|") for cell in shown) + " |"
 
-    return "\n".join([cells(rows[0], {}), "|" + "---|" * len(rows[0])] + [cells(row, inputs or {}) for row in rows[1:]])
+    return "\n".join([cells(rows[0], {}), "|" + "---|" * len(rows[0])] + [cells(row, inputs) for row in rows[1:]])
 
 
 def _format_csv(report, digits):
@@ -5606,7 +5605,7 @@ def _junit_xml(report, inconclusive_fails=False):
     """JUnit XML, one test case per gated metric, slice and floor: GitLab, Jenkins and the rest read it.
     An inconclusive metric is ``<skipped>`` (neither passed nor failed), a ``<failure>`` when
     ``inconclusive_fails`` (``--inconclusive fail``, which exits 1 on it)."""
-    from xml.etree import ElementTree
+    from xml.etree.ElementTree import Element, SubElement, tostring
 
     gate_report = report.get("gate") or {"metrics": {}, "floors": {}}
     cases = [(key, entry["verdict"], f"baseline {_format_number(entry['baseline'], 4)}, now "
@@ -5620,20 +5619,20 @@ def _junit_xml(report, inconclusive_fails=False):
         scored = _plural(report["queries"], "query", "queries")
         cases = [("scored", UNGATED, f"{scored} scored, no baseline or floor to gate")]
     failing = _FAILED + (("inconclusive",) if inconclusive_fails else ())
-    suites = ElementTree.Element("testsuites", name="rag_eval")
-    suite = ElementTree.SubElement(suites, "testsuite", name="rag_eval")
+    suites = Element("testsuites", name="rag_eval")
+    suite = SubElement(suites, "testsuite", name="rag_eval")
     for key, verdict, detail in cases:
-        case = ElementTree.SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
+        case = SubElement(suite, "testcase", classname="rag_eval.gate", name=key)
         if verdict in failing:
-            ElementTree.SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
+            SubElement(case, "failure", message=f"{key}: {verdict}", type=verdict).text = detail
         elif verdict in ("inconclusive", UNGATED, "not gated"):
-            ElementTree.SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
+            SubElement(case, "skipped", message=f"{key}: {verdict}").text = detail
         else:
-            ElementTree.SubElement(case, "system-out").text = f"{verdict}: {detail}"
+            SubElement(case, "system-out").text = f"{verdict}: {detail}"
     counts = {"tests": str(len(cases)), "failures": str(len(suite.findall("*/failure")))}
     suites.attrib.update(counts)
     suite.attrib.update(counts, errors="0", skipped=str(len(suite.findall("*/skipped"))))
-    text = ElementTree.tostring(suites, encoding="unicode")
+    text = tostring(suites, encoding="unicode")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + _neutralise_workflow_commands(text, "xml") + "\n"
 
 
@@ -5784,7 +5783,7 @@ def _gate_context_text(gate_report, digits, quoted=_one_line):
     lines += [f"judge drift: {_metric_name(key, quoted)} moved {t['shift']:+.{digits}f} on {t['anchors']} unchanged "
               f"answers (p {t['p_holm']:.2g})" for key, t in gate_report.get("judge_drift", {}).items() if t["drifted"]]
     if gate_report.get("label_changes"):
-        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted=quoted))
+        lines.append("labels changed since the baseline: " + _label_summary(gate_report["label_changes"], quoted))
     if gate_report.get("delta_split"):
         lines.append("delta = labels + system: " + "; ".join(
             f"{_metric_name(metric, quoted)} {e['total']:+.{digits}f} = {e['labels']:+.{digits}f} + "
@@ -5793,7 +5792,7 @@ def _gate_context_text(gate_report, digits, quoted=_one_line):
     return "".join("\n" + line for line in lines)
 
 
-def _label_summary(changes, shown=5, quoted=_one_line):
+def _label_summary(changes, quoted, shown=5):
     """``label_changes`` in one line: the counts, then the first few changed queries (their ids shown by ``quoted``)."""
     counts, queries = changes["counts"], changes["queries"]
     if changes["stored"] == "judgments":
@@ -5867,8 +5866,8 @@ def _comparison_rows(report, digits, missing="-", raw=False):
             row = [metric, name] + [_format_number(number, digits, missing) for number in numbers]
             row.append(_MARKS[entry["mark"]] or ("" if raw else missing))
             if gates:
-                row.append((_verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric)) or missing)
-                           if gated else missing)
+                row.append(gated and _verdict_cell(gated["metrics"].get(metric, {}), gated["floors"].get(metric))
+                           or missing)
             rows.append(row)
     for metric in next((gate.get("not_gated", ()) for gate in gates.values()), ()):  # one baseline for all
         rows += [[metric, name] + [missing] * (len(rows[0]) - 3) + ["not gated"] for name in gates]
