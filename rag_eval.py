@@ -5002,8 +5002,7 @@ def _judged_content(path):
     except UnicodeDecodeError as exc:
         raise RagEvalError(f"bytes that are not UTF-8 (byte 0x{data[exc.start]:02x})", source,
                            1 + data.count(b"\n", 0, exc.start)) from None
-    lines = text.splitlines()
-    filled = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    filled = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not filled:
         raise RagEvalError("file is empty", source)
     first = filled[0][1].strip()
@@ -5263,7 +5262,7 @@ def build_report(result: dict, *, gate_report: Optional[dict] = None, intervals:
         report["intervals"] = {metric: list(pair) for metric, pair in intervals.items()}
     if slices is not None:
         report["slices"] = _slice_report(result, slices)
-    if "judge" in result:  # per judged metric: direction, range, questions, missing ones, repeats; the judge
+    if "judge" in result:
         report["judge"] = {key: result["judge"][key] for key in ("metrics", "provenance")}
     return report
 
@@ -5371,7 +5370,7 @@ def _slice_rows(report, digits):
 
 def _per_query_rows(report, digits):
     """One row per query; with a baseline's per-query scores, one row per (query, metric)."""
-    table = report.get("per_query") or {}
+    table = report["per_query"]
     metrics = sorted(report["mean"], key=_metric_order)
     queries = sorted(table, key=_natural_order)
     before = report.get("per_query_baseline")
@@ -5485,7 +5484,7 @@ def _format_table(report, digits, markdown=False):
              table(_metric_rows(report, digits), {0: _markdown_metric}), _gate_caption(report.get("gate")),
              _gain_line(report)]
     drops = _drop_lines(report, digits, quoted)
-    if markdown:  # a paragraph per drop line, its metric in bold
+    if markdown:
         parts += [f"**{metric}**: {rest}" for metric, _, rest in (line.partition(": ") for line in drops)]
     else:
         parts.append("\n".join(drops))
@@ -5736,10 +5735,9 @@ def _cut_markdown(text, limit):
     kept = data[:limit - 400].decode("utf-8", "ignore").rpartition("\n")[0]
     # The tool's own tags open a line and close one; an id's (in a code span, in a table cell) does neither.
     opened = len(re.findall(r"^<details>", kept, re.M)) > len(re.findall(r"</details>$", kept, re.M))
-    closing = "\n\n</details>" if opened else ""
     cut = text.count("\n") - kept.count("\n")
-    return (kept + closing + f"\n\n*Cut here: {cut} more lines would pass GitHub's 1 MiB limit; "
-            "--output writes every query's scores.*\n")
+    return (kept + ("\n\n</details>" if opened else "") + f"\n\n*Cut here: {cut} more lines would pass GitHub's 1 MiB "
+            "limit; --output writes every query's scores.*\n")
 
 
 def _openmetrics_text(report):
