@@ -5649,8 +5649,8 @@ _RUNNER_COMMANDS = (
 # Two passes: the regex engine skips fast only to a pattern whose every branch opens with a literal.
 _COMMAND, _CONTROL = (re.compile("|".join(pattern for _, pattern in _RUNNER_COMMANDS[:-1]), re.M),
                       re.compile(_RUNNER_COMMANDS[-1][1]))
-_ESCAPES: Dict[str, Callable[[str], str]] = {  # output style: a character escaped
-    "text": lambda c: "\\" + c if c.isprintable() else c.encode("unicode_escape").decode("ascii"),
+_ESCAPES = {  # output style: a character escaped
+    "text": lambda c: "\\" + c if c.isprintable() else _one_line(c),
     "json": lambda c: f"\\u{ord(c):04x}",
     "xml": lambda c: f"&#{ord(c)};" if ord(c) > 31 else _ESCAPES["text"](c),  # XML 1.0 holds no C0 control
 }
@@ -5872,7 +5872,7 @@ def _comparison_rows(report, digits, missing="-", raw=False):
     return rows
 
 
-_COMPARISON_FORMATTERS: Dict[str, Callable[[dict, int], str]] = {
+_COMPARISON_FORMATTERS = {  # as FORMATTERS
     "json": _format_json,
     "table": _format_comparison,
     "markdown": lambda report, digits: _format_comparison(report, digits, markdown=True),
