@@ -5281,7 +5281,8 @@ def _slice_report(result, slices):
     for tag, queries in _slice_members(slices).items():
         scored = [qid for qid in queries if qid in result["per_query"]]
         report[tag] = {"queries": len(scored),
-                       "mean": {metric: _mean(values[qid] for qid in scored) for metric, values in scores.items()}}
+                       "mean": {metric: _mean(values[qid] for qid in scored if qid in values)
+                                for metric, values in scores.items()}}
     return report
 
 

@@ -385,6 +385,24 @@ class RetrievalAndJudgedTogether(JudgedTempDir, unittest.TestCase):
         self.assertEqual(report["gate"]["floors"]["judge.faithfulness"]["verdict"], "below floor")
         self.assertAlmostEqual(report["slices"]["real"]["mean"]["judge.faithfulness"], (0.9 + 0.8) / 2)
 
+    def test_a_slice_mean_counts_the_questions_each_metric_scored(self):
+        # faithfulness scored q1 q2, correctness only q1: the slice's correctness mean is q1's alone, as the
+        # gate's slice mean is (it was a KeyError traceback)
+        judged = self.write_rows("j.jsonl", [{"id": "q1", "metric": "faithfulness", "score": 0.9},
+                                             {"id": "q2", "metric": "faithfulness", "score": 0.5},
+                                             {"id": "q1", "metric": "correctness", "score": 0.25}])
+        slices = self.write_rows("s.jsonl", [{"query_id": q, "slice": "real"} for q in ("q1", "q2")])
+        allow = ["--max-judge-missing", "0.5"]
+        code, report, _ = report_of(["--judged", judged, "--slices", slices, *allow])
+        self.assertEqual(code, 0)
+        self.assertAlmostEqual(report["slices"]["real"]["mean"]["judge.faithfulness"], (0.9 + 0.5) / 2)
+        self.assertEqual(report["slices"]["real"]["mean"]["judge.correctness"], 0.25)
+        base = os.path.join(self.tmp, "b.json")
+        self.assertEqual(run_main(["--judged", judged, "--slices", slices, *allow, "--save-baseline", base])[0], 0)
+        code, report, _ = report_of(["--judged", judged, "--slices", slices, *allow, "--baseline", base,
+                                     "--max-drop", "real:judge.correctness=0.1"])
+        self.assertEqual(report["gate"]["metrics"]["real:judge.correctness"]["now"], 0.25)
+
     def test_every_format_renders_judged_metrics(self):
         for form in ("table", "markdown", "csv"):
             with self.subTest(form):
