@@ -580,14 +580,11 @@ def _check_k(k):
         raise RagEvalError(f"k must be a positive integer, got {_clipped_repr(k)}")
 
 
-def _check_measures(measures, cutoffs, table=None):
+def _check_measures(measures, cutoffs, table=_BY_NAME):
     """The (measure, k) pairs asked for: a bare measure at every cutoff, ``measure@k`` (in any
-    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given.
-    ``table``: the measures allowed (default: MEASURES)."""
-    table = _BY_NAME if table is None else table
-    names = list(measures)
+    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given."""
     pairs, unknown = [], []
-    for text in names:
+    for text in measures:
         if text in table:
             pairs += [(text, cutoff) for cutoff in cutoffs]
             continue
@@ -675,7 +672,7 @@ def evaluate(
     says; with ``doc_id_sep`` a document is scored at its best chunk (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_MEASURES if measures is None else measures)
+    asked = _asked(measures, _DEFAULT_MEASURES)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -692,8 +689,7 @@ def evaluate(
         qrels = _documents_qrels(qrels, doc_id_sep)
         run = run if reduced else _documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
-    if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
+    _check_abstain_below(abstain_below)
 
     unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
@@ -702,9 +698,7 @@ def evaluate(
                            f"the qrels have {theirs}); drop them with --drop-unknown-queries", "run")
     depth = cutoffs[-1]
     columns = _columns(pairs, single, _BY_NAME)
-    per_query: Dict[str, Dict[str, float]] = {}
-    unscored: List[str] = []
-    skipped: List[str] = []
+    per_query, unscored, skipped = {}, [], []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
     keep = _judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
@@ -739,6 +733,15 @@ def evaluate(
     }
 
 
+def _asked(measures, default):
+    return measures.split(",") if isinstance(measures, str) else list(default if measures is None else measures)
+
+
+def _check_abstain_below(abstain_below):
+    if abstain_below is not None and not _is_finite(abstain_below):
+        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
+
+
 def _abstention(unscored, run, abstain_below):
     """How many unanswerable queries the run left unanswered, as it should."""
     def abstained(qid):
@@ -747,11 +750,9 @@ def _abstention(unscored, run, abstain_below):
             return True
         if abstain_below is None:
             return False
-        if type(entry) is _Reduced:
-            best = entry.best
-        else:
-            best = max(entry.values()) if isinstance(entry, _MAPPINGS) else None
+        best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
         if best is None:
+
             raise RagEvalError(f"query {_clipped_repr(qid)}: abstain_below (--abstain-below) needs scores, and this "
                                "ranking has none", "run")
         return best < abstain_below
@@ -1005,8 +1006,7 @@ def _located_run(path, fmt, max_bytes):
     return _read_run(path, fmt, max_bytes=_MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
-def _chunk_locations(run, in_run, chunk_map,
-                    source="run", map_source="chunks"):
+def _chunk_locations(run, in_run, chunk_map, source, map_source):
     """Where every chunk of the run lies: the run's own location or the chunk map's (they must agree)."""
     chunk_map = chunk_map or {}
     found = {}
@@ -1101,10 +1101,11 @@ def _numbered(ids, chunks):
             raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
         first, lengths = len(index.starts), [end - start for start, end, _ in held]
-        index.number.update(zip([row[2] for row in held], range(first, first + len(held))))
+        starts, ends, ids = zip(*held)
+        index.number.update(zip(ids, range(first, first + len(held))))
         index.document.extend([doc] * len(held))
-        index.starts.extend(row[0] for row in held)
-        index.ends.extend(row[1] for row in held)
+        index.starts.extend(starts)
+        index.ends.extend(ends)
         index.length.extend(lengths)
         overlapping = any(map(lt, index.starts[first + 1:], index.ends[first:]))  # one starts before the last ends
         index.by_document[doc] = (first, len(index.starts), max(lengths), overlapping)
@@ -1324,7 +1325,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = _asked(measures, _DEFAULT_SPAN_MEASURES)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
@@ -1339,14 +1340,13 @@ def evaluate_spans(
     # What evaluate checks, checked before the spans are scored: the conventions and abstain_below.
     conv = _Conventions(gain, min_grade)
     _check_conventions(conv)
-    documents: Dict[str, Dict[str, int]] = {}
+    documents = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     _check_gain_range(documents, conv)
-    if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
+    _check_abstain_below(abstain_below)
     span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
     columns = _columns(span_pairs, single, _SPAN_BY_NAME)
     depth = max(cutoffs)
@@ -1356,9 +1356,7 @@ def evaluate_spans(
         return {key: compute(q, cutoff) for key, _, compute, cutoff in columns}
 
     # One pass over the run: each query's chunks are ranked and numbered, for both levels, and let go.
-    per_query: Dict[str, Dict[str, float]] = {}
-    doc_run: Dict[str, _Reduced] = {}
-    tied: Dict[str, List[int]] = {}
+    per_query, doc_run, tied = {}, {}, {}
     for qid, entry in run.items():
         ranking = _ranking(entry)
         try:
@@ -1375,7 +1373,7 @@ def evaluate_spans(
                     measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
     doc_keys = [_DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
-    scored: Dict[str, Dict[str, float]] = {}
+    scored = {}
     for qid, doc_values in docs["per_query"].items():
         if qid not in per_query:  # not in the run: nothing retrieved
             per_query[qid] = evidence_values(qid, [])
@@ -1392,8 +1390,7 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def _read_corpus(path, max_bytes=None, what="document",
-                keep=None):
+def _read_corpus(path, max_bytes=None, what="document", keep=None):
     """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
     those in ``keep`` when given (the labels' documents: memory follows the labels)."""
     corpus = {}
@@ -1500,7 +1497,7 @@ def _label_status(span, text, places):
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def _labels_table(check, fmt="table"):
+def _labels_table(check, fmt):
     """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
     and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
     counts = {}
@@ -1526,15 +1523,9 @@ def _labels_table(check, fmt="table"):
 
 
 def _spans_text(qrels):
-    """Evidence qrels as JSONL rows, by query then document and start."""
-    lines = []
-    for qid in sorted(qrels):
-        for span in qrels[qid]:
-            row = {"query_id": qid, "doc_id": span.doc_id, "start": span.start, "end": span.end, "grade": span.grade}
-            if span.text is not None:
-                row["text"] = span.text
-            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
-    return "".join(lines)
+    """Evidence qrels as JSONL rows, by query then document and start; no ``text`` where a span has none."""
+    return "".join(json.dumps(dict(zip(("query_id", *Span._fields), (qid, *span[:4 if span.text is None else 5]))),
+                              ensure_ascii=False) + "\n" for qid in sorted(qrels) for span in qrels[qid])
 
 
 def _fixed_labels_text(qrels, check, source="qrels"):
@@ -1552,7 +1543,8 @@ def _fixed_labels_text(qrels, check, source="qrels"):
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def _to_spans(qrels, chunks, corpus=None):
+def _to_spans(qrels, chunks, corpus):
+
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
     with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
@@ -1633,9 +1625,9 @@ class PairedComparison(NamedTuple):
     spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
 
 
-def _subset_sums(values, start=0.0):
+def _subset_sums(values):
     """The sum of every subset of ``values``: entry s sums the values whose bit is set in s."""
-    sums = [start]
+    sums = [0]
     for value in values:
         sums += [subtotal + value for subtotal in sums]
     return sums
@@ -1770,11 +1762,11 @@ def _lookup_sums(columns, draws):
     width = len(columns[0])
     chosen_bytes = [draw.to_bytes((width + 7) // 8, "little") for draw in draws]
     if len(columns) == 1 or width > _PACK_WIDTH:  # floats: sum() adds them in C without allocating, exact below 2**53
-        tables = [[array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+        tables = [[array("d", _subset_sums(values[start:start + 8])) for start in range(0, width, 8)]
                   for values in columns]
         return [[sum(map(getitem, column, chosen)) for chosen in chosen_bytes] for column in tables]
     packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
-    tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
+    tables = [_subset_sums(packed[start:start + 8]) for start in range(0, width, 8)]
     # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes
     bias = sum(1 << (64 * lane + 63) for lane in range(len(columns)))
     lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(columns), "little")
@@ -1832,7 +1824,7 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
-def _percentile_interval(means, confidence=_CONFIDENCE):
+def _percentile_interval(means, confidence):
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means, tail = sorted(means), (1 - confidence) / 2
 
@@ -1937,8 +1929,7 @@ def _holm(p_values):
     {'a': 0.03, 'c': 0.06, 'b': 0.06}
     """
     ordered = sorted(p_values.items(), key=lambda item: (item[1], item[0]))
-    adjusted = {}
-    running = 0.0
+    adjusted, running = {}, 0.0
     for rank, (name, p) in enumerate(ordered):
         running = max(running, min(1.0, (len(ordered) - rank) * p))
         adjusted[name] = running
@@ -1947,8 +1938,7 @@ def _holm(p_values):
 
 def _one_size(nonzero):
     """Whether every value has the same size (+-c): then the sign-flip test is the sign test."""
-    size = abs(nonzero[0])
-    return all(abs(value) == size for value in nonzero)
+    return len(set(map(abs, nonzero))) == 1
 
 
 def _sign_test(better, differing):
@@ -1983,14 +1973,13 @@ class _Family(NamedTuple):
 def _family(deltas, resamples, seed):
     """Line up the tests on the union of their queries and draw one shared resampling (or none: exact)."""
     keys = sorted(deltas)
-    queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
+    queries = sorted(set().union(*(deltas[key] for key in keys)))
     position = {qid: i for i, qid in enumerate(queries)}
     columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
     differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
-    if differing <= _EXACT_SIGN_FLIP_MAX:
-        return _Family(keys, columns, len(queries), None)
-    rng = _random(f"rag_eval:{seed}:family")
-    return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
+    halves = None if differing <= _EXACT_SIGN_FLIP_MAX else \
+        _joint_halves(columns, len(queries), resamples, _random(f"rag_eval:{seed}:family"))
+    return _Family(keys, columns, len(queries), halves)
 
 
 def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED,
@@ -2262,11 +2251,11 @@ def read_baseline(path: str) -> Baseline:
         data = _parse_json(inp, "baseline", _MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
-    if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
+    if "format" in data:
+        return _extended_baseline(data, inp.source)
+    if any(isinstance(value, (dict, list)) for value in data.values()):
         raise RagEvalError(_NOT_A_BASELINE, inp.source)
-    if "format" not in data:
-        return Baseline(_check_means(data, inp.source, metrics=True))
-    return _extended_baseline(data, inp.source)
+    return Baseline(_check_means(data, inp.source, metrics=True))
 
 
 def _extended_baseline(data, path):
@@ -2529,10 +2518,8 @@ def _output_target(path):
 
 
 def _remove(path):
-    try:
+    with suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def _file_mode(path):
