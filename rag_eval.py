@@ -637,8 +637,7 @@ def _check_conventions(conv):
 
 
 def _columns(pairs, single, table):
-    """(per-query key, metric, measure, cutoff) of every value of a query, in output order: the key is the
-    bare measure name when one cutoff was asked and no measure named its own (``single``)."""
+    """(per-query key, metric, measure, cutoff) of every value of a query, in output order; bare keys if ``single``."""
     return [(name if single else format_metric(name, cutoff), format_metric(name, cutoff), table[name].compute, cutoff)
             for name, cutoff in pairs]
 
@@ -815,7 +814,7 @@ def _check_qrels(qrels, source="qrels"):
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
         if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= _MAX_GRADE:
-            return qrels  # the common case, checked in C for all queries at once; the loop below says what is wrong
+            return qrels  # the common case, checked in C for all queries at once
     qrels = {qid: {d: _whole(g) for d, g in docs.items()} if isinstance(docs, _MAPPINGS) else docs for qid, docs in qrels.items()}
     for qid, docs in qrels.items():
         _string_id(qid, "query id", source)
@@ -832,7 +831,7 @@ def _check_grades(docs, source, qid=None):
                            f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= _MAX_GRADE:
-        return  # the common case, checked in C; the loop below finds what is wrong otherwise
+        return  # the common case, checked in C
     for docid, grade in docs.items():
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= _MAX_GRADE:
@@ -874,20 +873,17 @@ def _check_run(run, source="run"):
             and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
         scores = list(chain.from_iterable(map(dict.values, entries))) if entries and type(entries[0]) is dict else []
         if _all_of(scores, float, int) and _all_finite(scores):
-            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
+            return  # the common case, checked in C for all queries at once
     for qid, entry in run.items():
         _string_id(qid, "query id", source)
         if isinstance(entry, list):
-            if _all_of(entry, str):
-                continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
                                        f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
-            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
-                continue  # the common case, checked in C
             for docid, score in entry.items():
+
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
                     raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
@@ -900,8 +896,7 @@ def _check_run(run, source="run"):
 
 
 # === Evidence spans ===
-# Judgments on a document's characters (docs/spans.md).  The measures read, per query,
-# the rank at which each span became covered and the characters retrieved.
+# Judgments on a document's characters (docs/spans.md).
 
 _DEFAULT_MIN_OVERLAP = 0.5
 Location = Tuple[str, int, int]  # (doc_id, start, end) of a chunk
@@ -975,8 +970,7 @@ def _span_qrels(rows, source):
 
 def _read_chunks(path, max_bytes=None, keep=None):
     """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
-    ``keep`` when given (a run's: memory follows the run, not the map).
-    The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
+    ``keep`` when given (a run's: memory follows the run, not the map)."""
     chunks = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, _MAX_RUN_BYTES if max_bytes is None else max_bytes):
@@ -1204,8 +1198,7 @@ def _add_interval(starts, ends, start, end):
 
 
 # --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
-# recall, success and mrr are the document measures' own functions (_recall, _success, _reciprocal_rank):
-# they read only ``relevant`` and ``num_relevant``, which an Evidence holds for spans as Judged does for documents.
+# recall, success and mrr are the document measures' own: they read only ``relevant`` and ``num_relevant``.
 
 
 def _span_ndcg(q, k):
@@ -1329,7 +1322,7 @@ def evaluate_spans(
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
-    # the asked measures (ndcg) and metrics (ndcg@10, ndcg_cut_10) that the document level has too: not iou
+    # the measures (ndcg) and metrics (ndcg@10, ndcg_cut_10) asked that documents have too: not iou
     on_documents = [text for text in asked if (text if text in _ALL_MEASURES else parse_metric(text)[0]) in _BY_NAME]
     _check_span_qrels(qrels)
     _check_run(run)
@@ -1816,9 +1809,10 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
-    if _one_size(nonzero):  # +-c only (a 0/1 measure): the sign test, exact at any count
+    if _one_size(nonzero):
         return _sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
-    if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
+    if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:
+
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
     halves = _shared_halves([deltas], resamples, rng or _random(_DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
@@ -2351,10 +2345,10 @@ def _qrels_fingerprint(qrels):
 
 def _conventions_record(result):
     conv = result["conventions"]
-    cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
     spans = {"min_overlap": conv["min_overlap"]} if "min_overlap" in conv else {}  # evidence judgments
-    return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
-            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": _TIE_RULE, **spans}
+    return {"k": result["k"] if isinstance(result["k"], list) else [result["k"]],
+            **{key: conv[key] for key in _Conventions._fields}, "ties": _TIE_RULE, **spans}
+
 
 
 def _differences(baseline, result, qrels_sha256):
@@ -2373,15 +2367,13 @@ def _differences(baseline, result, qrels_sha256):
 
 
 def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None):
-    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
-    the means first, then how they were made, then one line per query (its scores, its judgments), so that a
-    pull request's diff shows the queries that changed; nothing changes when nothing changed (no time, no
-    Python version; keys in a fixed order).
+    """The extended baseline of a result as a file, ``extra`` records (``meta``, ``judgments``) beside the rest:
+    the means, how they were made, then a line per query, so that a pull request's diff shows the queries that
+    changed; nothing changes when nothing changed (no time, no Python version, keys in a fixed order).
 
-    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
-    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric rises only by the
-    rise shown (significant_gains), its scores moved that share of the way to the new ones; otherwise it
-    keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
+    With ``keep_from`` (``--update-baseline``) a metric this result did not score or gate stays as it was.
+    With ``raised`` (``--ratchet``) a metric rises only by the rise shown, its scores moved that share of the
+    way to the new ones, else keeps its mean and scores; a flat older baseline keeps the better mean.
     ``reported_only`` metrics (span precision and iou) are left out.
     """
     means, per_query = dict(result["mean"]), _per_query_by_metric(result)
@@ -2390,7 +2382,7 @@ def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
         if metric not in means or metric in result.get("not_gated", ()) or (
-                raised is not None and scores is not None and metric not in raised):  # the older mean (and scores) stay
+                raised is not None and scores is not None and metric not in raised):
             means[metric] = old
             per_query.pop(metric, None)
             if scores is not None:
@@ -2398,7 +2390,7 @@ def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None
         elif raised is not None and scores is not None:
             per_query[metric] = _raised_scores(scores, per_query[metric], raised[metric])
             means[metric] = _mean(per_query[metric].values())
-        elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
+        elif raised is not None and scores is None and old > means[metric]:
             means[metric] = old
             del per_query[metric]
     by_query = {}
@@ -2563,7 +2555,7 @@ def _locked(path, timeout):
             os.close(handle)
             raise RagEvalError("cannot lock: not a regular file", lock_path)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if _identity(lock_path) == _identity(handle):
                 break  # locked, and still the file at that name
         except BlockingIOError:
@@ -2734,9 +2726,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if changed:  # the same provenance (or an older baseline that records none) adds nothing
         report["meta_changes"] = changed
     earlier = {"qrels": baseline_qrels} if baseline_qrels is not None else baseline and baseline.judgments
-    if earlier and (report["qrels_changed"] or old_on_old is not None):  # what the judgments changed
+    if earlier and (report["qrels_changed"] or old_on_old is not None):
         report["label_changes"] = _label_changes(earlier, qrels)
-    if old_on_old is not None:  # each delta split by its cause
+    if old_on_old is not None:
         report["delta_split"] = _delta_split(result["mean"], baseline.means, old_on_old)
     if simulations and report["verdict"] != UNGATED:
         report["calibration"] = calibrate(baseline, settings, simulations, metrics, _per_query_by_metric(result))
