@@ -1167,15 +1167,13 @@ def _shares(chunks, where, rank_of, start, end):
     by rank, for the chunks of one document (``where``: its entry in ``by_document``)."""
     first, past, longest, overlapping = where
     starts, ends = chunks.starts, chunks.ends
-    shares = []
     if overlapping:
         joined = ([], [])
-        for rank, low, high in sorted((rank_of[j], max(start, starts[j]), min(end, ends[j]))
-                                      for j in range(bisect_right(starts, start - longest, first, past),
-                                                     bisect_left(starts, end, first, past))
-                                      if ends[j] > start and j in rank_of):
-            shares.append((rank, _add_interval(*joined, low, high)))
-        return shares
+        return [(rank, _add_interval(*joined, low, high)) for rank, low, high in sorted(
+            (rank_of[j], max(start, starts[j]), min(end, ends[j]))
+            for j in range(bisect_right(starts, start - longest, first, past), bisect_left(starts, end, first, past))
+            if ends[j] > start and j in rank_of)]
+    shares = []
     first = bisect_right(ends, start, first, past)  # the first chunk that ends after the span starts
     for j in range(first, bisect_left(starts, end, first, past)):  # the chunks that share characters with the span
         rank = rank_of.get(j)
@@ -1384,8 +1382,7 @@ def evaluate_spans(
 
 
 def _read_corpus(path, max_bytes=None, what="document", keep=None):
-    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
-    those in ``keep`` when given (the labels' documents: memory follows the labels)."""
+    """The documents' (or queries') text by id, of those in ``keep`` when given (memory follows the labels)."""
     corpus = {}
     seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
@@ -1482,10 +1479,8 @@ def _label_status(span, text, places):
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first, count = places[span.doc_id, span.text]
-    if count == 0:
-        return "orphaned", "quoted text not found", span
-    if count > 1:
-        return "orphaned", "quoted text found more than once", span
+    if count != 1:
+        return "orphaned", "quoted text not found" if count == 0 else "quoted text found more than once", span
     moved = span._replace(start=first, end=first + len(span.text))
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
@@ -2452,8 +2447,9 @@ _NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' na
 
 
 def _kept_name(name):
-    """A file's name as part of its temporary and lock files' names: whole up to NAME_KEPT characters, else
-    cut with 12 hex digits of its sha256 in place of the end, so that two long names keep two locks."""
+    """A file's name in its temporary and lock files' names: a long one cut, 12 hex digits of its sha256 in place
+    of the end, so that two long names keep two locks."""
+
     import hashlib
 
     if len(name) <= _NAME_KEPT:
@@ -3032,8 +3028,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
               if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
     if not scores:
         raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
-    queries = sorted(set.intersection(*(set(values) for values in list(scores.values()) + [
-        set(now[key]) for key in (scores if now is not None else ())])))
+    queries = sorted(set.intersection(*map(set, [*scores.values(), *(now[key] for key in scores if now is not None)])))
     if len(queries) < 2:
         raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
     metrics = sorted(scores, key=_metric_order)
