@@ -1366,9 +1366,7 @@ def evaluate_spans(
     doc_keys = [_DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
     scored = {}
     for qid, doc_values in docs["per_query"].items():
-        if qid not in per_query:  # not in the run: nothing retrieved
-            per_query[qid] = evidence_values(qid, [])
-        values = scored[qid] = per_query[qid]
+        values = scored[qid] = per_query[qid] if qid in per_query else evidence_values(qid, [])  # else not in the run
         values.update(zip(doc_keys, doc_values.values()))
     ties = Counter(chain.from_iterable(tied.get(qid, ()) for qid in scored))
     mean = _means(scored, columns)
@@ -2008,8 +2006,7 @@ def _maxt_of(family, p_values):
         sums.append((total, scale))
         observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
-        spread = math.fsum(map(abs, values))
-        thresholds.append((abs(total) - _TIE_TOLERANCE * spread) / scale if scale else -1.0)
+        thresholds.append((abs(total) - _TIE_TOLERANCE * math.fsum(map(abs, values))) / scale if scale else -1.0)
     # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about every threshold
     statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
                   for (total, scale), column_halves in zip(sums, halves)]
@@ -2709,7 +2706,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
         if baseline.conventions is not None:  # reported only (span precision and iou) is no news
             report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
-        if "judge" in result:  # judged scores: the judge's changes and drift
+        if "judge" in result:
             _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values()) if metrics or report["floors"] else UNGATED
@@ -2764,7 +2761,7 @@ def _gated_metric(target, settings, comparison, p_holm, p_adjusted, tests=1):
     entry = {"baseline": target.was, "now": target.now,
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
-    if comparison is not None:  # the paired comparison's numbers beside the means
+    if comparison is not None:
         n, spread, alpha, mean = comparison.queries, comparison.spread, settings.alpha, comparison.mean_delta
         scores = list(target.before.values()) + list(target.after.values())
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
