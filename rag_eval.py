@@ -1637,8 +1637,7 @@ def _shared_halves(value_lists, resamples, rng):
     """Per list (all of length n), per resample a random half: bit i of one ``rng.getrandbits(n)`` is
     a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone."""
     draws = [rng.getrandbits(len(value_lists[0])) for _ in range(resamples)]
-    layouts = [[value for value in values if value] for values in value_lists]
-    layouts = [layout + [0.0] * (len(values) - len(layout)) for values, layout in zip(value_lists, layouts)]
+    layouts = [[value for value in values if value] + [0.0] * values.count(0) for values in value_lists]
     return _halves_of(layouts, [None] * len(layouts), draws)
 
 
@@ -1678,7 +1677,7 @@ def _halves_of(layouts, covers, draws):
     everyone = [_popcount(draw) for draw in draws] if None in covers else None
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
     grids = [_on_grid(values) for values in layouts]
-    width = len(layouts[0]) if layouts else 0
+    width = len(layouts[0])
     halves = {}
     if _HAS_BIT_COUNT and width >= _LOOKUP_BELOW:
         lookups_pay = len(draws) >= _PACK_DRAWS and width < _COARSE_FROM
