@@ -751,7 +751,6 @@ def _abstention(unscored, run, abstain_below):
             return False
         best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
         if best is None:
-
             raise RagEvalError(f"query {_clipped_repr(qid)}: abstain_below (--abstain-below) needs scores, and this "
                                "ranking has none", "run")
         return best < abstain_below
@@ -883,7 +882,6 @@ def _check_run(run, source="run"):
                                        f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
             for docid, score in entry.items():
-
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
                     raise RagEvalError(f"query {_clipped_repr(qid)}, document {_clipped_repr(docid)}: score must be a "
@@ -1530,7 +1528,6 @@ def _fixed_labels_text(qrels, check, source="qrels"):
 
 
 def _to_spans(qrels, chunks, corpus):
-
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
     with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
@@ -1804,7 +1801,6 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     if _one_size(nonzero):
         return _sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
     if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:
-
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
     halves = _shared_halves([deltas], resamples, rng or _random(_DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
@@ -2341,7 +2337,6 @@ def _conventions_record(result):
             **{key: conv[key] for key in _Conventions._fields}, "ties": _TIE_RULE, **spans}
 
 
-
 def _differences(baseline, result, qrels_sha256):
     """What differs between how an extended baseline and this result were made."""
     if baseline.conventions is None:
@@ -2445,7 +2440,6 @@ _NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' na
 def _kept_name(name):
     """A file's name in its temporary and lock files' names: a long one cut, 12 hex digits of its sha256 in place
     of the end, so that two long names keep two locks."""
-
     import hashlib
 
     if len(name) <= _NAME_KEPT:
