@@ -671,7 +671,7 @@ def evaluate(
     says; with ``doc_id_sep`` a document is scored at its best chunk (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = _asked(measures, _DEFAULT_MEASURES)
+    asked = _measures_asked(measures, _DEFAULT_MEASURES)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -732,7 +732,7 @@ def evaluate(
     }
 
 
-def _asked(measures, default):
+def _measures_asked(measures, default):
     return measures.split(",") if isinstance(measures, str) else list(default if measures is None else measures)
 
 
@@ -1314,7 +1314,7 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = _asked(measures, _DEFAULT_SPAN_MEASURES)
+    asked = _measures_asked(measures, _DEFAULT_SPAN_MEASURES)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
