@@ -2626,14 +2626,14 @@ class _Target(NamedTuple):
 
 def _targets(result, baseline, keys, slices):
     now_scores, members = _per_query_by_metric(result), _slice_members(slices or {})
-    old_scores = (baseline.per_query if baseline is not None else None) or {}
+    old_scores = getattr(baseline, "per_query", None) or {}
     targets = []
     for key in keys:
         tag, _, metric = key.rpartition(":")
         queries = members.get(tag) if tag else None
         after = _restrict(now_scores.get(metric, {}), queries)
         before = _restrict(old_scores[metric], queries) if metric in old_scores else None
-        was = baseline.means.get(key) if baseline is not None else None
+        was = baseline and baseline.means.get(key)
         if was is None and tag and before:
             was = _mean(before.values())
         paired = before is not None and bool(after)
@@ -3004,7 +3004,7 @@ def _delta_split(now, old_on_new, old_on_old):
 # --- Calibration: the gate measured on the baseline's own scores ---
 
 _CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
-_PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
+_PLANTED_DROPS = (1.0, 2.0)  # in tolerances
 
 
 def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = _DEFAULT_SIMULATIONS,
