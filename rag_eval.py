@@ -2672,7 +2672,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     fields = {"default" if name == "max_drop" else name: value for name, value in fields.items()}
     unknown = sorted(set(fields) - set(GateSettings._fields))
     if not isinstance(settings, GateSettings) or unknown:
-        raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
+        raise TypeError("gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
                         f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
     settings = settings._replace(**fields)
     settings = settings._replace(default=_as_tolerance(settings.default), tolerances={
