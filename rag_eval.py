@@ -701,8 +701,7 @@ def evaluate(
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
     keep = _judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
-        grades = qrels[qid]
-        q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
+        q, length, tied = _judged_query(qid, run.get(qid, []), qrels[qid], depth, conv, keep, cutoffs)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
@@ -796,8 +795,8 @@ def _unjudged_documents(qrels, run, k, doc_id_sep=None):
         qrels, run = _documents_qrels(qrels, doc_id_sep), _documents_run(run, doc_id_sep)
     found = []
     for qid in sorted(qrels):
-        ranking = _ranking(run.get(qid, []))
-        found.extend((qid, docid, rank) for rank, docid in enumerate(ranking[:k], 1) if docid not in qrels[qid])
+        found.extend((qid, docid, rank) for rank, docid in enumerate(_ranking(run.get(qid, []))[:k], 1)
+                     if docid not in qrels[qid])
     return sorted(found, key=lambda row: (row[2], row[0], row[1]))
 
 
@@ -1336,8 +1335,7 @@ def evaluate_spans(
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     _check_gain_range(documents, conv)
     _check_abstain_below(abstain_below)
-    span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
-    columns = _columns(span_pairs, single, _SPAN_BY_NAME)
+    columns = _columns([(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME], single, _SPAN_BY_NAME)
     depth = max(cutoffs)
 
     def evidence_values(qid, numbers):
@@ -1502,8 +1500,8 @@ def _labels_table(check, fmt):
         return _markdown_table(rows, {0: _markdown_input}) + "\n" + ("\n" + _markdown_table(
             [["status", "query", "document", "span", "found"]] + shown, {1: _markdown_input, 2: _markdown_input}) + "\n"
                                                                   if shown else "")
-    details = [f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}" for status, qid, doc, span, found in shown]
-    return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
+    return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(
+        f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}\n" for status, qid, doc, span, found in shown))
 
 
 def _spans_text(qrels):
@@ -3055,8 +3053,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
                                                   p_adjusted.get(t.key), len(paired))["verdict"] for t in targets)] += 1
-        name = "a/a" if not factor else f"drop {factor:g}x tolerance"
-        scenarios[name] = {"planted_drop": factor, **{
+        scenarios["a/a" if not factor else f"drop {factor:g}x tolerance"] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
