@@ -580,14 +580,11 @@ def _check_k(k):
         raise RagEvalError(f"k must be a positive integer, got {_clipped_repr(k)}")
 
 
-def _check_measures(measures, cutoffs, table=None):
+def _check_measures(measures, cutoffs, table=_BY_NAME):
     """The (measure, k) pairs asked for: a bare measure at every cutoff, ``measure@k`` (in any
-    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given.
-    ``table``: the measures allowed (default: MEASURES)."""
-    table = _BY_NAME if table is None else table
-    names = list(measures)
+    spelling ``parse_metric`` takes) at its own cutoff only.  In cutoff order, then as given."""
     pairs, unknown = [], []
-    for text in names:
+    for text in measures:
         if text in table:
             pairs += [(text, cutoff) for cutoff in cutoffs]
             continue
@@ -640,8 +637,7 @@ def _check_conventions(conv):
 
 
 def _columns(pairs, single, table):
-    """(per-query key, metric, measure, cutoff) of every value of a query, in output order: the key is the
-    bare measure name when one cutoff was asked and no measure named its own (``single``)."""
+    """(per-query key, metric, measure, cutoff) of every value of a query, in output order; bare keys if ``single``."""
     return [(name if single else format_metric(name, cutoff), format_metric(name, cutoff), table[name].compute, cutoff)
             for name, cutoff in pairs]
 
@@ -675,7 +671,7 @@ def evaluate(
     says; with ``doc_id_sep`` a document is scored at its best chunk (trec_eval on the MaxP document run).
     Raises ``RagEvalError`` (a ``ValueError``) on invalid input.
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_MEASURES if measures is None else measures)
+    asked = _measures_asked(measures, _DEFAULT_MEASURES)
     single = _is_int(k) and all(name in _BY_NAME for name in asked)  # then per-query keys are bare names
     pairs = _check_measures(asked, _check_cutoffs(k))
     if not pairs:
@@ -692,8 +688,7 @@ def evaluate(
         qrels = _documents_qrels(qrels, doc_id_sep)
         run = run if reduced else _documents_run(run, doc_id_sep)
     _check_gain_range(qrels, conv)
-    if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
+    _check_abstain_below(abstain_below)
 
     unknown = run.unknown if reduced else sorted(set(run) - set(qrels))
     if unknown and not drop_unknown_queries:
@@ -702,14 +697,11 @@ def evaluate(
                            f"the qrels have {theirs}); drop them with --drop-unknown-queries", "run")
     depth = cutoffs[-1]
     columns = _columns(pairs, single, _BY_NAME)
-    per_query: Dict[str, Dict[str, float]] = {}
-    unscored: List[str] = []
-    skipped: List[str] = []
+    per_query, unscored, skipped = {}, [], []
     ties, judged_sum = dict.fromkeys(cutoffs, 0), dict.fromkeys(cutoffs, 0.0)
     keep = _judged_filter(qrels, min_grade) if judged_only and not reduced else None
     for qid in sorted(qrels):
-        grades = qrels[qid]
-        q, length, tied = _judged_query(qid, run.get(qid, []), grades, depth, conv, keep, cutoffs)
+        q, length, tied = _judged_query(qid, run.get(qid, []), qrels[qid], depth, conv, keep, cutoffs)
         if q.num_relevant == 0:
             unscored.append(qid)
             continue
@@ -739,6 +731,15 @@ def evaluate(
     }
 
 
+def _measures_asked(measures, default):
+    return measures.split(",") if isinstance(measures, str) else list(default if measures is None else measures)
+
+
+def _check_abstain_below(abstain_below):
+    if abstain_below is not None and not _is_finite(abstain_below):
+        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
+
+
 def _abstention(unscored, run, abstain_below):
     """How many unanswerable queries the run left unanswered, as it should."""
     def abstained(qid):
@@ -747,10 +748,7 @@ def _abstention(unscored, run, abstain_below):
             return True
         if abstain_below is None:
             return False
-        if type(entry) is _Reduced:
-            best = entry.best
-        else:
-            best = max(entry.values()) if isinstance(entry, _MAPPINGS) else None
+        best = entry.best if type(entry) is _Reduced else max(entry.values()) if isinstance(entry, _MAPPINGS) else None
         if best is None:
             raise RagEvalError(f"query {_clipped_repr(qid)}: abstain_below (--abstain-below) needs scores, and this "
                                "ranking has none", "run")
@@ -797,8 +795,8 @@ def _unjudged_documents(qrels, run, k, doc_id_sep=None):
         qrels, run = _documents_qrels(qrels, doc_id_sep), _documents_run(run, doc_id_sep)
     found = []
     for qid in sorted(qrels):
-        ranking = _ranking(run.get(qid, []))
-        found.extend((qid, docid, rank) for rank, docid in enumerate(ranking[:k], 1) if docid not in qrels[qid])
+        found.extend((qid, docid, rank) for rank, docid in enumerate(_ranking(run.get(qid, []))[:k], 1)
+                     if docid not in qrels[qid])
     return sorted(found, key=lambda row: (row[2], row[0], row[1]))
 
 
@@ -814,7 +812,7 @@ def _check_qrels(qrels, source="qrels"):
     if _all_of(qrels, str) and _all_of(judgments, dict) and _all_of(chain.from_iterable(judgments), str):
         grades = list(chain.from_iterable(map(dict.values, judgments)))
         if _all_of(grades, int) and 0 <= min(grades, default=0) and max(grades, default=0) <= _MAX_GRADE:
-            return qrels  # the common case, checked in C for all queries at once; the loop below says what is wrong
+            return qrels  # the common case, checked in C for all queries at once
     qrels = {qid: {d: _whole(g) for d, g in docs.items()} if isinstance(docs, _MAPPINGS) else docs for qid, docs in qrels.items()}
     for qid, docs in qrels.items():
         _string_id(qid, "query id", source)
@@ -831,7 +829,7 @@ def _check_grades(docs, source, qid=None):
                            f"{swapped}", source)
     if _all_of(docs, str) and _all_of(docs.values(), int) and 0 <= min(docs.values(), default=0) \
             and max(docs.values(), default=0) <= _MAX_GRADE:
-        return  # the common case, checked in C; the loop below finds what is wrong otherwise
+        return  # the common case, checked in C
     for docid, grade in docs.items():
         _string_id(docid, "document id", source)
         if not _is_int(grade) or not 0 <= grade <= _MAX_GRADE:
@@ -873,19 +871,15 @@ def _check_run(run, source="run"):
             and _all_of(chain.from_iterable(entries), str):  # the ids of lists, or the keys of dicts
         scores = list(chain.from_iterable(map(dict.values, entries))) if entries and type(entries[0]) is dict else []
         if _all_of(scores, float, int) and _all_finite(scores):
-            return  # the common case, checked in C for all queries at once; the loop below says what is wrong
+            return  # the common case, checked in C for all queries at once
     for qid, entry in run.items():
         _string_id(qid, "query id", source)
         if isinstance(entry, list):
-            if _all_of(entry, str):
-                continue  # the common case, checked in C
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
                                        f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
-            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
-                continue  # the common case, checked in C
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
@@ -899,8 +893,7 @@ def _check_run(run, source="run"):
 
 
 # === Evidence spans ===
-# Judgments on a document's characters (docs/spans.md).  The measures read, per query,
-# the rank at which each span became covered and the characters retrieved.
+# Judgments on a document's characters (docs/spans.md).
 
 _DEFAULT_MIN_OVERLAP = 0.5
 Location = Tuple[str, int, int]  # (doc_id, start, end) of a chunk
@@ -974,8 +967,7 @@ def _span_qrels(rows, source):
 
 def _read_chunks(path, max_bytes=None, keep=None):
     """A chunk map: JSONL rows ``chunk_id, doc_id, start, end``; chunk id -> (doc_id, start, end), of those in
-    ``keep`` when given (a run's: memory follows the run, not the map).
-    The limits are a run's: ids of at most MAX_ID bytes, at most ``max_bytes`` (MAX_RUN_BYTES) after gunzip."""
+    ``keep`` when given (a run's: memory follows the run, not the map)."""
     chunks = {}
     with _opened(path) as inp:
         for lineno, row in _jsonl_rows(inp, _MAX_RUN_BYTES if max_bytes is None else max_bytes):
@@ -1005,8 +997,7 @@ def _located_run(path, fmt, max_bytes):
     return _read_run(path, fmt, max_bytes=_MAX_RUN_BYTES if max_bytes is None else max_bytes, evidence=True)
 
 
-def _chunk_locations(run, in_run, chunk_map,
-                    source="run", map_source="chunks"):
+def _chunk_locations(run, in_run, chunk_map, source, map_source):
     """Where every chunk of the run lies: the run's own location or the chunk map's (they must agree)."""
     chunk_map = chunk_map or {}
     found = {}
@@ -1101,10 +1092,11 @@ def _numbered(ids, chunks):
             raise _bad_location(bad[2], chunks[bad[2]])
         held.sort()
         first, lengths = len(index.starts), [end - start for start, end, _ in held]
-        index.number.update(zip([row[2] for row in held], range(first, first + len(held))))
+        starts, ends, ids = zip(*held)
+        index.number.update(zip(ids, range(first, first + len(held))))
         index.document.extend([doc] * len(held))
-        index.starts.extend(row[0] for row in held)
-        index.ends.extend(row[1] for row in held)
+        index.starts.extend(starts)
+        index.ends.extend(ends)
         index.length.extend(lengths)
         overlapping = any(map(lt, index.starts[first + 1:], index.ends[first:]))  # one starts before the last ends
         index.by_document[doc] = (first, len(index.starts), max(lengths), overlapping)
@@ -1172,15 +1164,13 @@ def _shares(chunks, where, rank_of, start, end):
     by rank, for the chunks of one document (``where``: its entry in ``by_document``)."""
     first, past, longest, overlapping = where
     starts, ends = chunks.starts, chunks.ends
-    shares = []
     if overlapping:
         joined = ([], [])
-        for rank, low, high in sorted((rank_of[j], max(start, starts[j]), min(end, ends[j]))
-                                      for j in range(bisect_right(starts, start - longest, first, past),
-                                                     bisect_left(starts, end, first, past))
-                                      if ends[j] > start and j in rank_of):
-            shares.append((rank, _add_interval(*joined, low, high)))
-        return shares
+        return [(rank, _add_interval(*joined, low, high)) for rank, low, high in sorted(
+            (rank_of[j], max(start, starts[j]), min(end, ends[j]))
+            for j in range(bisect_right(starts, start - longest, first, past), bisect_left(starts, end, first, past))
+            if ends[j] > start and j in rank_of)]
+    shares = []
     first = bisect_right(ends, start, first, past)  # the first chunk that ends after the span starts
     for j in range(first, bisect_left(starts, end, first, past)):  # the chunks that share characters with the span
         rank = rank_of.get(j)
@@ -1203,8 +1193,7 @@ def _add_interval(starts, ends, start, end):
 
 
 # --- Evidence measures: each takes one Evidence and a cutoff k; all lie in [0, 1] ---
-# recall, success and mrr are the document measures' own functions (_recall, _success, _reciprocal_rank):
-# they read only ``relevant`` and ``num_relevant``, which an Evidence holds for spans as Judged does for documents.
+# recall, success and mrr are the document measures' own: they read only ``relevant`` and ``num_relevant``.
 
 
 def _span_ndcg(q, k):
@@ -1324,11 +1313,11 @@ def evaluate_spans(
     >>> result["mean"]["recall@1"], result["mean"]["precision@1"], result["mean"]["doc.recall@1"]  # 4 of 10; 4 of 14
     (0.0, 0.2857142857142857, 1.0)
     """
-    asked = measures.split(",") if isinstance(measures, str) else list(_DEFAULT_SPAN_MEASURES if measures is None else measures)
+    asked = _measures_asked(measures, _DEFAULT_SPAN_MEASURES)
     cutoffs = _check_cutoffs(k)
     pairs = _check_measures(asked, cutoffs, _ALL_MEASURES)
     single = _is_int(k) and all(name in _ALL_MEASURES for name in asked)
-    # the asked measures (ndcg) and metrics (ndcg@10, ndcg_cut_10) that the document level has too: not iou
+    # the measures (ndcg) and metrics (ndcg@10, ndcg_cut_10) asked that documents have too: not iou
     on_documents = [text for text in asked if (text if text in _ALL_MEASURES else parse_metric(text)[0]) in _BY_NAME]
     _check_span_qrels(qrels)
     _check_run(run)
@@ -1339,16 +1328,14 @@ def evaluate_spans(
     # What evaluate checks, checked before the spans are scored: the conventions and abstain_below.
     conv = _Conventions(gain, min_grade)
     _check_conventions(conv)
-    documents: Dict[str, Dict[str, int]] = {}
+    documents = {}
     for qid, spans in qrels.items():
         grades = documents[qid] = {}
         for span in spans:
             grades[span.doc_id] = max(span.grade, grades.get(span.doc_id, 0))
     _check_gain_range(documents, conv)
-    if abstain_below is not None and not _is_finite(abstain_below):
-        raise RagEvalError(f"abstain_below must be a finite number, got {_clipped_repr(abstain_below)}")
-    span_pairs = [(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME]
-    columns = _columns(span_pairs, single, _SPAN_BY_NAME)
+    _check_abstain_below(abstain_below)
+    columns = _columns([(name, cutoff) for name, cutoff in pairs if name in _SPAN_BY_NAME], single, _SPAN_BY_NAME)
     depth = max(cutoffs)
 
     def evidence_values(qid, numbers):
@@ -1356,9 +1343,7 @@ def evaluate_spans(
         return {key: compute(q, cutoff) for key, _, compute, cutoff in columns}
 
     # One pass over the run: each query's chunks are ranked and numbered, for both levels, and let go.
-    per_query: Dict[str, Dict[str, float]] = {}
-    doc_run: Dict[str, _Reduced] = {}
-    tied: Dict[str, List[int]] = {}
+    per_query, doc_run, tied = {}, {}, {}
     for qid, entry in run.items():
         ranking = _ranking(entry)
         try:
@@ -1375,11 +1360,9 @@ def evaluate_spans(
                     measures=on_documents or ["success"], gain=gain, min_grade=min_grade,
                     drop_unknown_queries=drop_unknown_queries)
     doc_keys = [_DOC_LEVEL + key for key in next(iter(docs["per_query"].values()))] if on_documents else []
-    scored: Dict[str, Dict[str, float]] = {}
+    scored = {}
     for qid, doc_values in docs["per_query"].items():
-        if qid not in per_query:  # not in the run: nothing retrieved
-            per_query[qid] = evidence_values(qid, [])
-        values = scored[qid] = per_query[qid]
+        values = scored[qid] = per_query[qid] if qid in per_query else evidence_values(qid, [])  # else not in the run
         values.update(zip(doc_keys, doc_values.values()))
     ties = Counter(chain.from_iterable(tied.get(qid, ()) for qid in scored))
     mean = _means(scored, columns)
@@ -1392,10 +1375,8 @@ def evaluate_spans(
 # --- Labels against the corpus, and migrating chunk labels ---
 
 
-def _read_corpus(path, max_bytes=None, what="document",
-                keep=None):
-    """The documents' (or queries') text: JSONL rows ``doc_id`` (``query_id``) or ``_id``, and ``text``; of
-    those in ``keep`` when given (the labels' documents: memory follows the labels)."""
+def _read_corpus(path, max_bytes=None, what="document", keep=None):
+    """The documents' (or queries') text by id, of those in ``keep`` when given (memory follows the labels)."""
     corpus = {}
     seen = set()
     ids = (_JSONL_DOC if what == "document" else _JSONL_QUERY) + ("_id",)
@@ -1492,15 +1473,13 @@ def _label_status(span, text, places):
     if text[span.start:span.end] == span.text:
         return "valid", "", span
     first, count = places[span.doc_id, span.text]
-    if count == 0:
-        return "orphaned", "quoted text not found", span
-    if count > 1:
-        return "orphaned", "quoted text found more than once", span
+    if count != 1:
+        return "orphaned", "quoted text not found" if count == 0 else "quoted text found more than once", span
     moved = span._replace(start=first, end=first + len(span.text))
     return "moved", f"now [{moved.start}, {moved.end})", moved
 
 
-def _labels_table(check, fmt="table"):
+def _labels_table(check, fmt):
     """Spans per query and status, then each span that is not valid, as ``fmt`` (a name of FORMATTERS; JSON
     and CSV list every span); ids on one line each, nothing a CI runner would take for a workflow command."""
     counts = {}
@@ -1521,20 +1500,14 @@ def _labels_table(check, fmt="table"):
         return _markdown_table(rows, {0: _markdown_input}) + "\n" + ("\n" + _markdown_table(
             [["status", "query", "document", "span", "found"]] + shown, {1: _markdown_input, 2: _markdown_input}) + "\n"
                                                                   if shown else "")
-    details = [f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}" for status, qid, doc, span, found in shown]
-    return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(line + "\n" for line in details))
+    return _neutralise_workflow_commands(_aligned(rows) + "\n" + "".join(
+        f"{status} {_one_line(qid)} {_one_line(doc)} {span}: {found}\n" for status, qid, doc, span, found in shown))
 
 
 def _spans_text(qrels):
-    """Evidence qrels as JSONL rows, by query then document and start."""
-    lines = []
-    for qid in sorted(qrels):
-        for span in qrels[qid]:
-            row = {"query_id": qid, "doc_id": span.doc_id, "start": span.start, "end": span.end, "grade": span.grade}
-            if span.text is not None:
-                row["text"] = span.text
-            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
-    return "".join(lines)
+    """Evidence qrels as JSONL rows, by query then document and start; no ``text`` where a span has none."""
+    return "".join(json.dumps(dict(zip(("query_id", *Span._fields), (qid, *span[:4 if span.text is None else 5]))),
+                              ensure_ascii=False) + "\n" for qid in sorted(qrels) for span in qrels[qid])
 
 
 def _fixed_labels_text(qrels, check, source="qrels"):
@@ -1552,7 +1525,7 @@ def _fixed_labels_text(qrels, check, source="qrels"):
     return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in lines)
 
 
-def _to_spans(qrels, chunks, corpus=None):
+def _to_spans(qrels, chunks, corpus):
     """Chunk-id judgments become evidence spans: each judged chunk at its offsets in the chunk map,
     with its grade and, with ``corpus``, its text (a chunk the map lacks is an error; two at one place must agree)."""
     spans = SpanQrels()
@@ -1633,9 +1606,9 @@ class PairedComparison(NamedTuple):
     spread: Optional[float]  # standard deviation of the deltas (None below 2 queries)
 
 
-def _subset_sums(values, start=0.0):
+def _subset_sums(values):
     """The sum of every subset of ``values``: entry s sums the values whose bit is set in s."""
-    sums = [start]
+    sums = [0]
     for value in values:
         sums += [subtotal + value for subtotal in sums]
     return sums
@@ -1659,8 +1632,7 @@ def _shared_halves(value_lists, resamples, rng):
     """Per list (all of length n), per resample a random half: bit i of one ``rng.getrandbits(n)`` is
     a list's i-th nonzero value, then come its zeros; each list gets the halves it would draw alone."""
     draws = [rng.getrandbits(len(value_lists[0])) for _ in range(resamples)]
-    layouts = [[value for value in values if value] for values in value_lists]
-    layouts = [layout + [0.0] * (len(values) - len(layout)) for values, layout in zip(value_lists, layouts)]
+    layouts = [[value for value in values if value] + [0.0] * values.count(0) for values in value_lists]
     return _halves_of(layouts, [None] * len(layouts), draws)
 
 
@@ -1700,7 +1672,7 @@ def _halves_of(layouts, covers, draws):
     everyone = [_popcount(draw) for draw in draws] if None in covers else None
     sizes = [everyone if cover is None else [_popcount(draw & cover) for draw in draws] for cover in covers]
     grids = [_on_grid(values) for values in layouts]
-    width = len(layouts[0]) if layouts else 0
+    width = len(layouts[0])
     halves = {}
     if _HAS_BIT_COUNT and width >= _LOOKUP_BELOW:
         lookups_pay = len(draws) >= _PACK_DRAWS and width < _COARSE_FROM
@@ -1770,11 +1742,11 @@ def _lookup_sums(columns, draws):
     width = len(columns[0])
     chosen_bytes = [draw.to_bytes((width + 7) // 8, "little") for draw in draws]
     if len(columns) == 1 or width > _PACK_WIDTH:  # floats: sum() adds them in C without allocating, exact below 2**53
-        tables = [[array("d", _subset_sums(values[start:start + 8], 0)) for start in range(0, width, 8)]
+        tables = [[array("d", _subset_sums(values[start:start + 8])) for start in range(0, width, 8)]
                   for values in columns]
         return [[sum(map(getitem, column, chosen)) for chosen in chosen_bytes] for column in tables]
     packed = [sum(value << (64 * lane) for lane, value in enumerate(position)) for position in zip(*columns)]
-    tables = [_subset_sums(packed[start:start + 8], 0) for start in range(0, width, 8)]
+    tables = [_subset_sums(packed[start:start + 8]) for start in range(0, width, 8)]
     # each lane raised by 2**63 is a whole 64-bit number: the packed sums' bytes are the lanes
     bias = sum(1 << (64 * lane + 63) for lane in range(len(columns)))
     lanes = array("Q", b"".join((sum(map(getitem, tables, chosen)) + bias).to_bytes(8 * len(columns), "little")
@@ -1824,15 +1796,15 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
-    if _one_size(nonzero):  # +-c only (a 0/1 measure): the sign test, exact at any count
+    if _one_size(nonzero):
         return _sign_test(sum(1 for delta in nonzero if delta > 0), len(nonzero)), True
-    if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:  # every pattern: flip each subset in turn
+    if len(nonzero) <= _EXACT_SIGN_FLIP_MAX:
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
     halves = _shared_halves([deltas], resamples, rng or _random(_DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
 
 
-def _percentile_interval(means, confidence=_CONFIDENCE):
+def _percentile_interval(means, confidence):
     """The ceil(tail R)-th and ceil((1 - tail) R)-th smallest of R means, tail = (1 - confidence) / 2."""
     means, tail = sorted(means), (1 - confidence) / 2
 
@@ -1937,8 +1909,7 @@ def _holm(p_values):
     {'a': 0.03, 'c': 0.06, 'b': 0.06}
     """
     ordered = sorted(p_values.items(), key=lambda item: (item[1], item[0]))
-    adjusted = {}
-    running = 0.0
+    adjusted, running = {}, 0.0
     for rank, (name, p) in enumerate(ordered):
         running = max(running, min(1.0, (len(ordered) - rank) * p))
         adjusted[name] = running
@@ -1947,8 +1918,7 @@ def _holm(p_values):
 
 def _one_size(nonzero):
     """Whether every value has the same size (+-c): then the sign-flip test is the sign test."""
-    size = abs(nonzero[0])
-    return all(abs(value) == size for value in nonzero)
+    return len(set(map(abs, nonzero))) == 1
 
 
 def _sign_test(better, differing):
@@ -1983,14 +1953,13 @@ class _Family(NamedTuple):
 def _family(deltas, resamples, seed):
     """Line up the tests on the union of their queries and draw one shared resampling (or none: exact)."""
     keys = sorted(deltas)
-    queries = sorted(set().union(*(deltas[key] for key in keys))) if keys else []
+    queries = sorted(set().union(*(deltas[key] for key in keys)))
     position = {qid: i for i, qid in enumerate(queries)}
     columns = [{position[qid]: value for qid, value in deltas[key].items()} for key in keys]
     differing = len(set().union(*({p for p, value in column.items() if value} for column in columns)))
-    if differing <= _EXACT_SIGN_FLIP_MAX:
-        return _Family(keys, columns, len(queries), None)
-    rng = _random(f"rag_eval:{seed}:family")
-    return _Family(keys, columns, len(queries), _joint_halves(columns, len(queries), resamples, rng))
+    halves = None if differing <= _EXACT_SIGN_FLIP_MAX else \
+        _joint_halves(columns, len(queries), resamples, _random(f"rag_eval:{seed}:family"))
+    return _Family(keys, columns, len(queries), halves)
 
 
 def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = _DEFAULT_RESAMPLES, seed: int = _DEFAULT_SEED,
@@ -2030,8 +1999,7 @@ def _maxt_of(family, p_values):
         sums.append((total, scale))
         observed.append(abs(total) / scale if scale else 0.0)
         # a pattern within TIE_TOLERANCE of the observed sum ties it, as in the single test
-        spread = math.fsum(map(abs, values))
-        thresholds.append((abs(total) - _TIE_TOLERANCE * spread) / scale if scale else -1.0)
+        thresholds.append((abs(total) - _TIE_TOLERANCE * math.fsum(map(abs, values))) / scale if scale else -1.0)
     # per test, |sum(signs * deltas)| / sqrt(sum(deltas**2)) of every pattern, exact about every threshold
     statistics = [_flipped_sizes(total, column_halves, scale, thresholds) if scale else None
                   for (total, scale), column_halves in zip(sums, halves)]
@@ -2262,11 +2230,11 @@ def read_baseline(path: str) -> Baseline:
         data = _parse_json(inp, "baseline", _MAX_SMALL_JSON)
     if not isinstance(data, dict):
         raise RagEvalError(f"expected a JSON object of metric -> number, got {_json_kind(data)}", inp.source)
-    if "format" not in data and any(isinstance(value, (dict, list)) for value in data.values()):
+    if "format" in data:
+        return _extended_baseline(data, inp.source)
+    if any(isinstance(value, (dict, list)) for value in data.values()):
         raise RagEvalError(_NOT_A_BASELINE, inp.source)
-    if "format" not in data:
-        return Baseline(_check_means(data, inp.source, metrics=True))
-    return _extended_baseline(data, inp.source)
+    return Baseline(_check_means(data, inp.source, metrics=True))
 
 
 def _extended_baseline(data, path):
@@ -2362,10 +2330,9 @@ def _qrels_fingerprint(qrels):
 
 def _conventions_record(result):
     conv = result["conventions"]
-    cutoffs = result["k"] if isinstance(result["k"], list) else [result["k"]]
     spans = {"min_overlap": conv["min_overlap"]} if "min_overlap" in conv else {}  # evidence judgments
-    return {"k": cutoffs, "gain": conv["gain"], "min_grade": conv["min_grade"],
-            "judged_only": conv["judged_only"], "doc_id_sep": conv["doc_id_sep"], "ties": _TIE_RULE, **spans}
+    return {"k": result["k"] if isinstance(result["k"], list) else [result["k"]],
+            **{key: conv[key] for key in _Conventions._fields}, "ties": _TIE_RULE, **spans}
 
 
 def _differences(baseline, result, qrels_sha256):
@@ -2384,15 +2351,13 @@ def _differences(baseline, result, qrels_sha256):
 
 
 def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None):
-    """The extended baseline of a result as a file, with ``extra`` records (``meta``, ``judgments``) beside the rest:
-    the means first, then how they were made, then one line per query (its scores, its judgments), so that a
-    pull request's diff shows the queries that changed; nothing changes when nothing changed (no time, no
-    Python version; keys in a fixed order).
+    """The extended baseline of a result as a file, ``extra`` records (``meta``, ``judgments``) beside the rest:
+    the means, how they were made, then a line per query, so that a pull request's diff shows the queries that
+    changed; nothing changes when nothing changed (no time, no Python version, keys in a fixed order).
 
-    With ``keep_from`` (``--update-baseline``) a metric it holds that this result did not score or gate
-    (``result["not_gated"]``) stays as it was.  With ``raised`` (``--ratchet``) a metric rises only by the
-    rise shown (significant_gains), its scores moved that share of the way to the new ones; otherwise it
-    keeps its mean and scores.  A flat older baseline keeps the better mean, without scores.
+    With ``keep_from`` (``--update-baseline``) a metric this result did not score or gate stays as it was.
+    With ``raised`` (``--ratchet``) a metric rises only by the rise shown, its scores moved that share of the
+    way to the new ones, else keeps its mean and scores; a flat older baseline keeps the better mean.
     ``reported_only`` metrics (span precision and iou) are left out.
     """
     means, per_query = dict(result["mean"]), _per_query_by_metric(result)
@@ -2401,7 +2366,7 @@ def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None
     for metric, old in (keep_from.means.items() if keep_from is not None else ()):
         scores = (keep_from.per_query or {}).get(metric)
         if metric not in means or metric in result.get("not_gated", ()) or (
-                raised is not None and scores is not None and metric not in raised):  # the older mean (and scores) stay
+                raised is not None and scores is not None and metric not in raised):
             means[metric] = old
             per_query.pop(metric, None)
             if scores is not None:
@@ -2409,7 +2374,7 @@ def _baseline_text(result, qrels_sha256, keep_from=None, raised=None, extra=None
         elif raised is not None and scores is not None:
             per_query[metric] = _raised_scores(scores, per_query[metric], raised[metric])
             means[metric] = _mean(per_query[metric].values())
-        elif raised is not None and scores is None and old > means[metric]:  # a flat baseline: the better mean
+        elif raised is not None and scores is None and old > means[metric]:
             means[metric] = old
             del per_query[metric]
     by_query = {}
@@ -2471,8 +2436,8 @@ _NAME_KEPT = 60  # characters of a name kept in its temporary and lock files' na
 
 
 def _kept_name(name):
-    """A file's name as part of its temporary and lock files' names: whole up to NAME_KEPT characters, else
-    cut with 12 hex digits of its sha256 in place of the end, so that two long names keep two locks."""
+    """A file's name in its temporary and lock files' names: a long one cut, 12 hex digits of its sha256 in place
+    of the end, so that two long names keep two locks."""
     import hashlib
 
     if len(name) <= _NAME_KEPT:
@@ -2529,10 +2494,8 @@ def _output_target(path):
 
 
 def _remove(path):
-    try:
+    with suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass
 
 
 def _file_mode(path):
@@ -2576,7 +2539,7 @@ def _locked(path, timeout):
             os.close(handle)
             raise RagEvalError("cannot lock: not a regular file", lock_path)
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # without waiting
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             if _identity(lock_path) == _identity(handle):
                 break  # locked, and still the file at that name
         except BlockingIOError:
@@ -2661,14 +2624,14 @@ class _Target(NamedTuple):
 
 def _targets(result, baseline, keys, slices):
     now_scores, members = _per_query_by_metric(result), _slice_members(slices or {})
-    old_scores = (baseline.per_query if baseline is not None else None) or {}
+    old_scores = getattr(baseline, "per_query", None) or {}
     targets = []
     for key in keys:
         tag, _, metric = key.rpartition(":")
         queries = members.get(tag) if tag else None
         after = _restrict(now_scores.get(metric, {}), queries)
         before = _restrict(old_scores[metric], queries) if metric in old_scores else None
-        was = baseline.means.get(key) if baseline is not None else None
+        was = baseline and baseline.means.get(key)
         if was is None and tag and before:
             was = _mean(before.values())
         paired = before is not None and bool(after)
@@ -2707,7 +2670,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     fields = {"default" if name == "max_drop" else name: value for name, value in fields.items()}
     unknown = sorted(set(fields) - set(GateSettings._fields))
     if not isinstance(settings, GateSettings) or unknown:
-        raise TypeError(f"gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
+        raise TypeError("gate() takes settings=GateSettings(...), a rule name, or these by name: max_drop, "
                         f"{', '.join(GateSettings._fields)}; got {', '.join(unknown) or type(settings).__name__}")
     settings = settings._replace(**fields)
     settings = settings._replace(default=_as_tolerance(settings.default), tolerances={
@@ -2734,7 +2697,7 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
         report["not_gated"] = sorted(settings.not_gated, key=_metric_order)
         if baseline.conventions is not None:  # reported only (span precision and iou) is no news
             report["new"] = sorted(set(result["mean"]) - set(baseline.means) - set(result.get("reported_only", ())))
-        if "judge" in result:  # judged scores: the judge's changes and drift
+        if "judge" in result:
             _judge_check(report, result, baseline, settings)
     report["verdict"] = _overall_verdict(entry["verdict"] for part in ("metrics", "floors")
                                          for entry in report[part].values()) if metrics or report["floors"] else UNGATED
@@ -2747,9 +2710,9 @@ def gate(result: dict, baseline: Optional[Baseline], settings: GateSettings = Ga
     if changed:  # the same provenance (or an older baseline that records none) adds nothing
         report["meta_changes"] = changed
     earlier = {"qrels": baseline_qrels} if baseline_qrels is not None else baseline and baseline.judgments
-    if earlier and (report["qrels_changed"] or old_on_old is not None):  # what the judgments changed
+    if earlier and (report["qrels_changed"] or old_on_old is not None):
         report["label_changes"] = _label_changes(earlier, qrels)
-    if old_on_old is not None:  # each delta split by its cause
+    if old_on_old is not None:
         report["delta_split"] = _delta_split(result["mean"], baseline.means, old_on_old)
     if simulations and report["verdict"] != UNGATED:
         report["calibration"] = calibrate(baseline, settings, simulations, metrics, _per_query_by_metric(result))
@@ -2789,7 +2752,7 @@ def _gated_metric(target, settings, comparison, p_holm, p_adjusted, tests=1):
     entry = {"baseline": target.was, "now": target.now,
              "delta": None if target.now is None else target.now - target.was,
              "allowed_drop": allowed, "tolerance": str(tolerance)}
-    if comparison is not None:  # the paired comparison's numbers beside the means
+    if comparison is not None:
         n, spread, alpha, mean = comparison.queries, comparison.spread, settings.alpha, comparison.mean_delta
         scores = list(target.before.values()) + list(target.after.values())
         reach = max(1.0, max(scores) - min(scores))  # the most one query can change: 1 for measures in [0, 1]
@@ -3039,7 +3002,7 @@ def _delta_split(now, old_on_new, old_on_old):
 # --- Calibration: the gate measured on the baseline's own scores ---
 
 _CALIBRATION_RESAMPLES = 200  # resamples per simulated gate: enough for alpha 0.05 (p >= 1/201), cheap
-_PLANTED_DROPS = (1.0, 2.0)  # planted drops, in tolerances
+_PLANTED_DROPS = (1.0, 2.0)  # in tolerances
 
 
 def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simulations: int = _DEFAULT_SIMULATIONS,
@@ -3053,8 +3016,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
               if ":" not in key and (keys is None or key in keys) and (now is None or key in now)}
     if not scores:
         raise RagEvalError("--calibrate needs per-query scores: an extended baseline (--save-baseline) or --baseline-run")
-    queries = sorted(set.intersection(*(set(values) for values in list(scores.values()) + [
-        set(now[key]) for key in (scores if now is not None else ())])))
+    queries = sorted(set.intersection(*map(set, [*scores.values(), *(now[key] for key in scores if now is not None)])))
     if len(queries) < 2:
         raise RagEvalError("--calibrate needs at least 2 queries scored on every metric")
     metrics = sorted(scores, key=_metric_order)
@@ -3091,8 +3053,7 @@ def calibrate(baseline: Baseline, settings: GateSettings = GateSettings(), simul
             paired, p_holm, p_adjusted = _paired_family(targets, quick) if paired_rule else ({}, {}, {})
             counts[_overall_verdict(_gated_metric(t, quick, paired.get(t.key), p_holm.get(t.key),
                                                   p_adjusted.get(t.key), len(paired))["verdict"] for t in targets)] += 1
-        name = "a/a" if not factor else f"drop {factor:g}x tolerance"
-        scenarios[name] = {"planted_drop": factor, **{
+        scenarios["a/a" if not factor else f"drop {factor:g}x tolerance"] = {"planted_drop": factor, **{
             outcome: {"rate": count / simulations, "se": math.sqrt(count * (simulations - count) / simulations) / simulations}
             for outcome, count in counts.items()}}
     return {"simulations": simulations, "resamples": quick.resamples, "queries": len(queries), "metrics": metrics,
