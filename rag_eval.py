@@ -6101,129 +6101,104 @@ def _build_parser():
     parser.add_argument("run", metavar="RUN", nargs="*",
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
                              "with a header (PyTerrier); several are compared (docs/compare.md)")
-    first = parser.add_argument_group("a first gate (more in docs/gate.md)")
-    first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
-                        help=f"cutoffs: the number of chunks passed to the model (default {_DEFAULT_K}); "
-                             "repeated, the cutoffs add up")
-    first.add_argument("--baseline", metavar="FILE",
-                        help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
-    first.add_argument("--save-baseline", metavar="FILE",
-                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
-    first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
-                        help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) "
-                             "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
-    first.add_argument("--format", choices=tuple(FORMATTERS),
-                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
-    gating = parser.add_argument_group("gate")
-    gating.add_argument("--baseline-run", metavar="RUN",
-                        help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
-                        help="baseline metrics left out of the gate on purpose")
-    gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
-                        help="floor: fail when the metric is below X, whatever the baseline; repeatable")
-    gating.add_argument("--gate", choices=_GATE_RULES, default="drop",
-                        help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
-    gating.add_argument("--adjust", choices=_ADJUSTMENTS, default="maxt",
-                        help="multiple-test adjustment of the gated family: maxt (default) or holm")
-    gating.add_argument("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
-                        help="make a repeating warning a note, saved in the baseline")
-    gating.add_argument("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
-                        help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
-    gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS,
-                        metavar="N", help="measure the gate's false-fail rate and power on the baseline's scores, N "
-                        f"simulations each (default {_DEFAULT_SIMULATIONS})")
-    gating.add_argument("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
-                        help=f"significance level (default {_DEFAULT_ALPHA})")
-    gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
-                        help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
-    gating.add_argument("--seed", type=typed(_integer_arg(0)), default=_DEFAULT_SEED, metavar="N",
-                        help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
-    gating.add_argument("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
-                        help="queries listed per metric among the largest drops (default 5)")
-    gating.add_argument("--ci", action="store_true",
-                        help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
-    gating.add_argument("--allow-qrels-change", action="store_true",
-                        help="compare with an extended baseline made on other qrels (reported)")
-    gating.add_argument("--baseline-qrels", metavar="QRELS",
-                        help="with --baseline-run: the old run's judgments, to split each delta into labels and system")
-    gating.add_argument("--update-baseline", action="store_true",
-                        help="with --baseline: rewrite it with this run's numbers when the gate passes")
-    gating.add_argument("--ratchet", action="store_true",
-                        help="with --update-baseline: raise a mean only by a significant rise")
-    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
-                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
-    scoring = parser.add_argument_group("scoring")
-    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_ALL_MEASURES))
-    scoring.add_argument("--gain", choices=_GAINS, default="exp",
-                        help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
-                        help="lowest grade that counts as relevant (default 1; trec_eval -l)")
-    scoring.add_argument("--judged-only", action="store_true",
-                        help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
-    scoring.add_argument("--allow-partial-run", action="store_true",
-                        help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
-    scoring.add_argument("--drop-unknown-queries", action="store_true",
-                        help="drop run queries that the qrels lack (default: an input error)")
-    scoring.add_argument("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    scoring.add_argument("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
-                        help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=_MAX_RUN_BYTES, metavar="N",
-                        help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
-    scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
-                        help="an unanswerable query counts as abstained when no score reaches SCORE")
-    scoring.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path passes through a symbolic link")
-    reports = parser.add_argument_group("reports")
-    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
-    reports.add_argument("--slices", metavar="FILE",
-                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
-                              "--max-drop SLICE:METRIC=X gates one")
-    reports.add_argument("--output", metavar="FILE",
-                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
-    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
-    reports.add_argument("--metrics-file", metavar="FILE",
-                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
-    reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label")
-    reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
-                                                           "(or _id) and text (BEIR's queries.jsonl)")
-    reports.add_argument("--quiet", action="store_true",
-                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record (dataset=v3); repeatable")
-    reports.add_argument("--explain", action="store_true",
-                         help="print every measure's definition and its names in other tools, then exit")
-    reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
-    spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
-    spans.add_argument("--chunks", metavar="FILE",
-                       help="chunk map, JSONL rows chunk_id, doc_id, start, end")
-    spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
-                       help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{_DEFAULT_MIN_OVERLAP})")
-    spans.add_argument("--corpus", metavar="FILE",
-                       help="documents, JSONL rows doc_id, text: every span is checked against its text")
-    spans.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit")
-    spans.add_argument("--fix-labels", metavar="OUT",
-                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
-    spans.add_argument("--to-spans", metavar="OUT",
-                       help="with --chunks: write chunk-id qrels as evidence spans, then exit")
-    judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
-    judged.add_argument("--judged", metavar="FILE", action="append", default=[],
-                        help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
-    judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
-    judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
-                        metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
-    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=_MAX_JUDGE_MISSING, metavar="X",
-                        help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
-    judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                        help="the judge's configuration (model=..., temperature=...), kept in the baseline")
-    judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
-    judged.add_argument("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
+    # Each group in turn: its options, in the order --help lists them.
+    option = parser.add_argument_group("a first gate (more in docs/gate.md)").add_argument
+    option("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]", help="cutoffs: the number of chunks "
+           f"passed to the model (default {_DEFAULT_K}); repeated, the cutoffs add up")
+    option("--baseline", metavar="FILE", help="baseline to gate against: JSON of metric -> mean, or an extended one")
+    option("--save-baseline", metavar="FILE", help="write an extended baseline (per-query scores, conventions, qrels)")
+    option("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
+           help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) or one "
+           "(ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    option("--format", choices=tuple(FORMATTERS), help="stdout's format (default json; --check-labels: table)")
+    option = parser.add_argument_group("gate").add_argument
+    option("--baseline-run", metavar="RUN", help="gate against this older run, scored here with the same conventions")
+    option("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
+           help="baseline metrics left out of the gate on purpose")
+    option("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
+           help="floor: fail when the metric is below X, whatever the baseline; repeatable")
+    option("--gate", choices=_GATE_RULES, default="drop",
+           help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
+    option("--adjust", choices=_ADJUSTMENTS, default="maxt", help="multiple-test adjustment of the gated family "
+           "(default maxt)")
+    option("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
+           help="make a repeating warning a note, saved in the baseline")
+    option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
+           help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
+    option("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
+           help=f"measure the gate's false-fail rate and power, N simulations each (default {_DEFAULT_SIMULATIONS})")
+    option("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
+           help=f"significance level (default {_DEFAULT_ALPHA})")
+    option("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
+           help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
+    option("--seed", type=typed(_integer_arg(0)), default=_DEFAULT_SEED, metavar="N",
+           help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
+    option("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
+           help="queries listed per metric among the largest drops (default 5)")
+    option("--ci", action="store_true", help="add a 95%% interval to every mean (docs/gate.md)")
+    option("--allow-qrels-change", action="store_true", help="compare with a baseline made on other qrels (reported)")
+    option("--baseline-qrels", metavar="QRELS", help="with --baseline-run: the old run's judgments (docs/compare.md)")
+    option("--update-baseline", action="store_true", help="rewrite --baseline with this run's numbers on a pass")
+    option("--ratchet", action="store_true", help="with --update-baseline: raise a mean only by a significant rise")
+    option("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS",
+           help="with --update-baseline: how long to wait for another run updating the same baseline (default 60)")
+    option = parser.add_argument_group("scoring").add_argument
+    option("--measures", type=typed(_measures_arg), default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+           help="measures to report: " + ", ".join(_ALL_MEASURES))
+    option("--gain", choices=_GAINS, default="exp",
+           help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
+    option("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
+           help="lowest grade that counts as relevant (default 1; trec_eval -l)")
+    option("--judged-only", action="store_true", help="drop unjudged documents before the cutoff (trec_eval -J)")
+    option("--allow-partial-run", action="store_true",
+           help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
+    option("--drop-unknown-queries", action="store_true", help="drop run queries that the qrels lack (else an error)")
+    option("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
+    option("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
+    option("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+           help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
+    option("--max-input-bytes", type=typed(_input_bytes_arg), default=_MAX_RUN_BYTES, metavar="N",
+           help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
+    option("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+           help="an unanswerable query counts as abstained when no score reaches SCORE")
+    option("--no-symlinks", action="store_true", help="refuse an input whose path passes through a symbolic link")
+    option = parser.add_argument_group("reports").add_argument
+    option("--per-query", action="store_true", help="add every query's scores to the report")
+    option("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
+           help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
+    option("--slices", metavar="FILE", help="query tags: means per slice, gated as SLICE:METRIC (docs/gate.md)")
+    option("--output", metavar="FILE", help="write the full result: per-query scores, provenance (docs/reports.md)")
+    option("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    option("--metrics-file", metavar="FILE", help="write the means (and deltas) in OpenMetrics text format")
+    option("--unjudged", metavar="FILE", help="write the unjudged documents of each top k as JSONL to label")
+    option("--queries", metavar="FILE", help="with --unjudged: the queries' text (docs/reports.md)")
+    option("--quiet", action="store_true",
+           help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    option("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+           help="provenance to record (dataset=v3); repeatable")
+    option("--explain", action="store_true",
+           help="print every measure's definition and its names in other tools, then exit")
+    option("--version", action="version", version=f"rag_eval {__version__}")
+    option = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)").add_argument
+    option("--chunks", metavar="FILE", help="chunk map, JSONL rows chunk_id, doc_id, start, end")
+    option("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
+           help=f"a chunk covers a span when they share X of the span's characters (default {_DEFAULT_MIN_OVERLAP})")
+    option("--corpus", metavar="FILE", help="documents, JSONL rows doc_id, text: each span is checked against it")
+    option("--check-labels", action="store_true", help="with --corpus: print each span's status, then exit")
+    option("--fix-labels", metavar="OUT", help="with --corpus: write the qrels with moved spans re-anchored, then exit")
+    option("--to-spans", metavar="OUT", help="with --chunks: write chunk-id qrels as evidence spans, then exit")
+    option = parser.add_argument_group("judged generation scores (docs/judged.md)").add_argument
+    option("--judged", metavar="FILE", action="append", default=[],
+           help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
+    option("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
+    option("--judged-direction", type=typed(_direction_arg), action="append", default=[], metavar="METRIC=higher|lower",
+           help="which way is better, where the tool does not say")
+    option("--max-judge-missing", type=typed(_fraction_arg), default=_MAX_JUDGE_MISSING, metavar="X",
+           help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
+    option("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+           help="the judge's configuration (model=..., temperature=...), kept in the baseline")
+    option("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
+    option("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
     return parser
 
 
@@ -6253,10 +6228,7 @@ def _check_options(args):
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
                                 args.chunks, args.corpus, args.queries, *args.judged, args.human_labels) if path]
-    if inputs.count("-") > 1:
-        raise RagEvalError("only one input can be - (standard input)")
-    if args.no_symlinks:
-        _refuse_symlinks(inputs)
+    _check_inputs(args, inputs)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
@@ -6298,8 +6270,7 @@ def _check_options(args):
                            "or FIFO", args.baseline_run)
     if os.path.realpath(args.baseline_qrels) == os.path.realpath(args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
-    if args.no_symlinks:
-        _refuse_symlinks([args.baseline_qrels])
+    _check_inputs(args, [args.baseline_qrels])
     for _, path in outputs:
         if _overwrites(path, [args.baseline_qrels]):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
@@ -6322,10 +6293,12 @@ def _identity(path):
     return found.st_dev, found.st_ino
 
 
-def _refuse_symlinks(paths):
-    """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
-    folders is an error."""
-    for path in paths:
+def _check_inputs(args, paths):
+    """At most one input is - (standard input); with --no-symlinks, an input that, as written, is a symbolic link
+    or has one among its folders is an error."""
+    if paths.count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
+    for path in paths if args.no_symlinks else ():
         part, below = ("" if path == "-" else path), None
         while part and part != below and part not in (os.sep, os.curdir, os.pardir):
             if os.path.islink(part):
@@ -6401,14 +6374,12 @@ def _full_output(args, argv, full, result, fingerprint, digests, messages, runs=
     numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
     import platform
 
-    roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
-             ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus),
-             ("human_labels", args.human_labels))
+    roles = ("qrels", "run", "baseline", "baseline_run", "slices", "baseline_qrels", "chunks", "corpus", "human_labels")
+    paths = {role: getattr(args, role) for role in roles if not runs or role not in ("run", "baseline_run")}
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
-                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
+                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in paths.items() if path})
     if args.qrels:
         full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
     if args.judged:
@@ -6431,8 +6402,7 @@ def _run(args, argv):
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [_DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
     args.meta, args.judge = dict(args.meta), dict(args.judge)
-    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
-        raise RagEvalError("standard output is closed: the report would go nowhere")
+    _refuse_closed_stdout()  # before anything is read
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
@@ -6468,8 +6438,8 @@ def _run_one(args, argv):
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.save_baseline:
-        saved = set(_per_query_by_metric(result)) - set(result.get("reported_only", ()))
-        resolved = _resolved_tolerances({m: v for m, v in _per_query_by_metric(result).items() if m in saved}, args.alpha)
+        saved = {m: v for m, v in _per_query_by_metric(result).items() if m not in result.get("reported_only", ())}
+        resolved = _resolved_tolerances(saved, args.alpha)
         shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
         messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
                                  f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
@@ -6539,10 +6509,14 @@ def _exit_code(args, gate_report):
     return {"pass": EXIT_OK, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}[verdict]
 
 
-def _deliver(text):
-    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+def _refuse_closed_stdout():
     if sys.stdout is None:  # started with stdout closed (>&-)
         raise RagEvalError("standard output is closed: the report would go nowhere")
+
+
+def _deliver(text):
+    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+    _refuse_closed_stdout()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -6856,16 +6830,16 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     """What the command line prints beside the numbers (and of a --baseline-run's ``reference``), most consequential
     first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each.  ``result["repeated"]`` (documents a
     run file repeats) is set by the command line's reader only."""
-    found = []
+    found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
                               f"scored queries (first: {_clipped_repr(result['missing'][0])}); they score 0",
                               "missing: " + ", ".join(result["missing"][:20])))
-    if result.get("labels", {}).get("moved"):
-        found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
+    if labels.get("moved"):
+        found.append(_Message("note", f"{labels['moved']} evidence spans moved in the corpus, scored where "
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
-    if result.get("labels", {}).get("unchecked"):
-        found.append(_Message("warning", f"{result['labels']['unchecked']} evidence spans quote no text, so --corpus "
+    if labels.get("unchecked"):
+        found.append(_Message("warning", f"{labels['unchecked']} evidence spans quote no text, so --corpus "
                               "could not check where they are (--to-spans with --corpus writes it)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
@@ -6879,24 +6853,24 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         if entry["flip_rate"]:
             found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
                                   "questions judged more than once; each question counts once, as its repeats' mean"))
-    for key, test in (gate_report or {}).get("judge_drift", {}).items():
+    for key, test in gate_report.get("judge_drift", {}).items():
         if test["drifted"]:
             share = "" if test["share_of_delta"] is None else f", {test['share_of_delta']:.0%} of its delta"
             found.append(_Message("warning", f"judge drift: {key} moved {test['shift']:+.4f} on {test['anchors']} "
                                   f"unchanged answers (p {test['p_holm']:.2g}{share}); its verdict is inconclusive"))
-    if (gate_report or {}).get("judge_changes"):
+    if gate_report.get("judge_changes"):
         found.append(_Message("warning", "graded by another judge (--allow-judge-change): "
                               + "; ".join(map(_one_line, gate_report["judge_changes"]))))
-    if (gate_report or {}).get("contexts_changed"):
+    if gate_report.get("contexts_changed"):
         changed = gate_report["contexts_changed"]
         found.append(_Message("note", f"the contexts of {_plural(len(changed), 'question', 'questions')} differ from "
                               "the baseline's: their judged deltas mix in retrieval changes",
                               "first: " + ", ".join(map(_one_line, changed[:20]))))
-    if gate_report is not None and gate_report["qrels_changed"]:
+    if gate_report.get("qrels_changed"):
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
-    if gate_report is not None and gate_report.get("not_gated"):
+    if gate_report.get("not_gated"):
         found.append(_Message("note", f"not gated, on purpose (--not-gated): {', '.join(gate_report['not_gated'])}"))
-    if gate_report is not None and gate_report.get("new"):
+    if gate_report.get("new"):
         found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
                               + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
     low = {metric: value for metric, value in result["judged"].items() if value < _LOW_JUDGED}
@@ -6913,7 +6887,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
-    if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
+    if gate_report:  # a tolerance the test set cannot resolve, first of all
         first, rest = _gate_warnings(gate_report)
         found = first + found + rest
     if (reference or {}).get("repeated"):
@@ -7011,10 +6985,7 @@ def _label_job(args):
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
     sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
-    if sources.count("-") > 1:
-        raise RagEvalError("only one input can be - (standard input)")
-    if args.no_symlinks:
-        _refuse_symlinks(sources)
+    _check_inputs(args, sources)
     inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
@@ -7024,8 +6995,7 @@ def _label_job(args):
                            "and is a job of its own")
     if not args.to_spans and not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
-    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
-        raise RagEvalError("standard output is closed: the report would go nowhere")
+    _refuse_closed_stdout()  # before anything is read
     qrels = read_qrels(args.qrels, args.qrels_format)
     if isinstance(qrels, SpanQrels) == bool(args.to_spans):
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
@@ -7042,13 +7012,12 @@ def _label_job(args):
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
     check = _check_labels(qrels, _labelled_corpus(args, qrels))
+    fixed = []
     if args.fix_labels:
         _output_target(args.fix_labels)
-    fixed = [(args.fix_labels, _fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
+        fixed.append((args.fix_labels, _fixed_labels_text(qrels, check, args.fix_labels)))
     _publish(_labels_table(check, args.format or "table"), fixed)
-    statuses = {status for _, _, status, _ in check.rows}
-    if not args.check_labels:
-        return EXIT_OK
+    statuses = {status for _, _, status, _ in check.rows} if args.check_labels else ()
     return EXIT_REGRESSION if "orphaned" in statuses else EXIT_INCONCLUSIVE if "unchecked" in statuses else EXIT_OK
 
 
@@ -7057,9 +7026,8 @@ def _label_job(args):
 _RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
 _MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
-_ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
-                    ("update_baseline", "--update-baseline"), ("junit", "--junit"),
-                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"), ("judged", "--judged"))
+_ONE_RUN_OPTIONS = ("--unjudged", "--save-baseline", "--update-baseline", "--junit", "--metrics-file", "--per-query",
+                    "--judged")
 
 
 class _Scored(NamedTuple):
@@ -7113,8 +7081,8 @@ def _split_runs(args):
 
 def _run_candidates(args, argv):
     """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
-    for attribute, option in _ONE_RUN_OPTIONS:
-        if getattr(args, attribute):
+    for option in _ONE_RUN_OPTIONS:
+        if getattr(args, option[2:].replace("-", "_")):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
