@@ -6074,6 +6074,14 @@ def _build_parser():
                 raise argparse.ArgumentError(action, f"invalid choice: {_clipped_repr(value)} ("
                                              f"{_did_you_mean(value, action.choices)}choose from {', '.join(action.choices)})")
 
+        def _get_value(self, action, text):  # argparse's, with an option parser's own words after the option's name
+            if action.type is None:
+                return text
+            try:
+                return action.type(text)
+            except RagEvalError as exc:
+                raise argparse.ArgumentError(action, str(exc)) from None
+
         def parse_args(self, args=None, namespace=None):  # argparse's, naming the option a misspelt one means
             args, extras = self.parse_known_args(args, namespace)
             if extras:
@@ -6081,16 +6089,6 @@ def _build_parser():
                 close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("-") else ""
                 self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
             return args
-
-    def typed(parse):
-        """argparse shows an ArgumentTypeError's own words after the option's name."""
-        def convert(text):
-            try:
-                return parse(text)
-            except RagEvalError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-
-        return convert
 
     parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
                     usage="%(prog)s QRELS RUN [RUN ...] [--k K] [--baseline FILE] [--save-baseline FILE]\n"
@@ -6103,19 +6101,19 @@ def _build_parser():
                              "with a header (PyTerrier); several are compared (docs/compare.md)")
     # Each group in turn: its options, in the order --help lists them.
     option = parser.add_argument_group("a first gate (more in docs/gate.md)").add_argument
-    option("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]", help="cutoffs: the number of chunks "
+    option("--k", type=_cutoffs_arg, action="append", metavar="K[,K...]", help="cutoffs: the number of chunks "
            f"passed to the model (default {_DEFAULT_K}); repeated, the cutoffs add up")
     option("--baseline", metavar="FILE", help="baseline to gate against: JSON of metric -> mean, or an extended one")
     option("--save-baseline", metavar="FILE", help="write an extended baseline (per-query scores, conventions, qrels)")
-    option("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
+    option("--max-drop", type=_tolerance_arg, action="append", default=[], metavar="[METRIC=]X[%]",
            help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) or one "
            "(ndcg@10=0.01); X%% is relative to the baseline; repeatable")
     option("--format", choices=tuple(FORMATTERS), help="stdout's format (default json; --check-labels: table)")
     option = parser.add_argument_group("gate").add_argument
     option("--baseline-run", metavar="RUN", help="gate against this older run, scored here with the same conventions")
-    option("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
+    option("--not-gated", type=_metrics_arg, action="append", default=[], metavar="METRIC[,...]",
            help="baseline metrics left out of the gate on purpose")
-    option("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
+    option("--min", type=_floor_arg, action="append", default=[], metavar="METRIC=X",
            help="floor: fail when the metric is below X, whatever the baseline; repeatable")
     option("--gate", choices=_GATE_RULES, default="drop",
            help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
@@ -6125,29 +6123,28 @@ def _build_parser():
            help="make a repeating warning a note, saved in the baseline")
     option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
            help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
-    option("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
+    option("--calibrate", type=_integer_arg(10, 100_000), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
            help=f"measure the gate's false-fail rate and power, N simulations each (default {_DEFAULT_SIMULATIONS})")
-    option("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
-           help=f"significance level (default {_DEFAULT_ALPHA})")
-    option("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
+    option("--alpha", type=_alpha_arg, default=_DEFAULT_ALPHA, help=f"significance level (default {_DEFAULT_ALPHA})")
+    option("--resamples", type=_integer_arg(100), default=_DEFAULT_RESAMPLES, metavar="N",
            help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
-    option("--seed", type=typed(_integer_arg(0)), default=_DEFAULT_SEED, metavar="N",
+    option("--seed", type=_integer_arg(0), default=_DEFAULT_SEED, metavar="N",
            help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
-    option("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
+    option("--largest-drops", type=_integer_arg(0), default=5, metavar="N",
            help="queries listed per metric among the largest drops (default 5)")
     option("--ci", action="store_true", help="add a 95%% interval to every mean (docs/gate.md)")
     option("--allow-qrels-change", action="store_true", help="compare with a baseline made on other qrels (reported)")
     option("--baseline-qrels", metavar="QRELS", help="with --baseline-run: the old run's judgments (docs/compare.md)")
     option("--update-baseline", action="store_true", help="rewrite --baseline with this run's numbers on a pass")
     option("--ratchet", action="store_true", help="with --update-baseline: raise a mean only by a significant rise")
-    option("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS",
+    option("--lock-timeout", type=_integer_arg(0), default=60, metavar="SECONDS",
            help="with --update-baseline: how long to wait for another run updating the same baseline (default 60)")
     option = parser.add_argument_group("scoring").add_argument
-    option("--measures", type=typed(_measures_arg), default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+    option("--measures", type=_measures_arg, default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
            help="measures to report: " + ", ".join(_ALL_MEASURES))
     option("--gain", choices=_GAINS, default="exp",
            help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    option("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
+    option("--min-grade", type=_integer_arg(1), default=1, metavar="N",
            help="lowest grade that counts as relevant (default 1; trec_eval -l)")
     option("--judged-only", action="store_true", help="drop unjudged documents before the cutoff (trec_eval -J)")
     option("--allow-partial-run", action="store_true",
@@ -6155,16 +6152,16 @@ def _build_parser():
     option("--drop-unknown-queries", action="store_true", help="drop run queries that the qrels lack (else an error)")
     option("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
     option("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    option("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
+    option("--doc-id-sep", metavar="SEP", type=_separator_arg,
            help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    option("--max-input-bytes", type=typed(_input_bytes_arg), default=_MAX_RUN_BYTES, metavar="N",
+    option("--max-input-bytes", type=_input_bytes_arg, default=_MAX_RUN_BYTES, metavar="N",
            help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
-    option("--abstain-below", type=typed(_score_arg), metavar="SCORE",
+    option("--abstain-below", type=_score_arg, metavar="SCORE",
            help="an unanswerable query counts as abstained when no score reaches SCORE")
     option("--no-symlinks", action="store_true", help="refuse an input whose path passes through a symbolic link")
     option = parser.add_argument_group("reports").add_argument
     option("--per-query", action="store_true", help="add every query's scores to the report")
-    option("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
+    option("--digits", type=_integer_arg(1, 17), default=_DEFAULT_DIGITS, metavar="N",
            help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
     option("--slices", metavar="FILE", help="query tags: means per slice, gated as SLICE:METRIC (docs/gate.md)")
     option("--output", metavar="FILE", help="write the full result: per-query scores, provenance (docs/reports.md)")
@@ -6174,14 +6171,14 @@ def _build_parser():
     option("--queries", metavar="FILE", help="with --unjudged: the queries' text (docs/reports.md)")
     option("--quiet", action="store_true",
            help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    option("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+    option("--meta", type=_meta_arg, action="append", default=[], metavar="KEY=VALUE",
            help="provenance to record (dataset=v3); repeatable")
     option("--explain", action="store_true",
            help="print every measure's definition and its names in other tools, then exit")
     option("--version", action="version", version=f"rag_eval {__version__}")
     option = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)").add_argument
     option("--chunks", metavar="FILE", help="chunk map, JSONL rows chunk_id, doc_id, start, end")
-    option("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
+    option("--min-overlap", type=_min_overlap_arg, metavar="X",
            help=f"a chunk covers a span when they share X of the span's characters (default {_DEFAULT_MIN_OVERLAP})")
     option("--corpus", metavar="FILE", help="documents, JSONL rows doc_id, text: each span is checked against it")
     option("--check-labels", action="store_true", help="with --corpus: print each span's status, then exit")
@@ -6191,11 +6188,11 @@ def _build_parser():
     option("--judged", metavar="FILE", action="append", default=[],
            help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
     option("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
-    option("--judged-direction", type=typed(_direction_arg), action="append", default=[], metavar="METRIC=higher|lower",
+    option("--judged-direction", type=_direction_arg, action="append", default=[], metavar="METRIC=higher|lower",
            help="which way is better, where the tool does not say")
-    option("--max-judge-missing", type=typed(_fraction_arg), default=_MAX_JUDGE_MISSING, metavar="X",
+    option("--max-judge-missing", type=_fraction_arg, default=_MAX_JUDGE_MISSING, metavar="X",
            help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
-    option("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
+    option("--judge", type=_meta_arg, action="append", default=[], metavar="KEY=VALUE",
            help="the judge's configuration (model=..., temperature=...), kept in the baseline")
     option("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
     option("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
@@ -6253,7 +6250,7 @@ def _check_options(args):
         _output_target(path)  # a device, FIFO or socket is refused before anything is read
     if args.update_baseline:
         _output_target(args.baseline)
-    made = [found for found in (_identity(path) for _, path in outputs) if found is not None]  # files that exist
+    made = [found for found in (_identity(path) for _, path in outputs) if found is not None]
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or len(set(made)) < len(made):
         raise RagEvalError("two outputs name the same file")
     twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
@@ -6370,8 +6367,7 @@ def _comparable_baseline(args, baseline, result, fingerprint):
 
 
 def _full_output(args, argv, full, result, fingerprint, digests, messages, runs=None):
-    """--output: the report with every query's scores (``full``), every note and warning in full, and how the
-    numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
+    """--output: the report with every query's scores (``full``), every note in full, and how the numbers were made."""
     import platform
 
     roles = ("qrels", "run", "baseline", "baseline_run", "slices", "baseline_qrels", "chunks", "corpus", "human_labels")
@@ -6407,7 +6403,6 @@ def _run(args, argv):
 
 
 def _run_one(args, argv):
-    """One run, step by step: read, score, gate, then deliver."""
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
@@ -6476,7 +6471,7 @@ def _read_judgments(args):
 
 
 def _judged_scores(args, result):
-    """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
+    """--judged: the judged scores, beside the retrieval result or alone."""
     if not args.judged:
         return result
     judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
@@ -6668,7 +6663,6 @@ def _output_files(args, argv, report, result, run, qrels, fingerprint, baseline,
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = _unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
         files.append((args.unjudged, _worklist(args, rows)))
-    # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": _stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
     if extra and _acknowledged(args, baseline):
@@ -6870,9 +6864,10 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
     if gate_report.get("not_gated"):
         found.append(_Message("note", f"not gated, on purpose (--not-gated): {', '.join(gate_report['not_gated'])}"))
-    if gate_report.get("new"):
-        found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
-                              + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
+    new = gate_report.get("new", [])
+    if new:
+        found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(new[:5])}"
+                              + (f" and {len(new) - 5} more" if len(new) > 5 else "")))
     low = {metric: value for metric, value in result["judged"].items() if value < _LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
@@ -6892,7 +6887,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         found = first + found + rest
     if (reference or {}).get("repeated"):
         found.append(_repeated_message(reference["repeated"]))
-    for key, entry in (human or {}).items():  # a note per judged metric with human labels (see _human_report)
+    for key, entry in (human or {}).items():
         parts = []
         for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
             if e and e["interval"]:
@@ -6938,9 +6933,8 @@ def _score_spans_file(args, qrels, path):
     if not isinstance(qrels, SpanQrels):
         raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
                            "with start and end)", args.qrels)
-    for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
-                          ("--unjudged", args.unjudged)):
-        if given:
+    for option in ("--doc-id-sep", "--judged-only", "--unjudged"):
+        if getattr(args, option[2:].replace("-", "_")):
             raise RagEvalError(f"{option} does not apply to evidence judgments (the {_DOC_LEVEL}* metrics score "
                                "their documents)")
     labels = None
@@ -7031,7 +7025,7 @@ _ONE_RUN_OPTIONS = ("--unjudged", "--save-baseline", "--update-baseline", "--jun
 
 
 class _Scored(NamedTuple):
-    """One run of several: its name, its path and its result (the run itself is not kept)."""
+    """One run of several (the run itself is not kept)."""
 
     name: str
     path: str
@@ -7225,8 +7219,7 @@ def parse_args(argv: List[str]):
 
 def console_main() -> None:
     """Entry point of the ``rag-eval`` console script and ``python3 rag_eval.py``."""
-    # An id that the console cannot encode (a cp1252 Windows console) is
-    # shown escaped rather than crashing the run.
+    # An id a console cannot encode (cp1252 on Windows) is shown escaped rather than crashing the run.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
