@@ -5947,10 +5947,10 @@ def _tolerance_arg(text):
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
     relative = amount.endswith("%")
-    value = _finite_number(amount[:-1] if relative else amount)
+    value = _finite_number(amount.removesuffix("%"))
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
-    if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+    if value > (100 if relative else 1):
         meant = "" if relative else f" (did you mean {_clip(amount)}%?)"
         raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
                            f"[0, 1], got {_clipped_repr(amount)}{meant}")
@@ -6000,7 +6000,7 @@ def _direction_arg(text):
     metric, _, way = text.rpartition("=")
     if way not in ("higher", "lower") or not metric:
         raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
-    return _judge_name(metric[len(_JUDGE):] if metric.startswith(_JUDGE) else metric), way
+    return _judge_name(metric.removeprefix(_JUDGE)), way
 
 
 _fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
@@ -6121,8 +6121,7 @@ def _build_parser():
            "(default maxt)")
     option("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
            help="make a repeating warning a note, saved in the baseline")
-    option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
-           help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
+    option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit", help="what an inconclusive verdict exits with")
     option("--calibrate", type=_integer_arg(10, 100_000), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
            help=f"measure the gate's false-fail rate and power, N simulations each (default {_DEFAULT_SIMULATIONS})")
     option("--alpha", type=_alpha_arg, default=_DEFAULT_ALPHA, help=f"significance level (default {_DEFAULT_ALPHA})")
@@ -6150,8 +6149,8 @@ def _build_parser():
     option("--allow-partial-run", action="store_true",
            help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
     option("--drop-unknown-queries", action="store_true", help="drop run queries that the qrels lack (else an error)")
-    option("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    option("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
+    for name in ("--qrels-format", "--run-format"):
+        option(name, choices=_FORMATS, default="auto", help="default: detected from the content")
     option("--doc-id-sep", metavar="SEP", type=_separator_arg,
            help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     option("--max-input-bytes", type=_input_bytes_arg, default=_MAX_RUN_BYTES, metavar="N",
@@ -6574,7 +6573,7 @@ def _baseline_needs(args, baseline, qrels):
         if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
             continue
         name, k = parse_metric(key.rpartition(":")[2])
-        metric = format_metric(name[len(_DOC_LEVEL):] if name.startswith(_DOC_LEVEL) else name, k)  # spans: both levels
+        metric = format_metric(name.removeprefix(_DOC_LEVEL), k)  # spans: both levels
         if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
             needs.append(metric)
     return needs
@@ -7050,9 +7049,7 @@ def _run_name(text):
 def _file_stem(path):
     if path == "-":
         return "stdin"
-    name = os.path.basename(path.rstrip("/" + os.sep)) or path
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = (os.path.basename(path.rstrip("/" + os.sep)) or path).removesuffix(".gz")
     root, ext = os.path.splitext(name)
     return root if root and ext.lower() in _RUN_SUFFIXES else name
 
