@@ -6425,9 +6425,8 @@ def _run_one(args, argv):
         messages = notes(result, gate_report, _acknowledged(args, baseline), reference, report.get("human"))
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
-        text = FORMATTERS[args.format](report, args.digits)
-        _publish(text, _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                     messages))
+        _publish(FORMATTERS[args.format](report, args.digits),
+                 _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests, messages))
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
@@ -6760,7 +6759,7 @@ def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
 
 
-# Separators of chunk ids seen in the wild: "guide#3", "guide::3", "guide_3", "guide-3", "guide/3", "guide|3".
+# Separators of chunk ids seen in the wild, as in "guide#3", "guide::3" or "guide_3".
 _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
@@ -7088,11 +7087,9 @@ def _run_candidates(args, argv):
              for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
-    runs = []
-    for s in scored:
-        intervals = _mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
-        runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
-                         name=s.name, path=s.path, reference=s is scored[0]))
+    runs = [dict(build_report(s.result, gate_report=gates.get(s.name), slices=slices,
+                              intervals=_mean_intervals(s.result, args.resamples, args.seed) if args.ci else None),
+                 name=s.name, path=s.path, reference=s is scored[0]) for s in scored]
     verdicts = [g["verdict"] for g in gates.values() if g is not None]
     report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
