@@ -6123,12 +6123,12 @@ def _build_parser():
            help="make a repeating warning a note, saved in the baseline")
     option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit", help="what an inconclusive verdict exits with")
     option("--calibrate", type=_integer_arg(10, 100_000), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
-           help=f"measure the gate's false-fail rate and power, N simulations each (default {_DEFAULT_SIMULATIONS})")
-    option("--alpha", type=_alpha_arg, default=_DEFAULT_ALPHA, help=f"significance level (default {_DEFAULT_ALPHA})")
+           help="measure the gate's false-fail rate and power, N simulations each (default %(const)s)")
+    option("--alpha", type=_alpha_arg, default=_DEFAULT_ALPHA, help="significance level (default %(default)s)")
     option("--resamples", type=_integer_arg(100), default=_DEFAULT_RESAMPLES, metavar="N",
-           help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
+           help="randomization and bootstrap resamples (default %(default)s)")
     option("--seed", type=_integer_arg(0), default=_DEFAULT_SEED, metavar="N",
-           help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
+           help="seed of the resampling (default %(default)s); same inputs and seed, same output")
     option("--largest-drops", type=_integer_arg(0), default=5, metavar="N",
            help="queries listed per metric among the largest drops (default 5)")
     option("--ci", action="store_true", help="add a 95%% interval to every mean (docs/gate.md)")
@@ -6154,14 +6154,14 @@ def _build_parser():
     option("--doc-id-sep", metavar="SEP", type=_separator_arg,
            help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
     option("--max-input-bytes", type=_input_bytes_arg, default=_MAX_RUN_BYTES, metavar="N",
-           help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
+           help="largest run, chunk map or corpus read, in bytes after gunzip (default %(default)s: 4 GiB)")
     option("--abstain-below", type=_score_arg, metavar="SCORE",
            help="an unanswerable query counts as abstained when no score reaches SCORE")
     option("--no-symlinks", action="store_true", help="refuse an input whose path passes through a symbolic link")
     option = parser.add_argument_group("reports").add_argument
     option("--per-query", action="store_true", help="add every query's scores to the report")
     option("--digits", type=_integer_arg(1, 17), default=_DEFAULT_DIGITS, metavar="N",
-           help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
+           help="decimals of the numbers printed (default %(default)s)")
     option("--slices", metavar="FILE", help="query tags: means per slice, gated as SLICE:METRIC (docs/gate.md)")
     option("--output", metavar="FILE", help="write the full result: per-query scores, provenance (docs/reports.md)")
     option("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
@@ -6190,7 +6190,7 @@ def _build_parser():
     option("--judged-direction", type=_direction_arg, action="append", default=[], metavar="METRIC=higher|lower",
            help="which way is better, where the tool does not say")
     option("--max-judge-missing", type=_fraction_arg, default=_MAX_JUDGE_MISSING, metavar="X",
-           help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
+           help="largest share of a metric's questions without a score (default %(default)s)")
     option("--judge", type=_meta_arg, action="append", default=[], metavar="KEY=VALUE",
            help="the judge's configuration (model=..., temperature=...), kept in the baseline")
     option("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
