@@ -5887,10 +5887,10 @@ def _tolerance_arg(text):
     if sep and not metric:
         raise RagEvalError(f"expected METRIC=X or X, got {_clipped_repr(text)}")
     relative = amount.endswith("%")
-    value = _finite_number(amount[:-1] if relative else amount)
+    value = _finite_number(amount.removesuffix("%"))
     if value is None or value < 0:
         raise RagEvalError(f"expected a finite number >= 0 (or a percentage such as 5%), got {_clipped_repr(amount)}")
-    if value > (100 if relative else 1):  # every measure lies in [0, 1]: a drop above 1 could never happen
+    if value > (100 if relative else 1):
         meant = "" if relative else f" (did you mean {_clip(amount)}%?)"
         raise RagEvalError(f"expected a drop of at most {'100%' if relative else 1}, since every measure lies in "
                            f"[0, 1], got {_clipped_repr(amount)}{meant}")
@@ -5940,7 +5940,7 @@ def _direction_arg(text):
     metric, _, way = text.rpartition("=")
     if way not in ("higher", "lower") or not metric:
         raise RagEvalError(f"expected METRIC=higher or METRIC=lower, got {_clipped_repr(text)}")
-    return _judge_name(metric[len(_JUDGE):] if metric.startswith(_JUDGE) else metric), way
+    return _judge_name(metric.removeprefix(_JUDGE)), way
 
 
 _fraction_arg = _checked_arg(_finite_number, lambda value: 0 <= value < 1, "a share from 0 to below 1, such as 0.1")
@@ -6014,6 +6014,14 @@ def _build_parser():
                 raise argparse.ArgumentError(action, f"invalid choice: {_clipped_repr(value)} ("
                                              f"{_did_you_mean(value, action.choices)}choose from {', '.join(action.choices)})")
 
+        def _get_value(self, action, text):  # argparse's, with an option parser's own words after the option's name
+            if action.type is None:
+                return text
+            try:
+                return action.type(text)
+            except RagEvalError as exc:
+                raise argparse.ArgumentError(action, str(exc)) from None
+
         def parse_args(self, args=None, namespace=None):  # argparse's, naming the option a misspelt one means
             args, extras = self.parse_known_args(args, namespace)
             if extras:
@@ -6021,16 +6029,6 @@ def _build_parser():
                 close = _did_you_mean(extras[0].partition("=")[0], options) if extras[0].startswith("-") else ""
                 self.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({close.rstrip()})" if close else ""))
             return args
-
-    def typed(parse):
-        """argparse shows an ArgumentTypeError's own words after the option's name."""
-        def convert(text):
-            try:
-                return parse(text)
-            except RagEvalError as exc:
-                raise argparse.ArgumentTypeError(str(exc)) from None
-
-        return convert
 
     parser = Parser(prog="rag_eval", epilog=_help_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
                     usage="%(prog)s QRELS RUN [RUN ...] [--k K] [--baseline FILE] [--save-baseline FILE]\n"
@@ -6041,129 +6039,102 @@ def _build_parser():
     parser.add_argument("run", metavar="RUN", nargs="*",
                         help="the run: JSON (ranked or scored), JSONL, TREC, MS MARCO's qid pid rank or a TSV/CSV "
                              "with a header (PyTerrier); several are compared (docs/compare.md)")
-    first = parser.add_argument_group("a first gate (more in docs/gate.md)")
-    first.add_argument("--k", type=typed(_cutoffs_arg), action="append", metavar="K[,K...]",
-                        help=f"cutoffs: the number of chunks passed to the model (default {_DEFAULT_K}); "
-                             "repeated, the cutoffs add up")
-    first.add_argument("--baseline", metavar="FILE",
-                        help="baseline to gate against: JSON of metric -> mean, or an extended baseline")
-    first.add_argument("--save-baseline", metavar="FILE",
-                        help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
-    first.add_argument("--max-drop", type=typed(_tolerance_arg), action="append", default=[], metavar="[METRIC=]X[%]",
-                        help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) "
-                             "or one (ndcg@10=0.01); X%% is relative to the baseline; repeatable")
-    first.add_argument("--format", choices=tuple(FORMATTERS),
-                         help="stdout: json (default; --check-labels: table), table, markdown or csv")
-    gating = parser.add_argument_group("gate")
-    gating.add_argument("--baseline-run", metavar="RUN",
-                        help="gate against this older run, scored here with the same qrels and conventions")
-    gating.add_argument("--not-gated", type=typed(_metrics_arg), action="append", default=[], metavar="METRIC[,...]",
-                        help="baseline metrics left out of the gate on purpose")
-    gating.add_argument("--min", type=typed(_floor_arg), action="append", default=[], metavar="METRIC=X",
-                        help="floor: fail when the metric is below X, whatever the baseline; repeatable")
-    gating.add_argument("--gate", choices=_GATE_RULES, default="drop",
-                        help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
-    gating.add_argument("--adjust", choices=_ADJUSTMENTS, default="maxt",
-                        help="multiple-test adjustment of the gated family: maxt (default) or holm")
-    gating.add_argument("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
-                        help="make a repeating warning a note, saved in the baseline")
-    gating.add_argument("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit",
-                        help="what an inconclusive verdict exits with: exit 3 (default), pass (0) or fail (1)")
-    gating.add_argument("--calibrate", type=typed(_integer_arg(10, 100_000)), nargs="?", const=_DEFAULT_SIMULATIONS,
-                        metavar="N", help="measure the gate's false-fail rate and power on the baseline's scores, N "
-                        f"simulations each (default {_DEFAULT_SIMULATIONS})")
-    gating.add_argument("--alpha", type=typed(_alpha_arg), default=_DEFAULT_ALPHA,
-                        help=f"significance level (default {_DEFAULT_ALPHA})")
-    gating.add_argument("--resamples", type=typed(_integer_arg(100)), default=_DEFAULT_RESAMPLES, metavar="N",
-                        help=f"randomization and bootstrap resamples (default {_DEFAULT_RESAMPLES})")
-    gating.add_argument("--seed", type=typed(_integer_arg(0)), default=_DEFAULT_SEED, metavar="N",
-                        help=f"seed of the resampling (default {_DEFAULT_SEED}); same inputs and seed, same output")
-    gating.add_argument("--largest-drops", type=typed(_integer_arg(0)), default=5, metavar="N",
-                        help="queries listed per metric among the largest drops (default 5)")
-    gating.add_argument("--ci", action="store_true",
-                        help="add a 95%% interval to every mean (Clopper-Pearson for 0/1 measures, else bootstrap)")
-    gating.add_argument("--allow-qrels-change", action="store_true",
-                        help="compare with an extended baseline made on other qrels (reported)")
-    gating.add_argument("--baseline-qrels", metavar="QRELS",
-                        help="with --baseline-run: the old run's judgments, to split each delta into labels and system")
-    gating.add_argument("--update-baseline", action="store_true",
-                        help="with --baseline: rewrite it with this run's numbers when the gate passes")
-    gating.add_argument("--ratchet", action="store_true",
-                        help="with --update-baseline: raise a mean only by a significant rise")
-    gating.add_argument("--lock-timeout", type=typed(_integer_arg(0)), default=60, metavar="SECONDS", help="with "
-                        "--update-baseline: how long to wait for another run updating the same baseline (default 60)")
-    scoring = parser.add_argument_group("scoring")
-    scoring.add_argument("--measures", type=typed(_measures_arg), default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
-                        help="measures to report: " + ", ".join(_ALL_MEASURES))
-    scoring.add_argument("--gain", choices=_GAINS, default="exp",
-                        help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
-    scoring.add_argument("--min-grade", type=typed(_integer_arg(1)), default=1, metavar="N",
-                        help="lowest grade that counts as relevant (default 1; trec_eval -l)")
-    scoring.add_argument("--judged-only", action="store_true",
-                        help="drop unjudged documents from each ranking before the cutoff (trec_eval -J)")
-    scoring.add_argument("--allow-partial-run", action="store_true",
-                        help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
-    scoring.add_argument("--drop-unknown-queries", action="store_true",
-                        help="drop run queries that the qrels lack (default: an input error)")
-    scoring.add_argument("--qrels-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    scoring.add_argument("--run-format", choices=_FORMATS, default="auto", help="default: detected from the content")
-    scoring.add_argument("--doc-id-sep", metavar="SEP", type=typed(_separator_arg),
-                        help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
-    scoring.add_argument("--max-input-bytes", type=typed(_input_bytes_arg), default=_MAX_RUN_BYTES, metavar="N",
-                        help=f"largest run, chunk map or corpus read, in bytes after gunzip (default {_MAX_RUN_BYTES}: 4 GiB)")
-    scoring.add_argument("--abstain-below", type=typed(_score_arg), metavar="SCORE",
-                        help="an unanswerable query counts as abstained when no score reaches SCORE")
-    scoring.add_argument("--no-symlinks", action="store_true",
-                        help="refuse an input whose path passes through a symbolic link")
-    reports = parser.add_argument_group("reports")
-    reports.add_argument("--per-query", action="store_true", help="add every query's scores to the report")
-    reports.add_argument("--digits", type=typed(_integer_arg(1, 17)), default=_DEFAULT_DIGITS, metavar="N",
-                         help=f"decimals of the numbers printed (default {_DEFAULT_DIGITS})")
-    reports.add_argument("--slices", metavar="FILE",
-                         help="query tags (JSON {qid: tag or [tags]} or JSONL): means per slice; "
-                              "--max-drop SLICE:METRIC=X gates one")
-    reports.add_argument("--output", metavar="FILE",
-                         help="write the full result (per-query scores, conventions, versions, input sha256s)")
-    reports.add_argument("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
-    reports.add_argument("--metrics-file", metavar="FILE",
-                         help="write the means (and deltas to the baseline) in OpenMetrics text format")
-    reports.add_argument("--unjudged", metavar="FILE",
-                         help="write the unjudged documents of each top k as JSONL to label")
-    reports.add_argument("--queries", metavar="FILE", help="with --unjudged: the queries' text, JSONL rows query_id "
-                                                           "(or _id) and text (BEIR's queries.jsonl)")
-    reports.add_argument("--quiet", action="store_true",
-                         help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
-    reports.add_argument("--meta", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                         help="provenance to record (dataset=v3); repeatable")
-    reports.add_argument("--explain", action="store_true",
-                         help="print every measure's definition and its names in other tools, then exit")
-    reports.add_argument("--version", action="version", version=f"rag_eval {__version__}")
-    spans = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)")
-    spans.add_argument("--chunks", metavar="FILE",
-                       help="chunk map, JSONL rows chunk_id, doc_id, start, end")
-    spans.add_argument("--min-overlap", type=typed(_min_overlap_arg), metavar="X",
-                       help=f"a chunk covers a span when they share X of the span's characters (default "
-                            f"{_DEFAULT_MIN_OVERLAP})")
-    spans.add_argument("--corpus", metavar="FILE",
-                       help="documents, JSONL rows doc_id, text: every span is checked against its text")
-    spans.add_argument("--check-labels", action="store_true",
-                       help="with --corpus: print valid / moved / unchecked / orphaned spans per query, then exit")
-    spans.add_argument("--fix-labels", metavar="OUT",
-                       help="with --corpus: write the qrels with moved spans re-anchored, then exit")
-    spans.add_argument("--to-spans", metavar="OUT",
-                       help="with --chunks: write chunk-id qrels as evidence spans, then exit")
-    judged = parser.add_argument_group("judged generation scores (docs/judged.md)")
-    judged.add_argument("--judged", metavar="FILE", action="append", default=[],
-                        help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
-    judged.add_argument("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
-    judged.add_argument("--judged-direction", type=typed(_direction_arg), action="append", default=[],
-                        metavar="METRIC=higher|lower", help="which way is better, where the tool does not say")
-    judged.add_argument("--max-judge-missing", type=typed(_fraction_arg), default=_MAX_JUDGE_MISSING, metavar="X",
-                        help=f"largest share of a metric's questions without a score (default {_MAX_JUDGE_MISSING})")
-    judged.add_argument("--judge", type=typed(_meta_arg), action="append", default=[], metavar="KEY=VALUE",
-                        help="the judge's configuration (model=..., temperature=...), kept in the baseline")
-    judged.add_argument("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
-    judged.add_argument("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
+    # Each group in turn: its options, in the order --help lists them.
+    option = parser.add_argument_group("a first gate (more in docs/gate.md)").add_argument
+    option("--k", type=_cutoffs_arg, action="append", metavar="K[,K...]", help="cutoffs: the number of chunks "
+           f"passed to the model (default {_DEFAULT_K}); repeated, the cutoffs add up")
+    option("--baseline", metavar="FILE", help="baseline to gate against: JSON of metric -> mean, or an extended one")
+    option("--save-baseline", metavar="FILE", help="write an extended baseline (per-query scores, conventions, qrels)")
+    option("--max-drop", type=_tolerance_arg, action="append", default=[], metavar="[METRIC=]X[%]",
+           help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) or one "
+           "(ndcg@10=0.01); X%% is relative to the baseline; repeatable")
+    option("--format", choices=tuple(FORMATTERS), help="stdout's format (default json; --check-labels: table)")
+    option = parser.add_argument_group("gate").add_argument
+    option("--baseline-run", metavar="RUN", help="gate against this older run, scored here with the same conventions")
+    option("--not-gated", type=_metrics_arg, action="append", default=[], metavar="METRIC[,...]",
+           help="baseline metrics left out of the gate on purpose")
+    option("--min", type=_floor_arg, action="append", default=[], metavar="METRIC=X",
+           help="floor: fail when the metric is below X, whatever the baseline; repeatable")
+    option("--gate", choices=_GATE_RULES, default="drop",
+           help="drop: any fall beyond the tolerance fails (default); significant: a non-inferiority test")
+    option("--adjust", choices=_ADJUSTMENTS, default="maxt", help="multiple-test adjustment of the gated family "
+           "(default maxt)")
+    option("--acknowledge", choices=_ACKNOWLEDGEABLE, action="append", default=[],
+           help="make a repeating warning a note, saved in the baseline")
+    option("--inconclusive", choices=_INCONCLUSIVE_AS, default="exit", help="what an inconclusive verdict exits with")
+    option("--calibrate", type=_integer_arg(10, 100_000), nargs="?", const=_DEFAULT_SIMULATIONS, metavar="N",
+           help="measure the gate's false-fail rate and power, N simulations each (default %(const)s)")
+    option("--alpha", type=_alpha_arg, default=_DEFAULT_ALPHA, help="significance level (default %(default)s)")
+    option("--resamples", type=_integer_arg(100), default=_DEFAULT_RESAMPLES, metavar="N",
+           help="randomization and bootstrap resamples (default %(default)s)")
+    option("--seed", type=_integer_arg(0), default=_DEFAULT_SEED, metavar="N",
+           help="seed of the resampling (default %(default)s); same inputs and seed, same output")
+    option("--largest-drops", type=_integer_arg(0), default=5, metavar="N",
+           help="queries listed per metric among the largest drops (default 5)")
+    option("--ci", action="store_true", help="add a 95%% interval to every mean (docs/gate.md)")
+    option("--allow-qrels-change", action="store_true", help="compare with a baseline made on other qrels (reported)")
+    option("--baseline-qrels", metavar="QRELS", help="with --baseline-run: the old run's judgments (docs/compare.md)")
+    option("--update-baseline", action="store_true", help="rewrite --baseline with this run's numbers on a pass")
+    option("--ratchet", action="store_true", help="with --update-baseline: raise a mean only by a significant rise")
+    option("--lock-timeout", type=_integer_arg(0), default=60, metavar="SECONDS",
+           help="with --update-baseline: how long to wait for another run updating the same baseline (default 60)")
+    option = parser.add_argument_group("scoring").add_argument
+    option("--measures", type=_measures_arg, default=list(_DEFAULT_MEASURES), metavar="NAME[,NAME...]",
+           help="measures to report: " + ", ".join(_ALL_MEASURES))
+    option("--gain", choices=_GAINS, default="exp",
+           help="nDCG gain: exp = 2**grade - 1 (default), linear = the grade (trec_eval's ndcg_cut)")
+    option("--min-grade", type=_integer_arg(1), default=1, metavar="N",
+           help="lowest grade that counts as relevant (default 1; trec_eval -l)")
+    option("--judged-only", action="store_true", help="drop unjudged documents before the cutoff (trec_eval -J)")
+    option("--allow-partial-run", action="store_true",
+           help=f"score a run with results for fewer than {round(_MIN_COVERAGE * 100)}%% of the queries")
+    option("--drop-unknown-queries", action="store_true", help="drop run queries that the qrels lack (else an error)")
+    for name in ("--qrels-format", "--run-format"):
+        option(name, choices=_FORMATS, default="auto", help="default: detected from the content")
+    option("--doc-id-sep", metavar="SEP", type=_separator_arg,
+           help="score documents, not chunks: 'guide#3' is chunk 3 of document 'guide' with SEP '#'")
+    option("--max-input-bytes", type=_input_bytes_arg, default=_MAX_RUN_BYTES, metavar="N",
+           help="largest run, chunk map or corpus read, in bytes after gunzip (default %(default)s: 4 GiB)")
+    option("--abstain-below", type=_score_arg, metavar="SCORE",
+           help="an unanswerable query counts as abstained when no score reaches SCORE")
+    option("--no-symlinks", action="store_true", help="refuse an input whose path passes through a symbolic link")
+    option = parser.add_argument_group("reports").add_argument
+    option("--per-query", action="store_true", help="add every query's scores to the report")
+    option("--digits", type=_integer_arg(1, 17), default=_DEFAULT_DIGITS, metavar="N",
+           help="decimals of the numbers printed (default %(default)s)")
+    option("--slices", metavar="FILE", help="query tags: means per slice, gated as SLICE:METRIC (docs/gate.md)")
+    option("--output", metavar="FILE", help="write the full result: per-query scores, provenance (docs/reports.md)")
+    option("--junit", metavar="FILE", help="write JUnit XML, one test case per gated metric")
+    option("--metrics-file", metavar="FILE", help="write the means (and deltas) in OpenMetrics text format")
+    option("--unjudged", metavar="FILE", help="write the unjudged documents of each top k as JSONL to label")
+    option("--queries", metavar="FILE", help="with --unjudged: the queries' text (docs/reports.md)")
+    option("--quiet", action="store_true",
+           help="no notes or warnings on stderr (they stay in the report); errors and REGRESSION lines stay")
+    option("--meta", type=_meta_arg, action="append", default=[], metavar="KEY=VALUE",
+           help="provenance to record (dataset=v3); repeatable")
+    option("--explain", action="store_true",
+           help="print every measure's definition and its names in other tools, then exit")
+    option("--version", action="version", version=f"rag_eval {__version__}")
+    option = parser.add_argument_group("evidence spans (qrels rows with start and end; see docs/spans.md)").add_argument
+    option("--chunks", metavar="FILE", help="chunk map, JSONL rows chunk_id, doc_id, start, end")
+    option("--min-overlap", type=_min_overlap_arg, metavar="X",
+           help=f"a chunk covers a span when they share X of the span's characters (default {_DEFAULT_MIN_OVERLAP})")
+    option("--corpus", metavar="FILE", help="documents, JSONL rows doc_id, text: each span is checked against it")
+    option("--check-labels", action="store_true", help="with --corpus: print each span's status, then exit")
+    option("--fix-labels", metavar="OUT", help="with --corpus: write the qrels with moved spans re-anchored, then exit")
+    option("--to-spans", metavar="OUT", help="with --chunks: write chunk-id qrels as evidence spans, then exit")
+    option = parser.add_argument_group("judged generation scores (docs/judged.md)").add_argument
+    option("--judged", metavar="FILE", action="append", default=[],
+           help="an LLM judge's scores, beside QRELS RUN or alone; repeatable")
+    option("--judged-id", metavar="FIELD", help="the field of a question's id where the export has none")
+    option("--judged-direction", type=_direction_arg, action="append", default=[], metavar="METRIC=higher|lower",
+           help="which way is better, where the tool does not say")
+    option("--max-judge-missing", type=_fraction_arg, default=_MAX_JUDGE_MISSING, metavar="X",
+           help="largest share of a metric's questions without a score (default %(default)s)")
+    option("--judge", type=_meta_arg, action="append", default=[], metavar="KEY=VALUE",
+           help="the judge's configuration (model=..., temperature=...), kept in the baseline")
+    option("--allow-judge-change", action="store_true", help="compare with a baseline of another judge")
+    option("--human-labels", metavar="FILE", help="human labels of a random subset: PPI++ estimates")
     return parser
 
 
@@ -6193,10 +6164,7 @@ def _check_options(args):
     runs = [path for _, path in args.runs] or [args.run]  # every run; several: the reference first, --baseline-run too
     inputs = [path for path in (args.qrels, *runs, args.baseline, None if args.runs else args.baseline_run, args.slices,
                                 args.chunks, args.corpus, args.queries, *args.judged, args.human_labels) if path]
-    if inputs.count("-") > 1:
-        raise RagEvalError("only one input can be - (standard input)")
-    if args.no_symlinks:
-        _refuse_symlinks(inputs)
+    _check_inputs(args, inputs)
     if args.baseline and args.baseline_run:
         raise RagEvalError("--baseline and --baseline-run exclude each other: choose one")
     if args.update_baseline and (not args.baseline or args.baseline == "-"):
@@ -6221,7 +6189,7 @@ def _check_options(args):
         _output_target(path)  # a device, FIFO or socket is refused before anything is read
     if args.update_baseline:
         _output_target(args.baseline)
-    made = [found for found in (_identity(path) for _, path in outputs) if found is not None]  # files that exist
+    made = [found for found in (_identity(path) for _, path in outputs) if found is not None]
     if len({os.path.realpath(path) for _, path in outputs}) < len(outputs) or len(set(made)) < len(made):
         raise RagEvalError("two outputs name the same file")
     twice = _first_repeated([key for key, _ in args.meta])  # a key given twice is an error, not an overwrite
@@ -6238,8 +6206,7 @@ def _check_options(args):
                            "or FIFO", args.baseline_run)
     if os.path.realpath(args.baseline_qrels) == os.path.realpath(args.qrels) and args.qrels != "-":
         raise RagEvalError("--baseline-qrels names the qrels themselves: nothing changed to explain")
-    if args.no_symlinks:
-        _refuse_symlinks([args.baseline_qrels])
+    _check_inputs(args, [args.baseline_qrels])
     for _, path in outputs:
         if _overwrites(path, [args.baseline_qrels]):
             raise RagEvalError("an output would overwrite an input (--baseline-qrels)", path)
@@ -6262,10 +6229,12 @@ def _identity(path):
     return found.st_dev, found.st_ino
 
 
-def _refuse_symlinks(paths):
-    """--no-symlinks: an input (standard input aside) that, as written, is a symbolic link or has one among its
-    folders is an error."""
-    for path in paths:
+def _check_inputs(args, paths):
+    """At most one input is - (standard input); with --no-symlinks, an input that, as written, is a symbolic link
+    or has one among its folders is an error."""
+    if paths.count("-") > 1:
+        raise RagEvalError("only one input can be - (standard input)")
+    for path in paths if args.no_symlinks else ():
         part, below = ("" if path == "-" else path), None
         while part and part != below and part not in (os.sep, os.curdir, os.pardir):
             if os.path.islink(part):
@@ -6337,18 +6306,15 @@ def _comparable_baseline(args, baseline, result, fingerprint):
 
 
 def _full_output(args, argv, full, result, fingerprint, digests, messages, runs=None):
-    """--output: the report with every query's scores (``full``), every note and warning in full, and how the
-    numbers were made: conventions, tool, python, command, meta and the inputs as read (of several ``runs``, each)."""
+    """--output: the report with every query's scores (``full``), every note in full, and how the numbers were made."""
     import platform
 
-    roles = (("qrels", args.qrels), ("run", None if runs else args.run), ("baseline", args.baseline),
-             ("baseline_run", None if runs else args.baseline_run), ("slices", args.slices),
-             ("baseline_qrels", args.baseline_qrels), ("chunks", args.chunks), ("corpus", args.corpus),
-             ("human_labels", args.human_labels))
+    roles = ("qrels", "run", "baseline", "baseline_run", "slices", "baseline_qrels", "chunks", "corpus", "human_labels")
+    paths = {role: getattr(args, role) for role in roles if not runs or role not in ("run", "baseline_run")}
     full.update(notes=[str(message) for message in messages], tool=f"rag_eval {__version__}",
                 conventions=dict(_conventions_record(result), abstain_below=args.abstain_below),
                 python=platform.python_version(), command=["rag_eval"] + list(argv), meta=_provenance(args),
-                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in roles if path})
+                inputs={role: {"path": path, "sha256": digests.get(path)} for role, path in paths.items() if path})
     if args.qrels:
         full["inputs"]["qrels"]["judgments_sha256"] = fingerprint
     if args.judged:
@@ -6371,13 +6337,11 @@ def _run(args, argv):
     args.k = sorted(set(chain.from_iterable(args.k))) if args.k else [_DEFAULT_K]  # --k 5 --k 10 is --k 5,10
     args.not_gated = frozenset(chain.from_iterable(args.not_gated))
     args.meta, args.judge = dict(args.meta), dict(args.judge)
-    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
-        raise RagEvalError("standard output is closed: the report would go nowhere")
+    _refuse_closed_stdout()  # before anything is read
     return _run_candidates(args, argv) if args.runs else _run_one(args, argv)
 
 
 def _run_one(args, argv):
-    """One run, step by step: read, score, gate, then deliver."""
     # Updates of one baseline take turns, and each reads the baseline under the lock.
     with _locked(args.baseline if args.update_baseline else None, args.lock_timeout):
         with _hashing_inputs(bool(args.output)) as digests:
@@ -6401,15 +6365,14 @@ def _run_one(args, argv):
         messages = notes(result, gate_report, _acknowledged(args, baseline), reference, report.get("human"))
         code = _exit_code(args, gate_report)
         passed = code == EXIT_OK
-        text = FORMATTERS[args.format](report, args.digits)
-        _publish(text, _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests,
-                                     messages))
+        _publish(FORMATTERS[args.format](report, args.digits),
+                 _output_files(args, argv, report, result, run, qrels, fingerprint, baseline, passed, digests, messages))
     written = [path for path in (args.output, args.junit, args.metrics_file, args.unjudged, args.save_baseline) if path]
     if written:
         messages.append(_Message("note", f"wrote {', '.join(map(_file_name, written))}"))
     if args.save_baseline:
-        saved = set(_per_query_by_metric(result)) - set(result.get("reported_only", ()))
-        resolved = _resolved_tolerances({m: v for m, v in _per_query_by_metric(result).items() if m in saved}, args.alpha)
+        saved = {m: v for m, v in _per_query_by_metric(result).items() if m not in result.get("reported_only", ())}
+        resolved = _resolved_tolerances(saved, args.alpha)
         shown = [f"{m}={v:.4f}" for m, v in sorted(resolved.items(), key=lambda i: _metric_order(i[0])) if v and v < 1]
         messages.append(_Message("note", f"the smallest tolerance these {result['queries']} queries resolve ("
                                  f"{len(resolved)} tests, a rerun that may change every query; docs/gate.md): "
@@ -6446,7 +6409,7 @@ def _read_judgments(args):
 
 
 def _judged_scores(args, result):
-    """--judged: the judged scores, added to the retrieval result (or alone), with --judge's configuration."""
+    """--judged: the judged scores, beside the retrieval result or alone."""
     if not args.judged:
         return result
     judged = judged_result([read_judged(path, args.judged_id) for path in args.judged], dict(args.judged_direction),
@@ -6479,10 +6442,14 @@ def _exit_code(args, gate_report):
     return {"pass": EXIT_OK, "regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}[verdict]
 
 
-def _deliver(text):
-    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+def _refuse_closed_stdout():
     if sys.stdout is None:  # started with stdout closed (>&-)
         raise RagEvalError("standard output is closed: the report would go nowhere")
+
+
+def _deliver(text):
+    """The report on stdout, flushed: a full disk or a closed stream is an error (exit 2) before any file is written."""
+    _refuse_closed_stdout()
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -6545,7 +6512,7 @@ def _baseline_needs(args, baseline, qrels):
         if _is_judged_metric(key.rpartition(":")[2]):  # read from --judged, not scored
             continue
         name, k = parse_metric(key.rpartition(":")[2])
-        metric = format_metric(name[len(_DOC_LEVEL):] if name.startswith(_DOC_LEVEL) else name, k)  # spans: both levels
+        metric = format_metric(name.removeprefix(_DOC_LEVEL), k)  # spans: both levels
         if metric not in scored | set(needs) and key not in args.not_gated and parse_metric(metric)[0] in table:
             needs.append(metric)
     return needs
@@ -6634,7 +6601,6 @@ def _output_files(args, argv, report, result, run, qrels, fingerprint, baseline,
         # With --judged-only the run was kept whole (see _score_file): its top k holds what the filter drops.
         rows = _unjudged_documents(qrels, run, max(_conventions_record(result)["k"]), args.doc_id_sep)
         files.append((args.unjudged, _worklist(args, rows)))
-    # what an extended baseline records beside the scores: the provenance and the judgments
     extra = {"meta": _provenance(args), "judgments": _stored_judgments(qrels)} \
         if args.save_baseline or args.update_baseline else {}
     if extra and _acknowledged(args, baseline):
@@ -6733,7 +6699,7 @@ def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
                            "--allow-partial-run scores it anyway, the missing ones as 0", source)
 
 
-# Separators of chunk ids seen in the wild: "guide#3", "guide::3", "guide_3", "guide-3", "guide/3", "guide|3".
+# Separators of chunk ids seen in the wild, as in "guide#3", "guide::3" or "guide_3".
 _SEPARATORS = ("#", "::", "_", "-", ":", "/", "|", ".")
 
 
@@ -6796,16 +6762,16 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     """What the command line prints beside the numbers (and of a --baseline-run's ``reference``), most consequential
     first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each.  ``result["repeated"]`` (documents a
     run file repeats) is set by the command line's reader only."""
-    found = []
+    found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
                               f"scored queries (first: {_clipped_repr(result['missing'][0])}); they score 0",
                               "missing: " + ", ".join(result["missing"][:20])))
-    if result.get("labels", {}).get("moved"):
-        found.append(_Message("note", f"{result['labels']['moved']} evidence spans moved in the corpus, scored where "
+    if labels.get("moved"):
+        found.append(_Message("note", f"{labels['moved']} evidence spans moved in the corpus, scored where "
                               "their text is now (--check-labels lists them, --fix-labels corrects them)"))
-    if result.get("labels", {}).get("unchecked"):
-        found.append(_Message("warning", f"{result['labels']['unchecked']} evidence spans quote no text, so --corpus "
+    if labels.get("unchecked"):
+        found.append(_Message("warning", f"{labels['unchecked']} evidence spans quote no text, so --corpus "
                               "could not check where they are (--to-spans with --corpus writes it)"))
     if result["dropped"]:
         found.append(_Message("note", f"dropped {len(result['dropped'])} run queries that the qrels lack"))
@@ -6819,26 +6785,27 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         if entry["flip_rate"]:
             found.append(_Message("note", f"{key}: the judge's repeats disagree on {entry['flip_rate']:.0%} of the "
                                   "questions judged more than once; each question counts once, as its repeats' mean"))
-    for key, test in (gate_report or {}).get("judge_drift", {}).items():
+    for key, test in gate_report.get("judge_drift", {}).items():
         if test["drifted"]:
             share = "" if test["share_of_delta"] is None else f", {test['share_of_delta']:.0%} of its delta"
             found.append(_Message("warning", f"judge drift: {key} moved {test['shift']:+.4f} on {test['anchors']} "
                                   f"unchanged answers (p {test['p_holm']:.2g}{share}); its verdict is inconclusive"))
-    if (gate_report or {}).get("judge_changes"):
+    if gate_report.get("judge_changes"):
         found.append(_Message("warning", "graded by another judge (--allow-judge-change): "
                               + "; ".join(map(_one_line, gate_report["judge_changes"]))))
-    if (gate_report or {}).get("contexts_changed"):
+    if gate_report.get("contexts_changed"):
         changed = gate_report["contexts_changed"]
         found.append(_Message("note", f"the contexts of {_plural(len(changed), 'question', 'questions')} differ from "
                               "the baseline's: their judged deltas mix in retrieval changes",
                               "first: " + ", ".join(map(_one_line, changed[:20]))))
-    if gate_report is not None and gate_report["qrels_changed"]:
+    if gate_report.get("qrels_changed"):
         found.append(_Message("note", "the qrels differ from the baseline's (--allow-qrels-change)"))
-    if gate_report is not None and gate_report.get("not_gated"):
+    if gate_report.get("not_gated"):
         found.append(_Message("note", f"not gated, on purpose (--not-gated): {', '.join(gate_report['not_gated'])}"))
-    if gate_report is not None and gate_report.get("new"):
-        found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(gate_report['new'][:5])}"
-                              + (f" and {len(gate_report['new']) - 5} more" if len(gate_report["new"]) > 5 else "")))
+    new = gate_report.get("new", [])
+    if new:
+        found.append(_Message("note", f"not in the baseline, so not gated: {', '.join(new[:5])}"
+                              + (f" and {len(new) - 5} more" if len(new) > 5 else "")))
     low = {metric: value for metric, value in result["judged"].items() if value < _LOW_JUDGED}
     if low and not result["conventions"]["judged_only"]:
         shares = ", ".join(f"{metric} {value:.2f}" for metric, value in list(low.items())[:2])
@@ -6853,12 +6820,12 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
         counts = ", ".join(f"k={k}: {_plural(n, 'query', 'queries')}" for k, n in tied.items())
         found.append(_Message("note", f"tied scores straddle a cutoff ({counts}); "
                               "ties are broken by docid, descending, as trec_eval does"))
-    if gate_report is not None:  # a tolerance the test set cannot resolve, first of all
+    if gate_report:  # a tolerance the test set cannot resolve, first of all
         first, rest = _gate_warnings(gate_report)
         found = first + found + rest
     if (reference or {}).get("repeated"):
         found.append(_repeated_message(reference["repeated"]))
-    for key, entry in (human or {}).items():  # a note per judged metric with human labels (see _human_report)
+    for key, entry in (human or {}).items():
         parts = []
         for what, e in (("mean", entry["mean"]), ("delta", entry.get("delta"))):
             if e and e["interval"]:
@@ -6904,9 +6871,8 @@ def _score_spans_file(args, qrels, path):
     if not isinstance(qrels, SpanQrels):
         raise RagEvalError("--chunks, --corpus and --min-overlap apply to evidence judgments (JSONL qrels rows "
                            "with start and end)", args.qrels)
-    for option, given in (("--doc-id-sep", args.doc_id_sep), ("--judged-only", args.judged_only),
-                          ("--unjudged", args.unjudged)):
-        if given:
+    for option in ("--doc-id-sep", "--judged-only", "--unjudged"):
+        if getattr(args, option[2:].replace("-", "_")):
             raise RagEvalError(f"{option} does not apply to evidence judgments (the {_DOC_LEVEL}* metrics score "
                                "their documents)")
     labels = None
@@ -6951,10 +6917,7 @@ def _label_job(args):
     if args.qrels is None or args.run is not None:
         raise RagEvalError("--check-labels, --fix-labels and --to-spans take QRELS alone, no RUN")
     sources = [source for source in (args.qrels, args.chunks, args.corpus) if source]
-    if sources.count("-") > 1:
-        raise RagEvalError("only one input can be - (standard input)")
-    if args.no_symlinks:
-        _refuse_symlinks(sources)
+    _check_inputs(args, sources)
     inputs = [source for source in sources if _identity(source)]  # a missing one is left to its reader to name
     for path in (args.to_spans, args.fix_labels):
         if path is not None and (not path or path == "-" or _overwrites(path, inputs)):
@@ -6964,8 +6927,7 @@ def _label_job(args):
                            "and is a job of its own")
     if not args.to_spans and not args.corpus:
         raise RagEvalError("--check-labels and --fix-labels need --corpus FILE (JSONL rows doc_id, text)")
-    if sys.stdout is None:  # started with stdout closed (>&-): refused before anything is read
-        raise RagEvalError("standard output is closed: the report would go nowhere")
+    _refuse_closed_stdout()  # before anything is read
     qrels = read_qrels(args.qrels, args.qrels_format)
     if isinstance(qrels, SpanQrels) == bool(args.to_spans):
         raise RagEvalError("already evidence spans (rows with start and end)" if args.to_spans
@@ -6982,13 +6944,12 @@ def _label_job(args):
             _warn(f"rag_eval: note: wrote {written} of {_plural(len(spans), 'query', 'queries')} to {args.to_spans}")
         return EXIT_OK
     check = _check_labels(qrels, _labelled_corpus(args, qrels))
+    fixed = []
     if args.fix_labels:
         _output_target(args.fix_labels)
-    fixed = [(args.fix_labels, _fixed_labels_text(qrels, check, args.fix_labels))] if args.fix_labels else []
+        fixed.append((args.fix_labels, _fixed_labels_text(qrels, check, args.fix_labels)))
     _publish(_labels_table(check, args.format or "table"), fixed)
-    statuses = {status for _, _, status, _ in check.rows}
-    if not args.check_labels:
-        return EXIT_OK
+    statuses = {status for _, _, status, _ in check.rows} if args.check_labels else ()
     return EXIT_REGRESSION if "orphaned" in statuses else EXIT_INCONCLUSIVE if "unchecked" in statuses else EXIT_OK
 
 
@@ -6997,13 +6958,12 @@ def _label_job(args):
 _RUN_SUFFIXES = (".json", ".jsonl", ".trec", ".txt", ".tsv", ".run", ".res")
 _MAX_RUN_NAME = 64
 # What a report of several runs cannot hold (one run's files), and what to do instead.
-_ONE_RUN_OPTIONS = (("unjudged", "--unjudged"), ("save_baseline", "--save-baseline"),
-                    ("update_baseline", "--update-baseline"), ("junit", "--junit"),
-                    ("metrics_file", "--metrics-file"), ("per_query", "--per-query"), ("judged", "--judged"))
+_ONE_RUN_OPTIONS = ("--unjudged", "--save-baseline", "--update-baseline", "--junit", "--metrics-file", "--per-query",
+                    "--judged")
 
 
 class _Scored(NamedTuple):
-    """One run of several: its name, its path and its result (the run itself is not kept)."""
+    """One run of several (the run itself is not kept)."""
 
     name: str
     path: str
@@ -7028,9 +6988,7 @@ def _run_name(text):
 def _file_stem(path):
     if path == "-":
         return "stdin"
-    name = os.path.basename(path.rstrip("/" + os.sep)) or path
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = (os.path.basename(path.rstrip("/" + os.sep)) or path).removesuffix(".gz")
     root, ext = os.path.splitext(name)
     return root if root and ext.lower() in _RUN_SUFFIXES else name
 
@@ -7053,8 +7011,8 @@ def _split_runs(args):
 
 def _run_candidates(args, argv):
     """Several runs: score each in turn, gate each as one run would be, compare all with the reference."""
-    for attribute, option in _ONE_RUN_OPTIONS:
-        if getattr(args, attribute):
+    for option in _ONE_RUN_OPTIONS:
+        if getattr(args, option[2:].replace("-", "_")):
             raise RagEvalError(f"{option} takes one run, not several: compare first, then use it on the run you chose")
     with _hashing_inputs(bool(args.output)) as digests:
         baseline, slices, qrels = _read_judgments(args)
@@ -7069,11 +7027,9 @@ def _run_candidates(args, argv):
              for s in gated}
     comparison = compare_runs([(s.name, s.result) for s in scored], resamples=args.resamples, seed=args.seed,
                               alpha=args.alpha, show=args.largest_drops)
-    runs = []
-    for s in scored:
-        intervals = _mean_intervals(s.result, args.resamples, args.seed) if args.ci else None
-        runs.append(dict(build_report(s.result, gate_report=gates.get(s.name), intervals=intervals, slices=slices),
-                         name=s.name, path=s.path, reference=s is scored[0]))
+    runs = [dict(build_report(s.result, gate_report=gates.get(s.name), slices=slices,
+                              intervals=_mean_intervals(s.result, args.resamples, args.seed) if args.ci else None),
+                 name=s.name, path=s.path, reference=s is scored[0]) for s in scored]
     verdicts = [g["verdict"] for g in gates.values() if g is not None]
     report = {"comparison": comparison, "runs": runs, "verdict": _overall_verdict(verdicts) if verdicts else UNGATED}
     if verdicts:
@@ -7197,8 +7153,7 @@ def parse_args(argv: List[str]):
 
 def console_main() -> None:
     """Entry point of the ``rag-eval`` console script and ``python3 rag_eval.py``."""
-    # An id that the console cannot encode (a cp1252 Windows console) is
-    # shown escaped rather than crashing the run.
+    # An id a console cannot encode (cp1252 on Windows) is shown escaped rather than crashing the run.
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
             stream.reconfigure(errors="backslashreplace")
