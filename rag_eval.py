@@ -3145,11 +3145,10 @@ class _Input(NamedTuple):
 
 # While the command line writes --output: path -> sha256 of each input's bytes,
 # hashed as they are read (a FIFO or <(...) cannot be read twice).  Unset, reading costs nothing more.
-_INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
+_INPUT_SHA256 = ContextVar("rag_eval_input_sha256", default=None)
 
 
 def _source_name(path):
-    """How errors and reports name an input: ``<stdin>`` for ``-``."""
     return "<stdin>" if path == "-" else path
 
 
@@ -3170,8 +3169,11 @@ def _opened(path):
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = _source_name(path)
     digests = _INPUT_SHA256.get()
-    raw = _open_binary(path, source, hashed=digests is not None)
-    stream = raw
+    if digests is not None:
+        import hashlib
+
+        digest = hashlib.sha256()
+    raw = stream = _open_binary(path, source, None if digests is None else digest.update)
     try:
         try:
             magic = raw.peek(2)[:2]
@@ -3183,14 +3185,14 @@ def _opened(path):
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
         if digests is not None:  # readers read to the end (gzip's trailer too), or fail, or read again
-            digests[path] = raw.raw.digest.hexdigest()
+            digests[path] = digest.hexdigest()
     finally:
         if path != "-":
             stream.close()
             raw.close()
 
 
-_TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its stream, the file its bytes are kept in)
+_TEES = {}  # an input read once -> (its stream, the file its bytes are kept in)
 
 
 @contextmanager
@@ -3210,53 +3212,37 @@ def _teed(path):
                 stream.close()
 
 
-class _Teed(io.RawIOBase):
-    """An input read once, from its start: the bytes kept so far, then the stream's, kept too."""
+class _Tapped(io.RawIOBase):
+    """A raw stream that hands every byte it reads to ``tap`` too (a sha256's update); with ``kept``, an input
+    read once, from its start: the bytes kept so far, then the stream's, which ``tap`` (``kept.write``) keeps."""
 
-    def __init__(self, stream, kept):
+    def __init__(self, stream, tap, kept=None):
         super().__init__()
-        self.stream, self.kept = stream, kept
-        kept.seek(0)
+        self.stream, self.tap, self.kept = stream, tap, kept
+        if kept:
+            kept.seek(0)
 
     def readable(self):
         return True
 
     def readinto(self, buffer):
-        count = self.kept.readinto(buffer)
+        count = self.kept.readinto(buffer) if self.kept else 0
         if not count:
             count = self.stream.readinto(buffer)
-            self.kept.write(memoryview(buffer)[:count])
-        return count
-
-
-class _Hashing(io.RawIOBase):
-    """A raw stream that feeds every byte it reads to a sha256."""
-
-    def __init__(self, stream):
-        import hashlib
-
-        super().__init__()
-        self.stream, self.digest = stream, hashlib.sha256()
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        count = self.stream.readinto(buffer)
-        if count:
-            self.digest.update(memoryview(buffer)[:count])
+            self.tap(memoryview(buffer)[:count])
         return count
 
     def close(self):
-        if self.stream is not getattr(sys.stdin, "buffer", None):
+        if not self.kept and self.stream is not getattr(sys.stdin, "buffer", None):
             self.stream.close()
         super().close()
 
 
-def _open_binary(path, source, hashed=False):
+def _open_binary(path, source, tap=None):
     try:
         if path in _TEES:
-            stream = io.BufferedReader(_Teed(*_TEES[path]), _READ_BLOCK)
+            stream, kept = _TEES[path]
+            stream = io.BufferedReader(_Tapped(stream, kept.write, kept), _READ_BLOCK)
         elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
@@ -3264,8 +3250,8 @@ def _open_binary(path, source, hashed=False):
         else:
             if os.path.isdir(path):
                 raise RagEvalError("is a directory, expected a file", source)
-            stream = open(path, "rb", buffering=0 if hashed else -1)
-        return io.BufferedReader(_Hashing(stream), _READ_BLOCK) if hashed else stream
+            stream = open(path, "rb", buffering=0 if tap else -1)
+        return io.BufferedReader(_Tapped(stream, tap), _READ_BLOCK) if tap else stream
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
@@ -3274,9 +3260,7 @@ def _open_binary(path, source, hashed=False):
 
 def _first_content(stream, source):
     """The stream with its first block that holds more than white space, for format detection."""
-    head = _read_block(stream, source)
-    if head.startswith(_BOM):
-        head = head[len(_BOM):]
+    head = _read_block(stream, source).removeprefix(_BOM)
     first_line = 1
     while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
         first_line += head.count(b"\n")
@@ -3320,17 +3304,13 @@ def _detect_format(inp):
 
 def _line_blocks(inp, kind, max_bytes=None):
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file."""
-    first = inp.first_line
-    data = inp.head
-    read = 0
+    first, data, read = inp.first_line, inp.head, 0
     while data:
         data, too_long = _whole_lines(inp.rest, inp.source, data, first)
         read += len(data)
         if max_bytes is not None and read > max_bytes:
             raise _too_large(inp.source, max_bytes)
-        problem = _block_problem(data, inp.source, first)
-        if problem is None and too_long is not None:
-            problem = (len(data), too_long)  # after every line before it
+        problem = _block_problem(data, inp.source, first) or too_long and (len(data), too_long)  # after the lines
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
@@ -3356,7 +3336,7 @@ def _whole_lines(stream, source, data, first):
     """``data`` and the rest of its last line from ``stream``: blocks never cut a line.  A line may be
     MAX_LINE bytes long (line end included) wherever it starts, so the readline's limit counts what ``data``
     holds of it; for a longer line: the lines before it, and the error to raise once they are read."""
-    if not data or data.endswith(b"\n"):
+    if data.endswith(b"\n"):
         return data, None
     start = data.rfind(b"\n") + 1
     limit = max(_MAX_LINE + 1 - (len(data) - start), 1)
@@ -3536,7 +3516,6 @@ def _string_id(value, what, source, lineno=None):
 
 
 def _add_judgment(qrels, qid, docid, grade, source, lineno):
-    """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
         raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(docid)}: {docs[docid]} and {grade}", source, lineno)
@@ -3699,8 +3678,7 @@ def _trec_qrels(inp):
                     continue
                 if width is not None or len(fields) not in (3, 4):  # 4 (TREC) or 3 (BEIR's TSV), as the first
                     layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) \
-                        else ""
+                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) else ""
                     raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{a_run}",
                                        inp.source, lineno)
                 width, first_row = len(fields), lineno
@@ -3789,7 +3767,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             qrels = _jsonl_qrels(inp)
         else:
             header = _header(inp)
-            beir = header is not None and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
+            beir = header and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
             qrels = _header_qrels(inp, header) if header and not beir else _trec_qrels(inp)
         if not qrels:
             raise RagEvalError("no judgments found", inp.source)
@@ -3803,7 +3781,7 @@ class _TopScores:
 
     def __init__(self, depth):
         self.depth = depth
-        self.scores: Dict[Union[str, bytes], float] = {}
+        self.scores = {}
         self.floor = -math.inf
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
@@ -3816,7 +3794,6 @@ class _TopScores:
         self.mark = 2 * self.depth + 65
 
     def add(self, docid, score):
-        """Offer one document; one offered again keeps its higher score."""
         old = self.scores.get(docid)
         if old is None or score > old:
             self.scores[docid] = score
@@ -3865,10 +3842,10 @@ class _Repeats:
     """Counts the documents a run lists more than once in a query, from the ids as the file spells them."""
 
     def __init__(self):
-        self.found: Dict[object, set] = {}  # query -> its repeated documents
-        self.kept: Dict[object, set] = {}  # query -> the ids of its stretches read so far
+        self.found = {}  # query -> its repeated documents
+        self.kept = {}  # query -> the ids of its stretches read so far
         self.size = 0  # ids in ``kept``
-        self.forgotten: set = set()
+        self.forgotten = set()
         self.at_least = False
 
     def add(self, qid, ids, more=True, unique=False):
@@ -3931,8 +3908,8 @@ class _Reducer:
     def __init__(self, options, as_bytes, source):
         self.judged, self.cutoffs, self.depth = options.judged, sorted(options.cutoffs), options.depth
         self.as_bytes, self.source = as_bytes, source
-        self.queries: Dict[str, _Reduced] = {}
-        self.unknown: set = set()
+        self.queries = {}
+        self.unknown = set()
 
     def knows(self, qid):
         """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
@@ -4004,9 +3981,8 @@ class _Reducer:
                 else dict(zip(grades, grades)))
 
     def _add(self, qid, length, ranks, tied, best):
-        names = self._judged_ids(qid) if self.as_bytes else None
-        judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
-        self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
+        names = self._judged_ids(qid)
+        self.queries[qid] = _Reduced(length, tuple(sorted((rank, names[docid]) for rank, docid in ranks)), tied, best)
 
     def run(self):
         return _ReducedRun(self.queries, sorted(self.unknown))
@@ -4055,15 +4031,15 @@ class _Queries:
         self.doc_id_sep = options.doc_id_sep
         self.mapped = self.keep is not None or self.doc_id_sep is not None
         self.reducer = None if options.cutoffs is None else _Reducer(options, as_bytes and not self.mapped, source)
-        self.tops: Dict[object, _TopScores] = {}  # without a reducer: every query's
+        self.tops = {}  # without a reducer: every query's
         self.repeats = _Repeats()
         self.looking = self.judged is not None  # for a line that names a judged document of its query
         self.ranked = False  # ranked (not scored) rows: queries are ranked lists, with no ties to note
         self.qid = None  # the current query as the file spells it, None before the first line
-        self.query: Optional[str] = None  # ... as text
-        self.top: Optional[_TopScores] = None  # ... its best documents; None when the reducer's qrels lack it
-        self.ids: List = []  # its document ids since the last hand-over, for _Repeats
-        self.values: List[float] = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
+        self.query = None  # ... as text
+        self.top = None  # ... its best documents; None when the reducer's qrels lack it
+        self.ids = []  # its document ids since the last hand-over, for _Repeats
+        self.values = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
 
     def take(self, segments):
         """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
@@ -4662,8 +4638,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
 
-def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None,
-              judged=None, cutoffs=None,
+def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None, judged=None, cutoffs=None,
               max_bytes=_MAX_RUN_BYTES, evidence=False):
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query;
@@ -4687,13 +4662,11 @@ def _read_run_once(path, fmt, options, evidence=False, plain=False):
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, options, evidence=evidence)
-        if fmt == "trec" and _msmarco_layout(inp):
-            return _msmarco_run(inp, options)
-        header = _header(inp) if fmt == "trec" else None
-        if header is not None:
-            return _header_run(inp, header, options)
         if fmt == "trec":
-            return _trec_run(inp, options)
+            if _msmarco_layout(inp):
+                return _msmarco_run(inp, options)
+            header = _header(inp)
+            return _header_run(inp, header, options) if header else _trec_run(inp, options)
         document = _parse_json(inp, "run") if plain else None
         return _json_run(inp, options, document)
 
