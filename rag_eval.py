@@ -3111,7 +3111,7 @@ _MAX_LINE = 1 << 26
 _MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
 # A JSON run streamed from a file: past this, refused (docs/performance.md: about a minute of parsing).
 _MAX_JSON_RUN = 1 << 29
-_MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
+_MAX_ID = 1 << 12  # bytes of a query or document id (memory follows what is kept); trec_eval's limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 _MAX_UNKNOWN_QUERIES = 200_000
 # Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
@@ -3291,15 +3291,13 @@ def _detect_format(inp):
         return "json"
     if text[:1] != b"{":
         return "trec"
-    first_line = text.split(b"\n", 1)[0]
     try:
-        row = json.loads(first_line)
+        row = json.loads(text.split(b"\n", 1)[0])
     except (ValueError, RecursionError):
         return "json"  # an object spread over several lines, or broken: the JSON parser will say
     # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
-    is_row = isinstance(row, dict) and any(
-        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
-    return "jsonl" if is_row else "json"
+    return "jsonl" if isinstance(row, dict) and any(
+        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY) else "json"
 
 
 def _line_blocks(inp, kind, max_bytes=None):
@@ -3347,7 +3345,6 @@ def _whole_lines(stream, source, data, first):
 
 
 def _lines_of(data, kind):
-    """The lines of ``data``, as bytes or (``kind`` str) decoded from UTF-8."""
     lines = data.split(b"\n") if kind is bytes else data.decode("utf-8").split("\n")
     if not lines[-1]:
         lines.pop()  # the empty piece after the final newline
@@ -3645,7 +3642,7 @@ def _header_qrels(inp, header):
 def _header_run(inp, header, options):
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
-    query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
+    score = _first_column(header.names, ("score",))
     if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
         raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
                            "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
@@ -3653,11 +3650,12 @@ def _header_run(inp, header, options):
         qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
                            header.lineno)
+    column = header.names.index("rank") if score is None else score
+    rows = _header_rows(inp, header, (header.query, header.doc, column), options.max_bytes)
     if score is None:
-        rows = _header_rows(inp, header, (query, doc, header.names.index("rank")), options.max_bytes)
         return _msmarco_run(inp, options, rows, first_rank=0)
     rows = ((lineno, {"query_id": qid, "doc_id": docid, "score": _score(text, inp.source, lineno)})
-            for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, score), options.max_bytes))
+            for lineno, (qid, docid, text) in rows)
     return _jsonl_run(inp, options, rows)
 
 
@@ -3672,7 +3670,7 @@ def _trec_qrels(inp):
         for lineno, line in enumerate(lines, first):
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
-                continue  # blank, or a comment
+                continue
             if len(fields) != width:  # the first judgment, BEIR's header (which may come first), or an error
                 if width is None and b" ".join(fields).lower() == b"query-id corpus-id score":
                     continue
@@ -3949,7 +3947,7 @@ class _Reducer:
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
         partners = {}
         for rank, _, score, same in found:
-            if same > 1 and score not in partners:  # the documents scored the same
+            if same > 1 and score not in partners:
                 start = rank - 1  # where they are when listed best first, as runs list them
                 if values[start:start + same].count(score) == same:
                     partners[score] = docids[start:start + same]
@@ -4022,8 +4020,7 @@ class _Queries:
     as the file spells them (bytes from TREC lines, text from rows) and their values (scores; in a ranked
     run the places negated, so that higher is better).  A query's documents are held as two lists until its
     lines end; then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's
-    look-up of the judged ones.  ``keep`` and ``doc_id_sep`` need each id as text: only ids at least the
-    query's floor are mapped.
+    look-up of the judged ones.
     """
 
     def __init__(self, source, options, as_bytes):
@@ -4201,8 +4198,7 @@ def _trec_lines(data, first, qid, source):
     """``_trec_columns`` line by line (``first``: the first line's number; ``qid``: the query of the line
     before, None before any).  Blank and comment lines are skipped and extra fields ignored, as trec_eval
     does.  At a bad line the segments before it come out first (its query's start included: the qrels are
-    asked about it before its score is checked), then its error.  An id longer than MAX_ID is an error:
-    memory must follow what is kept, and trec_eval's own limits are far below.
+    asked about it before its score is checked), then its error.
     """
     docids = []
     values = []
@@ -4452,8 +4448,7 @@ class _JsonStream:
     def skip_space(self):
         """The next character that is not white space, "" at the end of the document."""
         while True:
-            match = _JSON_SPACE.match(self.text, self.pos)
-            self.pos = match.end()
+            self.pos = _JSON_SPACE.match(self.text, self.pos).end()
             if self.pos < len(self.text):
                 return self.text[self.pos]
             if not self.more(_READ_BLOCK):
@@ -4474,7 +4469,7 @@ class _JsonStream:
         first = True
         while True:
             if self.pos > _READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
-                self.text, self.pos = self.text[self.pos:], 0  # drop the text parsed already
+                self.text, self.pos = self.text[self.pos:], 0
             char = self.skip_space()
             if char == closing:
                 break
@@ -4537,7 +4532,7 @@ def _json_strings(stream):
         value = stream.parse(string=stream.text[stream.pos:stream.pos + 1] not in "-0123456789")
         if not (isinstance(value, str) or _is_int(value)):
             raise _ReadAgain()  # a fraction: the plain reader says what is wrong
-        yield value if isinstance(value, str) else str(value)  # an integer id, as its decimal string
+        yield value if isinstance(value, str) else str(value)
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4667,8 +4662,7 @@ def _read_run_once(path, fmt, options, evidence=False, plain=False):
                 return _msmarco_run(inp, options)
             header = _header(inp)
             return _header_run(inp, header, options) if header else _trec_run(inp, options)
-        document = _parse_json(inp, "run") if plain else None
-        return _json_run(inp, options, document)
+        return _json_run(inp, options, _parse_json(inp, "run") if plain else None)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
