@@ -3108,7 +3108,7 @@ _READ_BLOCK = 1 << 17
 # A longer line is an error, not a reason to run out of memory.  READ_BLOCK
 # must stay far below it: a line that fits in one block is never measured.
 _MAX_LINE = 1 << 26
-_MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
+_MAX_JSON = 1 << 30  # JSON read whole (qrels, a run read again): parsing takes several times its size in memory
 # A JSON run streamed from a file: past this, refused (docs/performance.md: about a minute of parsing).
 _MAX_JSON_RUN = 1 << 29
 _MAX_ID = 1 << 12  # bytes of a query or document id (memory follows what is kept); trec_eval's limits are far below
@@ -3273,7 +3273,6 @@ def _first_content(stream, source):
 
 
 def _read_block(stream, source, line_limit=None, size=0):
-    """The next READ_BLOCK (or ``size``) bytes; with ``line_limit``, to the next newline, at most so many."""
     try:
         return stream.read(size or _READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
@@ -4681,7 +4680,7 @@ def read_slices(path: str) -> Slices:
             if not isinstance(data, dict):
                 raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_json_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
-    slices: Slices = {}
+    slices = {}
     for qid, tags, lineno in pairs:
         tags = [tags] if isinstance(tags, str) else tags
         if not isinstance(tags, list) or not all(
