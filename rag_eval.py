@@ -3813,15 +3813,9 @@ class _TopScores:
 
     def prune(self):
         if self.depth is not None and len(self.scores) > self.depth:
-            # Only the documents scored at least the depth-th best score can stay, and runs list them first.
-            values = list(self.scores.values())
-            descending = sorted(values, reverse=True)
-            cut = descending[self.depth - 1]
-            count = descending.index(cut) + descending.count(cut)
-            if min(values[:count]) >= cut:  # they come first: found in C
-                near = dict(islice(self.scores.items(), count))
-            else:
-                near = {docid: score for docid, score in self.scores.items() if score >= cut}
+            # Only the documents scored at least the depth-th best score can stay.
+            cut = sorted(self.scores.values(), reverse=True)[self.depth - 1]
+            near = {docid: score for docid, score in self.scores.items() if score >= cut}
             best = _order_scored(near)[: self.depth]
             self.scores = {docid: near[docid] for docid in best}
             self.floor = self.scores[best[-1]]
