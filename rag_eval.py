@@ -3307,7 +3307,7 @@ def _line_blocks(inp, kind, max_bytes=None):
         read += len(data)
         if max_bytes is not None and read > max_bytes:
             raise _too_large(inp.source, max_bytes)
-        problem = _block_problem(data, inp.source, first) or too_long and (len(data), too_long)  # after the lines
+        problem = _block_problem(data, inp.source, first) or too_long and (len(data), too_long)  # after its lines
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
@@ -3777,9 +3777,7 @@ class _TopScores:
     __slots__ = ("depth", "scores", "floor", "mark")
 
     def __init__(self, depth):
-        self.depth = depth
-        self.scores = {}
-        self.floor = -math.inf
+        self.depth, self.scores, self.floor = depth, {}, -math.inf
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
     def grown(self):
@@ -4193,8 +4191,7 @@ def _trec_lines(data, first, qid, source):
     does.  At a bad line the segments before it come out first (its query's start included: the qrels are
     asked about it before its score is checked), then its error.
     """
-    docids = []
-    values = []
+    docids, values = [], []
     for lineno, line in enumerate(_lines_of(data, bytes), first):
         fields = line.split()
         if len(fields) < 6 or fields[0][:1] == b"#":
@@ -4562,11 +4559,9 @@ def _json_run(inp, options, document=None):
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
         return _read_rows(inp.source, members, lambda rows: _jsonl_run(inp, options, rows))
     reducer = None if options.cutoffs is None else _Reducer(options, False, inp.source)
-    run = {}
-    seen = set()
-    found = False
+    run, seen, found = {}, set(), False
     for qid, entry in members:
-        grades = judged.get(qid, {}) if judged is not None else {}
+        grades = (judged or {}).get(qid, {})
         ranked = isinstance(entry, abc.Iterator)
         if ranked:  # checked, mapped, filtered and cut as it is read
             ranking = {}  # its first ``depth`` unique documents
