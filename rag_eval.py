@@ -3069,10 +3069,10 @@ _READ_BLOCK = 1 << 17
 # A longer line is an error, not a reason to run out of memory.  READ_BLOCK
 # must stay far below it: a line that fits in one block is never measured.
 _MAX_LINE = 1 << 26
-_MAX_JSON = 1 << 30  # JSON read whole (qrels, a run on stdin): parsing takes several times its size in memory
+_MAX_JSON = 1 << 30  # JSON read whole (qrels, a run read again): parsing takes several times its size in memory
 # A JSON run streamed from a file: past this, refused (docs/performance.md: about a minute of parsing).
 _MAX_JSON_RUN = 1 << 29
-_MAX_ID = 1 << 12  # bytes of a query or document id in a run; trec_eval's own limits are far below
+_MAX_ID = 1 << 12  # bytes of a query or document id (memory follows what is kept); trec_eval's limits are far below
 # Run queries the qrels lack, kept by name for the error or the note; beyond, the run is refused.
 _MAX_UNKNOWN_QUERIES = 200_000
 # Ids kept to find a document listed again when a query's lines come apart (or run long): about 6 MB.
@@ -3106,11 +3106,10 @@ class _Input(NamedTuple):
 
 # While the command line writes --output: path -> sha256 of each input's bytes,
 # hashed as they are read (a FIFO or <(...) cannot be read twice).  Unset, reading costs nothing more.
-_INPUT_SHA256: ContextVar[Optional[Dict[str, str]]] = ContextVar("rag_eval_input_sha256", default=None)
+_INPUT_SHA256 = ContextVar("rag_eval_input_sha256", default=None)
 
 
 def _source_name(path):
-    """How errors and reports name an input: ``<stdin>`` for ``-``."""
     return "<stdin>" if path == "-" else path
 
 
@@ -3131,8 +3130,11 @@ def _opened(path):
     """Open a file (or ``-`` for standard input), transparently un-gzipped; close it after."""
     source = _source_name(path)
     digests = _INPUT_SHA256.get()
-    raw = _open_binary(path, source, hashed=digests is not None)
-    stream = raw
+    if digests is not None:
+        import hashlib
+
+        digest = hashlib.sha256()
+    raw = stream = _open_binary(path, source, None if digests is None else digest.update)
     try:
         try:
             magic = raw.peek(2)[:2]
@@ -3144,14 +3146,14 @@ def _opened(path):
             stream = gzip.GzipFile(fileobj=raw, mode="rb")
         yield _first_content(stream, source)
         if digests is not None:  # readers read to the end (gzip's trailer too), or fail, or read again
-            digests[path] = raw.raw.digest.hexdigest()
+            digests[path] = digest.hexdigest()
     finally:
         if path != "-":
             stream.close()
             raw.close()
 
 
-_TEES: Dict[str, Tuple[object, object]] = {}  # an input read once -> (its stream, the file its bytes are kept in)
+_TEES = {}  # an input read once -> (its stream, the file its bytes are kept in)
 
 
 @contextmanager
@@ -3171,53 +3173,37 @@ def _teed(path):
                 stream.close()
 
 
-class _Teed(io.RawIOBase):
-    """An input read once, from its start: the bytes kept so far, then the stream's, kept too."""
+class _Tapped(io.RawIOBase):
+    """A raw stream that hands every byte it reads to ``tap`` too (a sha256's update); with ``kept``, an input
+    read once, from its start: the bytes kept so far, then the stream's, which ``tap`` (``kept.write``) keeps."""
 
-    def __init__(self, stream, kept):
+    def __init__(self, stream, tap, kept=None):
         super().__init__()
-        self.stream, self.kept = stream, kept
-        kept.seek(0)
+        self.stream, self.tap, self.kept = stream, tap, kept
+        if kept:
+            kept.seek(0)
 
     def readable(self):
         return True
 
     def readinto(self, buffer):
-        count = self.kept.readinto(buffer)
+        count = self.kept.readinto(buffer) if self.kept else 0
         if not count:
             count = self.stream.readinto(buffer)
-            self.kept.write(memoryview(buffer)[:count])
-        return count
-
-
-class _Hashing(io.RawIOBase):
-    """A raw stream that feeds every byte it reads to a sha256."""
-
-    def __init__(self, stream):
-        import hashlib
-
-        super().__init__()
-        self.stream, self.digest = stream, hashlib.sha256()
-
-    def readable(self):
-        return True
-
-    def readinto(self, buffer):
-        count = self.stream.readinto(buffer)
-        if count:
-            self.digest.update(memoryview(buffer)[:count])
+            self.tap(memoryview(buffer)[:count])
         return count
 
     def close(self):
-        if self.stream is not getattr(sys.stdin, "buffer", None):
+        if not self.kept and self.stream is not getattr(sys.stdin, "buffer", None):
             self.stream.close()
         super().close()
 
 
-def _open_binary(path, source, hashed=False):
+def _open_binary(path, source, tap=None):
     try:
         if path in _TEES:
-            stream = io.BufferedReader(_Teed(*_TEES[path]), _READ_BLOCK)
+            stream, kept = _TEES[path]
+            stream = io.BufferedReader(_Tapped(stream, kept.write, kept), _READ_BLOCK)
         elif path == "-":
             if sys.stdin is None:
                 raise RagEvalError("there is no standard input to read", source)
@@ -3225,8 +3211,8 @@ def _open_binary(path, source, hashed=False):
         else:
             if os.path.isdir(path):
                 raise RagEvalError("is a directory, expected a file", source)
-            stream = open(path, "rb", buffering=0 if hashed else -1)
-        return io.BufferedReader(_Hashing(stream), _READ_BLOCK) if hashed else stream
+            stream = open(path, "rb", buffering=0 if tap else -1)
+        return io.BufferedReader(_Tapped(stream, tap), _READ_BLOCK) if tap else stream
     except FileNotFoundError:
         raise RagEvalError("no such file", source) from None
     except OSError as exc:
@@ -3235,9 +3221,7 @@ def _open_binary(path, source, hashed=False):
 
 def _first_content(stream, source):
     """The stream with its first block that holds more than white space, for format detection."""
-    head = _read_block(stream, source)
-    if head.startswith(_BOM):
-        head = head[len(_BOM):]
+    head = _read_block(stream, source).removeprefix(_BOM)
     first_line = 1
     while head.isspace():  # blank blocks say nothing of the format: skip them, counting lines
         first_line += head.count(b"\n")
@@ -3250,7 +3234,6 @@ def _first_content(stream, source):
 
 
 def _read_block(stream, source, line_limit=None, size=0):
-    """The next READ_BLOCK (or ``size``) bytes; with ``line_limit``, to the next newline, at most so many."""
     try:
         return stream.read(size or _READ_BLOCK) if line_limit is None else stream.readline(line_limit)
     except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
@@ -3268,30 +3251,24 @@ def _detect_format(inp):
         return "json"
     if text[:1] != b"{":
         return "trec"
-    first_line = text.split(b"\n", 1)[0]
     try:
-        row = json.loads(first_line)
+        row = json.loads(text.split(b"\n", 1)[0])
     except (ValueError, RecursionError):
         return "json"  # an object spread over several lines, or broken: the JSON parser will say
     # A JSONL row names its query in a field; a JSON document maps query ids to objects or lists.
-    is_row = isinstance(row, dict) and any(
-        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY)
-    return "jsonl" if is_row else "json"
+    return "jsonl" if isinstance(row, dict) and any(
+        name in row and not isinstance(row[name], (dict, list)) for name in _JSONL_QUERY) else "json"
 
 
 def _line_blocks(inp, kind, max_bytes=None):
     """Yield ``(number of the first line, lines)`` for successive blocks of a text file."""
-    first = inp.first_line
-    data = inp.head
-    read = 0
+    first, data, read = inp.first_line, inp.head, 0
     while data:
         data, too_long = _whole_lines(inp.rest, inp.source, data, first)
         read += len(data)
         if max_bytes is not None and read > max_bytes:
             raise _too_large(inp.source, max_bytes)
-        problem = _block_problem(data, inp.source, first)
-        if problem is None and too_long is not None:
-            problem = (len(data), too_long)  # after every line before it
+        problem = _block_problem(data, inp.source, first) or too_long and (len(data), too_long)  # after its lines
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
@@ -3317,7 +3294,7 @@ def _whole_lines(stream, source, data, first):
     """``data`` and the rest of its last line from ``stream``: blocks never cut a line.  A line may be
     MAX_LINE bytes long (line end included) wherever it starts, so the readline's limit counts what ``data``
     holds of it; for a longer line: the lines before it, and the error to raise once they are read."""
-    if not data or data.endswith(b"\n"):
+    if data.endswith(b"\n"):
         return data, None
     start = data.rfind(b"\n") + 1
     limit = max(_MAX_LINE + 1 - (len(data) - start), 1)
@@ -3328,7 +3305,6 @@ def _whole_lines(stream, source, data, first):
 
 
 def _lines_of(data, kind):
-    """The lines of ``data``, as bytes or (``kind`` str) decoded from UTF-8."""
     lines = data.split(b"\n") if kind is bytes else data.decode("utf-8").split("\n")
     if not lines[-1]:
         lines.pop()  # the empty piece after the final newline
@@ -3497,7 +3473,6 @@ def _string_id(value, what, source, lineno=None):
 
 
 def _add_judgment(qrels, qid, docid, grade, source, lineno):
-    """Record one line-based judgment; the same document judged twice must agree."""
     docs = qrels.setdefault(qid, {})
     if docs.setdefault(docid, grade) != grade:
         raise RagEvalError(f"conflicting judgments for {_clipped_repr(qid)}/{_clipped_repr(docid)}: {docs[docid]} and {grade}", source, lineno)
@@ -3627,7 +3602,7 @@ def _header_qrels(inp, header):
 def _header_run(inp, header, options):
     """A run under a header line (PyTerrier's ``qid docno score rank``, ...): scored when it has a score column,
     else ranked by its rank column (as MS MARCO's runs); other columns (``query``, ``docid``) are ignored."""
-    query, doc, score = header.query, header.doc, _first_column(header.names, ("score",))
+    score = _first_column(header.names, ("score",))
     if header.names == ["query-id", "corpus-id", "score"]:  # BEIR's score column holds the grade
         raise RagEvalError(f"the header on line {header.lineno} is BEIR's qrels header (query-id corpus-id score); "
                            "is this a qrels file? the order is QRELS RUN", inp.source, header.lineno)
@@ -3635,11 +3610,12 @@ def _header_run(inp, header, options):
         qrels = "; is this a qrels file? the order is QRELS RUN" if set(_HEADER_GRADE) & set(header.names) else ""
         raise RagEvalError(f"the header on line {header.lineno} names no score or rank column{qrels}", inp.source,
                            header.lineno)
+    column = header.names.index("rank") if score is None else score
+    rows = _header_rows(inp, header, (header.query, header.doc, column), options.max_bytes)
     if score is None:
-        rows = _header_rows(inp, header, (query, doc, header.names.index("rank")), options.max_bytes)
         return _msmarco_run(inp, options, rows, first_rank=0)
     rows = ((lineno, {"query_id": qid, "doc_id": docid, "score": _score(text, inp.source, lineno)})
-            for lineno, (qid, docid, text) in _header_rows(inp, header, (query, doc, score), options.max_bytes))
+            for lineno, (qid, docid, text) in rows)
     return _jsonl_run(inp, options, rows)
 
 
@@ -3654,14 +3630,13 @@ def _trec_qrels(inp):
         for lineno, line in enumerate(lines, first):
             fields = line.split()
             if not fields or fields[0][:1] == b"#":
-                continue  # blank, or a comment
+                continue
             if len(fields) != width:  # the first judgment, BEIR's header (which may come first), or an error
                 if width is None and b" ".join(fields).lower() == b"query-id corpus-id score":
                     continue
                 if width is not None or len(fields) not in (3, 4):  # 4 (TREC) or 3 (BEIR's TSV), as the first
                     layout = "qid iter docid grade" if width != 3 else "qid docid grade, as BEIR's TSV"
-                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) \
-                        else ""
+                    a_run = "; is this a run? the order is QRELS RUN" if (width, len(fields)) == (None, 6) else ""
                     raise RagEvalError(f"expected {width or 4} fields ({layout}), got {len(fields)}{a_run}",
                                        inp.source, lineno)
                 width, first_row = len(fields), lineno
@@ -3750,7 +3725,7 @@ def read_qrels(path: str, fmt: str = "auto") -> Qrels:
             qrels = _jsonl_qrels(inp)
         else:
             header = _header(inp)
-            beir = header is not None and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
+            beir = header and header.delimiter != "," and header.names == ["query-id", "corpus-id", "score"]
             qrels = _header_qrels(inp, header) if header and not beir else _trec_qrels(inp)
         if not qrels:
             raise RagEvalError("no judgments found", inp.source)
@@ -3763,9 +3738,7 @@ class _TopScores:
     __slots__ = ("depth", "scores", "floor", "mark")
 
     def __init__(self, depth):
-        self.depth = depth
-        self.scores: Dict[Union[str, bytes], float] = {}
-        self.floor = -math.inf
+        self.depth, self.scores, self.floor = depth, {}, -math.inf
         self.mark = math.inf if depth is None else depth  # the size at which ``grown`` is due
 
     def grown(self):
@@ -3777,7 +3750,6 @@ class _TopScores:
         self.mark = 2 * self.depth + 65
 
     def add(self, docid, score):
-        """Offer one document; one offered again keeps its higher score."""
         old = self.scores.get(docid)
         if old is None or score > old:
             self.scores[docid] = score
@@ -3800,15 +3772,9 @@ class _TopScores:
 
     def prune(self):
         if self.depth is not None and len(self.scores) > self.depth:
-            # Only the documents scored at least the depth-th best score can stay, and runs list them first.
-            values = list(self.scores.values())
-            descending = sorted(values, reverse=True)
-            cut = descending[self.depth - 1]
-            count = descending.index(cut) + descending.count(cut)
-            if min(values[:count]) >= cut:  # they come first: found in C
-                near = dict(islice(self.scores.items(), count))
-            else:
-                near = {docid: score for docid, score in self.scores.items() if score >= cut}
+            # Only the documents scored at least the depth-th best score can stay.
+            cut = sorted(self.scores.values(), reverse=True)[self.depth - 1]
+            near = {docid: score for docid, score in self.scores.items() if score >= cut}
             best = _order_scored(near)[: self.depth]
             self.scores = {docid: near[docid] for docid in best}
             self.floor = self.scores[best[-1]]
@@ -3826,10 +3792,10 @@ class _Repeats:
     """Counts the documents a run lists more than once in a query, from the ids as the file spells them."""
 
     def __init__(self):
-        self.found: Dict[object, set] = {}  # query -> its repeated documents
-        self.kept: Dict[object, set] = {}  # query -> the ids of its stretches read so far
+        self.found = {}  # query -> its repeated documents
+        self.kept = {}  # query -> the ids of its stretches read so far
         self.size = 0  # ids in ``kept``
-        self.forgotten: set = set()
+        self.forgotten = set()
         self.at_least = False
 
     def add(self, qid, ids, more=True, unique=False):
@@ -3892,8 +3858,8 @@ class _Reducer:
     def __init__(self, options, as_bytes, source):
         self.judged, self.cutoffs, self.depth = options.judged, sorted(options.cutoffs), options.depth
         self.as_bytes, self.source = as_bytes, source
-        self.queries: Dict[str, _Reduced] = {}
-        self.unknown: set = set()
+        self.queries = {}
+        self.unknown = set()
 
     def knows(self, qid):
         """Whether the qrels judge ``qid``; a query seen before and reduced already cannot resume."""
@@ -3933,7 +3899,7 @@ class _Reducer:
             found.append((count - above + 1, docid, score, above - bisect_left(ascending, score)))
         partners = {}
         for rank, _, score, same in found:
-            if same > 1 and score not in partners:  # the documents scored the same
+            if same > 1 and score not in partners:
                 start = rank - 1  # where they are when listed best first, as runs list them
                 if values[start:start + same].count(score) == same:
                     partners[score] = docids[start:start + same]
@@ -3965,9 +3931,8 @@ class _Reducer:
                 else dict(zip(grades, grades)))
 
     def _add(self, qid, length, ranks, tied, best):
-        names = self._judged_ids(qid) if self.as_bytes else None
-        judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
-        self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
+        names = self._judged_ids(qid)
+        self.queries[qid] = _Reduced(length, tuple(sorted((rank, names[docid]) for rank, docid in ranks)), tied, best)
 
     def run(self):
         return _ReducedRun(self.queries, sorted(self.unknown))
@@ -4007,8 +3972,7 @@ class _Queries:
     as the file spells them (bytes from TREC lines, text from rows) and their values (scores; in a ranked
     run the places negated, so that higher is better).  A query's documents are held as two lists until its
     lines end; then one dict of them (``_TopScores.add_lists``) finds repeated ids and serves the reducer's
-    look-up of the judged ones.  ``keep`` and ``doc_id_sep`` need each id as text: only ids at least the
-    query's floor are mapped.
+    look-up of the judged ones.
     """
 
     def __init__(self, source, options, as_bytes):
@@ -4016,15 +3980,15 @@ class _Queries:
         self.doc_id_sep = options.doc_id_sep
         self.mapped = self.keep is not None or self.doc_id_sep is not None
         self.reducer = None if options.cutoffs is None else _Reducer(options, as_bytes and not self.mapped, source)
-        self.tops: Dict[object, _TopScores] = {}  # without a reducer: every query's
+        self.tops = {}  # without a reducer: every query's
         self.repeats = _Repeats()
         self.looking = self.judged is not None  # for a line that names a judged document of its query
         self.ranked = False  # ranked (not scored) rows: queries are ranked lists, with no ties to note
         self.qid = None  # the current query as the file spells it, None before the first line
-        self.query: Optional[str] = None  # ... as text
-        self.top: Optional[_TopScores] = None  # ... its best documents; None when the reducer's qrels lack it
-        self.ids: List = []  # its document ids since the last hand-over, for _Repeats
-        self.values: List[float] = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
+        self.query = None  # ... as text
+        self.top = None  # ... its best documents; None when the reducer's qrels lack it
+        self.ids = []  # its document ids since the last hand-over, for _Repeats
+        self.values = []  # their values, when ``top`` takes ``ids`` as they are (not mapped)
 
     def take(self, segments):
         """Stretches ``(qid, docids, values)`` of one query's lines each, in file order."""
@@ -4186,11 +4150,9 @@ def _trec_lines(data, first, qid, source):
     """``_trec_columns`` line by line (``first``: the first line's number; ``qid``: the query of the line
     before, None before any).  Blank and comment lines are skipped and extra fields ignored, as trec_eval
     does.  At a bad line the segments before it come out first (its query's start included: the qrels are
-    asked about it before its score is checked), then its error.  An id longer than MAX_ID is an error:
-    memory must follow what is kept, and trec_eval's own limits are far below.
+    asked about it before its score is checked), then its error.
     """
-    docids = []
-    values = []
+    docids, values = [], []
     for lineno, line in enumerate(_lines_of(data, bytes), first):
         fields = line.split()
         if len(fields) < 6 or fields[0][:1] == b"#":
@@ -4437,8 +4399,7 @@ class _JsonStream:
     def skip_space(self):
         """The next character that is not white space, "" at the end of the document."""
         while True:
-            match = _JSON_SPACE.match(self.text, self.pos)
-            self.pos = match.end()
+            self.pos = _JSON_SPACE.match(self.text, self.pos).end()
             if self.pos < len(self.text):
                 return self.text[self.pos]
             if not self.more(_READ_BLOCK):
@@ -4459,7 +4420,7 @@ class _JsonStream:
         first = True
         while True:
             if self.pos > _READ_BLOCK and self.pos * 2 > len(self.text):  # between items, no position is held
-                self.text, self.pos = self.text[self.pos:], 0  # drop the text parsed already
+                self.text, self.pos = self.text[self.pos:], 0
             char = self.skip_space()
             if char == closing:
                 break
@@ -4522,7 +4483,7 @@ def _json_strings(stream):
         value = stream.parse(string=stream.text[stream.pos:stream.pos + 1] not in "-0123456789")
         if not (isinstance(value, str) or _is_int(value)):
             raise _ReadAgain()  # a fraction: the plain reader says what is wrong
-        yield value if isinstance(value, str) else str(value)  # an integer id, as its decimal string
+        yield value if isinstance(value, str) else str(value)
         # The common case found in C: the plain strings that follow, as far as the text is read.
         plain = _JSON_PLAIN_ITEMS.match(stream.text, stream.pos)
         if plain:
@@ -4559,11 +4520,9 @@ def _json_run(inp, options, document=None):
     if rows:  # row objects, as pandas' to_json(orient="records") writes them
         return _read_rows(inp.source, members, lambda rows: _jsonl_run(inp, options, rows))
     reducer = None if options.cutoffs is None else _Reducer(options, False, inp.source)
-    run = {}
-    seen = set()
-    found = False
+    run, seen, found = {}, set(), False
     for qid, entry in members:
-        grades = judged.get(qid, {}) if judged is not None else {}
+        grades = (judged or {}).get(qid, {})
         ranked = isinstance(entry, abc.Iterator)
         if ranked:  # checked, mapped, filtered and cut as it is read
             ranking = {}  # its first ``depth`` unique documents
@@ -4623,8 +4582,7 @@ def read_run(path: str, fmt: str = "auto", depth: Optional[int] = None, keep=Non
     return _read_run(path, fmt, depth, keep, doc_id_sep)[0]
 
 
-def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None,
-              judged=None, cutoffs=None,
+def _read_run(path, fmt="auto", depth=None, keep=None, doc_id_sep=None, judged=None, cutoffs=None,
               max_bytes=_MAX_RUN_BYTES, evidence=False):
     """``read_run``, whether any document read (before any cut) is judged for its query in ``judged`` (the
     command line refuses a run that shares none), and the documents listed more than once in a query;
@@ -4648,15 +4606,12 @@ def _read_run_once(path, fmt, options, evidence=False, plain=False):
         fmt = _detect_format(inp) if fmt == "auto" else fmt
         if fmt == "jsonl":
             return _jsonl_run(inp, options, evidence=evidence)
-        if fmt == "trec" and _msmarco_layout(inp):
-            return _msmarco_run(inp, options)
-        header = _header(inp) if fmt == "trec" else None
-        if header is not None:
-            return _header_run(inp, header, options)
         if fmt == "trec":
-            return _trec_run(inp, options)
-        document = _parse_json(inp, "run") if plain else None
-        return _json_run(inp, options, document)
+            if _msmarco_layout(inp):
+                return _msmarco_run(inp, options)
+            header = _header(inp)
+            return _header_run(inp, header, options) if header else _trec_run(inp, options)
+        return _json_run(inp, options, _parse_json(inp, "run") if plain else None)
 
 
 _JSONL_TAGS = ("slices", "slice", "tags", "tag")
@@ -4675,7 +4630,7 @@ def read_slices(path: str) -> Slices:
             if not isinstance(data, dict):
                 raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_json_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
-    slices: Slices = {}
+    slices = {}
     for qid, tags, lineno in pairs:
         tags = [tags] if isinstance(tags, str) else tags
         if not isinstance(tags, list) or not all(

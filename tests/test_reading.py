@@ -256,7 +256,7 @@ class TestStreamedJson(unittest.TestCase):
                     for stream in (False, True):
                         try:
                             outcomes.append(rag_eval._read_run_once(path, "json", rag_eval._ReadOptions(max_bytes=1 << 30),
-                                                                    stream))
+                                                                    plain=not stream))
                         except rag_eval._ReadAgain:
                             outcomes.append("read again")
                         except rag_eval.RagEvalError as exc:

@@ -147,8 +147,8 @@ class TestBenchDeep(unittest.TestCase):
 
 
 class TestDifferentialHarnesses(unittest.TestCase):
-    """tools/diff: libdiff, measdiff and clidiff find no difference between a copy and itself, and find
-    the one planted in another copy (recall counting one rank fewer), exiting 1."""
+    """tools/diff: libdiff, measdiff, clidiff and readdiff find no difference between a copy and itself, and
+    find the one planted in another copy (recall counting one rank fewer; for readdiff, a reader's), exiting 1."""
 
     @classmethod
     def setUpClass(cls):
@@ -201,6 +201,24 @@ class TestDifferentialHarnesses(unittest.TestCase):
 
     def test_clidiff(self):
         self.check("clidiff", 8)
+
+    def test_readdiff(self):
+        """readdiff calls the readers only: its planted change is a reader's (ids of more than 8 bytes refused)."""
+        code, out = self.harness("readdiff", os.path.join(HERE, "rag_eval.py"), 40)
+        self.assertEqual(code, 0, out)
+        self.assertTrue(out.endswith("no differences\n"), out)
+        self.assertNotIn(" 0 identical", out)  # runs, qrels and slices were read
+        with open(os.path.join(HERE, "rag_eval.py"), encoding="utf-8") as handle:
+            source = handle.read()
+        line = "_MAX_ID = 1 << 12"
+        self.assertEqual(source.count(line), 1, f"the planted change needs {line!r} once in rag_eval.py")
+        os.makedirs(os.path.join(self._tmp.name, "reader"))
+        planted = os.path.join(self._tmp.name, "reader", "rag_eval.py")
+        with open(planted, "w", encoding="utf-8") as handle:
+            handle.write(source.replace(line, "_MAX_ID = 1 << 3"))
+        code, out = self.harness("readdiff", planted, 40)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, r"\n\d+ different cases\n$")
 
 
 if __name__ == "__main__":
