@@ -4637,8 +4637,7 @@ def read_slices(path: str) -> Slices:
                 isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
             raise RagEvalError(f"query {_clipped_repr(qid)}: a slice is a non-empty printable name without ':', "
                                "or a list of them", inp.source, lineno)
-        slices.setdefault(qid, [])
-        slices[qid] += [tag for tag in tags if tag not in slices[qid]]
+        slices[qid] = list(dict.fromkeys(slices.get(qid, []) + tags))  # a tag given twice counts once
     return slices
 
 

@@ -964,6 +964,20 @@ class TestSlices(ReportCase, unittest.TestCase):
         from_jsonl, _ = self.ok([qrels, new, "--slices", jsonl])
         self.assertEqual(from_jsonl, from_json)
 
+    def test_a_tag_repeated_counts_the_query_once(self):
+        # q1 tagged s twice (in its list, and again in a second row): slice s = q1, q2 once each
+        for text in ('{"q1": ["s", "s"], "q2": "s"}',
+                     '{"query_id": "q1", "slices": ["s", "s"]}\n{"query_id": "q1", "slice": "s"}\n'
+                     '{"query_id": "q2", "slice": "s"}\n'):
+            with self.subTest(text):
+                slices = rag_eval.read_slices(self.write("s.json", text))
+                self.assertEqual(rag_eval._slice_members(slices), {"s": ["q1", "q2"]})
+                # recall@1: q1 finds its document first (1), q2 does not (0): the slice's mean is (1 + 0) / 2
+                result = rag_eval.evaluate({"q1": {"a": 1}, "q2": {"b": 1}}, {"q1": ["a"], "q2": ["x", "b"]}, k=1)
+                report = rag_eval.build_report(result, slices=slices)
+                self.assertEqual(report["slices"]["s"], {"queries": 2, "mean": {
+                    "mrr@1": 0.5, "ndcg@1": 0.5, "recall@1": 0.5, "success@1": 0.5}})
+
     def test_slices_in_table_and_markdown(self):
         qrels, _, new, slices = self.slice_files()
         expected = self.expected_slices()
