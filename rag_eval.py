@@ -4498,6 +4498,9 @@ def _json_run(inp, options, document=None):
     depth, keep, doc_id_sep, judged = options.depth, options.keep, options.doc_id_sep, options.judged
     repeats = _Repeats()
 
+    def too_long(qid):  # the query's id, or one of its documents'
+        return RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {_MAX_ID} bytes", inp.source)
+
     def scores_of(qid, pairs):  # [[doc, score], ...] as {doc: score}, the ids counted
         scores = _scored_pairs(qid, pairs, inp.source)
         repeats.add(qid, [pair[0] for pair in pairs], False)
@@ -4527,9 +4530,11 @@ def _json_run(inp, options, document=None):
         if ranked:  # checked, mapped, filtered and cut as it is read
             ranking = {}  # its first ``depth`` unique documents
             ids = []  # for _Repeats, in stretches of REPEAT_BUDGET + 1
+            if _too_long_id(qid):
+                raise too_long(qid)
             for docid in entry:
                 if _too_long_id(docid):
-                    raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {_MAX_ID} bytes", inp.source)
+                    raise too_long(qid)
                 ids.append(docid)
                 if len(ids) > _REPEAT_BUDGET:
                     repeats.add(qid, ids, True)
@@ -4554,7 +4559,7 @@ def _json_run(inp, options, document=None):
                     raise _ReadAgain() from None  # the plain reader says so, or what comes first
             # map(len) in C first: only a long id can be too long.
             if _too_long_id(qid) or max(map(len, entry), default=0) > _MAX_ID // 4 and any(map(_too_long_id, entry)):
-                raise RagEvalError(f"query {_clipped_repr(qid)}: an id longer than {_MAX_ID} bytes", inp.source)
+                raise too_long(qid)
             if doc_id_sep is not None:
                 entry = _best_by_document(entry, doc_id_sep)
             found = found or not grades.keys().isdisjoint(entry)

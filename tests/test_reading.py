@@ -1508,6 +1508,8 @@ class TestReaderErrorPaths(unittest.TestCase):
             (rag_eval.read_run, "run.tsv", "1\tp1\t1\n1\tp2\t2\n1\t%s\t3\n" % long_id,
              ":3: document id longer than 4096 bytes"),
             (rag_eval.read_run, "run.json", '{"q1": ["a", "%s"]}' % long_id, ": query 'q1': an id longer than 4096 bytes"),
+            (rag_eval.read_run, "run.json", '{"%s": ["a"]}' % long_id,  # a ranked run's query id too, as a scored one's
+             ": query 'xxxxxxxxxxxxxxxx'...: an id longer than 4096 bytes"),
         ]
         with tempfile.TemporaryDirectory() as folder:
             for reader, name, text, expected in cases:
