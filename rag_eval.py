@@ -6509,8 +6509,7 @@ def _score_file(args, qrels, path, whole=False):
         partial = copied and (reduced or keep is not None
                               or depth is not None and any(len(entry) >= depth for entry in run.values()))
         if copied and (not partial or not _read_once(path) and _copies_qrels(read_again(), judged)):
-            raise RagEvalError("the run is a copy of the qrels: every document is judged and every score is its "
-                               "grade (was the qrels file given as the run?)", _source_name(path))
+            raise RagEvalError(_COPIED, _source_name(path))
     if repeated.documents or repeated.at_least:
         result["repeated"] = dict(repeated._asdict(), run=_source_name(path))
     return result, run
@@ -6641,6 +6640,21 @@ def _print_messages(args, report, messages, failures=None,
             _warn(line, command=True)  # the commands the runner must obey
 
 
+# A run that was not really evaluated: the command line's errors, the library's warnings (notes(), qrels= and run=).
+_NOTHING_JUDGED = "no document of the run is judged in the qrels, so nothing was evaluated ({})"
+_COPIED = "the run is a copy of the qrels: every document is judged and every score is its grade (was the qrels " \
+    "file given as the run?)"
+
+
+def _unevaluated(qrels, run, sep):
+    """The line that says a run was not really evaluated (nothing judged, or a copy of the qrels), else None."""
+    run, qrels = (_documents_run(run, sep), _documents_qrels(qrels, sep)) if sep else (run, qrels)
+    if all(qrels.get(qid, {}).keys().isdisjoint(entry) for qid, entry in run.items()):
+        hint = "" if sep else _separator_hint(run, qrels)
+        return _NOTHING_JUDGED.format(hint or "are they about the same documents?")
+    return _COPIED if _copies_qrels(run, qrels) else None
+
+
 def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
     """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
     everywhere, as a library should; a CI step that compared nothing must fail."""
@@ -6649,8 +6663,7 @@ def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
         left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
         raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
     if not any_judged:
-        raise RagEvalError("no document of the run is judged in the qrels, so nothing was evaluated "
-                           f"({id_hint or 'are they about the same documents?'})", source)
+        raise RagEvalError(_NOTHING_JUDGED.format(id_hint or "are they about the same documents?"), source)
     answered = result["queries"] - len(result["missing"])
     if answered < result["queries"] * _MIN_COVERAGE and not allow_partial:
         raise RagEvalError(f"the run has results for only {answered} of {result['queries']} scored queries "
@@ -6717,11 +6730,18 @@ def _repeated_message(repeated):
 
 
 def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterable[str] = (),
-          reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None) -> List[_Message]:
+          reference: Optional[dict] = None, human: Optional[Dict[str, dict]] = None, *,
+          qrels: Optional[Qrels] = None, run: Optional[Run] = None) -> List[_Message]:
     """What the command line prints beside the numbers (and of a --baseline-run's ``reference``), most consequential
     first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each.  ``result["repeated"]`` (documents a
-    run file repeats) is set by the command line's reader only."""
+    run file repeats) is set by the command line's reader only.  Given the ``qrels`` and ``run`` scored, a warning
+    when no document of the run is judged (with the --doc-id-sep that would fix it) or the run is a copy of the
+    qrels: the command line's errors, as a notebook may score a copy on purpose (an ideal run)."""
     found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
+    unevaluated = None if qrels is None or run is None else \
+        _unevaluated(qrels, run, result.get("conventions", {}).get("doc_id_sep"))
+    if unevaluated:
+        found.append(_Message("warning", unevaluated))
     if result["missing"]:
         found.append(_Message("warning", f"the run has no results for {len(result['missing'])} of {result['queries']} "
                               f"scored queries (first: {_clipped_repr(result['missing'][0])}); they score 0",

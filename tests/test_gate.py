@@ -1867,6 +1867,32 @@ class TestGateIsTheCommandLines(GateCase, unittest.TestCase):
         self.assertEqual(code, 2, err)
         assert_error_line(self, err, names=["--gate significant", "mrr@5"])
 
+    def test_a_run_not_really_evaluated_is_the_command_lines_error_as_a_warning(self):
+        # the command line refuses these runs (exit 2); notes(..., qrels=, run=) says the same line as a warning
+        copy = self.path("copy.json")
+        with open(copy, "w", encoding="utf-8") as handle:
+            json.dump(rag_eval.read_qrels(QRELS), handle)
+        bad = os.path.join(REPO, "fixtures", "bad")
+        kb = (os.path.join(bad, "kb_qrels.json"), os.path.join(bad, "kb_run.json"))  # the hint's fixture
+        for qrels_path, run_path in ((QRELS, copy), kb):
+            with self.subTest(run_path):
+                qrels, run = rag_eval.read_qrels(qrels_path), rag_eval.read_run(run_path)
+                result = rag_eval.evaluate(qrels, run, 5)
+                code, _, err = run_main([qrels_path, run_path])
+                self.assertEqual(code, 2)
+                error = err.splitlines()[-1].partition(f"{run_path}: ")[2]
+                warnings = [m.line for m in rag_eval.notes(result, qrels=qrels, run=run) if m.kind == "warning"]
+                self.assertEqual(warnings[0], error)
+                self.assertNotIn(error, [m.line for m in rag_eval.notes(result)])  # only given the inputs
+        qrels, run = rag_eval.read_qrels(QRELS), rag_eval.read_run(RUN)  # a real run: no such warning
+        lines = [m.line for m in rag_eval.notes(rag_eval.evaluate(qrels, run, 5), qrels=qrels, run=run)]
+        self.assertEqual(lines, [m.line for m in rag_eval.notes(rag_eval.evaluate(qrels, run, 5))])
+        # chunk ids against document ids: the hint names the separator; given it, the run is evaluated
+        qrels, run = {"q1": {"guide": 1}}, {"q1": ["guide#1", "faq#2"]}
+        self.assertIn("--doc-id-sep '#'", rag_eval.notes(rag_eval.evaluate(qrels, run, 5), qrels=qrels, run=run)[0].line)
+        mapped = rag_eval.evaluate(qrels, run, 5, doc_id_sep="#")
+        self.assertEqual(rag_eval.notes(mapped, qrels=qrels, run=run), rag_eval.notes(mapped))
+
     def test_judged_scores(self):
         from tests.test_judged import BASE, NOW
         baseline = self.path("judged.json")
