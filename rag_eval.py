@@ -875,11 +875,15 @@ def _check_run(run, source="run"):
     for qid, entry in run.items():
         _string_id(qid, "query id", source)
         if isinstance(entry, list):
+            if _all_of(entry, str):
+                continue  # the common case, checked in C (a run that mixes lists and dicts, say)
             for docid in entry:
                 if not isinstance(docid, str):
                     raise RagEvalError(f"query {_clipped_repr(qid)}: ranking must be a list of strings, found "
                                        f"{_json_kind(docid)}{_instead(docid)}", source)
         elif isinstance(entry, _MAPPINGS):
+            if _all_of(entry, str) and _all_of(entry.values(), float, int) and _all_finite(entry.values()):
+                continue  # the common case, checked in C (a defaultdict, say)
             for docid, score in entry.items():
                 _string_id(docid, "document id", source)
                 if not _is_finite(score):
