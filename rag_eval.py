@@ -1796,7 +1796,7 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
     >>> sign_flip_test([0.5, 0.5, 0.5])  # 2 of the 8 patterns are as extreme
     (0.25, True)
     """
-    deltas = list(deltas)
+    deltas = _finite_values(deltas, "deltas")
     nonzero = [delta for delta in deltas if delta]
     if not nonzero:
         return 1.0, True
@@ -1806,6 +1806,14 @@ def sign_flip_test(deltas: Iterable[float], resamples: int = _DEFAULT_RESAMPLES,
         return _as_extreme(nonzero, _exact_halves(_subset_sums(nonzero), [])) / 2 ** len(nonzero), True
     halves = _shared_halves([deltas], resamples, rng or _random(_DEFAULT_SEED))[0]
     return (1 + _as_extreme(deltas, halves)) / (1 + len(halves.sizes)), False
+
+
+def _finite_values(values, what):
+    """``values`` as a list, refused if one is NaN or infinite (a p of 0 or NaN, an interval of NaN)."""
+    values = list(values)
+    if not _all_finite(values) and not all(map(_is_finite, values)):
+        raise RagEvalError(f"{what} must be finite numbers")
+    return values
 
 
 def _percentile_interval(means, confidence):
@@ -1852,7 +1860,7 @@ def bootstrap_interval(values: Iterable[float], resamples: int = _DEFAULT_RESAMP
     >>> bootstrap_interval([0.25, 0.25, 0.25])
     Interval(low=0.25, high=0.25)
     """
-    values = list(values)
+    values = _finite_values(values, "values")
     if not values:
         raise RagEvalError("no values to bootstrap")
     if values.count(values[0]) == len(values):  # constant: exactly [value, value], whatever the rounding
@@ -1983,6 +1991,8 @@ def maxt(deltas: Mapping[str, Mapping[str, float]], resamples: int = _DEFAULT_RE
     >>> maxt({"a": {"q1": -1.0, "q2": -1.0}, "b": {"q1": -0.5, "q2": -0.5}})
     {'a': 0.5, 'b': 0.5}
     """
+    for key, values in deltas.items():
+        _finite_values(values.values(), f"the deltas of {_clipped_repr(key)}")
     family = _family(deltas, resamples, seed)
     if p_values is None:
         p_values = {key: sign_flip_test(deltas[key].values(), resamples)[0] for key in family.keys}
@@ -2142,7 +2152,7 @@ def compare_paired(metric: str, before: Mapping[str, float], after: Mapping[str,
     common = sorted(before.keys() & after.keys())
     if not common:
         raise RagEvalError(f"{metric}: no query is scored on both sides")
-    deltas = [after[qid] - before[qid] for qid in common]
+    deltas = _finite_values((after[qid] - before[qid] for qid in common), f"{metric}: scores")
     nonzero = [delta for delta in deltas if delta]
     differing = len(nonzero)
     # One pass of random halves serves the test (unless exact) and the interval.

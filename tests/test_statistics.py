@@ -882,6 +882,20 @@ class TestArgumentsAndDefaults(unittest.TestCase):
         self.assertEqual(rag_eval._clopper_pearson(0, 1).low, 0.0)
         self.assertEqual(rag_eval._clopper_pearson(1, 1).high, 1.0)
 
+    def test_a_value_that_is_not_finite_is_refused(self):
+        # a NaN delta gave p = 0 (and after a refactoring p = 1) instead of an error; an infinity, a NaN interval
+        nan, inf = float("nan"), float("inf")
+        calls = {"sign_flip_test": lambda bad: rag_eval.sign_flip_test([0.5, bad]),
+                 "bootstrap_interval": lambda bad: rag_eval.bootstrap_interval([0.5, bad]),
+                 "maxt": lambda bad: rag_eval.maxt({"a": {"q1": 0.5, "q2": bad}}),
+                 "compare_paired": lambda bad: rag_eval.compare_paired("m", {"q1": 0.0, "q2": 0.0},
+                                                                       {"q1": 0.5, "q2": bad})}
+        for name, call in calls.items():
+            for bad in (nan, inf, -inf):
+                with self.subTest(name, bad=bad), self.assertRaises(rag_eval.RagEvalError):
+                    call(bad)
+            self.assertIsNotNone(call(0.25))  # the same call with a finite value is answered
+
     def test_the_default_generator_is_seeded_by_default_seed(self):
         # values that need sampling (17 differing deltas of several sizes), no generator given
         values = [(-1) ** i * (i % 5 + 1) / 8 for i in range(rag_eval._EXACT_SIGN_FLIP_MAX + 1)]
