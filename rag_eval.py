@@ -6017,13 +6017,15 @@ def _build_parser():
     option("--k", type=_cutoffs_arg, action="append", metavar="K[,K...]", help="cutoffs: the number of chunks "
            f"passed to the model (default {_DEFAULT_K}); repeated, the cutoffs add up")
     option("--baseline", metavar="FILE", help="baseline to gate against: JSON of metric -> mean, or an extended one")
-    option("--save-baseline", metavar="FILE", help="write an extended baseline (per-query scores, conventions, qrels)")
+    option("--save-baseline", metavar="FILE",
+           help="write an extended baseline (means, per-query scores, conventions, qrels sha256)")
     option("--max-drop", type=_tolerance_arg, action="append", default=[], metavar="[METRIC=]X[%]",
            help=f"largest tolerated fall below the baseline: for every metric (default {_DEFAULT_MAX_DROP}) or one "
            "(ndcg@10=0.01); X%% is relative to the baseline; repeatable")
     option("--format", choices=tuple(FORMATTERS), help="stdout's format (default json; --check-labels: table)")
     option = parser.add_argument_group("gate").add_argument
-    option("--baseline-run", metavar="RUN", help="gate against this older run, scored here with the same conventions")
+    option("--baseline-run", metavar="RUN",
+           help="gate against this older run, scored here with the same qrels and conventions")
     option("--not-gated", type=_metrics_arg, action="append", default=[], metavar="METRIC[,...]",
            help="baseline metrics left out of the gate on purpose")
     option("--min", type=_floor_arg, action="append", default=[], metavar="METRIC=X",
@@ -6045,7 +6047,8 @@ def _build_parser():
     option("--largest-drops", type=_integer_arg(0), default=5, metavar="N",
            help="queries listed per metric among the largest drops (default 5)")
     option("--ci", action="store_true", help="add a 95%% interval to every mean (docs/gate.md)")
-    option("--allow-qrels-change", action="store_true", help="compare with a baseline made on other qrels (reported)")
+    option("--allow-qrels-change", action="store_true",
+           help="compare with an extended baseline made on other qrels (reported)")
     option("--baseline-qrels", metavar="QRELS", help="with --baseline-run: the old run's judgments (docs/compare.md)")
     option("--update-baseline", action="store_true", help="rewrite --baseline with this run's numbers on a pass")
     option("--ratchet", action="store_true", help="with --update-baseline: raise a mean only by a significant rise")
