@@ -1510,8 +1510,14 @@ def _labels_table(check, fmt):
 
 def _spans_text(qrels):
     """Evidence qrels as JSONL rows, by query then document and start; no ``text`` where a span has none."""
-    return "".join(json.dumps(dict(zip(("query_id", *Span._fields), (qid, *span[:4 if span.text is None else 5]))),
-                              ensure_ascii=False) + "\n" for qid in sorted(qrels) for span in qrels[qid])
+    lines = []
+    for qid in sorted(qrels):
+        for span in qrels[qid]:
+            row = {"query_id": qid, "doc_id": span.doc_id, "start": span.start, "end": span.end, "grade": span.grade}
+            if span.text is not None:
+                row["text"] = span.text
+            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    return "".join(lines)
 
 
 def _fixed_labels_text(qrels, check, source="qrels"):
