@@ -6761,8 +6761,8 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     when no document of the run is judged (with the --doc-id-sep that would fix it) or the run is a copy of the
     qrels: the command line's errors, as a notebook may score a copy on purpose (an ideal run)."""
     found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
-    unevaluated = None if qrels is None or run is None else \
-        _unevaluated(qrels, run, result.get("conventions", {}).get("doc_id_sep"))
+    unevaluated = None if qrels is None or run is None or isinstance(qrels, SpanQrels) else \
+        _unevaluated(qrels, run, result.get("conventions", {}).get("doc_id_sep"))  # document judgments only
     if unevaluated:
         found.append(_Message("warning", unevaluated))
     if result["missing"]:

@@ -1892,6 +1892,12 @@ class TestGateIsTheCommandLines(GateCase, unittest.TestCase):
         self.assertIn("--doc-id-sep '#'", rag_eval.notes(rag_eval.evaluate(qrels, run, 5), qrels=qrels, run=run)[0].line)
         mapped = rag_eval.evaluate(qrels, run, 5, doc_id_sep="#")
         self.assertEqual(rag_eval.notes(mapped, qrels=qrels, run=run), rag_eval.notes(mapped))
+        # evidence spans: their qrels are spans, not documents; the check is the command line's (chunks needed)
+        folder = os.path.join(REPO, "examples", "rechunking")
+        spans, run = (rag_eval.read_qrels(os.path.join(folder, "qrels.spans.jsonl")),
+                      rag_eval.read_run(os.path.join(folder, "run200.jsonl")))
+        result = rag_eval.evaluate_spans(spans, run, rag_eval._read_chunks(os.path.join(folder, "chunks200.jsonl")))
+        self.assertEqual(rag_eval.notes(result, qrels=spans, run=run), rag_eval.notes(result))
 
     def test_judged_scores(self):
         from tests.test_judged import BASE, NOW
