@@ -4655,15 +4655,15 @@ def read_slices(path: str) -> Slices:
             if not isinstance(data, dict):
                 raise RagEvalError(f"expected a JSON object of query -> tag or [tags], got {_json_kind(data)}", inp.source)
             pairs = [(qid, tags, None) for qid, tags in data.items()]
-    slices = {}
+    slices = {}  # qid -> its tags as dict keys: a tag given twice counts once, in linear time
     for qid, tags, lineno in pairs:
         tags = [tags] if isinstance(tags, str) else tags
         if not isinstance(tags, list) or not all(
                 isinstance(tag, str) and tag.isprintable() and tag and ":" not in tag for tag in tags):
             raise RagEvalError(f"query {_clipped_repr(qid)}: a slice is a non-empty printable name without ':', "
                                "or a list of them", inp.source, lineno)
-        slices[qid] = list(dict.fromkeys(slices.get(qid, []) + tags))  # a tag given twice counts once
-    return slices
+        slices.setdefault(qid, {}).update(dict.fromkeys(tags))
+    return {qid: list(tags) for qid, tags in slices.items()}
 
 
 def _slice_members(slices):
@@ -6522,7 +6522,7 @@ def _score_file(args, qrels, path, whole=False):
                           abstain_below=args.abstain_below)
         # A reduced run keeps judged documents only: what these two checks read is read again (rarely needed).
         reduced = isinstance(run, _ReducedRun)
-        read_again = lambda: read_run(path, args.run_format, depth=_SAMPLE_DOCUMENTS)
+        read_again = lambda: read_run(path, args.run_format, depth=_SAMPLE_DOCUMENTS, doc_id_sep=sep)
         _check_evaluated(result, path, any_judged, args.allow_partial_run,
                          "" if any_judged or sep else _separator_hint(read_again() if reduced else run, judged))
         # A copy of the qrels?  What was kept is one only if the run is, but it may be one alone when it was
@@ -6669,22 +6669,35 @@ _COPIED = "the run is a copy of the qrels: every document is judged and every sc
     "file given as the run?)"
 
 
-def _unevaluated(qrels, run, sep):
-    """The line that says a run was not really evaluated (nothing judged, or a copy of the qrels), else None."""
-    run, qrels = (_documents_run(run, sep), _documents_qrels(qrels, sep)) if sep else (run, qrels)
+def _unevaluated(result, qrels, run):
+    """The line that says a scored run was not really evaluated (it retrieved nothing, none of its documents is
+    judged, it is a copy of the qrels), as the command line's error says it; else None."""
+    if "conventions" not in result or not all(isinstance(grades, _MAPPINGS) for grades in qrels.values()):
+        return None  # judged scores alone, or evidence spans (whose check needs the chunks: the command line's)
+    if _retrieved_nothing(result):
+        return _retrieved_nothing(result)
+    sep, run = result["conventions"]["doc_id_sep"], _library_run(run)
+    if sep:
+        run, qrels = _documents_run(run, sep), _documents_qrels(qrels, sep)
     if all(qrels.get(qid, {}).keys().isdisjoint(entry) for qid, entry in run.items()):
-        hint = "" if sep else _separator_hint(run, qrels)
+        hint = "" if sep else _separator_hint({qid: _ranking(entry) for qid, entry in run.items()}, qrels)
         return _NOTHING_JUDGED.format(hint or "are they about the same documents?")
     return _COPIED if _copies_qrels(run, qrels) else None
+
+
+def _retrieved_nothing(result):
+    if len(result["skipped"]) == result["queries"]:
+        left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
+        return f"the run retrieved {left} for any judged query: nothing was evaluated"
+    return None
 
 
 def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
     """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
     everywhere, as a library should; a CI step that compared nothing must fail."""
     source = _source_name(path)
-    if len(result["skipped"]) == result["queries"]:
-        left = "no judged document (--judged-only)" if result["conventions"]["judged_only"] else "no document"
-        raise RagEvalError(f"the run retrieved {left} for any judged query: nothing was evaluated", source)
+    if _retrieved_nothing(result):
+        raise RagEvalError(_retrieved_nothing(result), source)
     if not any_judged:
         raise RagEvalError(_NOTHING_JUDGED.format(id_hint or "are they about the same documents?"), source)
     answered = result["queries"] - len(result["missing"])
@@ -6761,8 +6774,7 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     when no document of the run is judged (with the --doc-id-sep that would fix it) or the run is a copy of the
     qrels: the command line's errors, as a notebook may score a copy on purpose (an ideal run)."""
     found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
-    unevaluated = None if qrels is None or run is None or isinstance(qrels, SpanQrels) else \
-        _unevaluated(qrels, run, result.get("conventions", {}).get("doc_id_sep"))  # document judgments only
+    unevaluated = None if qrels is None or run is None else _unevaluated(result, qrels, run)
     if unevaluated:
         found.append(_Message("warning", unevaluated))
     if result["missing"]:

@@ -1899,6 +1899,38 @@ class TestGateIsTheCommandLines(GateCase, unittest.TestCase):
         result = rag_eval.evaluate_spans(spans, run, rag_eval._read_chunks(os.path.join(folder, "chunks200.jsonl")))
         self.assertEqual(rag_eval.notes(result, qrels=spans, run=run), rag_eval.notes(result))
 
+    def test_the_librarys_line_is_the_command_lines_on_every_kind_of_run(self):
+        # each case: qrels, run, doc_id_sep; the command line's error line (exit 2), or none (exit 0), must be the
+        # library's warning, or none; runs the library alone takes as (id, score) pairs are given as dicts to the CLI
+        long_run = dict([(f"zz{i}", float(i)) for i in range(60)] + [("kb-1#0", 100.0)])  # the chunk is best, last
+        cases = {
+            "copy": ({"q1": {"a": 1, "b": 2}}, {"q1": {"a": 1, "b": 2}}, None),
+            "copy of chunk ids, mapped": ({"q1": {"a#1": 1, "b#1": 2}}, {"q1": {"a#1": 1, "b#1": 2}}, "#"),
+            "nothing retrieved": ({"q1": {"a": 1}}, {"q1": []}, None),
+            "hint after 60 documents": ({"q1": {"kb-1": 1}}, {"q1": long_run}, None),
+            "a real run": ({"q1": {"a": 1, "b": 0}}, {"q1": {"a": 0.5, "c": 0.25}}, None),
+        }
+        for name, (qrels, run, sep) in cases.items():
+            with self.subTest(name):
+                qrels_path, run_path = self.path("q.json"), self.path("r.json")
+                for path, data in ((qrels_path, qrels), (run_path, run)):
+                    with open(path, "w", encoding="utf-8") as handle:
+                        json.dump(data, handle)
+                code, _, err = run_main([qrels_path, run_path] + (["--doc-id-sep", sep] if sep else []))
+                error = [line.partition(f"{run_path}: ")[2] for line in err.splitlines() if "error:" in line]
+                result = rag_eval.evaluate(qrels, run, 5, doc_id_sep=sep)
+                warned = [m.line for m in rag_eval.notes(result, qrels=qrels, run=run)
+                          if m not in rag_eval.notes(result)]
+                self.assertEqual((code, warned), (2 if error else 0, error))
+        # (id, score) pairs, which evaluate() takes, and evidence spans given as a plain dict: read, not crashed on
+        pairs = {"q1": [("a", 1), ("b", 2)]}
+        result = rag_eval.evaluate({"q1": {"a": 1, "b": 2}}, pairs, 5)
+        self.assertEqual(rag_eval.notes(result, qrels={"q1": {"a": 1, "b": 2}}, run=pairs)[0].line,
+                         rag_eval._COPIED)
+        spans = {"q1": (rag_eval.Span("d", 0, 5, 1),)}
+        result = rag_eval.evaluate_spans(spans, {"q1": ["c"]}, {"c": ("d", 0, 5)})
+        self.assertEqual(rag_eval.notes(result, qrels=spans, run={"q1": ["c"]}), rag_eval.notes(result))
+
     def test_judged_scores(self):
         from tests.test_judged import BASE, NOW
         baseline = self.path("judged.json")
