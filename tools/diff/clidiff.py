@@ -164,15 +164,8 @@ def read_all(folder):
     return found
 
 
-def run_command(module, case, folder):
-    """Write the case's files into an empty ``folder``, run ``module.main`` there; return what it did."""
-    files, argv, stdin, env = case
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    for name, text in files.items():
-        with open(os.path.join(folder, name), "wb") as handle:
-            handle.write(text.encode("utf-8", "surrogateescape"))
-    before = read_all(folder)
+def run_in(module, folder, argv, env, stdin=""):
+    """``module.main(argv)`` run from ``folder``, the CI variables cleared but ``env``: (exit, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()
     stdin_stream = io.TextIOWrapper(io.BufferedReader(io.BytesIO((stdin or "").encode("utf-8", "surrogateescape"))),
                                     encoding="utf-8")
@@ -189,9 +182,22 @@ def run_command(module, case, folder):
             code = ("SystemExit", exc.code)
         finally:
             os.chdir(saved)
+    return code, out.getvalue(), err.getvalue()
+
+
+def run_command(module, case, folder):
+    """Write the case's files into an empty ``folder``, run ``module.main`` there; return what it did."""
+    files, argv, stdin, env = case
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    for name, text in files.items():
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(text.encode("utf-8", "surrogateescape"))
+    before = read_all(folder)
+    code, out, err = run_in(module, folder, argv, env, stdin)
     after = read_all(folder)
     written = {name: data for name, data in after.items() if before.get(name) != data}
-    return {"exit": code, "stdout": out.getvalue(), "stderr": err.getvalue(), "written": written,
+    return {"exit": code, "stdout": out, "stderr": err, "written": written,
             "removed": sorted(set(before) - set(after))}
 
 

@@ -9,7 +9,6 @@ Exit codes, stdout, stderr and every file written must be the same.  Exits 1 on 
     python3 tools/diff/judgeddiff.py --reference OLD/rag_eval.py [--cases 300] [--seed 0]
 """
 
-import contextlib
 import io
 import json
 import os
@@ -17,9 +16,8 @@ import shutil
 import sys
 import tempfile
 import zipfile
-from unittest import mock
 
-from clidiff import CLEARED, read_all
+from clidiff import read_all, run_in
 from common import REPO, Tally, arguments, case_random, outcome
 
 FIXTURES = os.path.join(REPO, "fixtures")
@@ -186,20 +184,10 @@ def run_case(module, case, folder):
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as handle:
             handle.write(data if isinstance(data, bytes) else data.encode("utf-8"))
-    found, saved = [], os.getcwd()
+    found = []
     for argv, env in commands:
-        out, err = io.StringIO(), io.StringIO()
-        with mock.patch.dict(os.environ, {"SOURCE_DATE_EPOCH": "1700000000"}), \
-                contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            for name in CLEARED:
-                os.environ.pop(name, None)
-            os.environ.update(env)
-            os.chdir(folder)
-            try:
-                code = module.main(list(argv))
-            finally:
-                os.chdir(saved)
-        found.append({"exit": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+        code, out, err = run_in(module, folder, argv, env)
+        found.append({"exit": code, "stdout": out, "stderr": err})
     return {"commands": found, "files": read_all(folder)}
 
 
