@@ -6674,8 +6674,9 @@ def _unevaluated(result, qrels, run):
     judged, it is a copy of the qrels), as the command line's error says it; else None."""
     if "conventions" not in result or not all(isinstance(grades, _MAPPINGS) for grades in qrels.values()):
         return None  # judged scores alone, or evidence spans (whose check needs the chunks: the command line's)
-    if _retrieved_nothing(result):
-        return _retrieved_nothing(result)
+    nothing = _retrieved_nothing(result)
+    if nothing:
+        return nothing
     sep, run = result["conventions"]["doc_id_sep"], _library_run(run)
     if sep:
         run, qrels = _documents_run(run, sep), _documents_qrels(qrels, sep)
@@ -6695,9 +6696,9 @@ def _retrieved_nothing(result):
 def _check_evaluated(result, path, any_judged, allow_partial, id_hint=""):
     """A gate must not pass on a run that was never really evaluated: evaluate() scores such a run 0
     everywhere, as a library should; a CI step that compared nothing must fail."""
-    source = _source_name(path)
-    if _retrieved_nothing(result):
-        raise RagEvalError(_retrieved_nothing(result), source)
+    source, nothing = _source_name(path), _retrieved_nothing(result)
+    if nothing:
+        raise RagEvalError(nothing, source)
     if not any_judged:
         raise RagEvalError(_NOTHING_JUDGED.format(id_hint or "are they about the same documents?"), source)
     answered = result["queries"] - len(result["missing"])
@@ -6771,8 +6772,8 @@ def notes(result: dict, gate_report: Optional[dict] = None, acknowledged: Iterab
     """What the command line prints beside the numbers (and of a --baseline-run's ``reference``), most consequential
     first, ``acknowledged`` ones as notes: (kind, line, detail, printed) each.  ``result["repeated"]`` (documents a
     run file repeats) is set by the command line's reader only.  Given the ``qrels`` and ``run`` scored, a warning
-    when no document of the run is judged (with the --doc-id-sep that would fix it) or the run is a copy of the
-    qrels: the command line's errors, as a notebook may score a copy on purpose (an ideal run)."""
+    when the run retrieved nothing, none of its documents is judged (with the --doc-id-sep that would fix it) or
+    it is a copy of the qrels: the command line's errors, as a notebook may score a copy on purpose (an ideal run)."""
     found, labels, gate_report = [], result.get("labels", {}), gate_report or {}
     unevaluated = None if qrels is None or run is None else _unevaluated(result, qrels, run)
     if unevaluated:
