@@ -3951,8 +3951,9 @@ class _Reducer:
                 else dict(zip(grades, grades)))
 
     def _add(self, qid, length, ranks, tied, best):
-        names = self._judged_ids(qid)
-        self.queries[qid] = _Reduced(length, tuple(sorted((rank, names[docid]) for rank, docid in ranks)), tied, best)
+        names = self._judged_ids(qid) if self.as_bytes else None  # text ids are the judged ones already
+        judged = sorted((rank, names[docid] if names else docid) for rank, docid in ranks)
+        self.queries[qid] = _Reduced(length, tuple(judged), tied, best)
 
     def run(self):
         return _ReducedRun(self.queries, sorted(self.unknown))
