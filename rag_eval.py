@@ -3288,7 +3288,9 @@ def _line_blocks(inp, kind, max_bytes=None):
         read += len(data)
         if max_bytes is not None and read > max_bytes:
             raise _too_large(inp.source, max_bytes)
-        problem = _block_problem(data, inp.source, first) or too_long and (len(data), too_long)  # after its lines
+        problem = _block_problem(data, inp.source, first)
+        if problem is None and too_long is not None:
+            problem = (len(data), too_long)  # after every line before it
         if problem:
             start, error = problem
             if start:  # the lines before go to the reader first: an error on an earlier line is the one to report
