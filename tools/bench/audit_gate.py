@@ -254,35 +254,35 @@ def table_drops(sims, seed, sizes):
                   f"{r.show('inconclusive')} |", flush=True)
 
 
+def five_candidates(n, rng, sims, churn, tolerances):
+    """Rates of ``sims`` gates of five candidates with one baseline in one call (runs=5): each candidate is the
+    baseline's run with a share ``churn(rng)`` of its queries redrawn; ``tolerances(result)`` the gate's."""
+    rates = Rates()
+    for _ in range(sims):
+        queries = draw_queries(n, rng)
+        run_a = run_of(queries, rng)
+        result_a = score(queries, run_a)
+        allowed = tolerances(result_a)
+        verdicts = [gate(result_a, score(queries, churned(queries, run_a, churn(rng), rng)), allowed, runs=5)["verdict"]
+                    for _ in range(5)]
+        rates.add("regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
+                  else "pass")
+    return rates
+
+
 def table_candidates(sims, seed, sizes):
     sims = max(20, sims // 2)
     print("\n## Five equally good candidates gated with one baseline in one call (runs=5), recommended tolerances\n")
     print("| queries | exit 1 (any candidate regressed) | exit 0 (all passed) |")
     print("|---|---|---|")
     for n in sizes:
-        rng = random.Random(f"audit:{seed}:candidates:{n}")
-        rates = Rates()
-        for _ in range(sims):
-            queries = draw_queries(n, rng)
-            run_a = run_of(queries, rng)
-            result_a = score(queries, run_a)
-            tolerances = recommended(result_a)
-            verdicts = [gate(result_a, score(queries, churned(queries, run_a, rng.uniform(0.05, 0.2), rng)),
-                             tolerances, runs=5)["verdict"] for _ in range(5)]
-            rates.add("regression" if "regression" in verdicts else "inconclusive" if "inconclusive" in verdicts
-                      else "pass")
+        rates = five_candidates(n, random.Random(f"audit:{seed}:candidates:{n}"), sims,
+                                lambda rng: rng.uniform(0.05, 0.2), recommended)
         print(f"| {n} | {rates.show('regression')} | {rates.show('pass')} |", flush=True)
     print("\nThe same at a tolerance of 0.02, every query redrawn (churn 100%):\n")
     for n in [s for s in sizes if s <= 200]:
-        rng = random.Random(f"audit:{seed}:candidates0.02:{n}")
-        rates = Rates()
-        for _ in range(sims):
-            queries = draw_queries(n, rng)
-            run_a = run_of(queries, rng)
-            result_a = score(queries, run_a)
-            verdicts = [gate(result_a, score(queries, churned(queries, run_a, 1.0, rng)),
-                             {m: 0.02 for m in METRICS}, runs=5)["verdict"] for _ in range(5)]
-            rates.add("regression" if "regression" in verdicts else "other")
+        rates = five_candidates(n, random.Random(f"audit:{seed}:candidates0.02:{n}"), sims, lambda rng: 1.0,
+                                lambda result: {m: 0.02 for m in METRICS})
         print(f"| {n} (churn 100%) | {rates.show('regression')} | - |", flush=True)
 
 
